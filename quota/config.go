@@ -1,0 +1,148 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config is the admission configuration: the account, its partition between
+// the classes and where the counters live. The YAML keys are the koanf tags.
+type Config struct {
+	Account AccountConfig `koanf:"account"`
+	Classes ClassesConfig `koanf:"classes"`
+	Store   StoreConfig   `koanf:"store"`
+}
+
+// AccountConfig describes the provider account that every caller shares.
+type AccountConfig struct {
+	// RequestsPerMinute is the account's request allowance, for the whole fleet.
+	RequestsPerMinute int64 `koanf:"requests_per_minute"`
+	// TokensPerMinute is the account's token allowance; 0 means not enforced.
+	TokensPerMinute int64 `koanf:"tokens_per_minute"`
+	// MaxInFlight bounds the requests in flight upstream, for the whole fleet.
+	MaxInFlight int64 `koanf:"max_in_flight"`
+	// ExpectedReplicas is how many replicas normally share the account; the
+	// in-process store enforces fleet limits divided by it.
+	ExpectedReplicas int64 `koanf:"expected_replicas"`
+}
+
+// InteractiveConfig is the interactive class: traffic a person waits on.
+type InteractiveConfig struct {
+	// Share is the fraction of the account interactive is sized for, 0..1.
+	Share float64 `koanf:"share"`
+	// Reserve is the fraction of the account bulk never takes, 0..1.
+	Reserve float64 `koanf:"reserve"`
+	// MaxWait is how long a request may wait for admission before a 429.
+	MaxWait time.Duration `koanf:"max_wait"`
+	// MaxQueue is how many requests may wait at once; more get an immediate 429.
+	MaxQueue int `koanf:"max_queue"`
+}
+
+// BulkConfig is the bulk class: imports, batch jobs, worker fleets.
+type BulkConfig struct {
+	// Share is the fraction of the account bulk may always take, 0..1.
+	Share float64 `koanf:"share"`
+	// Borrow lets bulk use capacity beyond its share, up to the account
+	// minus the interactive reserve, while no interactive request waits.
+	Borrow bool `koanf:"borrow"`
+	// MaxWait is how long a request may wait for admission before a 429.
+	MaxWait time.Duration `koanf:"max_wait"`
+	// MaxQueue is how many requests may wait at once; more get an immediate 429.
+	MaxQueue int `koanf:"max_queue"`
+}
+
+// ClassesConfig holds the two classes.
+type ClassesConfig struct {
+	Interactive InteractiveConfig `koanf:"interactive"`
+	Bulk        BulkConfig        `koanf:"bulk"`
+}
+
+// StoreConfig says where the counters live.
+type StoreConfig struct {
+	// RedisURL selects the Redis store; empty means the in-process store.
+	RedisURL string `koanf:"redis_url"`
+	// KeyPrefix prefixes every Redis key.
+	KeyPrefix string `koanf:"key_prefix"`
+	// OnError is what to do when the store fails: local, open or closed.
+	OnError string `koanf:"on_error"`
+}
+
+// DefaultConfig returns the defaults documented in config.example.yaml.
+func DefaultConfig() Config {
+	return Config{
+		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1},
+		Classes: ClassesConfig{
+			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000},
+			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000},
+		},
+		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: "local"},
+	}
+}
+
+// shareEpsilon absorbs float noise such as 0.8+0.2 > 1.
+const shareEpsilon = 1e-9
+
+// Validate reports every problem at once, each naming its config key. It
+// changes nothing.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	a := c.Account
+	if a.RequestsPerMinute <= 0 {
+		bad("account.requests_per_minute", "must be > 0, got %d", a.RequestsPerMinute)
+	}
+	if a.TokensPerMinute < 0 {
+		bad("account.tokens_per_minute", "must be >= 0 (0 = not enforced), got %d", a.TokensPerMinute)
+	}
+	if a.MaxInFlight <= 0 {
+		bad("account.max_in_flight", "must be > 0, got %d", a.MaxInFlight)
+	}
+	if a.ExpectedReplicas < 1 {
+		bad("account.expected_replicas", "must be >= 1, got %d", a.ExpectedReplicas)
+	} else if a.MaxInFlight > 0 && a.MaxInFlight < a.ExpectedReplicas {
+		bad("account.max_in_flight", "must be >= account.expected_replicas (%d) so every replica may send, got %d", a.ExpectedReplicas, a.MaxInFlight)
+	}
+	ic, bc := c.Classes.Interactive, c.Classes.Bulk
+	checkFraction(bad, "classes.interactive.share", ic.Share)
+	checkFraction(bad, "classes.interactive.reserve", ic.Reserve)
+	checkFraction(bad, "classes.bulk.share", bc.Share)
+	if ic.Share+bc.Share > 1+shareEpsilon {
+		bad("classes.bulk.share", "classes.interactive.share + classes.bulk.share must be <= 1, got %g", ic.Share+bc.Share)
+	}
+	if bc.Share+ic.Reserve > 1+shareEpsilon {
+		bad("classes.interactive.reserve", "classes.bulk.share + classes.interactive.reserve must be <= 1 or bulk's own share eats the reserve, got %g", bc.Share+ic.Reserve)
+	}
+	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
+	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
+	switch c.Store.OnError {
+	case "local", "open", "closed":
+	default:
+		bad("store.on_error", "must be local, open or closed, got %q", c.Store.OnError)
+	}
+	if c.Store.KeyPrefix == "" {
+		bad("store.key_prefix", "must not be empty")
+	}
+	if c.Store.RedisURL != "" {
+		bad("store.redis_url", "the Redis store is not available in this build; leave it empty for the in-process store")
+	}
+	return errors.Join(errs...)
+}
+
+func checkFraction(bad func(string, string, ...any), key string, v float64) {
+	if math.IsNaN(v) || v < 0 || v > 1 {
+		bad(key, "must be between 0 and 1, got %g", v)
+	}
+}
+
+func checkWait(bad func(string, string, ...any), prefix string, wait time.Duration, queue int) {
+	if wait <= 0 {
+		bad(prefix+".max_wait", "must be > 0, got %s", wait)
+	}
+	if queue < 1 {
+		bad(prefix+".max_queue", "must be >= 1, got %d", queue)
+	}
+}

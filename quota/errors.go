@@ -1,0 +1,37 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+var (
+	// ErrQueueFull means the class's queue already holds max_queue requests.
+	ErrQueueFull = errors.New("quota: queue full")
+	// ErrWaitTimeout means the request waited max_wait without admission.
+	ErrWaitTimeout = errors.New("quota: max wait exceeded")
+	// ErrClosed means the Limiter has stopped.
+	ErrClosed = errors.New("quota: limiter closed")
+)
+
+// RefusedError is a refusal by the Limiter: the caller should answer 429
+// and may retry after RetryAfter. errors.Is matches its Reason.
+type RefusedError struct {
+	// Class is the class that was refused.
+	Class classify.Class
+	// Reason is ErrQueueFull or ErrWaitTimeout.
+	Reason error
+	// RetryAfter estimates when a retry may be admitted; at least a second.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%v (class %s, retry after %s)", e.Reason, e.Class, e.RetryAfter)
+}
+
+// Unwrap returns the reason.
+func (e *RefusedError) Unwrap() error { return e.Reason }

@@ -1,0 +1,76 @@
+package quota
+
+import "math"
+
+// Limits are the numbers a Store enforces, derived from Config by Limits or
+// PerReplica. Rates are per minute and turned into per-second allowances by
+// Allowance, so any run of N seconds admits N·rate/60 ± 1.
+type Limits struct {
+	// AccountRPM is the whole account's requests per minute.
+	AccountRPM int64
+	// BulkRPM is what bulk may always take, per minute.
+	BulkRPM int64
+	// ReserveRPM is what bulk never takes, per minute.
+	ReserveRPM int64
+	// InFlight bounds requests in flight, both classes together.
+	InFlight int64
+	// BulkInFlight is the in-flight count bulk may always hold.
+	BulkInFlight int64
+	// ReserveInFlight is the in-flight count bulk never takes.
+	ReserveInFlight int64
+	// Borrow lets bulk go beyond its share while no interactive request waits.
+	Borrow bool
+}
+
+// Limits returns the fleet-wide limits.
+func (c Config) Limits() Limits { return c.scaled(1) }
+
+// PerReplica returns the fleet limits divided by account.expected_replicas:
+// what one replica enforces on its own (the in-process store, and the local
+// fallback when Redis fails).
+func (c Config) PerReplica() Limits { return c.scaled(c.Account.ExpectedReplicas) }
+
+func (c Config) scaled(replicas int64) Limits {
+	if replicas < 1 {
+		replicas = 1
+	}
+	inv := 1 / float64(replicas)
+	ic, bc := c.Classes.Interactive, c.Classes.Bulk
+	inFlight := max(1, c.Account.MaxInFlight/replicas)
+	return Limits{
+		AccountRPM:      part(c.Account.RequestsPerMinute, inv),
+		BulkRPM:         part(c.Account.RequestsPerMinute, bc.Share*inv),
+		ReserveRPM:      part(c.Account.RequestsPerMinute, ic.Reserve*inv),
+		InFlight:        inFlight,
+		BulkInFlight:    part(inFlight, bc.Share),
+		ReserveInFlight: part(inFlight, ic.Reserve),
+		Borrow:          bc.Borrow,
+	}
+}
+
+// part is floor(total·fraction), robust to float noise such as 10000·0.3.
+func part(total int64, fraction float64) int64 {
+	return int64(math.Floor(float64(total)*fraction + shareEpsilon))
+}
+
+// Allowance is how many requests second sec (Unix seconds) admits at rpm
+// requests per minute: floor((t+1)·r) − floor(t·r) with r = rpm/60, in
+// integer arithmetic so that no run of seconds drifts. At 12 rpm it is 1
+// every fifth second and 0 otherwise.
+func Allowance(sec, rpm int64) int64 {
+	if rpm <= 0 {
+		return 0
+	}
+	return floorDiv((sec+1)*rpm, 60) - floorDiv(sec*rpm, 60)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// perSecond is the rate in requests per second of a per-minute figure.
+func perSecond(rpm int64) float64 { return float64(rpm) / 60 }

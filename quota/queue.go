@@ -1,0 +1,55 @@
+package quota
+
+// waiter is one request waiting for admission. Its fields are guarded by
+// the dispatcher's mutex, except done, which is closed once on grant.
+type waiter struct {
+	prev, next *waiter
+	done       chan struct{}
+	granted    bool
+	queued     bool
+}
+
+// queue is an intrusive FIFO of waiters; removal from the middle is O(1)
+// and nothing is allocated beyond the waiter itself. Not safe for
+// concurrent use: the dispatcher's mutex guards it.
+type queue struct {
+	head, tail *waiter
+	n          int
+}
+
+func (q *queue) push(w *waiter) {
+	w.prev, w.next, w.queued = q.tail, nil, true
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.n++
+}
+
+func (q *queue) remove(w *waiter) {
+	if !w.queued {
+		return
+	}
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next, w.queued = nil, nil, false
+	q.n--
+}
+
+func (q *queue) pop() *waiter {
+	w := q.head
+	if w != nil {
+		q.remove(w)
+	}
+	return w
+}
