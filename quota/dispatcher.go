@@ -24,6 +24,10 @@ type dispatcher struct {
 	mu     sync.Mutex
 	q      queue
 	closed bool
+	// shortfalls counts store calls that left waiters queued; a waiter that
+	// saw one (joined before it, or while blocked) was held.
+	shortfalls uint64
+	waiting    bool // a shortfall is unresolved: new waiters are held
 
 	arrive chan struct{} // a waiter joined the queue
 	freed  chan struct{} // in-flight slots were returned to the store
@@ -46,17 +50,21 @@ func (d *dispatcher) queued() int {
 }
 
 // admit queues the caller and waits for a grant, max_wait or ctx.
-func (d *dispatcher) admit(ctx context.Context) error {
+// admission is what admit tells the Limiter about a grant.
+type admission struct{ held bool }
+
+func (d *dispatcher) admit(ctx context.Context) (admission, error) {
 	w := &waiter{done: make(chan struct{})}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return ErrClosed
+		return admission{}, ErrClosed
 	}
 	if n := d.q.n; n >= d.maxQueue {
 		d.mu.Unlock()
-		return &RefusedError{Class: d.class, Reason: ErrQueueFull, RetryAfter: d.l.retryAfter(d.class, n)}
+		return admission{}, &RefusedError{Class: d.class, Reason: ErrQueueFull, RetryAfter: d.l.retryAfter(d.class, n)}
 	}
+	w.gen, w.held = d.shortfalls, d.waiting
 	d.q.push(w)
 	d.mu.Unlock()
 	notify(d.arrive)
@@ -67,9 +75,9 @@ func (d *dispatcher) admit(ctx context.Context) error {
 	select {
 	case <-w.done:
 		if w.granted {
-			return nil
+			return admission{held: w.held}, nil
 		}
-		return ErrClosed
+		return admission{}, ErrClosed
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-timer.C:
@@ -80,22 +88,22 @@ func (d *dispatcher) admit(ctx context.Context) error {
 
 // leave takes w out of the queue after it gave up. A grant that raced the
 // timeout is kept; one that raced a cancellation is handed back.
-func (d *dispatcher) leave(w *waiter, cause error) error {
+func (d *dispatcher) leave(w *waiter, cause error) (admission, error) {
 	d.mu.Lock()
-	granted := w.granted
+	granted, held := w.granted, w.held
 	d.q.remove(w)
 	ahead := d.q.n
 	d.mu.Unlock()
 	switch {
 	case granted && cause == ErrWaitTimeout:
-		return nil
+		return admission{held: held}, nil
 	case granted:
 		d.l.release(d.class, 1)
-		return cause
+		return admission{}, cause
 	case cause == ErrWaitTimeout:
-		return &RefusedError{Class: d.class, Reason: ErrWaitTimeout, RetryAfter: d.l.retryAfter(d.class, ahead)}
+		return admission{}, &RefusedError{Class: d.class, Reason: ErrWaitTimeout, RetryAfter: d.l.retryAfter(d.class, ahead)}
 	default:
-		return cause
+		return admission{}, cause
 	}
 }
 
@@ -148,7 +156,7 @@ func (d *dispatcher) dispatch(ctx context.Context) time.Duration {
 		if released {
 			d.l.slotsFreed()
 		}
-		d.hand(res.Granted)
+		d.hand(res.Granted, res.Granted < want)
 		if res.Granted < want {
 			d.blocked = res.Blocker
 			return max(res.RetryAfter, time.Millisecond)
@@ -157,8 +165,9 @@ func (d *dispatcher) dispatch(ctx context.Context) time.Duration {
 }
 
 // hand gives n grants to the oldest waiters; grants nobody is left to take
-// go back to the store.
-func (d *dispatcher) hand(n int64) {
+// go back to the store. short says the store granted fewer than asked: the
+// waiters left behind are held.
+func (d *dispatcher) hand(n int64, short bool) {
 	var given int64
 	d.mu.Lock()
 	for given < n {
@@ -167,9 +176,14 @@ func (d *dispatcher) hand(n int64) {
 			break
 		}
 		w.granted = true
+		w.held = w.held || w.gen != d.shortfalls
 		close(w.done)
 		given++
 	}
+	if short {
+		d.shortfalls++
+	}
+	d.waiting = short && d.q.n > 0
 	d.mu.Unlock()
 	d.l.inFlight[d.class].Add(given)
 	if excess := n - given; excess > 0 {

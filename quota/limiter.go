@@ -53,10 +53,11 @@ func (l *Limiter) Run(ctx context.Context) error {
 // returns a *RefusedError when the queue is full or max_wait passes,
 // ErrClosed after Run has stopped, or the context's error if ctx ends first.
 func (l *Limiter) Admit(ctx context.Context, c classify.Class) (*Lease, error) {
-	if err := l.classes[c].admit(ctx); err != nil {
+	a, err := l.classes[c].admit(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return &Lease{l: l, class: c}, nil
+	return &Lease{l: l, class: c, held: a.held}, nil
 }
 
 // Queued returns how many requests of class c are waiting.
@@ -69,8 +70,13 @@ func (l *Limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load()
 type Lease struct {
 	l        *Limiter
 	class    classify.Class
+	held     bool
 	released atomic.Bool
 }
+
+// Held reports whether the request had to wait for a later window or a
+// released slot before it was admitted.
+func (s *Lease) Held() bool { return s.held }
 
 // Release returns the slot. It never blocks on the store: releases are
 // coalesced and sent in the background. Calls after the first do nothing.

@@ -60,6 +60,9 @@ func TestLimiterFIFO(t *testing.T) {
 				}
 				lease.Release()
 				at[i] = time.Since(start)
+				if held := lease.Held(); held != (i > 0) {
+					t.Errorf("request %d: Held() = %v, want %v", i, held, i > 0)
+				}
 			})
 			synctest.Wait() // request i is queued before i+1
 		}

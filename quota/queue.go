@@ -7,6 +7,11 @@ type waiter struct {
 	done       chan struct{}
 	granted    bool
 	queued     bool
+	// held is set once the waiter had to wait for a later window or a
+	// released slot, rather than being granted by the first store call.
+	held bool
+	// gen is the dispatcher's shortfall count when the waiter joined.
+	gen uint64
 }
 
 // queue is an intrusive FIFO of waiters; removal from the middle is O(1)
