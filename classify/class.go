@@ -55,3 +55,6 @@ func (c *Class) UnmarshalText(b []byte) error {
 	*c = v
 	return nil
 }
+
+// Valid reports whether c is one of the defined classes (Interactive or Bulk).
+func (c Class) Valid() bool { return c < NumClasses }

@@ -1,0 +1,122 @@
+package classify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Caller is one configured client of the proxy, identified by its API key.
+// Exactly one of KeySHA256 and KeyEnv is set.
+type Caller struct {
+	// Name identifies the caller in metrics and logs; unique, not "unknown".
+	Name string `koanf:"name"`
+	// KeySHA256 is the hex SHA-256 of the caller's key (64 characters,
+	// either case), e.g. the output of `printf %s "$KEY" | sha256sum`.
+	KeySHA256 string `koanf:"key_sha256"`
+	// KeyEnv names an environment variable holding the caller's key itself.
+	// Surrounding whitespace in its value is ignored.
+	KeyEnv string `koanf:"key_env"`
+	// Class is the caller's class when its request does not choose one.
+	Class Class `koanf:"class"`
+	// MayClaimInteractive lets the caller choose interactive with the class
+	// header. Any caller may choose bulk.
+	MayClaimInteractive bool `koanf:"may_claim_interactive"`
+}
+
+// ValidateCallers reports every problem in callers at once, each naming its
+// key (for example "callers[1].key_sha256"). getenv resolves KeyEnv; a nil
+// getenv behaves as an empty environment. Errors never contain a key, a
+// key's hash or any part of either. ValidateCallers is safe for concurrent
+// use if getenv is.
+func ValidateCallers(callers []Caller, getenv func(string) string) error {
+	_, err := compileCallers(callers, getenv)
+	return err
+}
+
+// entry is a compiled Caller: the decoded hash replaces the key material.
+type entry struct {
+	name     string
+	hash     [sha256.Size]byte
+	class    Class
+	mayClaim bool
+}
+
+// emptyKeyHash is the SHA-256 of the empty string, which no caller can
+// present (Credential never returns an empty key).
+var emptyKeyHash = sha256.Sum256(nil)
+
+// compileCallers validates callers and resolves each to an entry.
+func compileCallers(callers []Caller, getenv func(string) string) ([]entry, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	entries := make([]entry, 0, len(callers))
+	names := make(map[string]int, len(callers))
+	hashes := make(map[[sha256.Size]byte]int, len(callers))
+	for i, c := range callers {
+		key := fmt.Sprintf("callers[%d]", i)
+		switch j, dup := names[c.Name]; {
+		case c.Name == "":
+			bad(key+".name", "must not be empty")
+		case c.Name == UnknownCaller:
+			bad(key+".name", "%q is reserved for callers not in this list", UnknownCaller)
+		case dup:
+			bad(key+".name", "duplicate of callers[%d].name %q", j, c.Name)
+		default:
+			names[c.Name] = i
+		}
+		if !c.Class.Valid() {
+			bad(key+".class", "must be \"interactive\" or \"bulk\", got %s", c.Class)
+		}
+		hash, field, err := callerHash(c, getenv)
+		if err != nil {
+			bad(key+field, "%w", err)
+			continue
+		}
+		if j, dup := hashes[hash]; dup {
+			bad(key+field, "same key as callers[%d]", j)
+			continue
+		}
+		hashes[hash] = i
+		entries = append(entries, entry{name: c.Name, hash: hash, class: c.Class, mayClaim: c.MayClaimInteractive})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// callerHash returns the SHA-256 of c's key and the config field it came
+// from (".key_sha256", ".key_env", or "" when neither or both are set).
+// Its errors never include key material.
+func callerHash(c Caller, getenv func(string) string) (hash [sha256.Size]byte, field string, err error) {
+	switch {
+	case (c.KeySHA256 == "") == (c.KeyEnv == ""):
+		return hash, "", errors.New("set exactly one of key_sha256 and key_env")
+	case c.KeySHA256 != "":
+		if len(c.KeySHA256) != 2*sha256.Size {
+			return hash, ".key_sha256", errors.New("must be 64 hex characters")
+		}
+		// The decode error would quote the offending character; drop it.
+		if _, err := hex.Decode(hash[:], []byte(c.KeySHA256)); err != nil {
+			return hash, ".key_sha256", errors.New("must be 64 hex characters")
+		}
+		if hash == emptyKeyHash {
+			return hash, ".key_sha256", errors.New("is the hash of an empty key, which never matches")
+		}
+		return hash, ".key_sha256", nil
+	default:
+		v := strings.TrimSpace(getenv(c.KeyEnv))
+		if v == "" {
+			return hash, ".key_env", fmt.Errorf("environment variable %s is empty or unset", c.KeyEnv)
+		}
+		return sha256.Sum256([]byte(v)), ".key_env", nil
+	}
+}

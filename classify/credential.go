@@ -1,0 +1,48 @@
+package classify
+
+import (
+	"net/http"
+	"strings"
+)
+
+// credentialHeaders are the canonical names of the headers Credential reads,
+// in the order it reads them: OpenAI style, Azure OpenAI, Anthropic.
+var credentialHeaders = [...]string{"Authorization", "Api-Key", "X-Api-Key"}
+
+// Credential returns where the caller put its API key and the key itself.
+// It looks at "Authorization" (scheme "Bearer", matched case-insensitively),
+// then "Api-Key", then "X-Api-Key"; the first that holds a non-empty key
+// wins. Keys are trimmed of surrounding spaces and tabs. header is the
+// canonical header name. ok is false when no header holds a key; an
+// Authorization header with another scheme (such as Basic) is skipped.
+//
+// Credential does not retain h or the key and is safe for concurrent use.
+func Credential(h http.Header) (header string, key string, ok bool) {
+	if key, ok := bearer(h.Get(credentialHeaders[0])); ok {
+		return credentialHeaders[0], key, true
+	}
+	for _, name := range credentialHeaders[1:] {
+		if key := trim(h.Get(name)); key != "" {
+			return name, key, true
+		}
+	}
+	return "", "", false
+}
+
+// bearer extracts the token from an Authorization value "Bearer <token>".
+func bearer(v string) (string, bool) {
+	const scheme = "bearer"
+	v = trim(v)
+	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", false
+	}
+	if c := v[len(scheme)]; c != ' ' && c != '\t' {
+		return "", false
+	}
+	key := trim(v[len(scheme):])
+	return key, key != ""
+}
+
+// trim removes the optional whitespace (spaces and tabs) HTTP allows around
+// a field value.
+func trim(s string) string { return strings.Trim(s, " \t") }
