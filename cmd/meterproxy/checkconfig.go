@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/meterproxy/meterproxy/proxy"
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// checkConfig prints the numbers a valid configuration works out to.
+func checkConfig(cfg Config, w io.Writer) error {
+	q := cfg.quota()
+	fleet, local := q.Limits(), q.PerReplica()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format+"\n", args...) }
+	p("config is valid")
+	p("")
+	p("\tfleet\tper replica (÷ %d expected replicas)", cfg.Account.ExpectedReplicas)
+	p("account requests/s\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
+	p("interactive requests/s (any free capacity)\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
+	p("bulk requests/s (own share)\t%.2f\t%.2f", rps(fleet.BulkRPM), rps(local.BulkRPM))
+	if fleet.Borrow {
+		p("bulk requests/s (borrowing, at most)\t%.2f\t%.2f", rps(fleet.AccountRPM-fleet.ReserveRPM), rps(local.AccountRPM-local.ReserveRPM))
+	}
+	p("interactive reserve requests/s\t%.2f\t%.2f", rps(fleet.ReserveRPM), rps(local.ReserveRPM))
+	p("in-flight bound\t%d\t%d", fleet.InFlight, local.InFlight)
+	p("bulk in flight (own share / with borrowing)\t%d / %d\t%d / %d",
+		fleet.BulkInFlight, fleet.InFlight-fleet.ReserveInFlight, local.BulkInFlight, local.InFlight-local.ReserveInFlight)
+	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, local.InFlight))
+	p("store\t%s\t", storeName(q))
+	return tw.Flush()
+}
+
+func rps(rpm int64) float64 { return float64(rpm) / 60 }
+
+func storeName(q quota.Config) string {
+	if q.Store.RedisURL != "" {
+		return "redis"
+	}
+	return "in-process"
+}

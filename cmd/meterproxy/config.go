@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+		"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/structs"
+	"github.com/knadh/koanf/v2"
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/proxy"
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// Config is the whole configuration file. Each section belongs to the
+// package that uses it; the koanf tags are the user-facing keys.
+type Config struct {
+	Server   proxy.ServerConfig   `koanf:"server"`
+	Upstream proxy.UpstreamConfig `koanf:"upstream"`
+	Account  quota.AccountConfig  `koanf:"account"`
+	Classes  quota.ClassesConfig  `koanf:"classes"`
+	Callers  []classify.Caller    `koanf:"callers"`
+	Classify classify.Config      `koanf:"classify"`
+	Store    quota.StoreConfig    `koanf:"store"`
+	Log      LogConfig            `koanf:"log"`
+}
+
+// LogConfig is the log section.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `koanf:"level"`
+	// Format is auto (tint on a terminal, JSON otherwise), text or json.
+	Format string `koanf:"format"`
+}
+
+// defaultConfig is the typed bottom layer of the configuration.
+func defaultConfig() Config {
+	q := quota.DefaultConfig()
+	return Config{
+		Server:   proxy.DefaultServerConfig(),
+		Upstream: proxy.DefaultUpstreamConfig(),
+		Account:  q.Account,
+		Classes:  q.Classes,
+		Callers:  []classify.Caller{},
+		Classify: classify.DefaultConfig(),
+		Store:    q.Store,
+		Log:      LogConfig{Level: "info", Format: "auto"},
+	}
+}
+
+func (c Config) quota() quota.Config {
+	return quota.Config{Account: c.Account, Classes: c.Classes, Store: c.Store}
+}
+
+func (c Config) proxy() proxy.Config {
+	return proxy.Config{Server: c.Server, Upstream: c.Upstream}
+}
+
+// envPrefix starts every environment override: METERPROXY_UPSTREAM_API_KEY
+// sets upstream.api_key.
+const envPrefix = "METERPROXY_"
+
+// loadConfig layers typed defaults, the YAML file at path (if not empty)
+// and METERPROXY_* variables from environ, then validates. Every unknown
+// key and invalid value is reported at once, by key.
+func loadConfig(path string, environ []string, getenv func(string) string) (Config, error) {
+	def := defaultConfig()
+	k := koanf.New(".")
+	if err := k.Load(structs.Provider(def, "koanf"), nil); err != nil {
+		return Config{}, fmt.Errorf("config: defaults: %w", err)
+	}
+	known := leafKeys(k)
+	var errs []error
+	if path != "" {
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return Config{}, fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	envErrs, err := loadEnv(k, known, environ)
+	if err != nil {
+		return Config{}, err
+	}
+	errs = append(errs, envErrs...)
+	cfg := def
+	dec := &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc()),
+		WeaklyTypedInput: true,
+		ErrorUnused:      true,
+		ZeroFields:       true,
+		TagName:          "koanf",
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dec}); err != nil {
+		errs = append(errs, decodeErrors(err)...)
+	}
+	errs = append(errs, cfg.validate(getenv))
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func (c Config) validate(getenv func(string) string) error {
+	var errs []error
+	errs = append(errs, c.proxy().Validate(), c.quota().Validate(), c.Classify.Validate(),
+		classify.ValidateCallers(c.Callers, getenv))
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: must be debug, info, warn or error, got %q", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "auto", "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: must be auto, text or json, got %q", c.Log.Format))
+	}
+	return errors.Join(errs...)
+}
+
+// leafKeys returns the configurable keys: every flattened key of the
+// defaults. Lists (callers, classify.paths) are leaves; their items are
+// checked by the decoder.
+func leafKeys(k *koanf.Koanf) map[string]bool {
+	known := make(map[string]bool)
+	for _, key := range k.Keys() {
+		known[key] = true
+	}
+	return known
+}
+
+// loadEnv applies METERPROXY_* overrides. A variable is matched to a key by
+// upper-casing the key and replacing dots with underscores; a variable that
+// matches no key is an error, so a typo does not pass silently.
+func loadEnv(k *koanf.Koanf, known map[string]bool, environ []string) ([]error, error) {
+	byEnv := make(map[string]string, len(known))
+	for key := range known {
+		byEnv[envPrefix+strings.ToUpper(strings.ReplaceAll(key, ".", "_"))] = key
+	}
+	var unknown []string
+	p := env.Provider(".", env.Opt{
+		Prefix:      envPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, value string) (string, any) {
+			key, ok := byEnv[name]
+			if !ok {
+				unknown = append(unknown, name)
+				return "", nil
+			}
+			return key, value
+		},
+	})
+	if err := k.Load(p, nil); err != nil {
+		return nil, fmt.Errorf("config: environment: %w", err)
+	}
+	slices.Sort(unknown)
+	errs := make([]error, 0, len(unknown))
+	for _, name := range unknown {
+		errs = append(errs, fmt.Errorf("%s: environment variable matches no config key", name))
+	}
+	return errs, nil
+}
+
+var (
+	invalidKeysLine = regexp.MustCompile(`^'([^']*)' has invalid keys: (.+)$`)
+	quotedKeyLine   = regexp.MustCompile(`^'([^']+)' (.+)$`)
+)
+
+// decodeErrors turns the decoder's report into one error per key, in the
+// same "key: problem" form as Validate.
+func decodeErrors(err error) []error {
+	var errs []error
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if m := invalidKeysLine.FindStringSubmatch(line); m != nil {
+			for _, key := range strings.Split(m[2], ", ") {
+				errs = append(errs, fmt.Errorf("%s: unknown key", strings.TrimPrefix(m[1]+"."+key, ".")))
+			}
+		} else if m := quotedKeyLine.FindStringSubmatch(line); m != nil {
+			errs = append(errs, fmt.Errorf("%s: %s", m[1], m[2]))
+		} else if line != "" && !strings.HasPrefix(line, "decoding failed") {
+			errs = append(errs, errors.New(line))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestExampleConfigIsTheDefaults keeps config.example.yaml honest: it
+// documents every key with its default value.
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	cfg, err := loadConfig("../../config.example.yaml", nil, lookupIn(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def := defaultConfig(); !reflect.DeepEqual(cfg, def) {
+		t.Errorf("config.example.yaml differs from the defaults:\n got %+v\nwant %+v", cfg, def)
+	}
+}
+
+func TestLoadConfigRefusesBadInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		environ []string
+		want    []string // each must appear in the error
+	}{
+		{"typo'd key", "server:\n  lisen: \":1\"\n", nil, []string{"server.lisen: unknown key"}},
+		{"typo'd key in a list item", "callers:\n  - {name: a, key_env: K, clas: bulk}\n", []string{"K=secret"}, []string{"callers[0].clas: unknown key"}},
+		{"negative share", "classes:\n  interactive: {share: -0.2}\n", nil, []string{"classes.interactive.share: must be between 0 and 1"}},
+		{"shares over 1", "classes:\n  interactive: {share: 0.9}\n  bulk: {share: 0.2}\n", nil, []string{"classes.bulk.share: classes.interactive.share + classes.bulk.share must be <= 1"}},
+		{"not a number", "account:\n  requests_per_minute: lots\n", nil, []string{"account.requests_per_minute"}},
+		{"bad duration", "classes:\n  bulk: {max_wait: soon}\n", nil, []string{"classes.bulk.max_wait"}},
+		{"bad class", "classify:\n  default_class: urgent\n", nil, []string{"classify.default_class"}},
+		{"unknown env variable", "", []string{"METERPROXY_UPSTREAM_APIKEY=x"}, []string{"METERPROXY_UPSTREAM_APIKEY: environment variable matches no config key"}},
+		{"bad env value", "", []string{"METERPROXY_ACCOUNT_MAX_IN_FLIGHT=-3"}, []string{"account.max_in_flight: must be > 0"}},
+		{"every problem at once", "server:\n  lisen: x\nclasses:\n  interactive: {share: -1}\nlog: {level: loud}\n", nil,
+			[]string{"server.lisen", "classes.interactive.share", "log.level"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig(writeConfig(t, tt.yaml), tt.environ, lookupIn(tt.environ))
+			if err == nil {
+				t.Fatal("loadConfig accepted it")
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadConfigLayers(t *testing.T) {
+	path := writeConfig(t, "upstream:\n  url: http://yaml.example\naccount:\n  requests_per_minute: 600\nclasses:\n  bulk: {max_wait: 5s}\n")
+	environ := []string{
+		"METERPROXY_UPSTREAM_API_KEY=sk-env",
+		"METERPROXY_ACCOUNT_REQUESTS_PER_MINUTE=1200",
+		"METERPROXY_CLASSES_BULK_SHARE=0.1",
+		"OTHER=ignored",
+	}
+	cfg, err := loadConfig(path, environ, lookupIn(environ))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Upstream.URL != "http://yaml.example" || cfg.Upstream.APIKey != "sk-env" {
+		t.Errorf("upstream = %+v, want the YAML url and the env key", cfg.Upstream)
+	}
+	if cfg.Account.RequestsPerMinute != 1200 || cfg.Classes.Bulk.Share != 0.1 {
+		t.Errorf("env did not override: rpm %d, bulk share %g", cfg.Account.RequestsPerMinute, cfg.Classes.Bulk.Share)
+	}
+	if cfg.Classes.Bulk.MaxWait != 5*time.Second || cfg.Classes.Interactive.MaxWait != 2*time.Second {
+		t.Errorf("max_wait bulk %s interactive %s, want 5s from YAML and the 2s default", cfg.Classes.Bulk.MaxWait, cfg.Classes.Interactive.MaxWait)
+	}
+	if len(cfg.Classify.Paths) != 1 || cfg.Classify.Paths[0].Prefix != "/v1/batches" {
+		t.Errorf("default path rules lost: %+v", cfg.Classify.Paths)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	var out, errOut bytes.Buffer
+	path := writeConfig(t, "account: {requests_per_minute: 6000, max_in_flight: 100, expected_replicas: 4}\n")
+	if err := run(t.Context(), []string{"check-config", "--config", path}, nil, &out, &errOut); err != nil {
+		t.Fatalf("check-config: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"account requests/s", "100.00", "25.00", "bulk requests/s (own share)", "20.00",
+		"in-flight bound", "transport connection limit (per host)", "29"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("check-config output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/proxy"
+	"github.com/meterproxy/meterproxy/quota"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+)
+
+// serve builds the parts from cfg and runs them until ctx ends, then
+// drains within server.shutdown_grace.
+func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger) error {
+	classifier, err := classify.New(cfg.Classify, cfg.Callers, getenv)
+	if err != nil {
+		return fmt.Errorf("invalid config, not starting:\n%w", err)
+	}
+	qcfg := cfg.quota()
+	limits := qcfg.PerReplica()
+	limiter := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), log)
+	transport := proxy.NewTransport(cfg.Upstream, limits.InFlight)
+	defer transport.CloseIdleConnections()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
+		Classifier: classifier, Limiter: limiter, Transport: transport,
+		ClassHeader: cfg.Classify.Header, InFlightBound: limits.InFlight, Log: log, Registry: reg,
+	})
+	if err != nil {
+		return err
+	}
+	srv := proxy.NewServer(cfg.Server, h, reg, log)
+
+	var lc net.ListenConfig
+	proxyLn, err := lc.Listen(ctx, "tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("server.listen: %w", err)
+	}
+	adminLn, err := lc.Listen(ctx, "tcp", cfg.Server.AdminListen)
+	if err != nil {
+		_ = proxyLn.Close()
+		return fmt.Errorf("server.admin_listen: %w", err)
+	}
+
+	// The limiter outlives the server's drain: held requests are still
+	// being admitted while the server waits for them.
+	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
+	var g errgroup.Group
+	g.Go(func() error { return limiter.Run(limiterCtx) })
+	err = srv.Run(ctx, proxyLn, adminLn)
+	stopLimiter()
+	if lerr := g.Wait(); err == nil {
+		err = lerr
+	}
+	log.Info("stopped")
+	return err
+}

@@ -1,0 +1,31 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// credentialHeaders are the headers a caller may carry its key in.
+var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
+
+// replaceCredential puts key where the caller put its own (Authorization:
+// Bearer, api-key or x-api-key) and drops every other credential header.
+// A caller without a key gets the provider's usual header for the path.
+func replaceCredential(h http.Header, path, key string) {
+	used, _, ok := classify.Credential(h)
+	if !ok {
+		used = "Authorization"
+		if isAnthropicPath(path) {
+			used = "X-Api-Key"
+		}
+	}
+	for _, name := range credentialHeaders {
+		h.Del(name)
+	}
+	if used == "Authorization" {
+		h.Set(used, "Bearer "+key)
+		return
+	}
+	h.Set(used, key)
+}

@@ -1,0 +1,211 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Handler classifies, admits and forwards requests. It is safe for
+// concurrent use.
+type Handler struct {
+	classifier  *classify.Classifier
+	limiter     *quota.Limiter
+	rp          *httputil.ReverseProxy
+	bodies      *bodyReader
+	m           *metrics
+	log         *slog.Logger
+	target      *url.URL
+	apiKey      string
+	classHeader string
+	maxBody     int64
+}
+
+// Deps are what a Handler is built from.
+type Deps struct {
+	Classifier *classify.Classifier
+	Limiter    *quota.Limiter
+	// Transport carries every upstream request; see NewTransport.
+	Transport http.RoundTripper
+	// ClassHeader is the header callers mark their class with; it is not
+	// forwarded.
+	ClassHeader string
+	// InFlightBound is the per-replica in-flight bound, exported as a gauge.
+	InFlightBound int64
+	Log           *slog.Logger
+	Registry      prometheus.Registerer
+}
+
+// NewHandler returns the forwarding handler for cfg.
+func NewHandler(cfg Config, d Deps) (*Handler, error) {
+	target, err := url.Parse(cfg.Upstream.URL)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{
+		classifier: d.Classifier, limiter: d.Limiter, log: d.Log, target: target,
+		apiKey: cfg.Upstream.APIKey, classHeader: d.ClassHeader, maxBody: cfg.Server.MaxBodyBytes,
+		bodies: newBodyReader(cfg.Server.MaxBodyBytes),
+		m:      newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.InFlightBound),
+	}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:      h.rewrite,
+		Transport:    d.Transport,
+		BufferPool:   newCopyBuffers(),
+		ErrorHandler: h.upstreamError,
+		ErrorLog:     slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
+	}
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	res, err := h.classifier.Classify(r.Header, r.URL.Path)
+	if errors.Is(err, classify.ErrUnknownCaller) {
+		h.refuse(w, r, res, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
+			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
+		return
+	}
+	body, err := h.bodies.read(w, r)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		h.refuse(w, r, res, refusal{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooLarge,
+			kind: "invalid_request_error", message: "meterproxy: request body exceeds server.max_body_bytes"})
+		return
+	case err != nil && r.Context().Err() != nil:
+		h.cancelled(res)
+		return
+	case err != nil:
+		h.refuse(w, r, res, refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
+			kind: "invalid_request_error", message: "meterproxy: could not read the request body"})
+		return
+	}
+	defer h.bodies.put(body)
+
+	lease, ok := h.admit(w, r, res, start)
+	if !ok {
+		return
+	}
+	defer lease.Release()
+	setBody(r, body.Bytes())
+	h.forward(w, r, res)
+}
+
+// admit waits for admission; when it fails the answer is already written.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Result, start time.Time) (*quota.Lease, bool) {
+	class := res.Class.String()
+	lease, err := h.limiter.Admit(r.Context(), res.Class)
+	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
+	if err == nil {
+		outcome := admitAdmitted
+		if lease.Held() {
+			outcome = admitHeld
+		}
+		h.m.admissions.WithLabelValues(class, outcome).Inc()
+		return lease, true
+	}
+	if refused, ok := errors.AsType[*quota.RefusedError](err); ok {
+		h.m.admissions.WithLabelValues(class, admitRefused).Inc()
+		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
+			message: "meterproxy: the " + class + " queue is full", retryAfter: refused.RetryAfter, retry: true}
+		if errors.Is(err, quota.ErrWaitTimeout) {
+			f.reason, f.message = reasonMaxWait, "meterproxy: no "+class+" capacity within the class's max_wait"
+		}
+		h.refuse(w, r, res, f)
+		return nil, false
+	}
+	if r.Context().Err() != nil {
+		h.m.admissions.WithLabelValues(class, admitCancelled).Inc()
+		h.cancelled(res)
+		return nil, false
+	}
+	// quota.ErrClosed: the proxy is shutting down.
+	h.m.admissions.WithLabelValues(class, admitRefused).Inc()
+	h.refuse(w, r, res, refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
+		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true})
+	return nil, false
+}
+
+// forward sends the admitted request upstream and counts how it ended. A
+// response cut short makes ReverseProxy panic with http.ErrAbortHandler;
+// the count is taken and the panic goes on to net/http.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.Result) {
+	rec := &recorder{ResponseWriter: w}
+	class := res.Class.String()
+	start := time.Now()
+	defer func() {
+		p := recover()
+		h.m.upstream.WithLabelValues(class).Observe(time.Since(start).Seconds())
+		switch {
+		case rec.refused != "":
+			h.m.refusals.WithLabelValues(class, rec.refused).Inc()
+			h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, codeClass(rec.status)).Inc()
+		case rec.cancelled || rec.status == 0:
+			h.cancelled(res)
+		default:
+			h.m.requests.WithLabelValues(class, res.Caller, outcomeForwarded, codeClass(rec.status)).Inc()
+		}
+		if p != nil {
+			side := "upstream"
+			if r.Context().Err() != nil {
+				side = "client"
+			}
+			h.m.cutShort.WithLabelValues(class, side).Inc()
+			panic(p)
+		}
+	}()
+	h.rp.ServeHTTP(rec, r)
+}
+
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(h.target)
+	pr.Out.Header.Del(h.classHeader)
+	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
+	if h.apiKey != "" {
+		replaceCredential(pr.Out.Header, pr.In.URL.Path, h.apiKey)
+	}
+}
+
+// upstreamError answers when the upstream could not be reached or did not
+// answer in time; a client that left gets nothing.
+func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	rec, _ := w.(*recorder)
+	if r.Context().Err() != nil {
+		if rec != nil {
+			rec.cancelled = true
+		}
+		return
+	}
+	f := refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
+		message: "meterproxy: the upstream could not be reached", retry: true}
+	if ne, ok := errors.AsType[net.Error](err); (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded) {
+		f.status, f.reason, f.message = http.StatusGatewayTimeout, reasonTimeout, "meterproxy: the upstream did not answer in time"
+	}
+	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	if rec != nil {
+		rec.refused = f.reason
+	}
+	f.write(w, r.URL.Path)
+}
+
+// refuse answers with f and counts a refusal.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, res classify.Result, f refusal) {
+	class := res.Class.String()
+	h.m.refusals.WithLabelValues(class, f.reason).Inc()
+	h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, codeClass(f.status)).Inc()
+	f.write(w, r.URL.Path)
+}
+
+func (h *Handler) cancelled(res classify.Result) {
+	h.m.requests.WithLabelValues(res.Class.String(), res.Caller, outcomeCancelled, "none").Inc()
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// refusal is an answer meterproxy gives itself instead of the upstream's.
+type refusal struct {
+	status int
+	// reason is the metric label and the error code, e.g. "queue_full".
+	reason string
+	// kind is the provider's error type, e.g. "rate_limit_error".
+	kind    string
+	message string
+	// retryAfter, when positive, becomes Retry-After and retry-after-ms.
+	retryAfter time.Duration
+	// retry is the x-should-retry header: whether an SDK should retry.
+	retry bool
+}
+
+// The refusal reasons, the closed label set of meterproxy_refusals_total.
+const (
+	reasonUnknownCaller = "unknown_caller"
+	reasonBodyTooLarge  = "body_too_large"
+	reasonBadRequest    = "bad_request"
+	reasonQueueFull     = "queue_full"
+	reasonMaxWait       = "max_wait_exceeded"
+	reasonShuttingDown  = "shutting_down"
+	reasonUnreachable   = "upstream_unreachable"
+	reasonTimeout       = "upstream_timeout"
+)
+
+var refusalReasons = []string{
+	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
+	reasonMaxWait, reasonShuttingDown, reasonUnreachable, reasonTimeout,
+}
+
+// openAIError is OpenAI's (and Azure's) error body.
+type openAIError struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	} `json:"error"`
+}
+
+// anthropicError is Anthropic's error body.
+type anthropicError struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// isAnthropicPath reports whether path belongs to Anthropic's API, whose
+// error shape and credential header differ from OpenAI's.
+func isAnthropicPath(path string) bool {
+	return strings.HasPrefix(path, "/v1/messages") || strings.HasPrefix(path, "/v1/complete")
+}
+
+// write sends the refusal in the shape of the provider the path belongs to,
+// with the retry headers the official SDKs read.
+func (f refusal) write(w http.ResponseWriter, path string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Should-Retry", strconv.FormatBool(f.retry))
+	if f.retryAfter > 0 {
+		secs := int64(math.Ceil(f.retryAfter.Seconds()))
+		h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		h.Set("Retry-After-Ms", strconv.FormatInt(max(f.retryAfter.Milliseconds(), 1), 10))
+	}
+	var body any
+	if isAnthropicPath(path) {
+		var e anthropicError
+		e.Type, e.Error.Type, e.Error.Message = "error", f.kind, f.message
+		body = e
+	} else {
+		var e openAIError
+		e.Error.Message, e.Error.Type, e.Error.Code = f.message, f.kind, f.reason
+		body = e
+	}
+	w.WriteHeader(f.status)
+	_ = json.NewEncoder(w).Encode(body) // the client may be gone; nothing to do
+}
