@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-		"strings"
+	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
