@@ -1,0 +1,101 @@
+// Command fakeprovider serves the fake OpenAI- and Anthropic-compatible
+// LLM provider of package test/fakeprovider on a local port, for demos and
+// benchmarks of meterproxy. It stops gracefully on SIGINT or SIGTERM.
+//
+// Usage:
+//
+//	fakeprovider -listen :8081 -latency 50ms -chunks 5 -chunk-interval 20ms -rpm 0 -tpm 0
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/meterproxy/meterproxy/test/fakeprovider"
+)
+
+// shutdownGrace bounds how long open streams may take to finish on
+// shutdown before their connections are closed.
+const shutdownGrace = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// run parses args, serves until ctx is done, then shuts down gracefully.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, listen, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stdout, nil))
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("fakeprovider: listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           fakeprovider.New(cfg),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "rpm", cfg.RPM, "tpm", cfg.TPM,
+		"latency", cfg.Latency, "chunks", cfg.StreamChunks, "chunk_interval", cfg.ChunkInterval)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("fakeprovider: serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting_down")
+	sctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), shutdownGrace,
+		errors.New("fakeprovider: shutdown grace period over"))
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("fakeprovider: shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("fakeprovider: serve: %w", err)
+	}
+	return nil
+}
+
+// parseFlags reads the command line into a provider config and a listen
+// address.
+func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, error) {
+	cfg := fakeprovider.DefaultConfig()
+	fs := flag.NewFlagSet("fakeprovider", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", ":8081", "address to listen on")
+	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "delay before response headers")
+	fs.IntVar(&cfg.StreamChunks, "chunks", cfg.StreamChunks, "content chunks per SSE stream")
+	fs.DurationVar(&cfg.ChunkInterval, "chunk-interval", cfg.ChunkInterval, "pause between SSE chunks")
+	fs.IntVar(&cfg.RPM, "rpm", cfg.RPM, "requests per minute limit (0 = unlimited)")
+	fs.IntVar(&cfg.TPM, "tpm", cfg.TPM, "tokens per minute reported in headers (0 = not reported)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, "", err
+	}
+	if fs.NArg() > 0 {
+		return cfg, "", fmt.Errorf("fakeprovider: unexpected arguments %q", fs.Args())
+	}
+	return cfg, *listen, cfg.Validate()
+}

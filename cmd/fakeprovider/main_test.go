@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meterproxy/meterproxy/test/fakeprovider"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestParseFlags(t *testing.T) {
+	def := fakeprovider.DefaultConfig()
+	tests := []struct {
+		name       string
+		args       []string
+		wantCfg    fakeprovider.Config
+		wantListen string
+		wantErr    bool
+	}{
+		{"defaults", nil, def, ":8081", false},
+		{"all flags", []string{"-listen", "127.0.0.1:9", "-latency", "1s", "-chunks", "7", "-chunk-interval", "0s", "-rpm", "600", "-tpm", "90000"},
+			fakeprovider.Config{Latency: time.Second, StreamChunks: 7, RPM: 600, TPM: 90000}, "127.0.0.1:9", false},
+		{"negative rpm", []string{"-rpm", "-1"}, fakeprovider.Config{}, "", true},
+		{"unknown flag", []string{"-nope"}, fakeprovider.Config{}, "", true},
+		{"stray argument", []string{"extra"}, fakeprovider.Config{}, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, listen, err := parseFlags(tc.args, io.Discard)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				return
+			}
+			if cfg.Latency != tc.wantCfg.Latency || cfg.StreamChunks != tc.wantCfg.StreamChunks ||
+				cfg.ChunkInterval != tc.wantCfg.ChunkInterval || cfg.RPM != tc.wantCfg.RPM ||
+				cfg.TPM != tc.wantCfg.TPM || listen != tc.wantListen {
+				t.Errorf("cfg = %+v listen %q, want %+v %q", cfg, listen, tc.wantCfg, tc.wantListen)
+			}
+		})
+	}
+}
+
+func TestRunServesAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	logR, logW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-listen", "127.0.0.1:0", "-latency", "0s", "-rpm", "60"}, logW, io.Discard)
+		_ = logW.Close()
+	}()
+	addrs := make(chan string, 1)
+	go func() { // read the listen address, then drain the log
+		sc := bufio.NewScanner(logR)
+		re := regexp.MustCompile(`msg=listening addr=(\S+)`)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addrs <- m[1]
+			}
+		}
+		close(addrs)
+	}()
+	addr, ok := <-addrs
+	if !ok {
+		t.Fatalf("no listen address logged; run: %v", <-done)
+	}
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("x-ratelimit-limit-requests") != "60" {
+		t.Errorf("status %d, limit %q", resp.StatusCode, resp.Header.Get("x-ratelimit-limit-requests"))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run = %v", err)
+	}
+	for range addrs { // wait for the log reader to finish
+	}
+}

@@ -1,0 +1,76 @@
+package fakeprovider
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultStreamChunks is the number of content chunks per stream when
+// Config.StreamChunks is zero.
+const DefaultStreamChunks = 5
+
+// Config shapes a Provider. The zero value is a provider that answers at
+// once, streams DefaultStreamChunks chunks, never rate-limits and reads
+// time.Now.
+type Config struct {
+	// Latency is the delay before response headers are written. A client
+	// that goes away meanwhile ends the wait. Zero means none.
+	Latency time.Duration
+	// StreamChunks is the number of content chunks in each SSE stream.
+	// Zero means DefaultStreamChunks.
+	StreamChunks int
+	// ChunkInterval is the pause between SSE chunks. Zero means none.
+	ChunkInterval time.Duration
+	// RPM is the provider's own limit in requests per minute. Zero means
+	// unlimited, and no request rate-limit headers are sent.
+	RPM int
+	// TPM is the token-per-minute limit reported in headers; it is
+	// reported, never enforced. Zero means not reported.
+	TPM int
+	// RecordBodies keeps each request body in the request log.
+	RecordBodies bool
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the configuration cmd/fakeprovider starts from.
+func DefaultConfig() Config {
+	return Config{
+		Latency:       50 * time.Millisecond,
+		StreamChunks:  DefaultStreamChunks,
+		ChunkInterval: 20 * time.Millisecond,
+	}
+}
+
+// Validate reports every negative field at once. It changes nothing.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(name string, bad bool, v any) {
+		if bad {
+			errs = append(errs, fmt.Errorf("fakeprovider: %s must not be negative, got %v", name, v))
+		}
+	}
+	check("latency", c.Latency < 0, c.Latency)
+	check("stream_chunks", c.StreamChunks < 0, c.StreamChunks)
+	check("chunk_interval", c.ChunkInterval < 0, c.ChunkInterval)
+	check("rpm", c.RPM < 0, c.RPM)
+	check("tpm", c.TPM < 0, c.TPM)
+	return errors.Join(errs...)
+}
+
+// withDefaults fills zero fields and clamps negative ones to zero, so New
+// never fails.
+func (c Config) withDefaults() Config {
+	c.Latency = max(c.Latency, 0)
+	c.ChunkInterval = max(c.ChunkInterval, 0)
+	c.RPM = max(c.RPM, 0)
+	c.TPM = max(c.TPM, 0)
+	if c.StreamChunks <= 0 {
+		c.StreamChunks = DefaultStreamChunks
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}

@@ -1,0 +1,40 @@
+// Package fakeprovider is an in-process double of an LLM provider: an
+// OpenAI-compatible and Anthropic-compatible upstream served by an
+// [http.Handler], for tests, demos and benchmarks of meterproxy.
+//
+// It answers
+//
+//	POST /v1/chat/completions   OpenAI chat completions (JSON or SSE)
+//	POST /v1/embeddings         OpenAI embeddings
+//	POST /v1/responses          OpenAI Responses API (JSON or SSE)
+//	POST /v1/messages           Anthropic Messages (JSON or SSE)
+//	POST /v1/batches            an OpenAI batch object
+//	POST /v1/messages/batches   an Anthropic message batch object
+//
+// and anything else with a 404 in the provider's error shape. Request bodies
+// are read whole before anything is answered. Replies are deterministic: the
+// text and ids derive from the request body and timestamps from
+// [Config.Now], so the same request at the same instant yields the same
+// bytes. Every non-streamed reply carries usage with the provider's exact
+// field names; streams carry it where the provider puts it.
+//
+// Like a provider, it rate-limits with a token bucket of [Config.RPM]
+// requests refilled continuously, debits refused requests too, and reports
+// its state in x-ratelimit-* (OpenAI paths) or anthropic-ratelimit-*
+// (/v1/messages…) headers on every response. Batch endpoints have their own
+// quota at real providers, so they are neither debited nor limited here.
+//
+// # Fault knobs
+//
+// Request headers let a test ask for a fault on one request:
+//
+//	X-Fake-Latency: 250ms     wait this long before answering (a Go duration; overrides Config.Latency)
+//	X-Fake-Status: 500        answer this status with an error body in the provider's shape
+//	X-Fake-Retry-After: 2     with X-Fake-Status: 429, send retry-after (seconds) and retry-after-ms
+//	X-Fake-Stall-After: 3     stream 3 content chunks, then hang until the client goes away
+//	X-Fake-Cut-After: 3       stream 3 content chunks, then abort the connection
+//
+// Stall and cut apply to streamed requests only. A knob that does not parse
+// is answered with 400. Configured and per-request latency is skipped for
+// requests refused by the rate limit, as a provider's edge refuses at once.
+package fakeprovider

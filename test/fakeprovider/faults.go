@@ -1,0 +1,80 @@
+package fakeprovider
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Fault-knob request headers; see the package documentation.
+const (
+	HeaderLatency    = "X-Fake-Latency"
+	HeaderStatus     = "X-Fake-Status"
+	HeaderRetryAfter = "X-Fake-Retry-After"
+	HeaderStallAfter = "X-Fake-Stall-After"
+	HeaderCutAfter   = "X-Fake-Cut-After"
+)
+
+// faults are the knobs one request asked for.
+type faults struct {
+	latency       time.Duration
+	hasLatency    bool
+	status        int // 0 means answer normally
+	retryAfter    time.Duration
+	hasRetryAfter bool
+	stallAfter    int // content chunks before stalling; -1 means never
+	cutAfter      int // content chunks before aborting; -1 means never
+}
+
+// parseFaults reads the knobs from h and reports every malformed one.
+func parseFaults(h http.Header) (faults, error) {
+	f := faults{stallAfter: -1, cutAfter: -1}
+	var errs []error
+	bad := func(name, v string, why string) {
+		errs = append(errs, fmt.Errorf("fakeprovider: header %s: %q %s", name, v, why))
+	}
+	if v := h.Get(HeaderLatency); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad(HeaderLatency, v, "is not a non-negative Go duration")
+		}
+		f.latency, f.hasLatency = d, true
+	}
+	if v := h.Get(HeaderStatus); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 400 || n > 599 {
+			bad(HeaderStatus, v, "is not a status from 400 to 599")
+		}
+		f.status = n
+	}
+	if v := h.Get(HeaderRetryAfter); v != "" {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil || s < 0 || s > 1e6 {
+			bad(HeaderRetryAfter, v, "is not a number of seconds")
+		}
+		f.retryAfter, f.hasRetryAfter = time.Duration(s*float64(time.Second)), true
+	}
+	for _, k := range []struct {
+		name string
+		dst  *int
+	}{{HeaderStallAfter, &f.stallAfter}, {HeaderCutAfter, &f.cutAfter}} {
+		if v := h.Get(k.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				bad(k.name, v, "is not a non-negative chunk count")
+			}
+			*k.dst = n
+		}
+	}
+	return f, errors.Join(errs...)
+}
+
+// latencyOr returns the requested latency, or def when none was asked for.
+func (f faults) latencyOr(def time.Duration) time.Duration {
+	if f.hasLatency {
+		return f.latency
+	}
+	return def
+}

@@ -1,0 +1,119 @@
+package fakeprovider
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// chatRequest is the part of a chat completion request the fake reads.
+type chatRequest struct {
+	Model               string            `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	Stream              bool              `json:"stream"`
+	MaxTokens           int               `json:"max_tokens"`
+	MaxCompletionTokens int               `json:"max_completion_tokens"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// chatCompletion is both a chat.completion and a chat.completion.chunk.
+type chatCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *chatUsage   `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatMessage `json:"delta,omitempty"`
+	Logprobs     *struct{}    `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+type chatMessage struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// chatUsage has the field names of OpenAI's CompletionUsage.
+type chatUsage struct {
+	PromptTokens            int            `json:"prompt_tokens"`
+	CompletionTokens        int            `json:"completion_tokens"`
+	TotalTokens             int            `json:"total_tokens"`
+	PromptTokensDetails     cachedTokens   `json:"prompt_tokens_details"`
+	CompletionTokensDetails reasoningCount `json:"completion_tokens_details"`
+}
+
+type cachedTokens struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+type reasoningCount struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// chat answers POST /v1/chat/completions.
+func (x *exchange) chat() {
+	var req chatRequest
+	if err := decodeLenient(x.body, &req); err != nil {
+		x.failJSON(err)
+		return
+	}
+	limit := req.MaxCompletionTokens
+	if limit == 0 {
+		limit = req.MaxTokens
+	}
+	rep := newReply(len(req.Messages), limit, x.p.cfg.StreamChunks)
+	in := promptTokens(x.body)
+	usage := &chatUsage{PromptTokens: in, CompletionTokens: len(rep.words), TotalTokens: in + len(rep.words)}
+	finish := "stop"
+	if rep.truncated {
+		finish = "length"
+	}
+	base := chatCompletion{
+		ID:                bodyID("chatcmpl-", x.body),
+		Object:            "chat.completion",
+		Created:           x.now.Unix(),
+		Model:             modelOr(req.Model),
+		SystemFingerprint: "fp_fake",
+	}
+	if req.Stream {
+		x.stream(chatStream(base, rep, finish, usage, req.StreamOptions.IncludeUsage))
+		return
+	}
+	base.Choices = []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &rep.text}, FinishReason: &finish}}
+	base.Usage = usage
+	x.writeJSON(http.StatusOK, base)
+}
+
+// chatStream is the chunk sequence of a streamed chat completion: a role
+// chunk, the content chunks, a finish chunk, the usage chunk when asked
+// for, then [DONE]. Every chunk but the usage one has "usage": null.
+func chatStream(base chatCompletion, rep reply, finish string, usage *chatUsage, includeUsage bool) streamPlan {
+	base.Object = "chat.completion.chunk"
+	chunk := func(delta chatMessage, finish *string) sseEvent {
+		c := base
+		c.Choices = []chatChoice{{Delta: &delta, FinishReason: finish}}
+		return sseEvent{data: c}
+	}
+	empty := ""
+	plan := streamPlan{head: []sseEvent{chunk(chatMessage{Role: "assistant", Content: &empty}, nil)}}
+	for _, text := range rep.chunks {
+		plan.chunks = append(plan.chunks, chunk(chatMessage{Content: &text}, nil))
+	}
+	plan.tail = append(plan.tail, chunk(chatMessage{}, &finish))
+	if includeUsage {
+		last := base
+		last.Choices = []chatChoice{}
+		last.Usage = usage
+		plan.tail = append(plan.tail, sseEvent{data: last})
+	}
+	plan.tail = append(plan.tail, sseEvent{data: "[DONE]"})
+	return plan
+}

@@ -1,0 +1,168 @@
+package fakeprovider
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxBodyBytes bounds a request body; larger ones are answered 413.
+const maxBodyBytes = 32 << 20
+
+// Provider is a fake LLM provider. Create it with New; it is an
+// http.Handler and is safe for use by multiple goroutines.
+type Provider struct {
+	cfg Config
+
+	mu       sync.Mutex
+	log      []*Request
+	arrivals map[int64]int // unix second → arrivals
+	stats    Stats
+	requests bucket // RPM
+	tokens   bucket // TPM, reported only
+	seq      uint64 // arrivals ever, for request ids
+	gen      uint64 // Reset generation
+}
+
+var _ http.Handler = (*Provider)(nil)
+
+// New returns a Provider for cfg. Zero fields take the defaults documented
+// on Config; negative ones count as zero.
+func New(cfg Config) *Provider {
+	p := &Provider{cfg: cfg.withDefaults()}
+	p.resetLocked()
+	return p
+}
+
+// api is the provider whose conventions a path follows.
+type api uint8
+
+const (
+	openAI api = iota
+	anthropic
+)
+
+func apiFor(path string) api {
+	if path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/") {
+		return anthropic
+	}
+	return openAI
+}
+
+// exchange is one request being answered.
+type exchange struct {
+	p       *Provider
+	w       http.ResponseWriter
+	r       *http.Request
+	body    []byte
+	now     time.Time
+	api     api
+	arr     arrival
+	faults  faults
+	status  int           // status written; 0 until then
+	outcome streamOutcome // how a stream ended
+}
+
+// ServeHTTP reads the whole request body, logs and rate-limits the
+// request, applies the fault knobs and answers it.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	now := p.cfg.Now()
+	x := &exchange{p: p, w: w, r: r, body: body, now: now, api: apiFor(r.URL.Path)}
+	x.arr = p.arrive(r, body, now, !isBatchPath(r.URL.Path))
+	defer func() { p.finish(x.arr, x.status, x.outcome) }()
+	x.setHeaders()
+	if !x.arr.admitted {
+		setRetryAfter(w.Header(), x.arr.requests.retry)
+		x.fail(http.StatusTooManyRequests, "Rate limit reached for requests. Please try again later.")
+		return
+	}
+	if readErr != nil {
+		x.failRead(readErr)
+		return
+	}
+	f, err := parseFaults(r.Header)
+	if err != nil {
+		x.fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	x.faults = f
+	if !x.wait(f.latencyOr(p.cfg.Latency)) {
+		return
+	}
+	if f.status != 0 {
+		x.injectFault()
+		return
+	}
+	x.route()
+}
+
+// setHeaders writes the rate-limit and request-id headers every response
+// carries.
+func (x *exchange) setHeaders() {
+	h := x.w.Header()
+	id := fmt.Sprintf("req_%016x", x.arr.seq)
+	if x.api == anthropic {
+		setAnthropicLimitHeaders(h, x.now, x.arr.requests, x.arr.tokens)
+		h.Set("request-id", id)
+		return
+	}
+	setOpenAILimitHeaders(h, x.arr.requests, x.arr.tokens)
+	h.Set("x-request-id", id)
+}
+
+// wait holds the response for d; it reports false if the client went away
+// first.
+func (x *exchange) wait(d time.Duration) bool {
+	ctx := x.r.Context()
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// route answers the request by path.
+func (x *exchange) route() {
+	handlers := map[string]func(){
+		"/v1/chat/completions": x.chat,
+		"/v1/embeddings":       x.embeddings,
+		"/v1/responses":        x.responses,
+		"/v1/messages":         x.messages,
+		"/v1/batches":          x.openAIBatch,
+		"/v1/messages/batches": x.anthropicBatch,
+	}
+	h, ok := handlers[x.r.URL.Path]
+	switch {
+	case !ok:
+		x.fail(http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", x.r.Method, x.r.URL.Path))
+	case x.r.Method != http.MethodPost:
+		x.w.Header().Set("Allow", http.MethodPost)
+		x.fail(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s not allowed on %s", x.r.Method, x.r.URL.Path))
+	default:
+		h()
+	}
+}
+
+func isBatchPath(path string) bool {
+	return path == "/v1/batches" || path == "/v1/messages/batches"
+}
+
+// failRead answers a body that could not be read.
+func (x *exchange) failRead(err error) {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		x.fail(http.StatusRequestEntityTooLarge, "Request body too large")
+		return
+	}
+	x.fail(http.StatusBadRequest, "Could not read the request body")
+}

@@ -1,0 +1,155 @@
+package fakeprovider
+
+import (
+	"maps"
+	"net/http"
+	"time"
+)
+
+// Request is one entry of the request log.
+type Request struct {
+	Method  string
+	Path    string
+	Header  http.Header // a clone of the request headers
+	Body    []byte      // the request body; nil unless Config.RecordBodies
+	Arrived time.Time   // by Config.Now
+	// Status is the status answered; 0 while the request is in progress or
+	// when the client left before any response was written.
+	Status int
+}
+
+// Stats are totals since New or the last Reset. Once every request has
+// finished, Requests = Served + RateLimited + Failed + Cancelled.
+type Stats struct {
+	Requests    int // arrived, counted on arrival
+	Served      int // answered 2xx, streams included
+	RateLimited int // answered 429, by the rate limit or by X-Fake-Status
+	Failed      int // answered any other status
+	Cancelled   int // the client left before any response was written
+
+	StreamsCompleted int // streams written to the end
+	StreamsCut       int // streams the client left before the end
+	StreamsAborted   int // streams aborted by X-Fake-Cut-After
+
+	ByPath map[string]int // arrivals per URL path
+}
+
+// streamOutcome is how a stream ended.
+type streamOutcome uint8
+
+const (
+	noStream streamOutcome = iota
+	streamCompleted
+	streamCut
+	streamAborted
+)
+
+// arrival is what the provider decided when a request arrived.
+type arrival struct {
+	rec      *Request
+	gen      uint64     // Reset generation the request arrived in
+	seq      uint64     // arrival number, for the request id
+	admitted bool       // the request bucket held a request
+	requests limitState // request bucket after the debit
+	tokens   limitState // token bucket after the debit
+}
+
+// arrive logs a request and, when limited, debits the buckets, all at
+// instant now.
+func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited bool) arrival {
+	rec := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Arrived: now}
+	if p.cfg.RecordBodies {
+		rec.Body = body
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log = append(p.log, rec)
+	p.arrivals[now.Unix()]++
+	p.stats.Requests++
+	p.stats.ByPath[rec.Path]++
+	p.seq++
+	a := arrival{rec: rec, gen: p.gen, seq: p.seq, admitted: true}
+	if limited {
+		a.admitted, a.requests = p.requests.admit(now)
+		a.tokens = p.tokens.spend(now, promptTokens(body))
+	}
+	return a
+}
+
+// finish records how a request ended. A request that arrived before the
+// last Reset only gets its status.
+func (p *Provider) finish(a arrival, status int, outcome streamOutcome) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a.rec.Status = status
+	if a.gen != p.gen {
+		return
+	}
+	switch {
+	case status == 0:
+		p.stats.Cancelled++
+	case status == http.StatusTooManyRequests:
+		p.stats.RateLimited++
+	case status >= 200 && status < 300:
+		p.stats.Served++
+	default:
+		p.stats.Failed++
+	}
+	switch outcome {
+	case streamCompleted:
+		p.stats.StreamsCompleted++
+	case streamCut:
+		p.stats.StreamsCut++
+	case streamAborted:
+		p.stats.StreamsAborted++
+	}
+}
+
+// Arrivals returns, per Unix second by Config.Now, how many requests
+// arrived in it, those refused with 429 included.
+func (p *Provider) Arrivals() map[int64]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.arrivals)
+}
+
+// Requests returns a copy of the request log in arrival order.
+func (p *Provider) Requests() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Request, len(p.log))
+	for i, rec := range p.log {
+		out[i] = *rec
+		out[i].Header = rec.Header.Clone()
+		if rec.Body != nil {
+			out[i].Body = append([]byte(nil), rec.Body...)
+		}
+	}
+	return out
+}
+
+// Stats returns the totals so far.
+func (p *Provider) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.ByPath = maps.Clone(p.stats.ByPath)
+	return s
+}
+
+// Reset clears the log, the arrivals, the totals and refills the rate-limit
+// buckets. Requests in progress finish into the old log and are not counted.
+func (p *Provider) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resetLocked()
+}
+
+func (p *Provider) resetLocked() {
+	p.gen++
+	p.log = nil
+	p.arrivals = make(map[int64]int)
+	p.stats = Stats{ByPath: make(map[string]int)}
+	p.requests = newBucket(p.cfg.RPM)
+	p.tokens = newBucket(p.cfg.TPM)
+}

@@ -1,0 +1,131 @@
+package fakeprovider
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// responsesRequest is the part of a Responses API request the fake reads.
+type responsesRequest struct {
+	Model           string          `json:"model"`
+	Input           json.RawMessage `json:"input"`
+	Stream          bool            `json:"stream"`
+	MaxOutputTokens int             `json:"max_output_tokens"`
+}
+
+type responseObject struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	CreatedAt         int64              `json:"created_at"`
+	Status            string             `json:"status"`
+	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
+	Model             string             `json:"model"`
+	Output            []outputItem       `json:"output"`
+	Usage             *responseUsage     `json:"usage"`
+}
+
+type incompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+type outputItem struct {
+	Type    string       `json:"type"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+type outputText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+}
+
+// responseUsage has the field names of OpenAI's ResponseUsage.
+type responseUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  cachedTokens   `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails reasoningCount `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+// responses answers POST /v1/responses.
+func (x *exchange) responses() {
+	var req responsesRequest
+	if err := decodeLenient(x.body, &req); err != nil {
+		x.failJSON(err)
+		return
+	}
+	rep := newReply(countItems(req.Input), req.MaxOutputTokens, x.p.cfg.StreamChunks)
+	in := promptTokens(x.body)
+	done := responseObject{
+		ID:        bodyID("resp_", x.body),
+		Object:    "response",
+		CreatedAt: x.now.Unix(),
+		Status:    "completed",
+		Model:     modelOr(req.Model),
+		Output:    []outputItem{messageItem(bodyID("msg_", x.body), "completed", rep.text)},
+		Usage:     &responseUsage{InputTokens: in, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)},
+	}
+	if rep.truncated {
+		done.Status = "incomplete"
+		done.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
+	}
+	if req.Stream {
+		x.stream(responseStream(done, rep))
+		return
+	}
+	x.writeJSON(http.StatusOK, done)
+}
+
+func messageItem(id, status, text string) outputItem {
+	return outputItem{Type: "message", ID: id, Status: status, Role: "assistant", Content: []outputText{textPart(text)}}
+}
+
+func textPart(text string) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}}
+}
+
+// responseStream is the event sequence of a streamed response, ending in
+// response.completed (or response.incomplete) with the usage. Every event
+// carries its sequence_number.
+func responseStream(done responseObject, rep reply) streamPlan {
+	seq := 0
+	ev := func(typ string, fields map[string]any) sseEvent {
+		fields["type"], fields["sequence_number"] = typ, seq
+		seq++
+		return sseEvent{name: typ, data: fields}
+	}
+	itemID := done.Output[0].ID
+	at := func(extra map[string]any) map[string]any {
+		extra["item_id"], extra["output_index"], extra["content_index"] = itemID, 0, 0
+		return extra
+	}
+	start := done
+	start.Status, start.IncompleteDetails, start.Output, start.Usage = "in_progress", nil, []outputItem{}, nil
+	pending := messageItem(itemID, "in_progress", "")
+	pending.Content = []outputText{}
+	var plan streamPlan
+	plan.head = []sseEvent{
+		ev("response.created", map[string]any{"response": start}),
+		ev("response.in_progress", map[string]any{"response": start}),
+		ev("response.output_item.added", map[string]any{"output_index": 0, "item": pending}),
+		ev("response.content_part.added", at(map[string]any{"part": textPart("")})),
+	}
+	for _, text := range rep.chunks {
+		plan.chunks = append(plan.chunks, ev("response.output_text.delta", at(map[string]any{"delta": text})))
+	}
+	terminal := "response.completed"
+	if done.Status == "incomplete" {
+		terminal = "response.incomplete"
+	}
+	plan.tail = []sseEvent{
+		ev("response.output_text.done", at(map[string]any{"text": rep.text})),
+		ev("response.content_part.done", at(map[string]any{"part": textPart(rep.text)})),
+		ev("response.output_item.done", map[string]any{"output_index": 0, "item": done.Output[0]}),
+		ev(terminal, map[string]any{"response": done}),
+	}
+	return plan
+}
