@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testProxy is a Handler in front of an httptest upstream, behind an
+// httptest frontend, with its limiter running.
+type testProxy struct {
+	URL     string // the frontend
+	reg     *prometheus.Registry
+	limiter *quota.Limiter
+	logs    *syncBuffer
+}
+
+type proxyOpts struct {
+	upstream http.Handler
+	mutate   func(*Config, *quota.Config, *classify.Config, *[]classify.Caller)
+	environ  map[string]string
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
+	t.Helper()
+	up := httptest.NewServer(o.upstream)
+	t.Cleanup(up.Close)
+	cfg := Config{Server: DefaultServerConfig(), Upstream: DefaultUpstreamConfig()}
+	cfg.Upstream.URL = up.URL
+	qcfg := quota.DefaultConfig()
+	ccfg := classify.DefaultConfig()
+	var callers []classify.Caller
+	if o.mutate != nil {
+		o.mutate(&cfg, &qcfg, &ccfg, &callers)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := qcfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := classify.New(ccfg, callers, func(k string) string { return o.environ[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	limits := qcfg.PerReplica()
+	lim := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = lim.Run(ctx) }()
+	transport := NewTransport(cfg.Upstream, limits.InFlight)
+	reg := prometheus.NewRegistry()
+	h, err := NewHandler(cfg, Deps{Classifier: cl, Limiter: lim, Transport: transport,
+		ClassHeader: ccfg.Header, InFlightBound: limits.InFlight, Log: log, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(h)
+	t.Cleanup(func() {
+		front.Close()
+		cancel()
+		<-done
+		transport.CloseIdleConnections()
+		if t.Failed() {
+			t.Logf("proxy logs:\n%s", logs.String())
+		}
+	})
+	return &testProxy{URL: front.URL, reg: reg, limiter: lim, logs: logs}
+}
+
+// do sends a request and returns the response with its body read.
+func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, body
+}
+
+func newRequest(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = stringsReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// waitFor polls cond on a ticker until it holds or the deadline passes;
+// used only where the proxy offers no event to wait on.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// counterValue reads one counter series from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matches(m, labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func matches(m *dto.Metric, labels map[string]string) bool {
+	n := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := labels[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(labels)
+}
+
+func TestMetricsExposition(t *testing.T) {
+	p := newTestProxy(t, proxyOpts{upstream: echoUpstream()})
+	req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", "{}")
+	req.Header.Set("X-Meterproxy-Class", "bulk")
+	if res, _ := do(t, req); res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	want := `
+# HELP meterproxy_admissions_total Admission decisions by class and outcome (admitted, held, refused, cancelled).
+# TYPE meterproxy_admissions_total counter
+meterproxy_admissions_total{class="bulk",outcome="admitted"} 1
+meterproxy_admissions_total{class="bulk",outcome="cancelled"} 0
+meterproxy_admissions_total{class="bulk",outcome="held"} 0
+meterproxy_admissions_total{class="bulk",outcome="refused"} 0
+meterproxy_admissions_total{class="interactive",outcome="admitted"} 0
+meterproxy_admissions_total{class="interactive",outcome="cancelled"} 0
+meterproxy_admissions_total{class="interactive",outcome="held"} 0
+meterproxy_admissions_total{class="interactive",outcome="refused"} 0
+# HELP meterproxy_in_flight Requests admitted by this replica and not yet finished, by class.
+# TYPE meterproxy_in_flight gauge
+meterproxy_in_flight{class="bulk"} 0
+meterproxy_in_flight{class="interactive"} 0
+# HELP meterproxy_in_flight_limit The in-flight bound this replica enforces.
+# TYPE meterproxy_in_flight_limit gauge
+meterproxy_in_flight_limit 200
+# HELP meterproxy_queue_depth Requests waiting for admission, by class.
+# TYPE meterproxy_queue_depth gauge
+meterproxy_queue_depth{class="bulk"} 0
+meterproxy_queue_depth{class="interactive"} 0
+`
+	if err := testutil.GatherAndCompare(p.reg, strings.NewReader(want),
+		"meterproxy_admissions_total", "meterproxy_in_flight", "meterproxy_in_flight_limit", "meterproxy_queue_depth"); err != nil {
+		t.Error(err)
+	}
+	if got := counterValue(t, p.reg, "meterproxy_requests_total",
+		map[string]string{"class": "bulk", "caller": "unknown", "outcome": "forwarded", "code": "2xx"}); got != 1 {
+		t.Errorf("requests_total forwarded 2xx = %v, want 1", got)
+	}
+	if problems, err := testutil.GatherAndLint(p.reg); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %+v", err, problems)
+	}
+}
