@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -63,7 +64,7 @@ func (c Config) Validate() error {
 	}
 	if c.Server.AdminListen == "" {
 		bad("server.admin_listen", "must not be empty")
-	} else if c.Server.AdminListen == c.Server.Listen {
+	} else if c.Server.AdminListen == c.Server.Listen && !strings.HasSuffix(c.Server.Listen, ":0") {
 		bad("server.admin_listen", "must differ from server.listen")
 	}
 	if c.Server.ShutdownGrace < 0 {

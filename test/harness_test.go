@@ -1,0 +1,130 @@
+package test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/test/procs"
+	"go.yaml.in/yaml/v3"
+)
+
+// config is a meterproxy config file as a tree, set by dotted keys.
+type config map[string]any
+
+// baseConfig listens on free loopback ports, logs everything as JSON and
+// forwards to upstreamURL.
+func baseConfig(upstreamURL string) config {
+	c := config{}
+	c.set("server.listen", "127.0.0.1:0")
+	c.set("server.admin_listen", "127.0.0.1:0")
+	c.set("server.shutdown_grace", "10s")
+	c.set("upstream.url", upstreamURL)
+	c.set("log.level", "debug")
+	c.set("log.format", "json")
+	return c
+}
+
+func (c config) set(key string, v any) {
+	m := map[string]any(c)
+	parts := strings.Split(key, ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = v
+}
+
+func (c config) write(t *testing.T) string {
+	t.Helper()
+	b, err := yaml.Marshal(map[string]any(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "meterproxy.yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startProxy runs meterproxy on cfg. At cleanup it stops it with SIGTERM,
+// requires a clean exit, and fails the test if any of secrets was logged.
+func startProxy(t *testing.T, cfg config, environ []string, secrets ...string) *procs.Proxy {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(30 * time.Second); err != nil {
+			t.Errorf("meterproxy did not stop cleanly: %v", err)
+		}
+		if found := p.LogsContain(secrets...); len(found) > 0 {
+			t.Errorf("meterproxy logged %d secret(s)", len(found))
+		}
+		if t.Failed() {
+			t.Logf("meterproxy logs:\n%s", tail(p.Logs(), 60))
+		}
+	})
+	return p
+}
+
+func tail(s string, lines int) string {
+	all := strings.Split(s, "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// startUpstream serves h on a loopback port for the test's lifetime.
+func startUpstream(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// post sends body to url with headers and returns status, headers, body.
+func post(t *testing.T, client *http.Client, url, body string, headers map[string]string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("reading %s: %v", url, err)
+	}
+	return res.StatusCode, res.Header, b
+}
+
+// newClient returns a client with its own pool, closed at cleanup.
+func newClient(t *testing.T, conns int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = conns
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
