@@ -30,8 +30,9 @@ func echoUpstream() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(seen{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Api-Key"),
-			r.Header.Get("X-Api-Key"), r.Header.Get("X-Meterproxy-Class"), string(body)})
+		got := seen{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Api-Key"),
+			r.Header.Get("X-Api-Key"), r.Header.Get("X-Meterproxy-Class"), string(body)}
+		_ = json.NewEncoder(w).Encode(got) //nolint:gosec // G117: the test upstream echoes the fixture credentials it received; the tests assert them
 	})
 }
 
@@ -41,10 +42,10 @@ func TestForwardsUntouched(t *testing.T) {
 		req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", body)
 		req.Header.Set("Authorization", "Bearer sk-caller")
 		req.Header.Set("X-Meterproxy-Class", "bulk")
-		res, raw := do(t, req)
+		status, _, raw := do(t, req)
 		var got seen
-		if err := json.Unmarshal(raw, &got); err != nil || res.StatusCode != 200 {
-			t.Fatalf("status %d body %q: %v", res.StatusCode, raw, err)
+		if err := json.Unmarshal(raw, &got); err != nil || status != 200 {
+			t.Fatalf("status %d body %q: %v", status, raw, err)
 		}
 		want := seen{Method: "POST", Path: "/v1/chat/completions", Authorization: "Bearer sk-caller", Body: body}
 		if got != want {
@@ -73,7 +74,7 @@ func TestCredentialReplacement(t *testing.T) {
 			if tt.header != "" {
 				req.Header.Set(tt.header, tt.value)
 			}
-			_, raw := do(t, req)
+			_, _, raw := do(t, req)
 			var got seen
 			if err := json.Unmarshal(raw, &got); err != nil {
 				t.Fatal(err)
@@ -100,7 +101,7 @@ func TestStreamReachesClientBeforeUpstreamFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	rd := bufio.NewReader(res.Body)
 	line, err := rd.ReadString('\n')
 	if err != nil || line != "data: {\"n\":1}\n" {
@@ -116,7 +117,7 @@ func TestStreamReachesClientBeforeUpstreamFinishes(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	key := "sk-known"
 	sum := sha256.Sum256([]byte(key))
-	p := newTestProxy(t, proxyOpts{upstream: echoUpstream(), mutate: func(c *Config, q *quota.Config, cc *classify.Config, callers *[]classify.Caller) {
+	p := newTestProxy(t, proxyOpts{upstream: echoUpstream(), mutate: func(c *Config, _ *quota.Config, cc *classify.Config, callers *[]classify.Caller) {
 		c.Server.MaxBodyBytes = 1024
 		cc.UnknownCallers = classify.UnknownReject
 		*callers = []classify.Caller{{Name: "app", KeySHA256: hex.EncodeToString(sum[:]), Class: classify.Interactive}}
@@ -144,11 +145,11 @@ func TestRefusals(t *testing.T) {
 			if tt.key != "" {
 				req.Header.Set("Authorization", "Bearer "+tt.key)
 			}
-			res, raw := do(t, req)
-			if res.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, raw)
+			status, _, raw := do(t, req)
+			if status != tt.status {
+				t.Fatalf("status %d, want %d: %s", status, tt.status, raw)
 			}
-			if res.StatusCode != 200 && (strings.Contains(string(raw), key) || strings.Contains(string(raw), "stranger")) {
+			if status != 200 && (strings.Contains(string(raw), key) || strings.Contains(string(raw), "stranger")) {
 				t.Errorf("error body leaks the key: %s", raw)
 			}
 			tt.check(t, raw)
@@ -206,13 +207,13 @@ func TestQueueRefusalAndDisconnect(t *testing.T) {
 	waitFor(t, "a bulk request to be held", func() bool { return p.limiter.Queued(classify.Bulk) == 1 })
 
 	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
-		res, raw := do(t, newRequest(t, http.MethodPost, p.URL+path, "{}"))
-		if res.StatusCode != http.StatusTooManyRequests {
-			t.Fatalf("%s: status %d, want 429: %s", path, res.StatusCode, raw)
+		status, header, raw := do(t, newRequest(t, http.MethodPost, p.URL+path, "{}"))
+		if status != http.StatusTooManyRequests {
+			t.Fatalf("%s: status %d, want 429: %s", path, status, raw)
 		}
-		if res.Header.Get("Retry-After") == "" || res.Header.Get("Retry-After") == "0" ||
-			res.Header.Get("Retry-After-Ms") == "" || res.Header.Get("X-Should-Retry") != "true" {
-			t.Errorf("%s: retry headers %v", path, res.Header)
+		if header.Get("Retry-After") == "" || header.Get("Retry-After") == "0" ||
+			header.Get("Retry-After-Ms") == "" || header.Get("X-Should-Retry") != "true" {
+			t.Errorf("%s: retry headers %v", path, header)
 		}
 		if path == "/v1/messages" {
 			anthropicShape("rate_limit_error")(t, raw)
@@ -248,18 +249,18 @@ func TestUpstreamFailures(t *testing.T) {
 		c.Upstream.ResponseHeaderTimeout = 50 * time.Millisecond
 	}})
 	t.Cleanup(func() { close(stall) }) // before the upstream closes: cleanups run last-first
-	res, raw := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", "{}"))
-	if res.StatusCode != http.StatusGatewayTimeout {
-		t.Fatalf("status %d, want 504: %s", res.StatusCode, raw)
+	status, _, raw := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", "{}"))
+	if status != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504: %s", status, raw)
 	}
 	openAIShape("api_error", "upstream_timeout")(t, raw)
 
 	dead := newTestProxy(t, proxyOpts{upstream: echoUpstream(), mutate: func(c *Config, _ *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
 		c.Upstream.URL = "http://127.0.0.1:1" // nothing listens on port 1
 	}})
-	res, raw = do(t, newRequest(t, http.MethodPost, dead.URL+"/v1/chat/completions", "{}"))
-	if res.StatusCode != http.StatusBadGateway {
-		t.Fatalf("status %d, want 502: %s", res.StatusCode, raw)
+	status, _, raw = do(t, newRequest(t, http.MethodPost, dead.URL+"/v1/chat/completions", "{}"))
+	if status != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502: %s", status, raw)
 	}
 	openAIShape("api_error", "upstream_unreachable")(t, raw)
 	if p.limiter.InFlight(classify.Bulk) != 0 || dead.limiter.InFlight(classify.Bulk) != 0 {

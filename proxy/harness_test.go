@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -101,19 +102,19 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	return &testProxy{URL: front.URL, reg: reg, limiter: lim, logs: logs}
 }
 
-// do sends a request and returns the response with its body read.
-func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+// do sends a request and returns the status, headers and whole body of
+// the response; the body is read and closed here.
+func do(t *testing.T, req *http.Request) (int, http.Header, []byte) {
 	t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
-	if err != nil {
+	if err = errors.Join(err, res.Body.Close()); err != nil {
 		t.Fatal(err)
 	}
-	return res, body
+	return res.StatusCode, res.Header, body
 }
 
 func newRequest(t *testing.T, method, url, body string) *http.Request {

@@ -47,8 +47,8 @@ func TestMetricsExposition(t *testing.T) {
 	p := newTestProxy(t, proxyOpts{upstream: echoUpstream()})
 	req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", "{}")
 	req.Header.Set("X-Meterproxy-Class", "bulk")
-	if res, _ := do(t, req); res.StatusCode != 200 {
-		t.Fatalf("status %d", res.StatusCode)
+	if status, _, _ := do(t, req); status != 200 {
+		t.Fatalf("status %d", status)
 	}
 	want := `
 # HELP meterproxy_admissions_total Admission decisions by class and outcome (admitted, held, refused, cancelled).

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -95,12 +96,12 @@ func (d *dispatcher) leave(w *waiter, cause error) (admission, error) {
 	ahead := d.q.n
 	d.mu.Unlock()
 	switch {
-	case granted && cause == ErrWaitTimeout:
+	case granted && errors.Is(cause, ErrWaitTimeout):
 		return admission{held: held}, nil
 	case granted:
 		d.l.release(d.class, 1)
 		return admission{}, cause
-	case cause == ErrWaitTimeout:
+	case errors.Is(cause, ErrWaitTimeout):
 		return admission{}, &RefusedError{Class: d.class, Reason: ErrWaitTimeout, RetryAfter: d.l.retryAfter(d.class, ahead)}
 	default:
 		return admission{}, cause

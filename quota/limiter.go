@@ -93,12 +93,12 @@ func (l *Limiter) release(c classify.Class, n int64) {
 }
 
 // takeReleases claims every pending release for one store call.
-func (l *Limiter) takeReleases() (rel [classify.NumClasses]int64, any bool) {
+func (l *Limiter) takeReleases() (rel [classify.NumClasses]int64, released bool) {
 	for c := range rel {
 		rel[c] = l.pending[c].Swap(0)
-		any = any || rel[c] > 0
+		released = released || rel[c] > 0
 	}
-	return rel, any
+	return rel, released
 }
 
 // restoreReleases puts back releases a failed store call did not apply.
@@ -128,8 +128,8 @@ func (l *Limiter) runReleaser(ctx context.Context) {
 			return
 		case <-l.releaseKick:
 		}
-		rel, any := l.takeReleases()
-		if !any {
+		rel, released := l.takeReleases()
+		if !released {
 			continue
 		}
 		if err := l.store.Release(ctx, rel); err != nil {
@@ -144,8 +144,8 @@ func (l *Limiter) runReleaser(ctx context.Context) {
 
 // flushReleases returns whatever is pending when the limiter stops.
 func (l *Limiter) flushReleases(ctx context.Context) {
-	rel, any := l.takeReleases()
-	if !any {
+	rel, released := l.takeReleases()
+	if !released {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -3,7 +3,6 @@ package quota
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -19,7 +18,7 @@ func testLimiter(t *testing.T, cfg Config) (*Limiter, *MemoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
 	store := NewMemoryStore(limits, nil)
-	l := New(cfg, limits, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l := New(cfg, limits, store, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -213,7 +212,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := New(smallConfig(), smallConfig().PerReplica(), NewMemoryStore(smallConfig().PerReplica(), nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		l := New(smallConfig(), smallConfig().PerReplica(), NewMemoryStore(smallConfig().PerReplica(), nil), slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()
@@ -224,7 +223,9 @@ func TestLimiterCloseRefusesWaiters(t *testing.T) {
 		if err := <-errc; !errors.Is(err, ErrClosed) {
 			t.Errorf("waiter got %v, want ErrClosed", err)
 		}
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 		if _, err := l.Admit(t.Context(), classify.Bulk); !errors.Is(err, ErrClosed) {
 			t.Errorf("Admit after Run: %v, want ErrClosed", err)
 		}

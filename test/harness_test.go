@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -113,9 +114,8 @@ func post(t *testing.T, client *http.Client, url, body string, headers map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	if err != nil {
+	if err = errors.Join(err, res.Body.Close()); err != nil {
 		t.Fatalf("reading %s: %v", url, err)
 	}
 	return res.StatusCode, res.Header, b

@@ -24,7 +24,11 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
 	root, err := procs.ModuleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

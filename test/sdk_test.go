@@ -98,7 +98,7 @@ func TestFirstChunkBeforeUpstreamFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	line, err := bufio.NewReader(res.Body).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "data: {") {
 		t.Fatalf("first line %q, %v", line, err)

@@ -20,7 +20,7 @@ func eagerSSE() http.Handler {
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
 		for i := range 5 {
-			fmt.Fprintf(w, "data: {\"chunk\":%d}\n\n", i)
+			_, _ = fmt.Fprintf(w, "data: {\"chunk\":%d}\n\n", i)
 			f.Flush()
 		}
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")

@@ -39,7 +39,7 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 		want    []string // each must appear in the error
 	}{
 		{"typo'd key", "server:\n  lisen: \":1\"\n", nil, []string{"server.lisen: unknown key"}},
-		{"typo'd key in a list item", "callers:\n  - {name: a, key_env: K, clas: bulk}\n", []string{"K=secret"}, []string{"callers[0].clas: unknown key"}},
+		{"typo'd key in a list item", "callers:\n  - {name: a, key_env: K, clas: bulk}\n", []string{"K=secret"}, []string{"callers[0].clas: unknown key"}}, //nolint:misspell // deliberate typo under test
 		{"negative share", "classes:\n  interactive: {share: -0.2}\n", nil, []string{"classes.interactive.share: must be between 0 and 1"}},
 		{"shares over 1", "classes:\n  interactive: {share: 0.9}\n  bulk: {share: 0.2}\n", nil, []string{"classes.bulk.share: classes.interactive.share + classes.bulk.share must be <= 1"}},
 		{"not a number", "account:\n  requests_per_minute: lots\n", nil, []string{"account.requests_per_minute"}},

@@ -69,7 +69,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		_, err := fmt.Fprintln(stdout, "meterproxy", version)
 		return err
 	default:
-		fmt.Fprintf(stderr, "meterproxy: unknown command %q (want serve, check-config or version)\n", cmd)
+		_, _ = fmt.Fprintf(stderr, "meterproxy: unknown command %q (want serve, check-config or version)\n", cmd)
 		return errUsage
 	}
 }

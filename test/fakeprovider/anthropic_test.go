@@ -42,9 +42,9 @@ func TestMessages(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{})
-			resp, b := post(t, srv, "/v1/messages", tc.body)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			status, _, b := post(t, srv, "/v1/messages", tc.body)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, b)
 			}
 			got := decode[messageBody](t, b)
 			want := anthropicUsage{promptTokens(tc.body), len(strings.Fields(tc.wantText))}
@@ -65,9 +65,9 @@ func TestMessages(t *testing.T) {
 func TestMessagesStream(t *testing.T) {
 	_, srv := newServer(t, fakeprovider.Config{StreamChunks: 3})
 	body := claudeTwo + `,"stream":true}`
-	resp, b := post(t, srv, "/v1/messages", body)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	status, header, b := post(t, srv, "/v1/messages", body)
+	if status != http.StatusOK || header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, Content-Type %q", status, header.Get("Content-Type"))
 	}
 	events := parseSSE(t, b)
 	var names []string
@@ -160,9 +160,9 @@ func TestBatches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, srv := newServer(t, fakeprovider.Config{RPM: 1})
 			for i := range 3 { // batch endpoints have their own quota: RPM 1 does not apply
-				resp, b := post(t, srv, tc.path, tc.body)
-				if resp.StatusCode != http.StatusOK || resp.Header.Get(tc.header) != "" {
-					t.Fatalf("request %d: status %d, %s = %q", i, resp.StatusCode, tc.header, resp.Header.Get(tc.header))
+				status, header, b := post(t, srv, tc.path, tc.body)
+				if status != http.StatusOK || header.Get(tc.header) != "" {
+					t.Fatalf("request %d: status %d, %s = %q", i, status, tc.header, header.Get(tc.header))
 				}
 				tc.check(t, b)
 			}

@@ -38,11 +38,11 @@ func TestFaultStatus(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, srv := newServer(t, fakeprovider.Config{})
-			resp, b := send(t, srv, http.MethodPost, tc.path, twoMessages+`}`, tc.hdr)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.want, b)
+			status, header, b := send(t, srv, http.MethodPost, tc.path, twoMessages+`}`, tc.hdr)
+			if status != tc.want {
+				t.Fatalf("status %d, want %d: %s", status, tc.want, b)
 			}
-			if got := resp.Header.Get("retry-after"); got != tc.wantRetry {
+			if got := header.Get("retry-after"); got != tc.wantRetry {
 				t.Errorf("retry-after = %q, want %q", got, tc.wantRetry)
 			}
 			checkErrorBody(t, tc.path, b, tc.wantType, tc.wantCode)
@@ -91,9 +91,9 @@ func TestLatency(t *testing.T) {
 				hdr["X-Fake-Latency"] = tc.knob
 			}
 			start := time.Now()
-			resp, _ := send(t, srv, http.MethodPost, "/v1/chat/completions", chatBodyMin, hdr)
-			if elapsed := time.Since(start); resp.StatusCode != http.StatusOK || elapsed < tc.atLeast {
-				t.Errorf("status %d after %v, want 200 after at least %v", resp.StatusCode, elapsed, tc.atLeast)
+			status, _, _ := send(t, srv, http.MethodPost, "/v1/chat/completions", chatBodyMin, hdr)
+			if elapsed := time.Since(start); status != http.StatusOK || elapsed < tc.atLeast {
+				t.Errorf("status %d after %v, want 200 after at least %v", status, elapsed, tc.atLeast)
 			}
 		})
 	}
@@ -129,7 +129,7 @@ func TestStall(t *testing.T) {
 	for _, sc := range streamCases {
 		t.Run(sc.name, func(t *testing.T) {
 			p, srv := newServer(t, fakeprovider.Config{})
-			_, br, cancel := openStream(t, srv, sc.path, sc.body, map[string]string{"X-Fake-Stall-After": "2"})
+			br, cancel := openStream(t, srv, sc.path, sc.body, map[string]string{"X-Fake-Stall-After": "2"})
 			for i := range sc.headEvents + 2 {
 				if _, err := nextEvent(br); err != nil {
 					t.Fatalf("event %d: %v", i, err)
@@ -149,7 +149,7 @@ func TestCut(t *testing.T) {
 	for _, sc := range streamCases {
 		t.Run(sc.name, func(t *testing.T) {
 			p, srv := newServer(t, fakeprovider.Config{})
-			_, br, cancel := openStream(t, srv, sc.path, sc.body, map[string]string{"X-Fake-Cut-After": "3"})
+			br, cancel := openStream(t, srv, sc.path, sc.body, map[string]string{"X-Fake-Cut-After": "3"})
 			defer cancel()
 			n := 0
 			var err error
@@ -169,7 +169,7 @@ func TestCut(t *testing.T) {
 
 func TestClientGoesAwayMidStream(t *testing.T) {
 	p, srv := newServer(t, fakeprovider.Config{ChunkInterval: time.Hour})
-	_, br, cancel := openStream(t, srv, "/v1/chat/completions", twoMessages+`,"stream":true}`, nil)
+	br, cancel := openStream(t, srv, "/v1/chat/completions", twoMessages+`,"stream":true}`, nil)
 	for i := range 2 { // the role chunk and the first content chunk; the next waits an hour
 		if _, err := nextEvent(br); err != nil {
 			t.Fatalf("event %d: %v", i, err)

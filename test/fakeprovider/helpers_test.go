@@ -52,9 +52,9 @@ func newServer(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Provider, *
 	return p, srv
 }
 
-// send posts body to path with the given headers and returns the response
-// with its whole body read.
-func send(t *testing.T, srv *httptest.Server, method, path, body string, hdr map[string]string) (*http.Response, []byte) {
+// send sends body to path with the given headers and returns the status,
+// headers and whole body of the response; the body is read and closed here.
+func send(t *testing.T, srv *httptest.Server, method, path, body string, hdr map[string]string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -68,15 +68,15 @@ func send(t *testing.T, srv *httptest.Server, method, path, body string, hdr map
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
+	if err = errors.Join(err, resp.Body.Close()); err != nil {
 		t.Fatalf("read body: %v", err)
 	}
-	return resp, b
+	return resp.StatusCode, resp.Header, b
 }
 
-func post(t *testing.T, srv *httptest.Server, path, body string) (*http.Response, []byte) {
+// post is send with method POST and no extra headers.
+func post(t *testing.T, srv *httptest.Server, path, body string) (int, http.Header, []byte) {
 	t.Helper()
 	return send(t, srv, http.MethodPost, path, body, nil)
 }
@@ -139,9 +139,9 @@ func parseSSE(t *testing.T, b []byte) []sseMsg {
 	}
 }
 
-// openStream posts a streaming request and returns the response and a
-// reader over its events; cancel ends the request.
-func openStream(t *testing.T, srv *httptest.Server, path, body string, hdr map[string]string) (*http.Response, *bufio.Reader, context.CancelFunc) {
+// openStream posts a streaming request and returns a reader over its
+// events; cancel ends the request. The body is closed when the test ends.
+func openStream(t *testing.T, srv *httptest.Server, path, body string, hdr map[string]string) (*bufio.Reader, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
@@ -157,7 +157,7 @@ func openStream(t *testing.T, srv *httptest.Server, path, body string, hdr map[s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
-	return resp, bufio.NewReader(resp.Body), cancel
+	return bufio.NewReader(resp.Body), cancel
 }
 
 // promptTokens mirrors the provider's estimate: body bytes / 4, rounded up.

@@ -53,11 +53,11 @@ func TestChatCompletion(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{})
-			resp, b := post(t, srv, "/v1/chat/completions", tc.body)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			status, header, b := post(t, srv, "/v1/chat/completions", tc.body)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, b)
 			}
-			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			if ct := header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type = %q", ct)
 			}
 			got := decode[chatBody](t, b)
@@ -97,9 +97,9 @@ func TestChatStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{StreamChunks: tc.chunks})
 			body := twoMessages + `,"stream":true` + tc.options + `}`
-			resp, b := post(t, srv, "/v1/chat/completions", body)
-			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-				t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			status, header, b := post(t, srv, "/v1/chat/completions", body)
+			if status != http.StatusOK || header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("status %d, Content-Type %q", status, header.Get("Content-Type"))
 			}
 			events := parseSSE(t, b)
 			chunks := max(tc.chunks, 0)
@@ -113,7 +113,9 @@ func TestChatStream(t *testing.T) {
 				t.Errorf("last event = %+v, want data: [DONE]", last)
 			}
 			text, words := checkChatChunks(t, events[:len(events)-1], tc.wantUsage)
-			if text != reply2 && !(tc.chunks > 9 && strings.HasPrefix(text, reply2)) {
+			// With more chunks than its 9 words, the reply is padded with filler.
+			textOK := text == reply2 || (tc.chunks > 9 && strings.HasPrefix(text, reply2))
+			if !textOK {
 				t.Errorf("text = %q, want %q", text, reply2)
 			}
 			if tc.wantUsage {
@@ -202,9 +204,9 @@ func TestResponses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{})
-			resp, b := post(t, srv, "/v1/responses", tc.body)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			status, _, b := post(t, srv, "/v1/responses", tc.body)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, b)
 			}
 			got := decode[responseBody](t, b)
 			checkResponse(t, got, tc.body, tc.wantText, tc.wantStatus)
@@ -241,7 +243,7 @@ func TestResponsesStream(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{})
-			_, b := post(t, srv, "/v1/responses", tc.body)
+			_, _, b := post(t, srv, "/v1/responses", tc.body)
 			events := parseSSE(t, b)
 			var deltas strings.Builder
 			for i, e := range events {
@@ -291,9 +293,9 @@ func TestEmbeddings(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{})
-			resp, b := post(t, srv, "/v1/embeddings", tc.body)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			status, _, b := post(t, srv, "/v1/embeddings", tc.body)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, b)
 			}
 			got := decode[struct {
 				Object string `json:"object"`

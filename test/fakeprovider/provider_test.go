@@ -26,9 +26,9 @@ func TestMalformedJSON(t *testing.T) {
 		for name, body := range bodies {
 			t.Run(path+"/"+name, func(t *testing.T) {
 				_, srv := newServer(t, fakeprovider.Config{})
-				resp, b := post(t, srv, path, body)
-				if resp.StatusCode != http.StatusBadRequest {
-					t.Fatalf("status %d: %s", resp.StatusCode, b)
+				status, _, b := post(t, srv, path, body)
+				if status != http.StatusBadRequest {
+					t.Fatalf("status %d: %s", status, b)
 				}
 				checkErrorBody(t, path, b, "invalid_request_error", "")
 				if !bytes.Contains(b, []byte(`"code":null`)) && !strings.HasPrefix(path, "/v1/messages") {
@@ -53,9 +53,9 @@ func TestUnknownRoutes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{})
-			resp, b := send(t, srv, tc.method, tc.path, "", nil)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.want, b)
+			status, _, b := send(t, srv, tc.method, tc.path, "", nil)
+			if status != tc.want {
+				t.Fatalf("status %d, want %d: %s", status, tc.want, b)
 			}
 			checkErrorBody(t, tc.path, b, tc.wantType, "")
 		})
@@ -77,9 +77,9 @@ func TestSameRequestSameBytes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, fakeprovider.Config{})
-			_, first := post(t, srv, tc.path, tc.body)
-			_, again := post(t, srv, tc.path, tc.body)
-			_, other := post(t, srv, tc.path, tc.other)
+			_, _, first := post(t, srv, tc.path, tc.body)
+			_, _, again := post(t, srv, tc.path, tc.body)
+			_, _, other := post(t, srv, tc.path, tc.other)
 			if !bytes.Equal(first, again) {
 				t.Errorf("same request, different bytes:\n%s\n%s", first, again)
 			}
@@ -137,8 +137,8 @@ func TestStatsAndReset(t *testing.T) {
 	if got := p.Stats(); got.Requests != 0 || len(got.ByPath) != 0 || len(p.Requests()) != 0 || len(p.Arrivals()) != 0 {
 		t.Errorf("after Reset: stats %+v", got)
 	}
-	if resp, _ := post(t, srv, "/v1/chat/completions", chatBodyMin); resp.StatusCode != http.StatusOK {
-		t.Errorf("after Reset the bucket is full, got %d", resp.StatusCode)
+	if status, _, _ := post(t, srv, "/v1/chat/completions", chatBodyMin); status != http.StatusOK {
+		t.Errorf("after Reset the bucket is full, got %d", status)
 	}
 }
 

@@ -2,6 +2,7 @@ package procs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -23,10 +24,9 @@ func Scrape(ctx context.Context, adminURL string) (Metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("procs: scrape: %w", err)
 	}
-	defer res.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(res.Body)
-	if err != nil {
+	if err = errors.Join(err, res.Body.Close()); err != nil {
 		return nil, fmt.Errorf("procs: scrape: %w", err)
 	}
 	return Metrics(mfs), nil
