@@ -19,7 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-		"time"
+	"time"
 
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
