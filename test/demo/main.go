@@ -207,7 +207,7 @@ func summary(ctx context.Context, out io.Writer, adminURL string, t *tally, fake
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out)
+	say(out)
 	var problems []string
 	for i, class := range []string{"interactive", "bulk"} {
 		ok, refused, failed := t.ok[i].Load(), t.refused[i].Load(), t.failed[i].Load()
