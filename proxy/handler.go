@@ -129,10 +129,13 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Res
 		h.cancelled(res)
 		return nil, false
 	}
-	// quota.ErrClosed: the proxy is shutting down.
 	h.m.admissions.WithLabelValues(class, admitRefused).Inc()
-	h.refuse(w, r, res, refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
-		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true})
+	f := refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
+		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
+	if errors.Is(err, quota.ErrStoreUnavailable) {
+		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable and store.on_error is closed"
+	}
+	h.refuse(w, r, res, f)
 	return nil, false
 }
 

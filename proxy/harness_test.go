@@ -78,7 +78,7 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	limits := qcfg.PerReplica()
-	lim := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), log)
+	lim := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), 0, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = lim.Run(ctx) }()

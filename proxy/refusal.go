@@ -31,13 +31,15 @@ const (
 	reasonQueueFull     = "queue_full"
 	reasonMaxWait       = "max_wait_exceeded"
 	reasonShuttingDown  = "shutting_down"
-	reasonUnreachable   = "upstream_unreachable"
-	reasonTimeout       = "upstream_timeout"
+	// reasonStoreUnavailable: the store failed under store.on_error closed.
+	reasonStoreUnavailable = "store_unavailable"
+	reasonUnreachable      = "upstream_unreachable"
+	reasonTimeout          = "upstream_timeout"
 )
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
-	reasonMaxWait, reasonShuttingDown, reasonUnreachable, reasonTimeout,
+	reasonMaxWait, reasonShuttingDown, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

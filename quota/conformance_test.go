@@ -8,7 +8,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// newStoreFunc builds a Store enforcing l that reads the time from now.
+// newStoreFunc builds a Store enforcing l, whose windows follow now.
 type newStoreFunc func(t *testing.T, l Limits, now func() time.Time) Store
 
 // windowLimits: 10 requests a second for the account, 2 for bulk, 3
@@ -19,102 +19,109 @@ var windowLimits = Limits{AccountRPM: 600, BulkRPM: 120, ReserveRPM: 180, InFlig
 // binding.
 var inFlightLimits = Limits{AccountRPM: 60000, BulkRPM: 12000, ReserveRPM: 18000, InFlight: 10, BulkInFlight: 2, ReserveInFlight: 3, Borrow: true}
 
-var none [classify.NumClasses]int64
+const (
+	nb = NotBlocked
+	bw = BlockedByWindow
+	bf = BlockedByInFlight
+)
 
-func rel(i, b int64) [classify.NumClasses]int64 { return [classify.NumClasses]int64{i, b} }
+// pc builds a PerClass: interactive, bulk.
+func pc(i, b int64) PerClass { return PerClass{i, b} }
 
-// runStoreConformance is the behaviour every Store must have.
+// conformanceStep is one Take and what it must answer.
+type conformanceStep struct {
+	at      time.Duration // since the start of a second
+	want    PerClass
+	held    PerClass
+	granted PerClass
+	blocker [classify.NumClasses]Blocker
+}
+
+// runStoreConformance is the behaviour every Store must have: the rules of
+// DESIGN.md for windows, partition, borrowing, reserve and in flight.
 func runStoreConformance(t *testing.T, newStore newStoreFunc) {
-	const (
-		I = classify.Interactive
-		B = classify.Bulk
-	)
-	base := time.Unix(1_700_000_000, 0)
-	type step struct {
-		at      time.Duration // since base
-		class   classify.Class
-		want    int64
-		release [classify.NumClasses]int64
-		granted int64
-		blocker Blocker
-	}
-	big := windowLimits
-	noBorrow := big
+	noBorrow := windowLimits
 	noBorrow.Borrow = false
 	tests := []struct {
 		name   string
 		limits Limits
-		steps  []step
+		steps  []conformanceStep
 	}{
-		{"interactive takes the whole window", big, []step{
-			{0, I, 15, none, 10, BlockedByWindow},
-			{time.Second, I, 5, none, 5, NotBlocked},
+		{"interactive takes the whole window", windowLimits, []conformanceStep{
+			{0, pc(15, 0), pc(0, 0), pc(10, 0), [2]Blocker{bw, nb}},
+			{time.Second, pc(5, 0), pc(10, 0), pc(5, 0), [2]Blocker{nb, nb}},
 		}},
-		{"bulk borrows up to the reserve, never into it", big, []step{
-			{0, B, 20, none, 7, BlockedByWindow},
-			{10 * time.Millisecond, I, 5, none, 3, BlockedByWindow},
+		{"bulk borrows up to the reserve, never into it", windowLimits, []conformanceStep{
+			{0, pc(0, 20), pc(0, 0), pc(0, 7), [2]Blocker{nb, bw}},
+			{10 * time.Millisecond, pc(5, 0), pc(0, 7), pc(3, 0), [2]Blocker{bw, nb}},
 		}},
-		{"bulk without borrowing keeps to its share", noBorrow, []step{
-			{0, B, 20, none, 2, BlockedByWindow},
-			{0, I, 20, none, 8, BlockedByWindow},
+		{"interactive goes first in one call", windowLimits, []conformanceStep{
+			{0, pc(5, 20), pc(0, 0), pc(5, 2), [2]Blocker{nb, bw}}, // 10 - 5 - reserve 3 = 2 for bulk
 		}},
-		{"a waiting interactive request stops borrowing", big, []step{
-			{0, I, 12, none, 10, BlockedByWindow},
-			{time.Second, B, 20, none, 2, BlockedByWindow}, // interactive still waiting
-			{time.Second + time.Millisecond, I, 2, none, 2, NotBlocked},
-			{2 * time.Second, B, 20, none, 7, BlockedByWindow}, // served: borrowing resumes
+		{"bulk without borrowing keeps to its share", noBorrow, []conformanceStep{
+			{0, pc(0, 20), pc(0, 0), pc(0, 2), [2]Blocker{nb, bw}},
+			{0, pc(20, 0), pc(0, 2), pc(8, 0), [2]Blocker{bw, nb}},
 		}},
-		{"windows reset every second", big, []step{
-			{0, B, 7, none, 7, NotBlocked},
-			{999 * time.Millisecond, B, 1, none, 0, BlockedByWindow},
-			{time.Second, B, 7, none, 7, NotBlocked},
+		{"a waiting interactive request stops borrowing", windowLimits, []conformanceStep{
+			{0, pc(12, 0), pc(0, 0), pc(10, 0), [2]Blocker{bw, nb}},
+			{time.Second, pc(0, 20), pc(10, 0), pc(0, 2), [2]Blocker{nb, bw}}, // interactive still waits
+			{time.Second + time.Millisecond, pc(2, 0), pc(10, 2), pc(2, 0), [2]Blocker{nb, nb}},
+			{2 * time.Second, pc(0, 20), pc(12, 2), pc(0, 7), [2]Blocker{nb, bw}}, // served: borrowing resumes
 		}},
-		{"in flight: bulk borrows up to the in-flight reserve", inFlightLimits, []step{
-			{0, B, 9, none, 7, BlockedByInFlight},
-			{time.Second, I, 9, none, 3, BlockedByInFlight},
-			{2 * time.Second, I, 1, none, 0, BlockedByInFlight},
-			{2 * time.Second, I, 1, rel(0, 1), 1, NotBlocked}, // a bulk slot returned
+		{"short interactive in the same call stops borrowing", windowLimits, []conformanceStep{
+			{0, pc(12, 5), pc(0, 0), pc(10, 0), [2]Blocker{bw, bw}},
 		}},
-		{"in flight: bulk keeps to its share while interactive waits", inFlightLimits, []step{
-			{0, I, 11, none, 10, BlockedByInFlight},
-			{time.Second, B, 5, rel(8, 0), 2, BlockedByInFlight},
+		{"windows reset every second", windowLimits, []conformanceStep{
+			{0, pc(0, 7), pc(0, 0), pc(0, 7), [2]Blocker{nb, nb}},
+			{999 * time.Millisecond, pc(0, 1), pc(0, 7), pc(0, 0), [2]Blocker{nb, bw}},
+			{time.Second, pc(0, 7), pc(0, 7), pc(0, 7), [2]Blocker{nb, nb}},
+		}},
+		{"in flight: bulk borrows up to the in-flight reserve", inFlightLimits, []conformanceStep{
+			{0, pc(0, 9), pc(0, 0), pc(0, 7), [2]Blocker{nb, bf}},
+			{time.Second, pc(9, 0), pc(0, 7), pc(3, 0), [2]Blocker{bf, nb}},
+			{2 * time.Second, pc(1, 0), pc(3, 7), pc(0, 0), [2]Blocker{bf, nb}},
+			{2 * time.Second, pc(1, 0), pc(3, 6), pc(1, 0), [2]Blocker{nb, nb}}, // a bulk slot came back
+		}},
+		{"in flight: bulk keeps to its share while interactive waits", inFlightLimits, []conformanceStep{
+			{0, pc(11, 0), pc(0, 0), pc(10, 0), [2]Blocker{bf, nb}},
+			{time.Second, pc(0, 5), pc(2, 0), pc(0, 2), [2]Blocker{nb, bf}}, // 8 returned, but interactive was left waiting
+			{2 * time.Second, pc(1, 5), pc(2, 2), pc(1, 2), [2]Blocker{nb, bf}}, // interactive served first: bulk borrows to 10-3
+		}},
+		{"released slots are free again", inFlightLimits, []conformanceStep{
+			{0, pc(10, 0), pc(0, 0), pc(10, 0), [2]Blocker{nb, nb}},
+			{time.Second, pc(10, 0), pc(6, 0), pc(4, 0), [2]Blocker{bf, nb}},
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var now time.Time
-			s := newStore(t, tt.limits, func() time.Time { return now })
-			for i, st := range tt.steps {
-				now = base.Add(st.at)
-				res, err := s.Take(context.Background(), TakeRequest{Class: st.class, Want: st.want, Release: st.release})
-				if err != nil {
-					t.Fatalf("step %d: Take: %v", i, err)
-				}
-				if res.Granted != st.granted || res.Blocker != st.blocker {
-					t.Fatalf("step %d (%s want %d): granted %d blocker %d, want %d blocker %d",
-						i, st.class, st.want, res.Granted, res.Blocker, st.granted, st.blocker)
-				}
-				if res.Blocker != NotBlocked && (res.RetryAfter <= 0 || res.RetryAfter > time.Second) {
-					t.Fatalf("step %d: RetryAfter %s, want (0, 1s]", i, res.RetryAfter)
-				}
-			}
+			runSteps(t, newStore, tt.limits, tt.steps)
 		})
 	}
-	t.Run("release frees in-flight slots", func(t *testing.T) {
-		now := base
-		s := newStore(t, inFlightLimits, func() time.Time { return now })
-		ctx := context.Background()
-		if res, _ := s.Take(ctx, TakeRequest{Class: I, Want: 10}); res.Granted != 10 {
-			t.Fatalf("granted %d, want 10", res.Granted)
+}
+
+func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformanceStep) {
+	t.Helper()
+	base := time.Unix(1_700_000_000, 0)
+	var now time.Time
+	s := newStore(t, l, func() time.Time { return now })
+	for i, st := range steps {
+		now = base.Add(st.at)
+		res, err := s.Take(context.Background(), TakeRequest{Want: st.want, Held: st.held})
+		if err != nil {
+			t.Fatalf("step %d: Take: %v", i, err)
 		}
-		if err := s.Release(ctx, [classify.NumClasses]int64{4, 0}); err != nil {
-			t.Fatal(err)
+		if res.Granted != st.granted || res.Blocker != st.blocker {
+			t.Fatalf("step %d (want %v, held %v): granted %v blocked %v, want %v blocked %v",
+				i, st.want, st.held, res.Granted, res.Blocker, st.granted, st.blocker)
 		}
-		now = now.Add(time.Second)
-		if res, _ := s.Take(ctx, TakeRequest{Class: I, Want: 10}); res.Granted != 4 || res.Blocker != BlockedByInFlight {
-			t.Fatalf("after release: %+v, want 4 granted, blocked by in-flight", res)
+		blocked := res.Blocker != [2]Blocker{}
+		if blocked != (res.RetryAfter > 0) || res.RetryAfter > time.Second {
+			t.Fatalf("step %d: RetryAfter %s with blockers %v", i, res.RetryAfter, res.Blocker)
 		}
-	})
+		if wantFleet := pc(st.held[0]+res.Granted[0], st.held[1]+res.Granted[1]); res.FleetInFlight != wantFleet {
+			t.Fatalf("step %d: fleet in flight %v, want %v", i, res.FleetInFlight, wantFleet)
+		}
+	}
 }
 
 func TestMemoryStoreConformance(t *testing.T) {

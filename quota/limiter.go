@@ -2,69 +2,142 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
-	"golang.org/x/sync/errgroup"
 )
 
-// Limiter admits requests against a Store, one dispatcher per class. It is
-// safe for concurrent use. Admit may be called before Run starts; waiters
-// are served once it does.
+// Limiter admits requests against a Store. Each class has a FIFO queue; one
+// admission loop serves both, asking the store for as many grants as there
+// are waiters, both classes and every release in one call. It is safe for
+// concurrent use. Admit may be called before Run starts; waiters are served
+// once it does.
 type Limiter struct {
 	store  Store
 	log    *slog.Logger
 	limits Limits
+	// heartbeat is the longest the loop stays silent towards the store; 0
+	// means it only calls when there is something to ask or release.
+	heartbeat time.Duration
 
-	classes [classify.NumClasses]*dispatcher
+	mu      sync.Mutex
+	classes [classify.NumClasses]classQueue
+	closed  bool
+
 	// inFlight counts this replica's leases not yet released, by class.
 	inFlight [classify.NumClasses]atomic.Int64
-	// pending holds released slots not yet returned to the store.
-	pending     [classify.NumClasses]atomic.Int64
-	releaseKick chan struct{}
+	// fleetInFlight is the store's last word on the fleet's in-flight count.
+	fleetInFlight [classify.NumClasses]atomic.Int64
+
+	arrive chan struct{} // a waiter joined a queue
+	freed  chan struct{} // a lease was released
+}
+
+// classQueue is one class's queue and limits; guarded by Limiter.mu.
+type classQueue struct {
+	q        queue
+	maxWait  time.Duration
+	maxQueue int
+	// shortfalls counts store calls that left this class's waiters queued;
+	// a waiter that saw one (joined before it, or while short) was held.
+	shortfalls uint64
+	short      bool
 }
 
 // New returns a Limiter for cfg's classes over store; limits are the ones
-// the store enforces, used to estimate Retry-After.
-func New(cfg Config, limits Limits, store Store, log *slog.Logger) *Limiter {
-	l := &Limiter{store: store, log: log, limits: limits, releaseKick: make(chan struct{}, 1)}
+// the store enforces, used to estimate Retry-After. heartbeat is how often
+// the loop calls the store when idle (0: never), so a shared store knows
+// the replica is alive.
+func New(cfg Config, limits Limits, store Store, heartbeat time.Duration, log *slog.Logger) *Limiter {
+	l := &Limiter{store: store, log: log, limits: limits, heartbeat: heartbeat,
+		arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
 	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
-	l.classes[classify.Interactive] = newDispatcher(l, classify.Interactive, ic.MaxWait, ic.MaxQueue)
-	l.classes[classify.Bulk] = newDispatcher(l, classify.Bulk, bc.MaxWait, bc.MaxQueue)
+	l.classes[classify.Interactive] = classQueue{maxWait: ic.MaxWait, maxQueue: ic.MaxQueue}
+	l.classes[classify.Bulk] = classQueue{maxWait: bc.MaxWait, maxQueue: bc.MaxQueue}
 	return l
-}
-
-// Run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and returns released slots to the store. Call it once.
-func (l *Limiter) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
-	for _, d := range l.classes {
-		g.Go(func() error { d.run(ctx); return nil })
-	}
-	g.Go(func() error { l.runReleaser(ctx); return nil })
-	return g.Wait()
 }
 
 // Admit waits until a request of class c may go upstream and returns its
 // Lease, which the caller must Release when the upstream exchange ends. It
 // returns a *RefusedError when the queue is full or max_wait passes,
+// ErrStoreUnavailable when the store failed under on_error "closed",
 // ErrClosed after Run has stopped, or the context's error if ctx ends first.
 func (l *Limiter) Admit(ctx context.Context, c classify.Class) (*Lease, error) {
-	a, err := l.classes[c].admit(ctx)
-	if err != nil {
-		return nil, err
+	w := &waiter{done: make(chan struct{})}
+	cq := &l.classes[c]
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
 	}
-	return &Lease{l: l, class: c, held: a.held}, nil
+	if n := cq.q.n; n >= cq.maxQueue {
+		l.mu.Unlock()
+		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: l.retryAfter(c, n)}
+	}
+	w.gen, w.held = cq.shortfalls, cq.short
+	cq.q.push(w)
+	l.mu.Unlock()
+	notify(l.arrive)
+
+	timer := time.NewTimer(cq.maxWait)
+	defer timer.Stop()
+	var cause error
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return nil, w.err
+		}
+		return &Lease{l: l, class: c, held: w.held}, nil
+	case <-ctx.Done():
+		cause = context.Cause(ctx)
+	case <-timer.C:
+		cause = ErrWaitTimeout
+	}
+	return l.leave(c, w, cause)
+}
+
+// leave takes w out of its queue after it gave up. A grant that raced the
+// timeout is kept; one that raced a cancellation is handed back.
+func (l *Limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error) {
+	l.mu.Lock()
+	granted, held, werr := w.granted, w.held, w.err
+	l.classes[c].q.remove(w)
+	ahead := l.classes[c].q.n
+	l.mu.Unlock()
+	timedOut := errors.Is(cause, ErrWaitTimeout)
+	switch {
+	case granted && timedOut:
+		return &Lease{l: l, class: c, held: held}, nil
+	case granted:
+		l.release(c)
+		return nil, cause
+	case werr != nil:
+		return nil, werr
+	case timedOut:
+		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, RetryAfter: l.retryAfter(c, ahead)}
+	default:
+		return nil, cause
+	}
 }
 
 // Queued returns how many requests of class c are waiting.
-func (l *Limiter) Queued(c classify.Class) int { return l.classes[c].queued() }
+func (l *Limiter) Queued(c classify.Class) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.classes[c].q.n
+}
 
 // InFlight returns how many leases of class c this replica holds.
 func (l *Limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load() }
+
+// FleetInFlight returns the store's last count of class c in flight across
+// the fleet (this replica's own count for an in-process store).
+func (l *Limiter) FleetInFlight(c classify.Class) int64 { return l.fleetInFlight[c].Load() }
 
 // Lease is one admitted request's claim on an in-flight slot.
 type Lease struct {
@@ -78,81 +151,26 @@ type Lease struct {
 // released slot before it was admitted.
 func (s *Lease) Held() bool { return s.held }
 
-// Release returns the slot. It never blocks on the store: releases are
-// coalesced and sent in the background. Calls after the first do nothing.
+// Release returns the slot. It never blocks on the store: the admission
+// loop tells the store on its next call. Calls after the first do nothing.
 func (s *Lease) Release() {
 	if s.released.CompareAndSwap(false, true) {
-		s.l.release(s.class, 1)
+		s.l.release(s.class)
 	}
 }
 
-func (l *Limiter) release(c classify.Class, n int64) {
-	l.inFlight[c].Add(-n)
-	l.pending[c].Add(n)
-	notify(l.releaseKick)
+func (l *Limiter) release(c classify.Class) {
+	l.inFlight[c].Add(-1)
+	notify(l.freed)
 }
 
-// takeReleases claims every pending release for one store call.
-func (l *Limiter) takeReleases() (rel [classify.NumClasses]int64, released bool) {
-	for c := range rel {
-		rel[c] = l.pending[c].Swap(0)
-		released = released || rel[c] > 0
+// held is this replica's in-flight count, for the store.
+func (l *Limiter) held() PerClass {
+	var h PerClass
+	for c := range h {
+		h[c] = l.inFlight[c].Load()
 	}
-	return rel, released
-}
-
-// restoreReleases puts back releases a failed store call did not apply.
-func (l *Limiter) restoreReleases(rel [classify.NumClasses]int64) {
-	for c, n := range rel {
-		if n > 0 {
-			l.pending[c].Add(n)
-		}
-	}
-}
-
-// slotsFreed tells every dispatcher that in-flight room appeared.
-func (l *Limiter) slotsFreed() {
-	for _, d := range l.classes {
-		notify(d.freed)
-	}
-}
-
-// releaseRetry is how long the releaser waits after a failed store call.
-const releaseRetry = 100 * time.Millisecond
-
-func (l *Limiter) runReleaser(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			l.flushReleases(context.WithoutCancel(ctx))
-			return
-		case <-l.releaseKick:
-		}
-		rel, released := l.takeReleases()
-		if !released {
-			continue
-		}
-		if err := l.store.Release(ctx, rel); err != nil {
-			l.restoreReleases(rel)
-			l.log.Warn("release_failed", slog.String("error", err.Error()))
-			time.AfterFunc(releaseRetry, func() { notify(l.releaseKick) })
-			continue
-		}
-		l.slotsFreed()
-	}
-}
-
-// flushReleases returns whatever is pending when the limiter stops.
-func (l *Limiter) flushReleases(ctx context.Context) {
-	rel, released := l.takeReleases()
-	if !released {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if err := l.store.Release(ctx, rel); err != nil {
-		l.log.Warn("release_failed", slog.String("error", err.Error()))
-	}
+	return h
 }
 
 // retryAfter estimates when a request behind ahead others of class c may be

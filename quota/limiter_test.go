@@ -18,7 +18,7 @@ func testLimiter(t *testing.T, cfg Config) (*Limiter, *MemoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
 	store := NewMemoryStore(limits, nil)
-	l := New(cfg, limits, store, slog.New(slog.DiscardHandler))
+	l := New(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -177,7 +177,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 		cfg := smallConfig()
 		cfg.Account.RequestsPerMinute = 6000
 		cfg.Account.MaxInFlight = 2
-		l, store := testLimiter(t, cfg)
+		l, _ := testLimiter(t, cfg)
 		a, errA := l.Admit(t.Context(), classify.Interactive)
 		b, errB := l.Admit(t.Context(), classify.Interactive)
 		if errA != nil || errB != nil {
@@ -204,15 +204,15 @@ func TestLimiterInFlightRelease(t *testing.T) {
 		b.Release()
 		c.Release()
 		synctest.Wait()
-		if n := store.InFlight(); n != [classify.NumClasses]int64{} || l.InFlight(classify.Interactive) != 0 {
-			t.Errorf("store in flight %v, limiter %d after all released, want 0", n, l.InFlight(classify.Interactive))
+		if n := l.FleetInFlight(classify.Interactive); n != 0 || l.InFlight(classify.Interactive) != 0 {
+			t.Errorf("store in flight %d, limiter %d after all released, want 0", n, l.InFlight(classify.Interactive))
 		}
 	})
 }
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := New(smallConfig(), smallConfig().PerReplica(), NewMemoryStore(smallConfig().PerReplica(), nil), slog.New(slog.DiscardHandler))
+		l := New(smallConfig(), smallConfig().PerReplica(), NewMemoryStore(smallConfig().PerReplica(), nil), 0, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()

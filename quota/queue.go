@@ -7,6 +7,8 @@ type waiter struct {
 	done       chan struct{}
 	granted    bool
 	queued     bool
+	// err, when set with done closed, is why the waiter was not admitted.
+	err error
 	// held is set once the waiter had to wait for a later window or a
 	// released slot, rather than being granted by the first store call.
 	held bool

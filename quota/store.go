@@ -2,32 +2,40 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// Store holds the counters that admission decisions are made on: the
-// current one-second window of each class and the requests in flight. A
-// Store must be safe for concurrent use. MemoryStore is the in-process one.
+// PerClass holds one number per class, indexed by classify.Class.
+type PerClass [classify.NumClasses]int64
+
+// Store holds the counters admission decisions are made on: the current
+// one-second window and the requests in flight. A Limiter calls Take from
+// one goroutine at a time, so a store may keep per-replica state without
+// locking against itself; MemoryStore is nonetheless safe for concurrent use.
 type Store interface {
-	// Take grants up to req.Want admissions to req.Class at once, as the
-	// window, the partition, the reserve and the in-flight bound allow, and
-	// counts them as in flight. It also returns req.Release slots first, so
-	// a batch of releases rides on the same call.
+	// Take records that this replica holds req.Held requests in flight
+	// (absolute, by class), then grants up to req.Want admissions per class,
+	// interactive first, as the window, the partition, the reserve and the
+	// in-flight bound allow, and counts them in flight. One call serves
+	// both classes and carries every release since the last: a batch costs
+	// one round trip.
 	Take(ctx context.Context, req TakeRequest) (TakeResult, error)
-	// Release returns in-flight slots, by class.
-	Release(ctx context.Context, n [classify.NumClasses]int64) error
 }
+
+// ErrStoreUnavailable means the store failed and store.on_error is
+// "closed": callers get a 503 instead of unlimited or local admission.
+var ErrStoreUnavailable = errors.New("quota: store unavailable")
 
 // TakeRequest asks a Store for admissions.
 type TakeRequest struct {
-	// Class is the class asking.
-	Class classify.Class
-	// Want is how many requests of Class are waiting.
-	Want int64
-	// Release is in-flight slots to return before granting, by class.
-	Release [classify.NumClasses]int64
+	// Want is how many requests of each class are waiting.
+	Want PerClass
+	// Held is how many requests of each class this replica has in flight
+	// now, not counting what this call grants.
+	Held PerClass
 }
 
 // Blocker says what stopped a Take from granting everything it was asked.
@@ -46,11 +54,83 @@ const (
 
 // TakeResult is a Store's answer.
 type TakeResult struct {
-	// Granted is how many admissions were granted, 0..Want.
-	Granted int64
-	// Blocker is why fewer than Want were granted.
-	Blocker Blocker
-	// RetryAfter is when asking again can succeed: the start of the next
-	// window, or a polling interval for the in-flight bound.
+	// Granted is how many admissions were granted per class, 0..Want.
+	Granted PerClass
+	// Blocker is, per class, why fewer than Want were granted.
+	Blocker [classify.NumClasses]Blocker
+	// RetryAfter is when asking again can succeed for a blocked class: the
+	// start of the next window, or a polling interval for the in-flight
+	// bound. Zero when nothing is blocked.
 	RetryAfter time.Duration
+	// FleetInFlight is the in-flight count of every replica together, by
+	// class, after this call (for a single-replica store, this replica's).
+	FleetInFlight PerClass
+}
+
+// window is the state of one second: what each class has used of it.
+type window struct {
+	sec  int64
+	used PerClass
+}
+
+// grantAll applies the partition rules of DESIGN.md to one call, both
+// classes, interactive first, and returns the grants. used and inFlight are
+// updated in place; inFlight is the fleet's. borrow says bulk may borrow
+// (it is on and no interactive request waits anywhere). The Redis store's
+// take.lua is the same procedure; the conformance suite holds them equal.
+func grantAll(l Limits, sec int64, want PerClass, borrow func(interactiveShort bool) bool, used, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]Blocker) {
+	const I, B = classify.Interactive, classify.Bulk
+	account := Allowance(sec, l.AccountRPM)
+	wroom := account - used[I] - used[B]
+	froom := l.InFlight - inFlight[I] - inFlight[B]
+	granted[I], blocker[I] = take(want[I], wroom, froom)
+	used[I] += granted[I]
+	inFlight[I] += granted[I]
+
+	total, totalInFlight := used[I]+used[B], inFlight[I]+inFlight[B]
+	wroom = Allowance(sec, l.BulkRPM) - used[B]
+	froom = l.BulkInFlight - inFlight[B]
+	if l.Borrow && borrow(granted[I] < want[I]) {
+		wroom = max(wroom, account-Allowance(sec, l.ReserveRPM)-total)
+		froom = max(froom, l.InFlight-l.ReserveInFlight-totalInFlight)
+	}
+	wroom = min(wroom, account-total)
+	froom = min(froom, l.InFlight-totalInFlight)
+	granted[B], blocker[B] = take(want[B], wroom, froom)
+	used[B] += granted[B]
+	inFlight[B] += granted[B]
+	return granted, blocker
+}
+
+// take grants what both rooms allow and says which one stopped it.
+func take(want, windowRoom, inFlightRoom int64) (int64, Blocker) {
+	g := max(0, min(want, windowRoom, inFlightRoom))
+	switch {
+	case g == want:
+		return g, NotBlocked
+	case windowRoom <= g:
+		return g, BlockedByWindow
+	default:
+		return g, BlockedByInFlight
+	}
+}
+
+// retryAfter is when a call blocked as blocker may succeed, at now: the next
+// window, or inFlightPoll for the in-flight bound if that is sooner.
+func retryAfter(now time.Time, blocker [classify.NumClasses]Blocker, inFlightPoll time.Duration) time.Duration {
+	var d time.Duration
+	for _, b := range blocker {
+		next := untilNextSecond(now)
+		if b == BlockedByInFlight && inFlightPoll > 0 {
+			next = min(next, inFlightPoll)
+		}
+		if b != NotBlocked && (d == 0 || next < d) {
+			d = next
+		}
+	}
+	return d
+}
+
+func untilNextSecond(now time.Time) time.Duration {
+	return now.Truncate(time.Second).Add(time.Second).Sub(now)
 }

@@ -23,7 +23,7 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	}
 	qcfg := cfg.quota()
 	limits := qcfg.PerReplica()
-	limiter := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), log)
+	limiter := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), 0, log)
 	transport := proxy.NewTransport(cfg.Upstream, limits.InFlight)
 	defer transport.CloseIdleConnections()
 

@@ -1,0 +1,193 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// storeRetry is how long the loop waits after a failed store call.
+const storeRetry = 50 * time.Millisecond
+
+// loopState is owned by the Run goroutine.
+type loopState struct {
+	blocked  [classify.NumClasses]Blocker
+	lastCall time.Time
+	timer    *time.Timer
+	armed    time.Time // when the timer fires; zero when stopped
+}
+
+// Run serves the queues until ctx ends, then refuses every waiter with
+// ErrClosed and tells the store what is still in flight. Call it once.
+func (l *Limiter) Run(ctx context.Context) error {
+	st := &loopState{timer: time.NewTimer(time.Hour)}
+	st.timer.Stop()
+	defer st.timer.Stop()
+	var beat <-chan time.Time
+	if l.heartbeat > 0 {
+		t := time.NewTicker(l.heartbeat)
+		defer t.Stop()
+		beat = t.C
+	}
+	for {
+		force := false
+		select {
+		case <-ctx.Done():
+			l.close()
+			l.flush(context.WithoutCancel(ctx))
+			return nil
+		case <-l.arrive:
+		case <-l.freed:
+			// Released slots: a class held by the in-flight bound may go,
+			// and the store should hear of it.
+			for c, b := range st.blocked {
+				if b == BlockedByInFlight {
+					st.blocked[c] = NotBlocked
+				}
+			}
+			force = true
+		case <-st.timer.C:
+			st.armed = time.Time{}
+			st.blocked = [classify.NumClasses]Blocker{}
+		case <-beat:
+			force = time.Since(st.lastCall) >= l.heartbeat
+		}
+		l.round(ctx, st, force)
+	}
+}
+
+// round calls the store until every class is served or blocked.
+func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
+	for {
+		want := l.wants(st)
+		if want == (PerClass{}) && !force {
+			return
+		}
+		force = false
+		res, err := l.store.Take(ctx, TakeRequest{Want: want, Held: l.held()})
+		st.lastCall = time.Now()
+		if err != nil {
+			l.storeFailed(ctx, st, err)
+			return
+		}
+		for c := range res.FleetInFlight {
+			l.fleetInFlight[c].Store(res.FleetInFlight[c])
+		}
+		l.hand(res, want)
+		more := false
+		for c := range want {
+			if res.Granted[c] < want[c] {
+				st.blocked[c] = res.Blocker[c]
+			} else if l.Queued(classify.Class(c)) > 0 {
+				more = true // arrived during the call
+			}
+		}
+		if res.RetryAfter > 0 {
+			st.arm(max(res.RetryAfter, time.Millisecond))
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// wants is how many of each class to ask for: every waiter of a class that
+// is not blocked.
+func (l *Limiter) wants(st *loopState) PerClass {
+	var want PerClass
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range want {
+		if st.blocked[c] == NotBlocked {
+			want[c] = int64(l.classes[c].q.n)
+		}
+	}
+	return want
+}
+
+// storeFailed handles a failed Take: under on_error "closed" every waiter
+// is refused at once; otherwise the loop tries again shortly.
+func (l *Limiter) storeFailed(ctx context.Context, st *loopState, err error) {
+	if errors.Is(err, ErrStoreUnavailable) {
+		l.refuseAll(ErrStoreUnavailable)
+	} else if ctx.Err() == nil {
+		l.log.Warn("store_take_failed", slog.String("error", err.Error()))
+	}
+	st.blocked = [classify.NumClasses]Blocker{BlockedByWindow, BlockedByWindow}
+	st.arm(storeRetry)
+}
+
+// arm makes the timer fire after d, unless it fires sooner already.
+func (st *loopState) arm(d time.Duration) {
+	at := time.Now().Add(d)
+	if !st.armed.IsZero() && st.armed.Before(at) {
+		return
+	}
+	st.armed = at
+	st.timer.Reset(d)
+}
+
+// hand gives each class's grants to its oldest waiters; grants nobody is
+// left to take are released at once.
+func (l *Limiter) hand(res TakeResult, want PerClass) {
+	var excess PerClass
+	l.mu.Lock()
+	for c := range res.Granted {
+		cq := &l.classes[c]
+		var given int64
+		for given < res.Granted[c] {
+			w := cq.q.pop()
+			if w == nil {
+				break
+			}
+			w.granted = true
+			w.held = w.held || w.gen != cq.shortfalls
+			close(w.done)
+			given++
+		}
+		short := res.Granted[c] < want[c]
+		if short {
+			cq.shortfalls++
+		}
+		cq.short = short && cq.q.n > 0
+		l.inFlight[c].Add(given)
+		excess[c] = res.Granted[c] - given
+	}
+	l.mu.Unlock()
+	if excess != (PerClass{}) {
+		notify(l.freed) // the store counted them; the next call hands them back
+	}
+}
+
+// refuseAll ends every waiter with err.
+func (l *Limiter) refuseAll(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.classes {
+		for w := l.classes[c].q.pop(); w != nil; w = l.classes[c].q.pop() {
+			w.err = err
+			close(w.done)
+		}
+	}
+}
+
+// close refuses every waiter and every later Admit with ErrClosed.
+func (l *Limiter) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.refuseAll(ErrClosed)
+}
+
+// flush tells the store what this replica still holds when the limiter
+// stops, so a shared store does not wait for the heartbeat to expire.
+func (l *Limiter) flush(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := l.store.Take(ctx, TakeRequest{Held: l.held()}); err != nil {
+		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))
+	}
+}
