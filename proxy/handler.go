@@ -39,10 +39,21 @@ type Deps struct {
 	// ClassHeader is the header callers mark their class with; it is not
 	// forwarded.
 	ClassHeader string
-	// InFlightBound is the per-replica in-flight bound, exported as a gauge.
+	// InFlightBound is the in-flight bound the store enforces (the fleet's
+	// with a shared store), exported as a gauge.
 	InFlightBound int64
+	// Store reports the quota store's health.
+	Store StoreStatus
 	Log           *slog.Logger
 	Registry      prometheus.Registerer
+}
+
+// StoreStatus is what the metrics read of the quota store.
+type StoreStatus interface {
+	// Degraded reports whether the shared store is bypassed after a failure.
+	Degraded() bool
+	// Failures counts failed calls to the shared store.
+	Failures() int64
 }
 
 // NewHandler returns the forwarding handler for cfg.
@@ -55,7 +66,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		classifier: d.Classifier, limiter: d.Limiter, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, classHeader: d.ClassHeader, maxBody: cfg.Server.MaxBodyBytes,
 		bodies: newBodyReader(cfg.Server.MaxBodyBytes),
-		m:      newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.InFlightBound),
+		m:      newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:      h.rewrite,

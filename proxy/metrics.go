@@ -38,7 +38,7 @@ type metrics struct {
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
-func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, inFlightBound int64) *metrics {
+func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, store StoreStatus, inFlightBound int64) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
@@ -70,8 +70,26 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_in_flight_limit",
-		Help: "The in-flight bound this replica enforces.",
+		Help: "The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.",
 	}, func() float64 { return float64(inFlightBound) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "meterproxy_store_degraded",
+		Help: "1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.",
+	}, func() float64 {
+		if store != nil && store.Degraded() {
+			return 1
+		}
+		return 0
+	})
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "meterproxy_store_errors_total",
+		Help: "Failed calls to the shared store (Redis), probes included.",
+	}, func() float64 {
+		if store == nil {
+			return 0
+		}
+		return float64(store.Failures())
+	})
 	for _, c := range classify.Classes {
 		class := c.String()
 		f.NewGaugeFunc(prometheus.GaugeOpts{
@@ -82,6 +100,10 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 			Name: "meterproxy_in_flight", Help: "Requests admitted by this replica and not yet finished, by class.",
 			ConstLabels: prometheus.Labels{"class": class},
 		}, func() float64 { return float64(lim.InFlight(c)) })
+		f.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "meterproxy_fleet_in_flight", Help: "Requests in flight across the fleet at the store's last answer, by class.",
+			ConstLabels: prometheus.Labels{"class": class},
+		}, func() float64 { return float64(lim.FleetInFlight(c)) })
 		m.preinit(class, callers)
 	}
 	return m

@@ -65,16 +65,20 @@ meterproxy_admissions_total{class="interactive",outcome="refused"} 0
 # TYPE meterproxy_in_flight gauge
 meterproxy_in_flight{class="bulk"} 0
 meterproxy_in_flight{class="interactive"} 0
-# HELP meterproxy_in_flight_limit The in-flight bound this replica enforces.
+# HELP meterproxy_in_flight_limit The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.
 # TYPE meterproxy_in_flight_limit gauge
 meterproxy_in_flight_limit 200
+# HELP meterproxy_store_degraded 1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.
+# TYPE meterproxy_store_degraded gauge
+meterproxy_store_degraded 0
 # HELP meterproxy_queue_depth Requests waiting for admission, by class.
 # TYPE meterproxy_queue_depth gauge
 meterproxy_queue_depth{class="bulk"} 0
 meterproxy_queue_depth{class="interactive"} 0
 `
 	if err := testutil.GatherAndCompare(p.reg, strings.NewReader(want),
-		"meterproxy_admissions_total", "meterproxy_in_flight", "meterproxy_in_flight_limit", "meterproxy_queue_depth"); err != nil {
+		"meterproxy_admissions_total", "meterproxy_in_flight", "meterproxy_in_flight_limit", "meterproxy_queue_depth",
+		"meterproxy_store_degraded"); err != nil {
 		t.Error(err)
 	}
 	if got := counterValue(t, p.reg, "meterproxy_requests_total",

@@ -67,6 +67,11 @@ type StoreConfig struct {
 	KeyPrefix string `koanf:"key_prefix"`
 	// OnError is what to do when the store fails: local, open or closed.
 	OnError string `koanf:"on_error"`
+	// Timeout bounds each Redis call; past it the call counts as failed.
+	Timeout time.Duration `koanf:"timeout"`
+	// Heartbeat is the longest a replica stays silent towards Redis; a
+	// replica's slots expire after three heartbeats without a call.
+	Heartbeat time.Duration `koanf:"heartbeat"`
 }
 
 // DefaultConfig returns the defaults documented in config.example.yaml.
@@ -77,7 +82,7 @@ func DefaultConfig() Config {
 			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000},
 			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000},
 		},
-		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: "local"},
+		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond, Heartbeat: time.Second},
 	}
 }
 
@@ -119,7 +124,7 @@ func (c Config) Validate() error {
 	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
 	switch c.Store.OnError {
-	case "local", "open", "closed":
+	case OnErrorLocal, OnErrorOpen, OnErrorClosed:
 	default:
 		bad("store.on_error", "must be local, open or closed, got %q", c.Store.OnError)
 	}
@@ -127,7 +132,15 @@ func (c Config) Validate() error {
 		bad("store.key_prefix", "must not be empty")
 	}
 	if c.Store.RedisURL != "" {
-		bad("store.redis_url", "the Redis store is not available in this build; leave it empty for the in-process store")
+		if _, _, err := parseRedisURL(c.Store.RedisURL); err != nil {
+			bad("store.redis_url", "%v", err) // go-redis errors never echo the password
+		}
+	}
+	if c.Store.Timeout <= 0 {
+		bad("store.timeout", "must be > 0, got %s", c.Store.Timeout)
+	}
+	if c.Store.Heartbeat <= 0 {
+		bad("store.heartbeat", "must be > 0, got %s", c.Store.Heartbeat)
 	}
 	return errors.Join(errs...)
 }

@@ -84,7 +84,7 @@ func runStoreConformance(t *testing.T, newStore newStoreFunc) {
 		}},
 		{"in flight: bulk keeps to its share while interactive waits", inFlightLimits, []conformanceStep{
 			{0, pc(11, 0), pc(0, 0), pc(10, 0), [2]Blocker{bf, nb}},
-			{time.Second, pc(0, 5), pc(2, 0), pc(0, 2), [2]Blocker{nb, bf}}, // 8 returned, but interactive was left waiting
+			{time.Second, pc(0, 5), pc(2, 0), pc(0, 2), [2]Blocker{nb, bf}},     // 8 returned, but interactive was left waiting
 			{2 * time.Second, pc(1, 5), pc(2, 2), pc(1, 2), [2]Blocker{nb, bf}}, // interactive served first: bulk borrows to 10-3
 		}},
 		{"released slots are free again", inFlightLimits, []conformanceStep{

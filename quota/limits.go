@@ -56,12 +56,14 @@ func part(total int64, fraction float64) int64 {
 // Allowance is how many requests second sec (Unix seconds) admits at rpm
 // requests per minute: floor((t+1)·r) − floor(t·r) with r = rpm/60, in
 // integer arithmetic so that no run of seconds drifts. At 12 rpm it is 1
-// every fifth second and 0 otherwise.
+// every fifth second and 0 otherwise. The pattern repeats every minute, so
+// t is taken modulo 60 and no product can overflow.
 func Allowance(sec, rpm int64) int64 {
 	if rpm <= 0 {
 		return 0
 	}
-	return floorDiv((sec+1)*rpm, 60) - floorDiv(sec*rpm, 60)
+	t := sec - floorDiv(sec, 60)*60
+	return floorDiv((t+1)*rpm, 60) - floorDiv(t*rpm, 60)
 }
 
 func floorDiv(a, b int64) int64 {

@@ -22,8 +22,14 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 		return fmt.Errorf("invalid config, not starting:\n%w", err)
 	}
 	qcfg := cfg.quota()
-	limits := qcfg.PerReplica()
-	limiter := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), 0, log)
+	backend, err := quota.OpenBackend(qcfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = backend.Close() }()
+	limits := backend.Limits
+	limiter := quota.New(qcfg, limits, backend.Store, backend.Heartbeat, log)
+	// With a shared store one replica may hold the whole fleet bound.
 	transport := proxy.NewTransport(cfg.Upstream, limits.InFlight)
 	defer transport.CloseIdleConnections()
 
@@ -31,7 +37,7 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
 		Classifier: classifier, Limiter: limiter, Transport: transport,
-		ClassHeader: cfg.Classify.Header, InFlightBound: limits.InFlight, Log: log, Registry: reg,
+		ClassHeader: cfg.Classify.Header, InFlightBound: limits.InFlight, Store: backend, Log: log, Registry: reg,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,72 @@
+package quota
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Backend is the store a configuration asks for, with what the rest of the
+// program needs to know about it.
+type Backend struct {
+	// Store is what the Limiter calls.
+	Store Store
+	// Limits are what Store enforces: the fleet's with Redis, one replica's
+	// in process.
+	Limits Limits
+	// Heartbeat is how often an idle Limiter must call Store (0: never).
+	Heartbeat time.Duration
+	// Shared reports whether replicas share Store (Redis).
+	Shared bool
+
+	failover *FailoverStore
+	client   redis.UniversalClient
+}
+
+// probeEvery is how often a degraded store tries Redis again.
+const probeEvery = 250 * time.Millisecond
+
+// OpenBackend builds the store cfg describes: in-process when
+// store.redis_url is empty, else Redis behind the store.on_error policy. It
+// does not wait for Redis: a Redis that is down at start is a degraded
+// store, not a failure to start.
+func OpenBackend(cfg Config, log *slog.Logger) (*Backend, error) {
+	if cfg.Store.RedisURL == "" {
+		limits := cfg.PerReplica()
+		return &Backend{Store: NewMemoryStore(limits, nil), Limits: limits}, nil
+	}
+	client, err := NewRedisClient(cfg.Store.RedisURL, cfg.Store.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	limits := cfg.Limits()
+	primary := NewRedisStore(client, limits, RedisStoreOptions{
+		KeyPrefix: cfg.Store.KeyPrefix, Timeout: cfg.Store.Timeout, Heartbeat: cfg.Store.Heartbeat,
+	})
+	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
+	fs := NewFailoverStore(primary, NewMemoryStore(cfg.PerReplica(), nil), cfg.Store.OnError, ping, probeEvery,
+		log.With(slog.String("replica", primary.Replica())))
+	return &Backend{Store: fs, Limits: limits, Heartbeat: cfg.Store.Heartbeat, Shared: true, failover: fs, client: client}, nil
+}
+
+// Degraded reports whether the shared store is bypassed after a failure.
+func (b *Backend) Degraded() bool { return b.failover != nil && b.failover.Degraded() }
+
+// Failures counts failed calls to the shared store.
+func (b *Backend) Failures() int64 {
+	if b.failover == nil {
+		return 0
+	}
+	return b.failover.Failures()
+}
+
+// Close stops probing and closes the Redis client.
+func (b *Backend) Close() error {
+	if b.failover == nil {
+		return nil
+	}
+	b.failover.Close()
+	return b.client.Close()
+}

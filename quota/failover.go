@@ -1,0 +1,132 @@
+package quota
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The store.on_error policies.
+const (
+	// OnErrorLocal falls back to per-replica limits (fleet ÷ expected_replicas).
+	OnErrorLocal = "local"
+	// OnErrorOpen admits without limits.
+	OnErrorOpen = "open"
+	// OnErrorClosed refuses with ErrStoreUnavailable (a 503).
+	OnErrorClosed = "closed"
+)
+
+var _ Store = (*FailoverStore)(nil)
+
+// FailoverStore puts a shared store (Redis) first and decides what happens
+// when it fails, by store.on_error. It is a breaker: after one failed call
+// it stops calling the shared store, so a dead Redis costs one timeout, not
+// one per request, and a probe brings it back as soon as it answers.
+type FailoverStore struct {
+	primary Store
+	local   Store // per-replica limits, for OnErrorLocal
+	policy  string
+	probe   func(context.Context) error
+	every   time.Duration
+	log     *slog.Logger
+
+	degraded atomic.Bool
+	failures atomic.Int64
+	mu       sync.Mutex // guards probing
+	probing  bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// NewFailoverStore returns a store that uses primary while it answers and
+// otherwise follows policy; local enforces per-replica limits for
+// OnErrorLocal. probe (e.g. a PING) is tried every probeEvery while
+// degraded; the first success ends the degradation. Close stops the probe.
+func NewFailoverStore(primary, local Store, policy string, probe func(context.Context) error, probeEvery time.Duration, log *slog.Logger) *FailoverStore {
+	return &FailoverStore{primary: primary, local: local, policy: policy, probe: probe, every: probeEvery,
+		log: log, stop: make(chan struct{})}
+}
+
+// Degraded reports whether the shared store is being bypassed.
+func (s *FailoverStore) Degraded() bool { return s.degraded.Load() }
+
+// Failures counts failed calls to the shared store (probes included).
+func (s *FailoverStore) Failures() int64 { return s.failures.Load() }
+
+// Take implements Store.
+func (s *FailoverStore) Take(ctx context.Context, req TakeRequest) (TakeResult, error) {
+	if !s.degraded.Load() {
+		res, err := s.primary.Take(ctx, req)
+		if err == nil || ctx.Err() != nil {
+			return res, err
+		}
+		s.failures.Add(1)
+		s.degrade(ctx, err)
+	}
+	switch s.policy {
+	case OnErrorOpen:
+		return TakeResult{Granted: req.Want, FleetInFlight: addPerClass(req.Held, req.Want)}, nil
+	case OnErrorClosed:
+		return TakeResult{}, ErrStoreUnavailable
+	default:
+		return s.local.Take(ctx, req)
+	}
+}
+
+func addPerClass(a, b PerClass) PerClass {
+	for c := range a {
+		a[c] += b[c]
+	}
+	return a
+}
+
+// degrade opens the breaker, once, and starts probing.
+func (s *FailoverStore) degrade(ctx context.Context, err error) {
+	if !s.degraded.CompareAndSwap(false, true) {
+		return
+	}
+	s.log.Warn("store_degraded", slog.String("on_error", s.policy), slog.String("error", err.Error()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.probing {
+		return
+	}
+	s.probing = true
+	base := context.WithoutCancel(ctx) // the probe outlives the call; Close stops it
+	s.wg.Go(func() { s.probeLoop(base) })
+}
+
+// probeLoop tries the shared store until it answers, then closes the
+// breaker.
+func (s *FailoverStore) probeLoop(base context.Context) {
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(base, max(s.every, 50*time.Millisecond))
+		err := s.probe(ctx)
+		cancel()
+		if err != nil {
+			s.failures.Add(1)
+			continue
+		}
+		s.mu.Lock()
+		s.probing = false
+		s.degraded.Store(false)
+		s.mu.Unlock()
+		s.log.Info("store_recovered")
+		return
+	}
+}
+
+// Close stops the probe.
+func (s *FailoverStore) Close() {
+	close(s.stop)
+	s.wg.Wait()
+}

@@ -1,0 +1,133 @@
+package quota
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed" // the Lua scripts
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed take.lua
+var takeLua string
+
+// takeScript runs through EVALSHA, falling back to EVAL (which loads it)
+// when Redis answers NOSCRIPT, e.g. after SCRIPT FLUSH or a restart.
+var takeScript = redis.NewScript(takeLua)
+
+var _ Store = (*RedisStore)(nil)
+
+// errStoreTimeout is the cause of a Redis call that ran out of store.timeout.
+var errStoreTimeout = errors.New("quota: redis call exceeded store.timeout")
+
+// RedisStore is the Store a fleet shares: the windows and every replica's
+// in-flight count live in Redis, and each Take is one script call that
+// decides atomically for the fleet. Windows follow Redis TIME, never a
+// replica's clock. Each replica's count carries a heartbeat; a replica that
+// stops calling (a crash) stops counting after its TTL.
+//
+// A Limiter calls Take from one goroutine; RedisStore holds no lock.
+type RedisStore struct {
+	client  redis.Scripter
+	keys    []string
+	replica string
+	limits  Limits
+	// replicaTTL is how long a silent replica keeps its slots.
+	replicaTTL time.Duration
+	timeout    time.Duration
+	// inFlightPoll is how soon to ask again when only the in-flight bound
+	// blocks: slots freed by other replicas send no signal here.
+	inFlightPoll time.Duration
+	// clock, when set (tests only), replaces Redis TIME for the windows.
+	clock func() time.Time
+}
+
+// RedisStoreOptions configures a RedisStore.
+type RedisStoreOptions struct {
+	// KeyPrefix becomes the {hash tag} of every key.
+	KeyPrefix string
+	// Timeout bounds each call (store.timeout).
+	Timeout time.Duration
+	// Heartbeat is how often the replica calls when idle (store.heartbeat);
+	// its slots expire after three heartbeats without a call.
+	Heartbeat time.Duration
+	// Replica names this replica; empty means a random id.
+	Replica string
+}
+
+// NewRedisStore returns a store on client enforcing the fleet limits.
+func NewRedisStore(client redis.Scripter, limits Limits, o RedisStoreOptions) *RedisStore {
+	replica := o.Replica
+	if replica == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		replica = hex.EncodeToString(b[:])
+	}
+	tag := "{" + o.KeyPrefix + "}"
+	return &RedisStore{
+		client:       client,
+		keys:         []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved"},
+		replica:      replica,
+		limits:       limits,
+		replicaTTL:   3 * o.Heartbeat,
+		timeout:      o.Timeout,
+		inFlightPoll: 25 * time.Millisecond,
+	}
+}
+
+// Replica returns this replica's id, as it appears in Redis.
+func (s *RedisStore) Replica() string { return s.replica }
+
+// Keys returns the Redis keys the store uses.
+func (s *RedisStore) Keys() []string { return append([]string(nil), s.keys...) }
+
+// Take implements Store with one script call.
+func (s *RedisStore) Take(ctx context.Context, req TakeRequest) (TakeResult, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errStoreTimeout)
+	defer cancel()
+	clock := ""
+	if s.clock != nil {
+		clock = strconv.FormatInt(s.clock().UnixMilli(), 10)
+	}
+	l := s.limits
+	borrow := "0"
+	if l.Borrow {
+		borrow = "1"
+	}
+	const I, B = classify.Interactive, classify.Bulk
+	reply, err := takeScript.Run(ctx, s.client, s.keys, s.replica,
+		req.Want[I], req.Want[B], req.Held[I], req.Held[B],
+		l.AccountRPM, l.BulkRPM, l.ReserveRPM, l.InFlight, l.BulkInFlight, l.ReserveInFlight, borrow,
+		s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds()).Int64Slice()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", cause, err)
+		}
+		return TakeResult{}, fmt.Errorf("quota: redis take: %w", err)
+	}
+	return parseTake(reply)
+}
+
+// parseTake reads take.lua's reply, checking its shape.
+func parseTake(r []int64) (TakeResult, error) {
+	if len(r) != 8 {
+		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 8", len(r))
+	}
+	var res TakeResult
+	for c := range classify.NumClasses {
+		res.Granted[c] = r[c]
+		if r[2+c] < 0 || r[2+c] > int64(BlockedByInFlight) {
+			return TakeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", r[2+c])
+		}
+		res.Blocker[c] = Blocker(r[2+c])
+		res.FleetInFlight[c] = r[6+c]
+	}
+	res.RetryAfter = time.Duration(r[4]) * time.Millisecond
+	return res, nil
+}

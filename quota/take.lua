@@ -1,0 +1,123 @@
+-- take.lua: one replica's admission call, both classes, atomically.
+--
+-- KEYS (one {hash tag}, so Redis Cluster keeps them in one slot):
+--   1 window    HASH  sec, i, b          what each class used of the current second
+--   2 inflight  HASH  i, b               fleet totals in flight, by class
+--                     <replica>:i, <replica>:b   each replica's own counts
+--   3 heartbeat ZSET  replica -> expiry (ms)     live replicas
+--   4 starved   ZSET  replica -> last second in which an interactive request waited
+-- ARGV:
+--   1 replica id
+--   2,3 want interactive, bulk            waiting requests
+--   4,5 held interactive, bulk            this replica's in flight now (absolute)
+--   6,7,8 account, bulk, reserve          requests per minute
+--   9,10,11 in flight: bound, bulk share, reserve
+--   12 borrow ("1" or "0")
+--   13 replica TTL (ms): how long a silent replica keeps its slots
+--   14 clock override (ms), "" in production: windows follow Redis TIME
+--   15 in-flight poll (ms): retry hint when only the in-flight bound blocks
+-- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b}
+--   blocker: 0 none, 1 window, 2 in flight.
+
+local kwin, kinf, khb, kstarved = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local rid = ARGV[1]
+local want = {tonumber(ARGV[2]), tonumber(ARGV[3])}
+local held = {tonumber(ARGV[4]), tonumber(ARGV[5])}
+local accountRPM, bulkRPM, reserveRPM = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local limIF, bulkIF, reserveIF = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local borrowOn = ARGV[12] == '1'
+local ttl = tonumber(ARGV[13])
+local poll = tonumber(ARGV[15])
+
+local nowMs
+if ARGV[14] ~= '' then
+  nowMs = tonumber(ARGV[14])
+else
+  local t = redis.call('TIME')
+  nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local sec = math.floor(nowMs / 1000)
+local field = {'i', 'b'}
+
+-- Replicas whose heartbeat expired stop counting.
+local dead = redis.call('ZRANGEBYSCORE', khb, '-inf', nowMs)
+for _, r in ipairs(dead) do
+  if r ~= rid then
+    for c = 1, 2 do
+      local n = tonumber(redis.call('HGET', kinf, r .. ':' .. field[c]) or '0')
+      if n ~= 0 then redis.call('HINCRBY', kinf, field[c], -n) end
+      redis.call('HDEL', kinf, r .. ':' .. field[c])
+    end
+    redis.call('ZREM', khb, r)
+    redis.call('ZREM', kstarved, r)
+  end
+end
+
+-- This replica's count is what it says it holds: drift heals on every call.
+local total = {}
+for c = 1, 2 do
+  local old = tonumber(redis.call('HGET', kinf, rid .. ':' .. field[c]) or '0')
+  total[c] = math.max(0, tonumber(redis.call('HGET', kinf, field[c]) or '0') - old + held[c])
+end
+
+local w = redis.call('HMGET', kwin, 'sec', 'i', 'b')
+local used = {0, 0}
+if tonumber(w[1]) == sec then used = {tonumber(w[2]) or 0, tonumber(w[3]) or 0} end
+
+-- floor((t+1)·r) − floor(t·r) with r = rpm/60; periodic in t with period 60,
+-- so t = sec mod 60 keeps every product exact.
+local function allowance(rpm)
+  if rpm <= 0 then return 0 end
+  local t = sec % 60
+  local a, b = (t + 1) * rpm, t * rpm
+  return (a - math.fmod(a, 60)) / 60 - (b - math.fmod(b, 60)) / 60
+end
+
+local function grant(wanted, wroom, froom)
+  local g = math.max(0, math.min(wanted, wroom, froom))
+  if g == wanted then return g, 0 end
+  if wroom <= g then return g, 1 end
+  return g, 2
+end
+
+local granted, blocker = {0, 0}, {0, 0}
+local A = allowance(accountRPM)
+granted[1], blocker[1] = grant(want[1], A - used[1] - used[2], limIF - total[1] - total[2])
+used[1] = used[1] + granted[1]
+total[1] = total[1] + granted[1]
+if granted[1] < want[1] then
+  redis.call('ZADD', kstarved, sec + 1, rid)
+elseif want[1] > 0 then
+  redis.call('ZREM', kstarved, rid)
+end
+redis.call('ZREMRANGEBYSCORE', kstarved, '-inf', sec - 1)
+
+local usedAll, inAll = used[1] + used[2], total[1] + total[2]
+local wroom, froom = allowance(bulkRPM) - used[2], bulkIF - total[2]
+if borrowOn and redis.call('ZCOUNT', kstarved, sec, '+inf') == 0 then
+  wroom = math.max(wroom, A - allowance(reserveRPM) - usedAll)
+  froom = math.max(froom, limIF - reserveIF - inAll)
+end
+granted[2], blocker[2] = grant(want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll))
+used[2] = used[2] + granted[2]
+total[2] = total[2] + granted[2]
+
+redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2])
+redis.call('PEXPIRE', kwin, 5000)
+redis.call('HSET', kinf, 'i', total[1], 'b', total[2],
+  rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2])
+redis.call('ZADD', khb, nowMs + ttl, rid)
+local keep = math.max(60000, ttl * 10)
+redis.call('PEXPIRE', kinf, keep)
+redis.call('PEXPIRE', khb, keep)
+redis.call('PEXPIRE', kstarved, keep)
+
+local retry = 0
+for c = 1, 2 do
+  if blocker[c] ~= 0 then
+    local r = 1000 - nowMs % 1000
+    if blocker[c] == 2 and poll > 0 and poll < r then r = poll end
+    if retry == 0 or r < retry then retry = r end
+  end
+end
+return {granted[1], granted[2], blocker[1], blocker[2], retry, sec, total[1], total[2]}
