@@ -89,6 +89,12 @@ func (s *RedisStore) Keys() []string { return append([]string(nil), s.keys...) }
 
 // Take implements Store with one script call.
 func (s *RedisStore) Take(ctx context.Context, req TakeRequest) (TakeResult, error) {
+	res, _, err := s.take(ctx, req)
+	return res, err
+}
+
+// take is Take, also returning the window (Unix second) the script used.
+func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int64, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errStoreTimeout)
 	defer cancel()
 	clock := ""
@@ -109,9 +115,13 @@ func (s *RedisStore) Take(ctx context.Context, req TakeRequest) (TakeResult, err
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)
 		}
-		return TakeResult{}, fmt.Errorf("quota: redis take: %w", err)
+		return TakeResult{}, 0, fmt.Errorf("quota: redis take: %w", err)
 	}
-	return parseTake(reply)
+	res, err := parseTake(reply)
+	if err != nil {
+		return TakeResult{}, 0, err
+	}
+	return res, reply[5], nil
 }
 
 // parseTake reads take.lua's reply, checking its shape.

@@ -1,0 +1,144 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// testConfig is the base of the store-independent Limiter suite.
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Account.RequestsPerMinute = 60000
+	cfg.Account.MaxInFlight = 100
+	cfg.Classes.Interactive = InteractiveConfig{Share: 1, MaxWait: 10 * time.Second, MaxQueue: 10}
+	cfg.Classes.Bulk = BulkConfig{Share: 0, Borrow: false, MaxWait: 10 * time.Second, MaxQueue: 2} // bulk never admitted
+	return cfg
+}
+
+// runLimiterSuite is the Limiter's behaviour over any Store, in real time:
+// FIFO, max_wait, max_queue, disconnect, in-flight release.
+func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store) {
+	start := func(t *testing.T, cfg Config) *Limiter {
+		t.Helper()
+		l := New(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+		return l
+	}
+	t.Run("FIFO", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Account.RequestsPerMinute = 60 // one a second: each admission in its own second
+		l := start(t, cfg)
+		var order []int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				lease, err := l.Admit(t.Context(), classify.Interactive)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i) // admissions are a second apart: no race for the order
+				mu.Unlock()
+				lease.Release()
+			})
+			waitUntil(t, "the request to queue or pass", func() bool { return l.Queued(classify.Interactive)+len(snapshot(&mu, &order)) == i+1 })
+		}
+		wg.Wait()
+		if len(order) != 3 || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+			t.Errorf("admitted in order %v, want [0 1 2]", order)
+		}
+	})
+	t.Run("max_queue refuses at once", func(t *testing.T) {
+		l := start(t, testConfig())
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { _, _ = l.Admit(ctx, classify.Bulk) })
+		}
+		waitUntil(t, "two bulk waiters", func() bool { return l.Queued(classify.Bulk) == 2 })
+		if _, err := l.Admit(ctx, classify.Bulk); !errors.Is(err, ErrQueueFull) {
+			t.Errorf("third: %v, want ErrQueueFull", err)
+		}
+		cancel()
+		wg.Wait()
+	})
+	t.Run("max_wait refuses with Retry-After", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Classes.Bulk.MaxWait = 100 * time.Millisecond
+		l := start(t, cfg)
+		_, err := l.Admit(t.Context(), classify.Bulk)
+		var refused *RefusedError
+		if !errors.As(err, &refused) || !errors.Is(err, ErrWaitTimeout) || refused.RetryAfter < time.Second {
+			t.Errorf("got %v, want ErrWaitTimeout with RetryAfter >= 1s", err)
+		}
+		if q := l.Queued(classify.Bulk); q != 0 {
+			t.Errorf("queued %d after the refusal", q)
+		}
+	})
+	t.Run("disconnect leaves the queue", func(t *testing.T) {
+		l := start(t, testConfig())
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { _, err := l.Admit(ctx, classify.Bulk); errc <- err }()
+		waitUntil(t, "a bulk waiter", func() bool { return l.Queued(classify.Bulk) == 1 })
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("Admit: %v, want context.Canceled", err)
+		}
+		if q := l.Queued(classify.Bulk); q != 0 {
+			t.Errorf("queued %d after the client left", q)
+		}
+	})
+	t.Run("a release admits the next", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Account.MaxInFlight = 2
+		l := start(t, cfg)
+		a, errA := l.Admit(t.Context(), classify.Interactive)
+		b, errB := l.Admit(t.Context(), classify.Interactive)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		got := make(chan *Lease, 1)
+		go func() {
+			lease, err := l.Admit(t.Context(), classify.Interactive)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+		waitUntil(t, "a waiter behind two", func() bool { return l.Queued(classify.Interactive) == 1 })
+		a.Release()
+		c := <-got
+		b.Release()
+		c.Release()
+		waitUntil(t, "the store to hear of every release", func() bool {
+			return l.FleetInFlight(classify.Interactive) == 0 && l.InFlight(classify.Interactive) == 0
+		})
+	})
+}
+
+func snapshot(mu *sync.Mutex, s *[]int) []int {
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]int(nil), *s...)
+}
+
+func TestLimiterOverMemory(t *testing.T) {
+	runLimiterSuite(t, func(_ *testing.T, cfg Config) Store { return NewMemoryStore(cfg.Limits(), nil) })
+}

@@ -1,0 +1,238 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/test/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// newTestRedisStore returns a RedisStore on its own key prefix, with a 1 s
+// heartbeat and a generous timeout (the race detector slows calls).
+func newTestRedisStore(t *testing.T, srv *redistest.Server, prefix string, l Limits) *RedisStore {
+	t.Helper()
+	return NewRedisStore(srv.Client(t), l, RedisStoreOptions{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
+}
+
+func TestRedisStoreConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	runStoreConformance(t, func(t *testing.T, l Limits, now func() time.Time) Store {
+		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
+		s.clock = now
+		return s
+	})
+}
+
+// TestLimiterOverRedis runs the Limiter behaviour tests over the Redis
+// store: FIFO, max_wait, max_queue, disconnect, in-flight release.
+func TestLimiterOverRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	runLimiterSuite(t, func(t *testing.T, cfg Config) Store {
+		return newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits())
+	})
+}
+
+// TestRedisWindowsFollowRedisTime: windows are keyed by Redis TIME, never
+// a replica's clock, so replicas whose clocks disagree share every window.
+func TestRedisWindowsFollowRedisTime(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	l := Limits{AccountRPM: 60, BulkRPM: 60, InFlight: 100, BulkInFlight: 100} // one a second
+	a := newTestRedisStore(t, srv, prefix, l)
+	b := newTestRedisStore(t, srv, prefix, l)
+	c := srv.Client(t)
+	ctx := t.Context()
+	for attempt := 0; ; attempt++ {
+		before, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, secA, errA := a.take(ctx, TakeRequest{Want: pc(1, 0)})
+		rb, secB, errB := b.take(ctx, TakeRequest{Want: pc(1, 0)})
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if secA != secB || secA != before.Unix() {
+			if attempt > 5 {
+				t.Fatalf("the calls never fell in one Redis second")
+			}
+			continue // a second boundary fell between the calls; try again
+		}
+		if ra.Granted[0]+rb.Granted[0] != 1 {
+			t.Fatalf("second %d: replica A got %d, B got %d; one shared window admits exactly 1", secA, ra.Granted[0], rb.Granted[0])
+		}
+		return
+	}
+}
+
+// TestRedisReplicaExpiry: a replica that stops calling (a crash) stops
+// counting once its heartbeat TTL passes; the others then get its slots.
+func TestRedisReplicaExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	l := inFlightLimits
+	var now time.Time
+	clock := func() time.Time { return now }
+	dead := newTestRedisStore(t, srv, prefix, l)
+	live := newTestRedisStore(t, srv, prefix, l)
+	dead.clock, live.clock = clock, clock
+	ctx := t.Context()
+	now = time.Unix(1_700_000_000, 0)
+	if r, _ := dead.Take(ctx, TakeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) {
+		t.Fatalf("dead replica got %v", r.Granted)
+	}
+	now = now.Add(2 * time.Second) // within 3 heartbeats: still counted
+	if r, _ := live.Take(ctx, TakeRequest{Want: pc(1, 0)}); r.Granted != pc(0, 0) || r.FleetInFlight != pc(10, 0) {
+		t.Fatalf("before expiry: live got %v, fleet %v; want nothing, fleet 10", r.Granted, r.FleetInFlight)
+	}
+	now = now.Add(2 * time.Second) // 4 s of silence > 3 s TTL
+	if r, _ := live.Take(ctx, TakeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) || r.FleetInFlight != pc(10, 0) {
+		t.Fatalf("after expiry: live got %v, fleet %v; want all 10", r.Granted, r.FleetInFlight)
+	}
+}
+
+// TestRedisScriptFlush: SCRIPT FLUSH costs a reload, not an error.
+func TestRedisScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newTestRedisStore(t, srv, redistest.Prefix(t), windowLimits)
+	ctx := t.Context()
+	if _, err := s.Take(ctx, TakeRequest{Want: pc(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take(ctx, TakeRequest{Want: pc(1, 0)}); err != nil {
+		t.Fatalf("after SCRIPT FLUSH: %v", err)
+	}
+}
+
+// TestRedisKeyHygiene: after heavy use every key has a TTL and there are
+// as many keys as the store names, however many requests went through.
+func TestRedisKeyHygiene(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	s := newTestRedisStore(t, srv, prefix, windowLimits)
+	ctx := t.Context()
+	for i := range 500 {
+		if _, err := s.Take(ctx, TakeRequest{Want: pc(int64(i%3), int64(i%5)), Held: pc(int64(i%7), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := srv.Client(t)
+	keys, err := c.Keys(ctx, "{"+prefix+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 || len(keys) > len(s.Keys()) {
+		t.Fatalf("keys %v, want at most %d", keys, len(s.Keys()))
+	}
+	for _, k := range keys {
+		if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("key %s has no TTL (%s)", k, ttl)
+		}
+	}
+}
+
+// TestFailoverStore: Redis down → local limits at once, degraded, no error;
+// back → Redis again. Under "closed", ErrStoreUnavailable.
+func TestFailoverStore(t *testing.T) {
+	srv := redistest.Start(t)
+	if !srv.Owned() {
+		t.Skip("needs a redis-server it may kill; REDIS_URL points at a shared one")
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	primary := NewRedisStore(client, windowLimits, RedisStoreOptions{KeyPrefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, Heartbeat: time.Second})
+	local := NewMemoryStore(Limits{AccountRPM: 60, InFlight: 5, BulkInFlight: 1}, nil)
+	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
+	logs := &lockedBuffer{}
+	fs := NewFailoverStore(primary, local, OnErrorLocal, ping, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(fs.Close)
+	ctx := t.Context()
+	if r, err := fs.Take(ctx, TakeRequest{Want: pc(5, 0)}); err != nil || r.Granted != pc(5, 0) || fs.Degraded() {
+		t.Fatalf("with Redis: %v %v degraded=%v", r, err, fs.Degraded())
+	}
+	srv.Kill(t)
+	r, err := fs.Take(ctx, TakeRequest{Want: pc(5, 0)})
+	if err != nil || !fs.Degraded() || r.Granted != pc(1, 0) { // the local window: 1 a second
+		t.Fatalf("Redis down: granted %v err %v degraded=%v; want the local store's 1, degraded", r.Granted, err, fs.Degraded())
+	}
+	for range 3 {
+		if _, err := fs.Take(ctx, TakeRequest{Want: pc(1, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := countLines(logs.String(), "store_degraded"); n != 1 {
+		t.Errorf("logged store_degraded %d times, want once", n)
+	}
+	srv.Restart(t)
+	waitUntil(t, "recovery", func() bool { return !fs.Degraded() })
+	if r, err := fs.Take(ctx, TakeRequest{Want: pc(3, 0)}); err != nil || r.Granted != pc(3, 0) {
+		t.Fatalf("after recovery: %v %v", r, err)
+	}
+
+	closed := NewFailoverStore(primary, local, OnErrorClosed, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	t.Cleanup(closed.Close)
+	srv.Kill(t)
+	if _, err := closed.Take(ctx, TakeRequest{Want: pc(1, 0)}); !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("closed, Redis down: %v, want ErrStoreUnavailable", err)
+	}
+	open := NewFailoverStore(primary, local, OnErrorOpen, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	t.Cleanup(open.Close)
+	if r, err := open.Take(ctx, TakeRequest{Want: pc(1000, 1000)}); err != nil || r.Granted != pc(1000, 1000) {
+		t.Fatalf("open, Redis down: %v %v, want everything", r, err)
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+var _ io.Writer = (*lockedBuffer)(nil)
+
+func countLines(s, sub string) int {
+	n := 0
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			n++
+		}
+	}
+	return n
+}
+
+// waitUntil polls cond: recovery is another goroutine's timer.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
