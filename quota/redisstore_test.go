@@ -235,4 +235,3 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
-
