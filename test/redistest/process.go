@@ -67,13 +67,15 @@ func startProcess(ctx context.Context, bin string, port int, dir string) (*proce
 	// Anything redis-server prints before it opens redis.log (a bad
 	// argument, say) lands here. A file rather than a pipe: nothing to
 	// copy, and nothing held open by the child can stall Wait.
-	out, err := os.OpenFile(filepath.Join(dir, "redis.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	out, err := os.OpenFile(filepath.Join(dir, "redis.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // G304: a file in the test's own temp dir
 	if err != nil {
 		return nil, fmt.Errorf("redistest: open output file: %w", err)
 	}
-	defer out.Close() // the child has its own descriptor once started
+	// The child has its own descriptor once started; ours was write-only
+	// and unwritten, so closing it cannot lose anything.
+	defer func() { _ = out.Close() }()
 
-	cmd := exec.CommandContext(ctx, bin, serverArgs(port, dir)...)
+	cmd := exec.CommandContext(ctx, bin, serverArgs(port, dir)...) //nolint:gosec // G204: redis-server from PATH, arguments built here
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out
 	// A throwaway server has nothing to save, so it gets no grace period.
@@ -93,7 +95,8 @@ func startProcess(ctx context.Context, bin string, port int, dir string) (*proce
 // run starts cmd, reports the outcome on started, and reaps the process.
 // It keeps its OS thread for the process's whole life: on Linux the child's
 // parent-death signal fires when the thread that forked it exits, and the
-// Go runtime may retire an unlocked thread at any time.
+// runtime retires a thread whenever a goroutine locked to it exits, which
+// any goroutine the thread later ran could do.
 func (p *process) run(cmd *exec.Cmd, started chan<- error) {
 	runtime.LockOSThread()
 	if err := cmd.Start(); err != nil {
@@ -200,7 +203,7 @@ func probe(ctx context.Context, opts *redis.Options, p *process) error {
 	o.DialTimeout = probeDialTimeout
 	o.PoolSize = 2 // one failed dial must not open the circuit breaker
 	c := redis.NewClient(&o)
-	defer c.Close()
+	defer func() { _ = c.Close() }() // a failed close of a one-off probe changes nothing
 	if err := c.Ping(ctx).Err(); err != nil {
 		return err
 	}
@@ -248,11 +251,11 @@ func fileSize(path string) int64 {
 // readTail returns at most the last logTail bytes written to path after
 // offset from, for error messages; it never fails.
 func readTail(path string, from int64) string {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G304: a file in the test's own temp dir
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	if size := fileSize(path); size-from > logTail {
 		from = size - logTail
 	}

@@ -63,6 +63,7 @@ func TestStopsAtCleanup(t *testing.T) {
 // TestConcurrentServers starts servers from parallel tests and checks that
 // each got its own.
 func TestConcurrentServers(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
 	const n = 4
 	var (
 		mu    sync.Mutex
