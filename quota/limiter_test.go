@@ -203,6 +203,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 		}
 		b.Release()
 		c.Release()
+		time.Sleep(releaseDelay) // in the bubble: advances the fake clock past the release flush
 		synctest.Wait()
 		if n := l.FleetInFlight(classify.Interactive); n != 0 || l.InFlight(classify.Interactive) != 0 {
 			t.Errorf("store in flight %d, limiter %d after all released, want 0", n, l.InFlight(classify.Interactive))

@@ -12,20 +12,32 @@ import (
 // storeRetry is how long the loop waits after a failed store call.
 const storeRetry = 50 * time.Millisecond
 
+// releaseDelay is how long a release may wait for the next store call to
+// carry it before it gets a call of its own: releases ride on admissions,
+// so a busy replica spends no calls on them, and an idle one tells the
+// fleet within a few milliseconds.
+const releaseDelay = 5 * time.Millisecond
+
 // loopState is owned by the Run goroutine.
 type loopState struct {
 	blocked  [classify.NumClasses]Blocker
 	lastCall time.Time
 	timer    *time.Timer
 	armed    time.Time // when the timer fires; zero when stopped
+	// releases fires releaseDelay after a release the store has not heard
+	// of; pending says one is waiting.
+	releases *time.Timer
+	pending  bool
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
 // ErrClosed and tells the store what is still in flight. Call it once.
 func (l *Limiter) Run(ctx context.Context) error {
-	st := &loopState{timer: time.NewTimer(time.Hour)}
+	st := &loopState{timer: time.NewTimer(time.Hour), releases: time.NewTimer(time.Hour)}
 	st.timer.Stop()
+	st.releases.Stop()
 	defer st.timer.Stop()
+	defer st.releases.Stop()
 	var beat <-chan time.Time
 	if l.heartbeat > 0 {
 		t := time.NewTicker(l.heartbeat)
@@ -41,14 +53,20 @@ func (l *Limiter) Run(ctx context.Context) error {
 			return nil
 		case <-l.arrive:
 		case <-l.freed:
-			// Released slots: a class held by the in-flight bound may go,
-			// and the store should hear of it.
+			// Released slots: a class held by the in-flight bound may go
+			// now; otherwise the store hears of them with the next call, or
+			// after releaseDelay.
 			for c, b := range st.blocked {
 				if b == BlockedByInFlight {
 					st.blocked[c] = NotBlocked
 				}
 			}
-			force = true
+			if !st.pending {
+				st.pending = true
+				st.releases.Reset(releaseDelay)
+			}
+		case <-st.releases.C:
+			force = st.pending
 		case <-st.timer.C:
 			st.armed = time.Time{}
 			st.blocked = [classify.NumClasses]Blocker{}
@@ -69,6 +87,7 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		force = false
 		res, err := l.store.Take(ctx, TakeRequest{Want: want, Held: l.held()})
 		st.lastCall = time.Now()
+		st.pending = false // the call carried every release so far
 		if err != nil {
 			l.storeFailed(ctx, st, err)
 			return
