@@ -31,7 +31,8 @@ run: ## Run the proxy on config.example.yaml with the in-process store (no Redis
 demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive load).
 	$(GO) run ./test/demo
 
-test: ## Run every test with the race detector.
+test: ## Run every test with the race detector (installs redis-server first if missing).
+	./.ci/ensure-redis
 	$(GO) test -race -count=1 -timeout 8m ./...
 
 fuzz: ## Run each native fuzz target for FUZZTIME (default 15s) in turn.
@@ -53,6 +54,7 @@ lint-install: ## Install the pinned golangci-lint into ./bin when missing or the
 	fi
 
 bench: ## Run every benchmark once, with allocations.
+	./.ci/ensure-redis
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 tidy: ## Tidy go.mod and go.sum.

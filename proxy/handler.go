@@ -43,9 +43,9 @@ type Deps struct {
 	// with a shared store), exported as a gauge.
 	InFlightBound int64
 	// Store reports the quota store's health.
-	Store StoreStatus
-	Log           *slog.Logger
-	Registry      prometheus.Registerer
+	Store    StoreStatus
+	Log      *slog.Logger
+	Registry prometheus.Registerer
 }
 
 // StoreStatus is what the metrics read of the quota store.

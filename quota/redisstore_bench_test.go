@@ -52,7 +52,9 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 			b.StopTimer()
 			calls := scriptCalls(srv.CommandStats(b)) - before
 			cancel()
-			<-done
+			if err := <-done; err != nil {
+				b.Errorf("Run: %v", err)
+			}
 			b.ReportMetric(float64(calls)/float64(b.N), "redis-calls/admit")
 		})
 	}

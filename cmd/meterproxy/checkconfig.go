@@ -17,7 +17,7 @@ func checkConfig(cfg Config, w io.Writer) error {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format+"\n", args...) }
 	p("config is valid")
 	p("")
-	p("\tfleet\tper replica (÷ %d expected replicas)", cfg.Account.ExpectedReplicas)
+	p("\tfleet\tper replica (÷ %d expected replicas: %s)", cfg.Account.ExpectedReplicas, perReplicaMeaning(q))
 	p("account requests/s\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
 	p("interactive requests/s (any free capacity)\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
 	p("bulk requests/s (own share)\t%.2f\t%.2f", rps(fleet.BulkRPM), rps(local.BulkRPM))
@@ -28,7 +28,11 @@ func checkConfig(cfg Config, w io.Writer) error {
 	p("in-flight bound\t%d\t%d", fleet.InFlight, local.InFlight)
 	p("bulk in flight (own share / with borrowing)\t%d / %d\t%d / %d",
 		fleet.BulkInFlight, fleet.InFlight-fleet.ReserveInFlight, local.BulkInFlight, local.InFlight-local.ReserveInFlight)
-	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, local.InFlight))
+	enforced := local.InFlight
+	if q.Store.RedisURL != "" {
+		enforced = fleet.InFlight // one replica may hold the whole fleet bound
+	}
+	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, enforced))
 	p("store\t%s\t", storeName(q))
 	return tw.Flush()
 }
@@ -37,7 +41,14 @@ func rps(rpm int64) float64 { return float64(rpm) / 60 }
 
 func storeName(q quota.Config) string {
 	if q.Store.RedisURL != "" {
-		return "redis"
+		return "redis (on_error: " + q.Store.OnError + ")"
 	}
 	return "in-process"
+}
+
+func perReplicaMeaning(q quota.Config) string {
+	if q.Store.RedisURL != "" {
+		return "the fallback when Redis fails"
+	}
+	return "what this replica enforces"
 }
