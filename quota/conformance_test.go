@@ -129,3 +129,49 @@ func TestMemoryStoreConformance(t *testing.T) {
 		return NewMemoryStore(l, now)
 	})
 }
+
+// upstreamStep is one Take carrying an upstream report.
+type upstreamStep struct {
+	at      time.Duration
+	report  *UpstreamReport
+	want    PerClass
+	granted PerClass
+	blocker [classify.NumClasses]Blocker
+	hold    time.Duration // remaining upstream hold after the call
+}
+
+// runUpstreamConformance: the freshest upstream observation decides the
+// reserve hold; a 429's hold is kept whatever fresher reports say;
+// interactive is never held.
+func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
+	sec := time.Second
+	steps := []upstreamStep{
+		{0, &UpstreamReport{Hold: 2 * sec}, pc(1, 5), pc(1, 0), [2]Blocker{nb, BlockedByUpstream}, 2 * sec},
+		{sec, nil, pc(0, 5), pc(0, 0), [2]Blocker{nb, BlockedByUpstream}, sec},
+		{1500 * time.Millisecond, &UpstreamReport{}, pc(0, 5), pc(0, 5), [2]Blocker{nb, nb}, 0},                       // fresher, above the reserve: lifted
+		{1600 * time.Millisecond, &UpstreamReport{Age: 2 * sec, Hold: 10 * sec}, pc(0, 1), pc(0, 1), [2]Blocker{nb, nb}, 0}, // older: ignored
+		{2500 * time.Millisecond, &UpstreamReport{ThrottleFor: 3 * sec}, pc(2, 1), pc(2, 0), [2]Blocker{nb, BlockedByUpstream}, 3 * sec},
+		{3 * sec, &UpstreamReport{}, pc(0, 1), pc(0, 0), [2]Blocker{nb, BlockedByUpstream}, 2500 * time.Millisecond}, // a 429 hold stays
+		{5600 * time.Millisecond, nil, pc(0, 1), pc(0, 1), [2]Blocker{nb, nb}, 0},
+	}
+	base := time.Unix(1_700_000_000, 0)
+	var now time.Time
+	s := newStore(t, windowLimits, func() time.Time { return now })
+	for i, st := range steps {
+		now = base.Add(st.at)
+		res, err := s.Take(context.Background(), TakeRequest{Want: st.want, Upstream: st.report})
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if res.Granted != st.granted || res.Blocker != st.blocker || res.UpstreamHold != st.hold {
+			t.Fatalf("step %d: granted %v blocked %v hold %s, want %v %v %s", i, res.Granted, res.Blocker, res.UpstreamHold, st.granted, st.blocker, st.hold)
+		}
+		if st.hold > 0 && res.RetryAfter != st.hold {
+			t.Fatalf("step %d: RetryAfter %s, want the hold %s", i, res.RetryAfter, st.hold)
+		}
+	}
+}
+
+func TestMemoryStoreUpstreamConformance(t *testing.T) {
+	runUpstreamConformance(t, func(_ *testing.T, l Limits, now func() time.Time) Store { return NewMemoryStore(l, now) })
+}

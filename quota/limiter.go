@@ -33,9 +33,24 @@ type Limiter struct {
 	inFlight [classify.NumClasses]atomic.Int64
 	// fleetInFlight is the store's last word on the fleet's in-flight count.
 	fleetInFlight [classify.NumClasses]atomic.Int64
+	// upstreamHold is the store's last word on how long bulk is held on
+	// the upstream's word (a time.Duration).
+	upstreamHold atomic.Int64
 
 	arrive chan struct{} // a waiter joined a queue
-	freed  chan struct{} // a lease was released
+	freed  chan struct{} // a lease was released, or the upstream reported
+
+	obsMu sync.Mutex
+	obs   observation
+}
+
+// observation is the upstream state this replica saw since its last store
+// call; guarded by obsMu.
+type observation struct {
+	has           bool
+	at            time.Time
+	hold          time.Duration
+	throttleUntil time.Time
 }
 
 // classQueue is one class's queue and limits; guarded by Limiter.mu.
@@ -163,6 +178,59 @@ func (l *Limiter) release(c classify.Class) {
 	l.inFlight[c].Add(-1)
 	notify(l.freed)
 }
+
+// Observe records what the upstream's headers said at at: bulk must be held
+// for hold after at because the account is below the interactive reserve
+// (0: it is above, lifting an older hold), and for throttle from now
+// because the upstream answered 429 with that retry hint (0: none). The
+// freshest observation wins. Observe never blocks: the store hears of it on
+// the admission loop's next call, within a few milliseconds.
+func (l *Limiter) Observe(at time.Time, hold, throttle time.Duration) {
+	l.obsMu.Lock()
+	if !l.obs.has || at.After(l.obs.at) {
+		l.obs.at, l.obs.hold = at, hold
+	}
+	if until := time.Now().Add(throttle); throttle > 0 && until.After(l.obs.throttleUntil) {
+		l.obs.throttleUntil = until
+	}
+	l.obs.has = true
+	l.obsMu.Unlock()
+	notify(l.freed)
+}
+
+// report takes what the upstream said since the last call, or nil.
+func (l *Limiter) report(now time.Time) *UpstreamReport {
+	l.obsMu.Lock()
+	defer l.obsMu.Unlock()
+	if !l.obs.has {
+		return nil
+	}
+	r := &UpstreamReport{Age: max(0, now.Sub(l.obs.at)), Hold: l.obs.hold, ThrottleFor: max(0, l.obs.throttleUntil.Sub(now))}
+	l.obs = observation{}
+	return r
+}
+
+// restoreReport puts back a report a failed call did not deliver, unless a
+// fresher one arrived meanwhile.
+func (l *Limiter) restoreReport(r *UpstreamReport, sent time.Time) {
+	if r == nil {
+		return
+	}
+	l.obsMu.Lock()
+	defer l.obsMu.Unlock()
+	at := sent.Add(-r.Age)
+	if !l.obs.has || at.After(l.obs.at) {
+		l.obs.at, l.obs.hold = at, r.Hold
+	}
+	if until := sent.Add(r.ThrottleFor); r.ThrottleFor > 0 && until.After(l.obs.throttleUntil) {
+		l.obs.throttleUntil = until
+	}
+	l.obs.has = true
+}
+
+// UpstreamHold returns how much longer bulk is held on the upstream's word,
+// as of the store's last answer.
+func (l *Limiter) UpstreamHold() time.Duration { return time.Duration(l.upstreamHold.Load()) }
 
 // held is this replica's in-flight count, for the store.
 func (l *Limiter) held() PerClass {

@@ -232,3 +232,35 @@ func TestLimiterCloseRefusesWaiters(t *testing.T) {
 		}
 	})
 }
+
+func TestLimiterHoldsBulkOnUpstreamWord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := smallConfig()
+		cfg.Account.RequestsPerMinute = 6000
+		cfg.Classes.Interactive.Share, cfg.Classes.Bulk.Share, cfg.Classes.Bulk.Borrow = 0.8, 0.2, true
+		cfg.Classes.Bulk.MaxWait = time.Minute
+		l, _ := testLimiter(t, cfg)
+		start := time.Now()
+		l.Observe(start, 2*time.Second, 0) // the upstream says: below the reserve for 2 s
+		bulk := make(chan time.Duration, 1)
+		go func() {
+			lease, err := l.Admit(t.Context(), classify.Bulk)
+			if err != nil {
+				t.Error(err)
+			}
+			lease.Release()
+			bulk <- time.Since(start)
+		}()
+		lease, err := l.Admit(t.Context(), classify.Interactive)
+		if err != nil || time.Since(start) > releaseDelay {
+			t.Fatalf("interactive: %v after %s, want admitted at once", err, time.Since(start))
+		}
+		lease.Release()
+		if got := <-bulk; got < 2*time.Second || got > 2*time.Second+releaseDelay {
+			t.Errorf("bulk admitted after %s, want when the 2 s hold ends", got)
+		}
+		if l.UpstreamHold() != 0 {
+			t.Errorf("hold %s after it ended", l.UpstreamHold())
+		}
+	})
+}

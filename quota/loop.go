@@ -54,8 +54,8 @@ func (l *Limiter) Run(ctx context.Context) error {
 		case <-l.arrive:
 		case <-l.freed:
 			// Released slots: a class held by the in-flight bound may go
-			// now; otherwise the store hears of them with the next call, or
-			// after releaseDelay.
+			// now; otherwise the store hears of them, and of the upstream's
+			// reports, with the next call, or after releaseDelay.
 			for c, b := range st.blocked {
 				if b == BlockedByInFlight {
 					st.blocked[c] = NotBlocked
@@ -67,6 +67,12 @@ func (l *Limiter) Run(ctx context.Context) error {
 			}
 		case <-st.releases.C:
 			force = st.pending
+			// A fresher report may have lifted an upstream hold.
+			for c, b := range st.blocked {
+				if b == BlockedByUpstream {
+					st.blocked[c] = NotBlocked
+				}
+			}
 		case <-st.timer.C:
 			st.armed = time.Time{}
 			st.blocked = [classify.NumClasses]Blocker{}
@@ -85,13 +91,17 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 			return
 		}
 		force = false
-		res, err := l.store.Take(ctx, TakeRequest{Want: want, Held: l.held()})
+		now := time.Now()
+		report := l.report(now)
+		res, err := l.store.Take(ctx, TakeRequest{Want: want, Held: l.held(), Upstream: report})
 		st.lastCall = time.Now()
-		st.pending = false // the call carried every release so far
+		st.pending = false // the call carried every release and report so far
 		if err != nil {
+			l.restoreReport(report, now)
 			l.storeFailed(ctx, st, err)
 			return
 		}
+		l.upstreamHold.Store(int64(res.UpstreamHold))
 		for c := range res.FleetInFlight {
 			l.fleetInFlight[c].Store(res.FleetInFlight[c])
 		}

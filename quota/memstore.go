@@ -24,6 +24,7 @@ type MemoryStore struct {
 	// starvedThrough is the last second in which bulk may not borrow
 	// because an interactive request was left waiting.
 	starvedThrough int64
+	upstream       upstreamState
 }
 
 // NewMemoryStore returns an in-process store enforcing limits, reading the
@@ -56,9 +57,10 @@ func (s *MemoryStore) take(now time.Time, req TakeRequest) TakeResult {
 		}
 		return sec > s.starvedThrough
 	}
-	res := TakeResult{}
-	res.Granted, res.Blocker = grantAll(s.limits, sec, req.Want, borrow, &s.win.used, &s.inFlight)
-	res.RetryAfter = retryAfter(now, res.Blocker, 0)
+	s.upstream.apply(req.Upstream, now)
+	res := TakeResult{UpstreamHold: s.upstream.hold(now)}
+	res.Granted, res.Blocker = grantAll(s.limits, sec, req.Want, res.UpstreamHold > 0, borrow, &s.win.used, &s.inFlight)
+	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
 	res.FleetInFlight = s.inFlight
 	return res
 }

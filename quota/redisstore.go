@@ -72,7 +72,7 @@ func NewRedisStore(client redis.Scripter, limits Limits, o RedisStoreOptions) *R
 	tag := "{" + o.KeyPrefix + "}"
 	return &RedisStore{
 		client:       client,
-		keys:         []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved"},
+		keys:         []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream"},
 		replica:      replica,
 		limits:       limits,
 		replicaTTL:   3 * o.Heartbeat,
@@ -106,11 +106,15 @@ func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int
 	if l.Borrow {
 		borrow = "1"
 	}
+	age, hold, throttle := "", int64(0), int64(0)
+	if u := req.Upstream; u != nil {
+		age, hold, throttle = strconv.FormatInt(u.Age.Milliseconds(), 10), u.Hold.Milliseconds(), u.ThrottleFor.Milliseconds()
+	}
 	const I, B = classify.Interactive, classify.Bulk
 	reply, err := takeScript.Run(ctx, s.client, s.keys, s.replica,
 		req.Want[I], req.Want[B], req.Held[I], req.Held[B],
 		l.AccountRPM, l.BulkRPM, l.ReserveRPM, l.InFlight, l.BulkInFlight, l.ReserveInFlight, borrow,
-		s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds()).Int64Slice()
+		s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds(), age, hold, throttle).Int64Slice()
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)
@@ -126,18 +130,19 @@ func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int
 
 // parseTake reads take.lua's reply, checking its shape.
 func parseTake(r []int64) (TakeResult, error) {
-	if len(r) != 8 {
-		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 8", len(r))
+	if len(r) != 9 {
+		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 9", len(r))
 	}
 	var res TakeResult
 	for c := range classify.NumClasses {
 		res.Granted[c] = r[c]
-		if r[2+c] < 0 || r[2+c] > int64(BlockedByInFlight) {
+		if r[2+c] < 0 || r[2+c] > int64(BlockedByUpstream) {
 			return TakeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", r[2+c])
 		}
 		res.Blocker[c] = Blocker(r[2+c])
 		res.FleetInFlight[c] = r[6+c]
 	}
 	res.RetryAfter = time.Duration(r[4]) * time.Millisecond
+	res.UpstreamHold = time.Duration(r[8]) * time.Millisecond
 	return res, nil
 }

@@ -235,3 +235,12 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+func TestRedisStoreUpstreamConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	runUpstreamConformance(t, func(t *testing.T, l Limits, now func() time.Time) Store {
+		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
+		s.clock = now
+		return s
+	})
+}

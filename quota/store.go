@@ -36,6 +36,25 @@ type TakeRequest struct {
 	// Held is how many requests of each class this replica has in flight
 	// now, not counting what this call grants.
 	Held PerClass
+	// Upstream is what the upstream's own headers said since the last call,
+	// or nil.
+	Upstream *UpstreamReport
+}
+
+// UpstreamReport is the freshest account state a replica observed in the
+// upstream's responses. Durations are relative, so stores key them on
+// their own clock (Redis TIME) and replicas' clocks never matter.
+type UpstreamReport struct {
+	// Age is how long ago the observation was made.
+	Age time.Duration
+	// Hold is how long after the observation bulk must be held because the
+	// account's remaining allowance was below the interactive reserve;
+	// 0 means it was above, which lifts an older hold.
+	Hold time.Duration
+	// ThrottleFor is how long from now bulk must be held because the
+	// upstream answered 429 with a retry hint; fresher observations do not
+	// lift it. 0 means none.
+	ThrottleFor time.Duration
 }
 
 // Blocker says what stopped a Take from granting everything it was asked.
@@ -50,6 +69,10 @@ const (
 	// BlockedByInFlight means the in-flight bound is reached; more is
 	// possible when slots are released.
 	BlockedByInFlight
+	// BlockedByUpstream means bulk is held because the upstream reported
+	// the account below the interactive reserve, or answered 429; more is
+	// possible after RetryAfter.
+	BlockedByUpstream
 )
 
 // TakeResult is a Store's answer.
@@ -65,6 +88,41 @@ type TakeResult struct {
 	// FleetInFlight is the in-flight count of every replica together, by
 	// class, after this call (for a single-replica store, this replica's).
 	FleetInFlight PerClass
+	// UpstreamHold is how much longer bulk is held on the upstream's word;
+	// 0 when it is not.
+	UpstreamHold time.Duration
+}
+
+// upstreamState is what a store keeps of the upstream's reports, in its own
+// clock: the freshest observation's time and hold, and the latest 429 hold.
+type upstreamState struct {
+	observedAt, holdUntil, throttleUntil time.Time
+}
+
+// apply merges a report received at now.
+func (u *upstreamState) apply(r *UpstreamReport, now time.Time) {
+	if r == nil {
+		return
+	}
+	at := now.Add(-r.Age)
+	if at.After(u.observedAt) {
+		u.observedAt, u.holdUntil = at, time.Time{}
+		if r.Hold > 0 {
+			u.holdUntil = at.Add(r.Hold)
+		}
+	}
+	if until := now.Add(r.ThrottleFor); r.ThrottleFor > 0 && until.After(u.throttleUntil) {
+		u.throttleUntil = until
+	}
+}
+
+// hold is how much longer bulk is held at now.
+func (u *upstreamState) hold(now time.Time) time.Duration {
+	until := u.holdUntil
+	if u.throttleUntil.After(until) {
+		until = u.throttleUntil
+	}
+	return max(0, until.Sub(now))
 }
 
 // window is the state of one second: what each class has used of it.
@@ -78,7 +136,7 @@ type window struct {
 // updated in place; inFlight is the fleet's. borrow says bulk may borrow
 // (it is on and no interactive request waits anywhere). The Redis store's
 // take.lua is the same procedure; the conformance suite holds them equal.
-func grantAll(l Limits, sec int64, want PerClass, borrow func(interactiveShort bool) bool, used, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]Blocker) {
+func grantAll(l Limits, sec int64, want PerClass, bulkHeld bool, borrow func(interactiveShort bool) bool, used, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]Blocker) {
 	const I, B = classify.Interactive, classify.Bulk
 	account := Allowance(sec, l.AccountRPM)
 	wroom := account - used[I] - used[B]
@@ -87,6 +145,13 @@ func grantAll(l Limits, sec int64, want PerClass, borrow func(interactiveShort b
 	used[I] += granted[I]
 	inFlight[I] += granted[I]
 
+	if bulkHeld {
+		if want[B] > 0 {
+			blocker[B] = BlockedByUpstream
+		}
+		borrow(granted[I] < want[I]) // interactive's standing is recorded all the same
+		return granted, blocker
+	}
 	total, totalInFlight := used[I]+used[B], inFlight[I]+inFlight[B]
 	wroom = Allowance(sec, l.BulkRPM) - used[B]
 	froom = l.BulkInFlight - inFlight[B]
@@ -116,13 +181,17 @@ func take(want, windowRoom, inFlightRoom int64) (int64, Blocker) {
 }
 
 // retryAfter is when a call blocked as blocker may succeed, at now: the next
-// window, or inFlightPoll for the in-flight bound if that is sooner.
-func retryAfter(now time.Time, blocker [classify.NumClasses]Blocker, inFlightPoll time.Duration) time.Duration {
+// window, inFlightPoll for the in-flight bound if that is sooner, or the end
+// of the upstream hold.
+func retryAfter(now time.Time, blocker [classify.NumClasses]Blocker, inFlightPoll, upstreamHold time.Duration) time.Duration {
 	var d time.Duration
 	for _, b := range blocker {
 		next := untilNextSecond(now)
 		if b == BlockedByInFlight && inFlightPoll > 0 {
 			next = min(next, inFlightPoll)
+		}
+		if b == BlockedByUpstream {
+			next = max(upstreamHold, time.Millisecond)
 		}
 		if b != NotBlocked && (d == 0 || next < d) {
 			d = next

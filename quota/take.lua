@@ -6,6 +6,8 @@
 --                     <replica>:i, <replica>:b   each replica's own counts
 --   3 heartbeat ZSET  replica -> expiry (ms)     live replicas
 --   4 starved   ZSET  replica -> last second in which an interactive request waited
+--   5 upstream  HASH  at, hold, throttle (ms)   the freshest upstream observation
+--                     and until when bulk is held on the upstream's word
 -- ARGV:
 --   1 replica id
 --   2,3 want interactive, bulk            waiting requests
@@ -16,10 +18,12 @@
 --   13 replica TTL (ms): how long a silent replica keeps its slots
 --   14 clock override (ms), "" in production: windows follow Redis TIME
 --   15 in-flight poll (ms): retry hint when only the in-flight bound blocks
--- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b}
---   blocker: 0 none, 1 window, 2 in flight.
+--   16 upstream report age (ms), "" when there is none; 17 its hold (ms after
+--      the observation, 0 lifts an older hold); 18 429 hold (ms from now, 0 none)
+-- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b, hold_ms}
+--   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held).
 
-local kwin, kinf, khb, kstarved = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local kwin, kinf, khb, kstarved, kup = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local rid = ARGV[1]
 local want = {tonumber(ARGV[2]), tonumber(ARGV[3])}
 local held = {tonumber(ARGV[4]), tonumber(ARGV[5])}
@@ -80,6 +84,23 @@ local function grant(wanted, wroom, froom)
   return g, 2
 end
 
+-- The upstream's word: the freshest observation decides the reserve hold;
+-- a 429's hold only ever grows.
+local up = redis.call('HMGET', kup, 'at', 'hold', 'throttle')
+local upAt, upHold, upThrottle = tonumber(up[1]) or 0, tonumber(up[2]) or 0, tonumber(up[3]) or 0
+if ARGV[16] ~= '' then
+  local at = nowMs - tonumber(ARGV[16])
+  if at > upAt then
+    upAt, upHold = at, 0
+    if tonumber(ARGV[17]) > 0 then upHold = at + tonumber(ARGV[17]) end
+  end
+  local th = tonumber(ARGV[18])
+  if th > 0 and nowMs + th > upThrottle then upThrottle = nowMs + th end
+  redis.call('HSET', kup, 'at', upAt, 'hold', upHold, 'throttle', upThrottle)
+  redis.call('PEXPIRE', kup, math.max(60000, math.max(upHold, upThrottle) - nowMs + 60000))
+end
+local holdMs = math.max(0, math.max(upHold, upThrottle) - nowMs)
+
 local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
 granted[1], blocker[1] = grant(want[1], A - used[1] - used[2], limIF - total[1] - total[2])
@@ -92,15 +113,19 @@ elseif want[1] > 0 then
 end
 redis.call('ZREMRANGEBYSCORE', kstarved, '-inf', sec - 1)
 
-local usedAll, inAll = used[1] + used[2], total[1] + total[2]
-local wroom, froom = allowance(bulkRPM) - used[2], bulkIF - total[2]
-if borrowOn and redis.call('ZCOUNT', kstarved, sec, '+inf') == 0 then
-  wroom = math.max(wroom, A - allowance(reserveRPM) - usedAll)
-  froom = math.max(froom, limIF - reserveIF - inAll)
+if holdMs > 0 then
+  if want[2] > 0 then blocker[2] = 3 end
+else
+  local usedAll, inAll = used[1] + used[2], total[1] + total[2]
+  local wroom, froom = allowance(bulkRPM) - used[2], bulkIF - total[2]
+  if borrowOn and redis.call('ZCOUNT', kstarved, sec, '+inf') == 0 then
+    wroom = math.max(wroom, A - allowance(reserveRPM) - usedAll)
+    froom = math.max(froom, limIF - reserveIF - inAll)
+  end
+  granted[2], blocker[2] = grant(want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll))
+  used[2] = used[2] + granted[2]
+  total[2] = total[2] + granted[2]
 end
-granted[2], blocker[2] = grant(want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll))
-used[2] = used[2] + granted[2]
-total[2] = total[2] + granted[2]
 
 redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2])
 redis.call('PEXPIRE', kwin, 5000)
@@ -117,7 +142,8 @@ for c = 1, 2 do
   if blocker[c] ~= 0 then
     local r = 1000 - nowMs % 1000
     if blocker[c] == 2 and poll > 0 and poll < r then r = poll end
+    if blocker[c] == 3 then r = math.max(1, holdMs) end
     if retry == 0 or r < retry then retry = r end
   end
 end
-return {granted[1], granted[2], blocker[1], blocker[2], retry, sec, total[1], total[2]}
+return {granted[1], granted[2], blocker[1], blocker[2], retry, sec, total[1], total[2], holdMs}
