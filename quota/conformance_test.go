@@ -148,7 +148,7 @@ func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 	steps := []upstreamStep{
 		{0, &UpstreamReport{Hold: 2 * sec}, pc(1, 5), pc(1, 0), [2]Blocker{nb, BlockedByUpstream}, 2 * sec},
 		{sec, nil, pc(0, 5), pc(0, 0), [2]Blocker{nb, BlockedByUpstream}, sec},
-		{1500 * time.Millisecond, &UpstreamReport{}, pc(0, 5), pc(0, 5), [2]Blocker{nb, nb}, 0},                       // fresher, above the reserve: lifted
+		{1500 * time.Millisecond, &UpstreamReport{}, pc(0, 5), pc(0, 5), [2]Blocker{nb, nb}, 0},                             // fresher, above the reserve: lifted
 		{1600 * time.Millisecond, &UpstreamReport{Age: 2 * sec, Hold: 10 * sec}, pc(0, 1), pc(0, 1), [2]Blocker{nb, nb}, 0}, // older: ignored
 		{2500 * time.Millisecond, &UpstreamReport{ThrottleFor: 3 * sec}, pc(2, 1), pc(2, 0), [2]Blocker{nb, BlockedByUpstream}, 3 * sec},
 		{3 * sec, &UpstreamReport{}, pc(0, 1), pc(0, 0), [2]Blocker{nb, BlockedByUpstream}, 2500 * time.Millisecond}, // a 429 hold stays
