@@ -34,6 +34,10 @@ type UpstreamConfig struct {
 	// MaxConnections caps connections to the upstream; 0 derives it from
 	// the per-replica in-flight bound so the pool is never a second gate.
 	MaxConnections int `koanf:"max_connections"`
+	// InjectStreamUsage adds stream_options.include_usage to streamed OpenAI
+	// chat requests that lack it, so every stream reports its tokens, and
+	// strips the extra chunk for the callers that did not ask for it.
+	InjectStreamUsage bool `koanf:"inject_stream_usage"`
 }
 
 // Config is the proxy's part of the configuration.

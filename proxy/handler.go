@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -28,6 +29,10 @@ type Handler struct {
 	apiKey      string
 	classHeader string
 	maxBody     int64
+	// reserve is classes.interactive.reserve: bulk is held while the
+	// upstream reports less than this fraction of a limit remaining.
+	reserve     float64
+	injectUsage bool
 }
 
 // Deps are what a Handler is built from.
@@ -43,7 +48,9 @@ type Deps struct {
 	// with a shared store), exported as a gauge.
 	InFlightBound int64
 	// Store reports the quota store's health.
-	Store    StoreStatus
+	Store StoreStatus
+	// Reserve is classes.interactive.reserve.
+	Reserve  float64
 	Log      *slog.Logger
 	Registry prometheus.Registerer
 }
@@ -65,15 +72,16 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	h := &Handler{
 		classifier: d.Classifier, limiter: d.Limiter, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, classHeader: d.ClassHeader, maxBody: cfg.Server.MaxBodyBytes,
-		bodies: newBodyReader(cfg.Server.MaxBodyBytes),
-		m:      newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
+		bodies: newBodyReader(cfg.Server.MaxBodyBytes), reserve: d.Reserve, injectUsage: cfg.Upstream.InjectStreamUsage,
+		m: newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
 	}
 	h.rp = &httputil.ReverseProxy{
-		Rewrite:      h.rewrite,
-		Transport:    d.Transport,
-		BufferPool:   newCopyBuffers(),
-		ErrorHandler: h.upstreamError,
-		ErrorLog:     slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
+		Rewrite:        h.rewrite,
+		ModifyResponse: h.modifyResponse,
+		Transport:      d.Transport,
+		BufferPool:     newCopyBuffers(),
+		ErrorHandler:   h.upstreamError,
+		ErrorLog:       slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
 	}
 	return h, nil
 }
@@ -103,12 +111,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.bodies.put(body)
 
-	lease, ok := h.admit(w, r, res, start)
-	if !ok {
-		return
+	ex := &exchange{res: res, api: usage.APIForPath(r.URL.Path)}
+	payload := body.Bytes()
+	if h.injectUsage && ex.api == usage.ChatCompletions {
+		payload, ex.injected = usage.InjectStreamUsage(payload)
 	}
-	defer lease.Release()
-	setBody(r, body.Bytes())
+	ex.inputEstimate = usage.EstimateInput(payload)
+	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	if isBatchPath(r.URL.Path) {
+		h.m.admissions.WithLabelValues(res.Class.String(), admitBatch).Inc()
+	} else {
+		lease, ok := h.admit(w, r, res, start)
+		if !ok {
+			return
+		}
+		defer lease.Release()
+	}
+	setBody(r, payload)
+	if ex.injected {
+		w = &stripWriter{ResponseWriter: w}
+	}
 	h.forward(w, r, res)
 }
 
@@ -185,6 +207,8 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(h.target)
 	pr.Out.Header.Del(h.classHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
+	// An uncompressed body, so usage parsing never sees gzip.
+	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if h.apiKey != "" {
 		replaceCredential(pr.Out.Header, pr.In.URL.Path, h.apiKey)
 	}

@@ -85,7 +85,7 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	transport := NewTransport(cfg.Upstream, limits.InFlight)
 	reg := prometheus.NewRegistry()
 	h, err := NewHandler(cfg, Deps{Classifier: cl, Limiter: lim, Transport: transport,
-		ClassHeader: ccfg.Header, InFlightBound: limits.InFlight, Log: log, Registry: reg})
+		ClassHeader: ccfg.Header, InFlightBound: limits.InFlight, Reserve: qcfg.Classes.Interactive.Reserve, Log: log, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

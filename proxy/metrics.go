@@ -1,6 +1,11 @@
 package proxy
 
 import (
+	"net/http"
+	"strconv"
+
+	"github.com/meterproxy/meterproxy/proxy/ratelimit"
+	"github.com/meterproxy/meterproxy/proxy/usage"
 	"slices"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -22,18 +27,24 @@ const (
 	admitHeld      = "held"      // granted after waiting for a window or slot
 	admitRefused   = "refused"   // queue full or max_wait (see refusals)
 	admitCancelled = "cancelled" // the client left while waiting
+	admitBatch     = "batch"     // a batch endpoint: the provider's separate quota, not charged
 )
 
 // metrics holds every collector of the proxy, registered on one injected
 // registry. Label values are closed sets: class, configured caller names
 // (others are "unknown"), outcome, code class.
 type metrics struct {
-	requests   *prometheus.CounterVec
-	refusals   *prometheus.CounterVec
-	admissions *prometheus.CounterVec
-	queueWait  *prometheus.HistogramVec
-	upstream   *prometheus.HistogramVec
-	cutShort   *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
+	admissions  *prometheus.CounterVec
+	queueWait   *prometheus.HistogramVec
+	upstream    *prometheus.HistogramVec
+	cutShort    *prometheus.CounterVec
+	tokens      *prometheus.CounterVec
+	upstream429 prometheus.Counter
+	// upstreamState holds the last known limit, remaining and reset (s)
+	// the upstream reported, by kind (requests, tokens).
+	upstreamState *prometheus.GaugeVec
 }
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
@@ -51,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 		}, []string{"class", "reason"}),
 		admissions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_admissions_total",
-			Help: "Admission decisions by class and outcome (admitted, held, refused, cancelled).",
+			Help: "Admission decisions by class and outcome (admitted, held, refused, cancelled, batch).",
 		}, []string{"class", "outcome"}),
 		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meterproxy_queue_wait_seconds",
@@ -63,6 +74,18 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 			Help:    "Upstream service time, from admission to the end of the response, by class.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300},
 		}, []string{"class"}),
+		tokens: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_tokens_total",
+			Help: "Tokens of successful responses by class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
+		}, []string{"class", "caller", "kind", "estimated"}),
+		upstream429: f.NewCounter(prometheus.CounterOpts{
+			Name: "meterproxy_upstream_429_total",
+			Help: "Responses in which the upstream itself answered 429.",
+		}),
+		upstreamState: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meterproxy_upstream_ratelimit",
+			Help: "The upstream's last reported account state by kind (requests, tokens) and field (limit, remaining, reset_seconds).",
+		}, []string{"kind", "field"}),
 		cutShort: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_responses_cut_short_total",
 			Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",
@@ -122,11 +145,17 @@ func (m *metrics) preinit(class string, callers []string) {
 	for _, r := range refusalReasons {
 		m.refusals.WithLabelValues(class, r)
 	}
-	for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled} {
+	for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch} {
 		m.admissions.WithLabelValues(class, o)
 	}
 	m.queueWait.WithLabelValues(class)
 	m.upstream.WithLabelValues(class)
+	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
+		for _, kind := range []string{"input", "output"} {
+			m.tokens.WithLabelValues(class, caller, kind, "false")
+			m.tokens.WithLabelValues(class, caller, kind, "true")
+		}
+	}
 	m.cutShort.WithLabelValues(class, "client")
 	m.cutShort.WithLabelValues(class, "upstream")
 }
@@ -144,5 +173,33 @@ func codeClass(status int) string {
 		return "5xx"
 	default:
 		return "none"
+	}
+}
+
+// countTokens adds one response's usage.
+func (m *metrics) countTokens(res classify.Result, u usage.Usage) {
+	class, est := res.Class.String(), strconv.FormatBool(u.Estimated)
+	m.tokens.WithLabelValues(class, res.Caller, "input", est).Add(float64(u.Input))
+	m.tokens.WithLabelValues(class, res.Caller, "output", est).Add(float64(u.Output))
+}
+
+// observeUpstream records what the upstream reported; unknown fields leave
+// the last known value.
+func (m *metrics) observeUpstream(o ratelimit.Observation, status int) {
+	if status == http.StatusTooManyRequests {
+		m.upstream429.Inc()
+	}
+	for _, k := range []struct {
+		kind string
+		w    ratelimit.Window
+	}{{"requests", o.Requests}, {"tokens", o.Tokens}} {
+		if !k.w.Known() {
+			continue
+		}
+		m.upstreamState.WithLabelValues(k.kind, "limit").Set(float64(k.w.Limit))
+		m.upstreamState.WithLabelValues(k.kind, "remaining").Set(float64(k.w.Remaining))
+		if k.w.Reset >= 0 {
+			m.upstreamState.WithLabelValues(k.kind, "reset_seconds").Set(k.w.Reset.Seconds())
+		}
 	}
 }

@@ -51,13 +51,15 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 	want := `
-# HELP meterproxy_admissions_total Admission decisions by class and outcome (admitted, held, refused, cancelled).
+# HELP meterproxy_admissions_total Admission decisions by class and outcome (admitted, held, refused, cancelled, batch).
 # TYPE meterproxy_admissions_total counter
 meterproxy_admissions_total{class="bulk",outcome="admitted"} 1
+meterproxy_admissions_total{class="bulk",outcome="batch"} 0
 meterproxy_admissions_total{class="bulk",outcome="cancelled"} 0
 meterproxy_admissions_total{class="bulk",outcome="held"} 0
 meterproxy_admissions_total{class="bulk",outcome="refused"} 0
 meterproxy_admissions_total{class="interactive",outcome="admitted"} 0
+meterproxy_admissions_total{class="interactive",outcome="batch"} 0
 meterproxy_admissions_total{class="interactive",outcome="cancelled"} 0
 meterproxy_admissions_total{class="interactive",outcome="held"} 0
 meterproxy_admissions_total{class="interactive",outcome="refused"} 0

@@ -1,6 +1,12 @@
 package proxy
 
-import "net/http"
+import (
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/meterproxy/meterproxy/proxy/usage"
+)
 
 // recorder remembers what was written to the client, so each request can be
 // counted as exactly one outcome. It keeps http.ResponseController working
@@ -37,3 +43,34 @@ func (r *recorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// stripWriter removes, from a successful event stream, the usage chunk
+// meterproxy asked for on the caller's behalf (upstream.inject_stream_usage);
+// any other answer passes through untouched.
+type stripWriter struct {
+	http.ResponseWriter
+	body io.Writer // set by WriteHeader for a 200 event stream
+}
+
+// WriteHeader decides whether the body is filtered.
+func (s *stripWriter) WriteHeader(status int) {
+	if status == http.StatusOK && strings.HasPrefix(s.Header().Get("Content-Type"), "text/event-stream") {
+		s.Header().Del("Content-Length") // the body will be shorter
+		s.body = usage.StripUsageChunk(s.ResponseWriter)
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+// Write implements http.ResponseWriter.
+func (s *stripWriter) Write(b []byte) (int, error) {
+	if s.body != nil {
+		return s.body.Write(b)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher.
+func (s *stripWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *stripWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,55 @@
+package ratelimit
+
+import (
+	"net/http"
+	"time"
+)
+
+// Canonical names of the x-ratelimit-* headers sent by OpenAI, Azure OpenAI
+// and OpenAI-compatible servers (Groq, …). OpenAI and Groq send resets as Go
+// durations ("6m0s", "7.66s"), Azure as bare seconds ("300"). For Groq the
+// requests limit is per day, the tokens limit per minute.
+//
+//nolint:gosec // G101: header names that contain "Tokens", not credentials.
+const (
+	hdrLimitRequests     = "X-Ratelimit-Limit-Requests"
+	hdrRemainingRequests = "X-Ratelimit-Remaining-Requests"
+	hdrResetRequests     = "X-Ratelimit-Reset-Requests"
+	hdrLimitTokens       = "X-Ratelimit-Limit-Tokens"
+	hdrRemainingTokens   = "X-Ratelimit-Remaining-Tokens"
+	hdrResetTokens       = "X-Ratelimit-Reset-Tokens"
+
+	// OpenAI's project-scoped token limit, sent when one applies.
+	hdrLimitProjectTokens     = "X-Ratelimit-Limit-Project-Tokens"
+	hdrRemainingProjectTokens = "X-Ratelimit-Remaining-Project-Tokens"
+	hdrResetProjectTokens     = "X-Ratelimit-Reset-Project-Tokens"
+)
+
+// Canonical names of Azure OpenAI's older x-rate-limit-* spelling, seen in
+// 2023 captures (x-rate-limit-reset-tokens: 55).
+//
+//nolint:gosec // G101: header names that contain "Tokens", not credentials.
+const (
+	hdrAzLimitRequests     = "X-Rate-Limit-Limit-Requests"
+	hdrAzRemainingRequests = "X-Rate-Limit-Remaining-Requests"
+	hdrAzResetRequests     = "X-Rate-Limit-Reset-Requests"
+	hdrAzLimitTokens       = "X-Rate-Limit-Limit-Tokens"
+	hdrAzRemainingTokens   = "X-Rate-Limit-Remaining-Tokens"
+	hdrAzResetTokens       = "X-Rate-Limit-Reset-Tokens"
+)
+
+// openAI reads the x-ratelimit-* dialect: requests, tokens and the
+// project-scoped tokens window.
+func openAI(h http.Header, now time.Time) (requests, tokens, projectTokens Window) {
+	requests = readWindow(h, now, hdrLimitRequests, hdrRemainingRequests, hdrResetRequests)
+	tokens = readWindow(h, now, hdrLimitTokens, hdrRemainingTokens, hdrResetTokens)
+	projectTokens = readWindow(h, now, hdrLimitProjectTokens, hdrRemainingProjectTokens, hdrResetProjectTokens)
+	return requests, tokens, projectTokens
+}
+
+// azureLegacy reads Azure's x-rate-limit-* spelling of the same headers.
+func azureLegacy(h http.Header, now time.Time) (requests, tokens Window) {
+	requests = readWindow(h, now, hdrAzLimitRequests, hdrAzRemainingRequests, hdrAzResetRequests)
+	tokens = readWindow(h, now, hdrAzLimitTokens, hdrAzRemainingTokens, hdrAzResetTokens)
+	return requests, tokens
+}

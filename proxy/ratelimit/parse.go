@@ -1,0 +1,105 @@
+package ratelimit
+
+import (
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Parse reads every dialect from h: OpenAI / OpenAI-compatible / Azure
+// x-ratelimit-{limit,remaining,reset}-{requests,tokens} (also Azure's
+// x-rate-limit-* spelling), Anthropic
+// anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset},
+// and retry-after-ms / retry-after. now is the receipt time, used to turn
+// absolute resets (RFC 3339, HTTP dates) into durations.
+//
+// When several spellings report the same dimension, Parse prefers
+// x-ratelimit-* then x-rate-limit-* then anthropic-ratelimit-*, taking the
+// first spelling that reported a count; fields are never mixed across
+// spellings. OpenAI's project-scoped x-ratelimit-*-project-tokens headers
+// fill Tokens only when no x-ratelimit-*-tokens or x-rate-limit-*-tokens
+// header reported a count. Other x-ratelimit-* names (such as
+// x-ratelimit-limit-tokens_usage_based) are ignored.
+//
+// Counts are non-negative decimal integers, spaces trimmed; a limit of 0 or
+// less, a negative remaining count (Azure's -1 sentinel) and anything
+// unreadable are unknown. Resets are read by [ParseReset] and the retry hint
+// by [ParseRetryAfter]. Like [http.Header.Get], Parse reads the first value
+// of each canonical key, which is how net/http stores response headers.
+func Parse(h http.Header, now time.Time) Observation {
+	if len(h) == 0 {
+		return Unknown()
+	}
+	xRequests, xTokens, xProject := openAI(h, now)
+	azRequests, azTokens := azureLegacy(h, now)
+	anRequests, anTokens, anInput, anOutput := anthropic(h, now)
+	o := Observation{
+		Requests:     first(xRequests, azRequests, anRequests),
+		Tokens:       first(xTokens, azTokens, xProject, anTokens),
+		InputTokens:  anInput,
+		OutputTokens: anOutput,
+		RetryAfter:   -1,
+	}
+	if d, ok := ParseRetryAfter(h, now); ok {
+		o.RetryAfter = d
+	}
+	return o
+}
+
+// first returns the first Window that reported a count, or an unknown one.
+func first(ws ...Window) Window {
+	for _, w := range ws {
+		if w.reported() {
+			return w
+		}
+	}
+	return unknownWindow()
+}
+
+// readWindow reads one dimension from the three canonical header names of
+// one spelling.
+func readWindow(h http.Header, now time.Time, limit, remaining, reset string) Window {
+	w := Window{Limit: parseCount(get(h, limit)), Remaining: parseCount(get(h, remaining)), Reset: -1}
+	if w.Limit == 0 {
+		w.Limit = -1
+	}
+	if !w.reported() {
+		return unknownWindow()
+	}
+	if d, ok := ParseReset(get(h, reset), now); ok {
+		w.Reset = d
+	}
+	return w
+}
+
+// get returns the first value of the canonical key name, or "". Indexing
+// the map directly skips the canonicalisation Header.Get repeats per call.
+func get(h http.Header, name string) string {
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// parseCount reads a non-negative decimal integer, spaces trimmed. Empty,
+// signed, fractional, overflowing or otherwise unreadable values are -1.
+func parseCount(v string) int64 {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return -1
+	}
+	var n int64
+	for i := range len(v) {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return -1
+		}
+		d := int64(c - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return -1
+		}
+		n = n*10 + d
+	}
+	return n
+}

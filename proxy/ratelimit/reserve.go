@@ -1,0 +1,34 @@
+package ratelimit
+
+import "time"
+
+// defaultHold is the hold [Observation.BelowReserve] assumes for a dimension
+// that is below its reserve but did not say when it resets: long enough to
+// stop a burst, short enough that a missing header does not park traffic.
+const defaultHold = time.Second
+
+// BelowReserve reports whether any known dimension has Remaining < fraction
+// × Limit, and the longest Reset among those dimensions (the time until the
+// account is above the reserve again). Unknown dimensions never count, nor
+// does a dimension that reported only one of its counts. If a dimension is
+// below but its Reset is unknown, BelowReserve uses a conservative default
+// of 1s for it. A fraction of 0, a negative fraction or NaN is never below.
+// hold is at most [MaxDuration], and may be 0 with below true when the
+// upstream says the window is already replenishing.
+//
+// Anthropic rounds remaining tokens to the nearest thousand, so a reserve
+// of fewer than about 1,000 tokens is below its measurement resolution.
+func (o Observation) BelowReserve(fraction float64) (hold time.Duration, below bool) {
+	for _, w := range [...]Window{o.Requests, o.Tokens, o.InputTokens, o.OutputTokens} {
+		if !w.Known() || !(float64(w.Remaining) < fraction*float64(w.Limit)) {
+			continue
+		}
+		below = true
+		reset := w.Reset
+		if reset < 0 {
+			reset = defaultHold
+		}
+		hold = max(hold, min(reset, MaxDuration))
+	}
+	return hold, below
+}

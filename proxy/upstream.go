@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/proxy/ratelimit"
+	"github.com/meterproxy/meterproxy/proxy/usage"
+)
+
+// exchange is one request's metering state, carried to ModifyResponse in
+// the request's context.
+type exchange struct {
+	res           classify.Result
+	api           usage.API
+	inputEstimate int64
+	// injected says meterproxy added stream_options.include_usage, so the
+	// usage chunk the caller did not ask for must be stripped.
+	injected bool
+}
+
+type exchangeKey struct{}
+
+func exchangeOf(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+// isBatchPath reports whether path submits or manages provider batch jobs,
+// which draw on the provider's separate batch quota: forwarded without
+// charging the synchronous windows.
+func isBatchPath(path string) bool {
+	return strings.HasPrefix(path, "/v1/batches") || strings.HasPrefix(path, "/v1/messages/batches")
+}
+
+// modifyResponse reads the upstream's account state from every response's
+// headers and meters the tokens of successful ones as the body passes.
+func (h *Handler) modifyResponse(resp *http.Response) error {
+	now := time.Now()
+	h.observe(resp, now)
+	ex := exchangeOf(resp.Request.Context())
+	if ex == nil || ex.api == usage.Other || resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return nil
+	}
+	resp.Body = &meteredBody{
+		ReadCloser: resp.Body,
+		meter:      usage.NewMeter(ex.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
+		done:       func(u usage.Usage) { h.m.countTokens(ex.res, u) },
+	}
+	return nil
+}
+
+// observe tells the limiter what the upstream said about the account: bulk
+// is held while any reported remaining allowance is below the interactive
+// reserve, until the announced reset, and for the retry hint of a 429.
+// Headers that say nothing known change nothing.
+func (h *Handler) observe(resp *http.Response, now time.Time) {
+	obs := ratelimit.Parse(resp.Header, now)
+	h.m.observeUpstream(obs, resp.StatusCode)
+	var throttle time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests && obs.RetryAfter > 0 {
+		throttle = obs.RetryAfter
+	}
+	known := obs.Requests.Known() || obs.Tokens.Known() || obs.InputTokens.Known() || obs.OutputTokens.Known()
+	if !known && throttle == 0 {
+		return
+	}
+	hold, below := obs.BelowReserve(h.reserve)
+	if !below {
+		hold = 0
+	}
+	h.limiter.Observe(now, hold, throttle)
+}
+
+// meteredBody feeds a copy of every byte read to a usage.Meter, and reports
+// the usage once: at EOF (complete) or at Close before EOF (cut short).
+type meteredBody struct {
+	io.ReadCloser
+	meter *usage.Meter
+	done  func(usage.Usage)
+	once  sync.Once
+}
+
+// Read implements io.Reader.
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		_, _ = b.meter.Write(p[:n]) // never fails
+	}
+	if err == io.EOF {
+		b.finish(true)
+	}
+	return n, err
+}
+
+// Close implements io.Closer.
+func (b *meteredBody) Close() error {
+	b.finish(false)
+	return b.ReadCloser.Close()
+}
+
+func (b *meteredBody) finish(complete bool) {
+	b.once.Do(func() { b.done(b.meter.Finish(complete)) })
+}

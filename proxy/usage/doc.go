@@ -1,0 +1,18 @@
+// Package usage meters the tokens of LLM provider responses as they stream
+// past the proxy, without delaying or changing what the client receives.
+//
+// A [Meter] is fed a copy of every response byte (it is an [io.Writer]) and,
+// once the body has ended, reports the [Usage]: the provider's own numbers
+// when the response carried them, otherwise an estimate flagged as such.
+// It understands OpenAI Chat Completions (and Azure OpenAI, vLLM and other
+// compatible servers), the OpenAI Responses API, Anthropic Messages and
+// embeddings, as JSON bodies and as server-sent event streams.
+//
+// On the request side, [EstimateInput] and [MaxOutput] size a request before
+// it is sent, and [InjectStreamUsage] asks an OpenAI-compatible server to
+// report usage at the end of a stream; [StripUsageChunk] then removes that
+// extra chunk from what a client that did not ask for it receives.
+//
+// Memory per response is bounded: one SSE line over 1 MiB is skipped, and a
+// JSON body over 4 MiB is not kept (its usage is then estimated).
+package usage

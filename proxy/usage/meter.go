@@ -1,0 +1,228 @@
+package usage
+
+import (
+	"math"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// maxBody is the largest JSON response body kept for reading its usage; a
+// longer one is dropped as it passes and its usage estimated. Provider
+// answers with usage are far smaller; embeddings of large batches are the
+// ones that come near.
+const maxBody = 4 << 20
+
+// Usage is the token count of one response.
+type Usage struct {
+	// Input and Output are tokens read and generated. Input counts every
+	// prompt token, cached or not (for Anthropic the sum of input_tokens,
+	// cache_creation_input_tokens and cache_read_input_tokens).
+	Input, Output int64
+	// Estimated is true when the response carried no usage (or was cut
+	// short) and the numbers are an estimate.
+	Estimated bool
+}
+
+// Total returns Input + Output.
+func (u Usage) Total() int64 { return u.Input + u.Output }
+
+// mode is how a Meter reads its body.
+type mode uint8
+
+const (
+	modeNone mode = iota // nothing to read: the API reports no usage
+	modeJSON             // one JSON document, kept up to maxBody
+	modeSSE              // server-sent events, read as they pass
+)
+
+// Meter reads one response body as it passes: it is an io.Writer fed with
+// a copy of every byte the client gets. It holds at most one bounded SSE line and event, or a JSON body of up to
+// 4 MiB. A Meter is for one response and one goroutine at a time; make it
+// with NewMeter. The zero Meter reads nothing and reports an estimate of 0.
+type Meter struct {
+	api           API
+	mode          mode
+	inputEstimate int64
+
+	sse  sseReader
+	body []byte
+	// overflow says the JSON body outgrew maxBody and was dropped.
+	overflow bool
+
+	// What the response reported so far. in and out are valid when haveIn
+	// and haveOut are set.
+	in, out         int64
+	haveIn, haveOut bool
+	// anthropic holds the Anthropic input parts, each replaced on its own.
+	anthropic anthropicInput
+	// terminal says the stream's last event arrived.
+	terminal bool
+	// text counts bytes of generated text seen in a stream, for the
+	// estimate when no usage arrives.
+	text int64
+
+	finished bool
+	result   Usage
+}
+
+// NewMeter returns a Meter for one response of api. contentType is the
+// response's Content-Type: text/event-stream is read as server-sent events,
+// anything else as one JSON document. inputEstimate is the request's
+// estimated input tokens (see EstimateInput), reported when the response
+// has no usage. Responses of Other are not read: their usage is always the
+// estimate.
+func NewMeter(api API, contentType string, inputEstimate int64) *Meter {
+	m := &Meter{api: api, inputEstimate: max(inputEstimate, 0)}
+	switch {
+	case api == Other:
+		m.mode = modeNone
+	case isEventStream(contentType):
+		m.mode = modeSSE
+	default:
+		m.mode = modeJSON
+	}
+	return m
+}
+
+// isEventStream reports whether a Content-Type value is text/event-stream,
+// with or without parameters.
+func isEventStream(contentType string) bool {
+	mediaType, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mediaType), "text/event-stream")
+}
+
+// Write reads p. It never fails, never retains p and uses bounded memory;
+// bytes written after Finish are ignored.
+func (m *Meter) Write(p []byte) (int, error) {
+	if m.finished {
+		return len(p), nil
+	}
+	switch m.mode {
+	case modeSSE:
+		m.sse.feed(p, m)
+	case modeJSON:
+		if m.overflow {
+			break
+		}
+		if len(m.body)+len(p) > maxBody {
+			m.body, m.overflow = nil, true
+			break
+		}
+		m.body = append(m.body, p...)
+	}
+	return len(p), nil
+}
+
+// Finish is called once the body ended; complete says whether it ended
+// cleanly (EOF, not an error). It returns the reported usage when the
+// response carried it, and otherwise an estimate with Estimated set: Input
+// is the input estimate, Output the streamed text bytes / 4 (rounded up)
+// for a stream and 0 for a JSON body.
+//
+// A stream whose terminal event never arrived ([DONE],
+// response.completed|incomplete|failed, message_stop), or that did not end
+// cleanly, is Estimated even if it reported usage on the way, but the better
+// numbers are kept: a reported input (such as Anthropic's message_start)
+// replaces the input estimate, and Output is the larger of the reported
+// output and the text estimate. A JSON body that was cut short or over
+// 4 MiB is Estimated. Later calls return the same Usage.
+func (m *Meter) Finish(complete bool) Usage {
+	if m.finished {
+		return m.result
+	}
+	m.finished = true
+	switch m.mode {
+	case modeSSE:
+		if complete {
+			m.sse.end(m)
+		}
+		m.result = m.streamUsage(complete)
+	case modeJSON:
+		if complete && !m.overflow {
+			m.readBody(m.body)
+		}
+		m.result = m.bodyUsage(complete)
+	default:
+		m.result = Usage{Input: m.inputEstimate, Estimated: true}
+	}
+	m.body, m.sse = nil, sseReader{}
+	return m.result
+}
+
+// streamUsage is the usage of a stream that ended.
+func (m *Meter) streamUsage(complete bool) Usage {
+	if complete && m.terminal && (m.haveIn || m.haveOut) {
+		return Usage{Input: m.in, Output: m.out}
+	}
+	u := Usage{Input: m.inputEstimate, Output: ceilQuarter(m.text), Estimated: true}
+	if m.haveIn {
+		u.Input = m.in
+	}
+	if m.haveOut {
+		u.Output = max(u.Output, m.out)
+	}
+	return u
+}
+
+// bodyUsage is the usage of a JSON body that ended.
+func (m *Meter) bodyUsage(complete bool) Usage {
+	if complete && !m.overflow && (m.haveIn || m.haveOut) {
+		return Usage{Input: m.in, Output: m.out}
+	}
+	return Usage{Input: m.inputEstimate, Estimated: true}
+}
+
+// event implements eventHandler: one SSE event of the stream.
+func (m *Meter) event(name, data []byte) {
+	switch m.api {
+	case ChatCompletions:
+		m.chatEvent(data)
+	case Responses:
+		m.responsesEvent(name, data)
+	case Messages:
+		m.anthropicEvent(name, data)
+	}
+	// Embeddings are never streamed: nothing to read.
+}
+
+// readBody reads the usage of a whole JSON body.
+func (m *Meter) readBody(body []byte) {
+	switch m.api {
+	case ChatCompletions, Embeddings:
+		m.chatBody(body)
+	case Responses:
+		m.responsesBody(body)
+	case Messages:
+		m.anthropicBody(body)
+	}
+}
+
+// setIn and setOut record reported counts, replacing earlier ones.
+func (m *Meter) setIn(n int64)  { m.in, m.haveIn = n, true }
+func (m *Meter) setOut(n int64) { m.out, m.haveOut = n, true }
+
+// maxCount bounds a reported count: far above any real one, low enough that
+// sums of a few never overflow.
+const maxCount = 1 << 48
+
+// count returns a reported token count, a JSON number, within [0, maxCount].
+// Provider counts are integers; a fraction is dropped.
+func count(v gjson.Result) int64 {
+	f := v.Float()
+	switch {
+	case f <= 0 || math.IsNaN(f): // no provider sends these
+		return 0
+	case f >= maxCount:
+		return maxCount
+	}
+	return int64(f)
+}
+
+// view returns b as a string without copying, for gjson look-ups. The string
+// must not be kept past the call it is made for: b is a reused buffer. The
+// look-ups reduce their results to numbers and lengths before returning.
+func view(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b)) //nolint:gosec // G103: read-only view of a buffer that outlives every use; see above.
+}

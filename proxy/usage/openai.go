@@ -1,0 +1,108 @@
+package usage
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// OpenAI Chat Completions and embeddings report
+//
+//	usage: {prompt_tokens, completion_tokens, total_tokens, …}
+//
+// where prompt_tokens includes cached tokens and completion_tokens includes
+// reasoning tokens. Embeddings have no completion_tokens.
+
+var (
+	doneData   = []byte("[DONE]")
+	usageKey   = []byte(`"usage"`)
+	contentKey = []byte(`"content"`)
+)
+
+// chatBody reads a chat completion or embeddings response.
+func (m *Meter) chatBody(body []byte) {
+	m.chatUsage(gjson.Get(view(body), "usage"))
+}
+
+// chatEvent reads one event of a chat completions stream. The usage is on
+// the chunk whose usage is not null: after the last choice with
+// stream_options.include_usage, or on every chunk (cumulative) with vLLM's
+// continuous_usage_stats. An empty choices array alone means nothing: Azure
+// sends content-filter chunks so.
+func (m *Meter) chatEvent(data []byte) {
+	if bytes.Equal(data, doneData) {
+		m.terminal = true
+		return
+	}
+	hasUsage, hasContent := bytes.Contains(data, usageKey), bytes.Contains(data, contentKey)
+	if !hasUsage && !hasContent {
+		return
+	}
+	chunk := view(data)
+	if hasUsage {
+		m.chatUsageHighWater(gjson.Get(chunk, "usage"))
+	}
+	if hasContent {
+		gjson.Get(chunk, "choices").ForEach(func(_, choice gjson.Result) bool {
+			m.text += int64(len(choice.Get("delta.content").Str))
+			return true
+		})
+	}
+}
+
+// chatUsage records a usage object of the chat completions shape.
+func (m *Meter) chatUsage(u gjson.Result) {
+	if !u.IsObject() {
+		return
+	}
+	if in := u.Get("prompt_tokens"); in.Type == gjson.Number {
+		m.setIn(count(in))
+	}
+	if out := u.Get("completion_tokens"); out.Type == gjson.Number {
+		m.setOut(count(out))
+	}
+}
+
+// chatUsageHighWater records a streamed usage object, keeping the highest
+// count of each kind seen: with continuous usage every chunk carries the
+// running total, so the latest is the largest and none may be added up.
+func (m *Meter) chatUsageHighWater(u gjson.Result) {
+	in, out, haveIn, haveOut := m.in, m.out, m.haveIn, m.haveOut
+	m.chatUsage(u)
+	if haveIn {
+		m.in = max(m.in, in)
+	}
+	if haveOut {
+		m.out = max(m.out, out)
+	}
+}
+
+// isUsageChunk reports whether an event's data is the chunk that
+// stream_options.include_usage adds: a chat completion chunk with an empty
+// choices array and a usage object.
+func isUsageChunk(data []byte) bool {
+	if !bytes.Contains(data, usageKey) || !gjson.Valid(view(data)) {
+		return false
+	}
+	chunk := gjson.Parse(view(data))
+	if !chunk.IsObject() {
+		return false
+	}
+	if obj := chunk.Get("object"); obj.Exists() && obj.Str != "chat.completion.chunk" {
+		return false
+	}
+	return isEmptyArray(chunk.Get("choices")) && chunk.Get("usage").IsObject()
+}
+
+// isEmptyArray reports whether r is a JSON array without elements.
+func isEmptyArray(r gjson.Result) bool {
+	if !r.IsArray() {
+		return false
+	}
+	empty := true
+	r.ForEach(func(_, _ gjson.Result) bool {
+		empty = false
+		return false
+	})
+	return empty
+}
