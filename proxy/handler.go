@@ -33,6 +33,9 @@ type Handler struct {
 	// upstream reports less than this fraction of a limit remaining.
 	reserve     float64
 	injectUsage bool
+	// enforceTokens says account.tokens_per_minute is set: requests are
+	// charged a token estimate at admission and corrected at the end.
+	enforceTokens bool
 }
 
 // Deps are what a Handler is built from.
@@ -50,9 +53,11 @@ type Deps struct {
 	// Store reports the quota store's health.
 	Store StoreStatus
 	// Reserve is classes.interactive.reserve.
-	Reserve  float64
-	Log      *slog.Logger
-	Registry prometheus.Registerer
+	Reserve float64
+	// EnforceTokens says account.tokens_per_minute is set.
+	EnforceTokens bool
+	Log           *slog.Logger
+	Registry      prometheus.Registerer
 }
 
 // StoreStatus is what the metrics read of the quota store.
@@ -72,7 +77,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	h := &Handler{
 		classifier: d.Classifier, limiter: d.Limiter, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, classHeader: d.ClassHeader, maxBody: cfg.Server.MaxBodyBytes,
-		bodies: newBodyReader(cfg.Server.MaxBodyBytes), reserve: d.Reserve, injectUsage: cfg.Upstream.InjectStreamUsage,
+		bodies: newBodyReader(cfg.Server.MaxBodyBytes), reserve: d.Reserve, injectUsage: cfg.Upstream.InjectStreamUsage, enforceTokens: d.EnforceTokens,
 		m: newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
 	}
 	h.rp = &httputil.ReverseProxy{
@@ -117,15 +122,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		payload, ex.injected = usage.InjectStreamUsage(payload)
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
+	if h.enforceTokens {
+		ex.cost = ex.inputEstimate + usage.MaxOutput(payload)
+	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if isBatchPath(r.URL.Path) {
 		h.m.admissions.WithLabelValues(res.Class.String(), admitBatch).Inc()
 	} else {
-		lease, ok := h.admit(w, r, res, start)
+		lease, ok := h.admit(w, r, res, ex.cost, start)
 		if !ok {
 			return
 		}
 		defer lease.Release()
+		ex.lease = lease
 	}
 	setBody(r, payload)
 	if ex.injected {
@@ -135,9 +144,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit waits for admission; when it fails the answer is already written.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Result, start time.Time) (*quota.Lease, bool) {
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Result, cost int64, start time.Time) (*quota.Lease, bool) {
 	class := res.Class.String()
-	lease, err := h.limiter.Admit(r.Context(), res.Class)
+	lease, err := h.limiter.Admit(r.Context(), res.Class, cost)
 	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
 	if err == nil {
 		outcome := admitAdmitted

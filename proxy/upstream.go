@@ -11,6 +11,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
 // exchange is one request's metering state, carried to ModifyResponse in
@@ -22,6 +23,10 @@ type exchange struct {
 	// injected says meterproxy added stream_options.include_usage, so the
 	// usage chunk the caller did not ask for must be stripped.
 	injected bool
+	// cost is the token estimate charged at admission (0 when tokens are
+	// not enforced); lease settles it with the real usage.
+	cost  int64
+	lease *quota.Lease
 }
 
 type exchangeKey struct{}
@@ -50,7 +55,12 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	resp.Body = &meteredBody{
 		ReadCloser: resp.Body,
 		meter:      usage.NewMeter(ex.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
-		done:       func(u usage.Usage) { h.m.countTokens(ex.res, u) },
+		done: func(u usage.Usage) {
+			h.m.countTokens(ex.res, u)
+			if ex.lease != nil {
+				ex.lease.Correct(u.Total())
+			}
+		},
 	}
 	return nil
 }

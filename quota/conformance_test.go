@@ -175,3 +175,48 @@ func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 func TestMemoryStoreUpstreamConformance(t *testing.T) {
 	runUpstreamConformance(t, func(_ *testing.T, l Limits, now func() time.Time) Store { return NewMemoryStore(l, now) })
 }
+
+// tokenLimits: requests and in flight far from binding; 10 tokens a second
+// for the account, 2 for bulk, 3 reserved.
+var tokenLimits = Limits{AccountRPM: 600000, BulkRPM: 120000, ReserveRPM: 180000, InFlight: 1000, BulkInFlight: 200, ReserveInFlight: 300,
+	Borrow: true, AccountTPM: 600, BulkTPM: 120, ReserveTPM: 180}
+
+// runTokenConformance: with tokens_per_minute, each class's token
+// estimates are charged to the window by the same partition rules, one
+// request may overshoot, and corrections settle the charge.
+func runTokenConformance(t *testing.T, newStore newStoreFunc) {
+	type step struct {
+		at      time.Duration
+		want    PerClass
+		costs   [2][]int64
+		corr    PerClass
+		granted PerClass
+		blocker [2]Blocker
+	}
+	ms := time.Millisecond
+	steps := []step{
+		{0, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, 0), pc(0, 3), [2]Blocker{nb, nb}},          // borrows up to 10-3; the last overshoots
+		{10 * ms, pc(0, 1), [2][]int64{nil, {1}}, pc(0, 0), pc(0, 0), [2]Blocker{nb, bw}},          // bulk spent
+		{20 * ms, pc(2, 0), [2][]int64{{1, 1}, nil}, pc(0, 0), pc(1, 0), [2]Blocker{bw, nb}},       // interactive finds the last token
+		{30 * ms, pc(1, 0), [2][]int64{{3}, nil}, pc(0, -5), pc(1, 0), [2]Blocker{nb, nb}},         // bulk used 5 less: room again
+		{time.Second, pc(1, 0), [2][]int64{{50}, nil}, pc(0, 0), pc(1, 0), [2]Blocker{nb, nb}},     // larger than a second still goes
+		{time.Second + ms, pc(1, 1), [2][]int64{{1}, {1}}, pc(0, 0), pc(0, 0), [2]Blocker{bw, bw}}, // and spends it
+	}
+	base := time.Unix(1_700_000_000, 0)
+	var now time.Time
+	s := newStore(t, tokenLimits, func() time.Time { return now })
+	for i, st := range steps {
+		now = base.Add(st.at)
+		res, err := s.Take(context.Background(), TakeRequest{Want: st.want, Costs: st.costs, Corrections: st.corr})
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if res.Granted != st.granted || res.Blocker != st.blocker {
+			t.Fatalf("step %d: granted %v blocked %v, want %v %v", i, res.Granted, res.Blocker, st.granted, st.blocker)
+		}
+	}
+}
+
+func TestMemoryStoreTokenConformance(t *testing.T) {
+	runTokenConformance(t, func(_ *testing.T, l Limits, now func() time.Time) Store { return NewMemoryStore(l, now) })
+}

@@ -36,6 +36,8 @@ type Limiter struct {
 	// upstreamHold is the store's last word on how long bulk is held on
 	// the upstream's word (a time.Duration).
 	upstreamHold atomic.Int64
+	// corrections are token corrections not yet sent to the store.
+	corrections [classify.NumClasses]atomic.Int64
 
 	arrive chan struct{} // a waiter joined a queue
 	freed  chan struct{} // a lease was released, or the upstream reported
@@ -77,13 +79,15 @@ func New(cfg Config, limits Limits, store Store, heartbeat time.Duration, log *s
 	return l
 }
 
-// Admit waits until a request of class c may go upstream and returns its
-// Lease, which the caller must Release when the upstream exchange ends. It
+// Admit waits until a request of class c, estimated at tokens tokens, may
+// go upstream and returns its Lease, which the caller must Release when the
+// upstream exchange ends. With account.tokens_per_minute set the estimate
+// is charged to the class's token window, and Lease.Correct settles it. It
 // returns a *RefusedError when the queue is full or max_wait passes,
 // ErrStoreUnavailable when the store failed under on_error "closed",
 // ErrClosed after Run has stopped, or the context's error if ctx ends first.
-func (l *Limiter) Admit(ctx context.Context, c classify.Class) (*Lease, error) {
-	w := &waiter{done: make(chan struct{})}
+func (l *Limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*Lease, error) {
+	w := &waiter{done: make(chan struct{}), cost: max(0, tokens)}
 	cq := &l.classes[c]
 	l.mu.Lock()
 	if l.closed {
@@ -107,7 +111,7 @@ func (l *Limiter) Admit(ctx context.Context, c classify.Class) (*Lease, error) {
 		if w.err != nil {
 			return nil, w.err
 		}
-		return &Lease{l: l, class: c, held: w.held}, nil
+		return &Lease{l: l, class: c, held: w.held, cost: w.cost}, nil
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-timer.C:
@@ -127,7 +131,7 @@ func (l *Limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	timedOut := errors.Is(cause, ErrWaitTimeout)
 	switch {
 	case granted && timedOut:
-		return &Lease{l: l, class: c, held: held}, nil
+		return &Lease{l: l, class: c, held: held, cost: w.cost}, nil
 	case granted:
 		l.release(c)
 		return nil, cause
@@ -159,7 +163,22 @@ type Lease struct {
 	l        *Limiter
 	class    classify.Class
 	held     bool
+	cost     int64
 	released atomic.Bool
+	settled  atomic.Bool
+}
+
+// Correct settles the token charge with the request's real usage: the
+// difference to the estimate is added to the current window. Calls after
+// the first do nothing; without tokens_per_minute it does nothing.
+func (s *Lease) Correct(tokens int64) {
+	if s.l.limits.AccountTPM <= 0 || !s.settled.CompareAndSwap(false, true) {
+		return
+	}
+	if d := tokens - s.cost; d != 0 {
+		s.l.corrections[s.class].Add(d)
+		notify(s.l.freed)
+	}
 }
 
 // Held reports whether the request had to wait for a later window or a

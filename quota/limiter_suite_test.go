@@ -47,7 +47,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 		var wg sync.WaitGroup
 		for i := range 3 {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive)
+				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
 				if err != nil {
 					t.Error(err)
 					return
@@ -69,10 +69,10 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		for range 2 {
-			wg.Go(func() { _, _ = l.Admit(ctx, classify.Bulk) })
+			wg.Go(func() { _, _ = l.Admit(ctx, classify.Bulk, 0) })
 		}
 		waitUntil(t, "two bulk waiters", func() bool { return l.Queued(classify.Bulk) == 2 })
-		if _, err := l.Admit(ctx, classify.Bulk); !errors.Is(err, ErrQueueFull) {
+		if _, err := l.Admit(ctx, classify.Bulk, 0); !errors.Is(err, ErrQueueFull) {
 			t.Errorf("third: %v, want ErrQueueFull", err)
 		}
 		cancel()
@@ -82,7 +82,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 		cfg := testConfig()
 		cfg.Classes.Bulk.MaxWait = 100 * time.Millisecond
 		l := start(t, cfg)
-		_, err := l.Admit(t.Context(), classify.Bulk)
+		_, err := l.Admit(t.Context(), classify.Bulk, 0)
 		var refused *RefusedError
 		if !errors.As(err, &refused) || !errors.Is(err, ErrWaitTimeout) || refused.RetryAfter < time.Second {
 			t.Errorf("got %v, want ErrWaitTimeout with RetryAfter >= 1s", err)
@@ -95,7 +95,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 		l := start(t, testConfig())
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
-		go func() { _, err := l.Admit(ctx, classify.Bulk); errc <- err }()
+		go func() { _, err := l.Admit(ctx, classify.Bulk, 0); errc <- err }()
 		waitUntil(t, "a bulk waiter", func() bool { return l.Queued(classify.Bulk) == 1 })
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -109,14 +109,14 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 		cfg := testConfig()
 		cfg.Account.MaxInFlight = 2
 		l := start(t, cfg)
-		a, errA := l.Admit(t.Context(), classify.Interactive)
-		b, errB := l.Admit(t.Context(), classify.Interactive)
+		a, errA := l.Admit(t.Context(), classify.Interactive, 0)
+		b, errB := l.Admit(t.Context(), classify.Interactive, 0)
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
 		got := make(chan *Lease, 1)
 		go func() {
-			lease, err := l.Admit(t.Context(), classify.Interactive)
+			lease, err := l.Admit(t.Context(), classify.Interactive, 0)
 			if err != nil {
 				t.Error(err)
 			}

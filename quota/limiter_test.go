@@ -52,7 +52,7 @@ func TestLimiterFIFO(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range at {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive)
+				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
 				if err != nil {
 					t.Errorf("request %d: %v", i, err)
 					return
@@ -84,7 +84,7 @@ func TestLimiterMaxWait(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range errs {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive)
+				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
 				if err == nil {
 					lease.Release()
 				}
@@ -104,7 +104,7 @@ func TestLimiterMaxWait(t *testing.T) {
 		var late [3]error
 		for i := range late {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive)
+				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
 				if err == nil {
 					lease.Release()
 				}
@@ -135,14 +135,14 @@ func TestLimiterMaxQueue(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		for range 2 { // bulk has no allowance at all: both wait
-			wg.Go(func() { _, _ = l.Admit(ctx, classify.Bulk) })
+			wg.Go(func() { _, _ = l.Admit(ctx, classify.Bulk, 0) })
 		}
 		synctest.Wait()
 		if q := l.Queued(classify.Bulk); q != 2 {
 			t.Fatalf("queued %d, want 2", q)
 		}
 		start := time.Now()
-		_, err := l.Admit(ctx, classify.Bulk)
+		_, err := l.Admit(ctx, classify.Bulk, 0)
 		if !errors.Is(err, ErrQueueFull) || time.Since(start) != 0 {
 			t.Fatalf("third bulk request: %v after %s, want ErrQueueFull at once", err, time.Since(start))
 		}
@@ -156,7 +156,7 @@ func TestLimiterDisconnectLeavesQueue(t *testing.T) {
 		l, _ := testLimiter(t, smallConfig())
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
-		go func() { _, err := l.Admit(ctx, classify.Bulk); errc <- err }()
+		go func() { _, err := l.Admit(ctx, classify.Bulk, 0); errc <- err }()
 		synctest.Wait()
 		if q := l.Queued(classify.Bulk); q != 1 {
 			t.Fatalf("queued %d, want 1", q)
@@ -178,14 +178,14 @@ func TestLimiterInFlightRelease(t *testing.T) {
 		cfg.Account.RequestsPerMinute = 6000
 		cfg.Account.MaxInFlight = 2
 		l, _ := testLimiter(t, cfg)
-		a, errA := l.Admit(t.Context(), classify.Interactive)
-		b, errB := l.Admit(t.Context(), classify.Interactive)
+		a, errA := l.Admit(t.Context(), classify.Interactive, 0)
+		b, errB := l.Admit(t.Context(), classify.Interactive, 0)
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
 		got := make(chan *Lease, 1)
 		go func() {
-			lease, err := l.Admit(t.Context(), classify.Interactive)
+			lease, err := l.Admit(t.Context(), classify.Interactive, 0)
 			if err != nil {
 				t.Error(err)
 			}
@@ -218,7 +218,7 @@ func TestLimiterCloseRefusesWaiters(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()
 		errc := make(chan error, 1)
-		go func() { _, err := l.Admit(t.Context(), classify.Bulk); errc <- err }()
+		go func() { _, err := l.Admit(t.Context(), classify.Bulk, 0); errc <- err }()
 		synctest.Wait()
 		cancel()
 		if err := <-errc; !errors.Is(err, ErrClosed) {
@@ -227,7 +227,7 @@ func TestLimiterCloseRefusesWaiters(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		if _, err := l.Admit(t.Context(), classify.Bulk); !errors.Is(err, ErrClosed) {
+		if _, err := l.Admit(t.Context(), classify.Bulk, 0); !errors.Is(err, ErrClosed) {
 			t.Errorf("Admit after Run: %v, want ErrClosed", err)
 		}
 	})
@@ -244,14 +244,14 @@ func TestLimiterHoldsBulkOnUpstreamWord(t *testing.T) {
 		l.Observe(start, 2*time.Second, 0) // the upstream says: below the reserve for 2 s
 		bulk := make(chan time.Duration, 1)
 		go func() {
-			lease, err := l.Admit(t.Context(), classify.Bulk)
+			lease, err := l.Admit(t.Context(), classify.Bulk, 0)
 			if err != nil {
 				t.Error(err)
 			}
 			lease.Release()
 			bulk <- time.Since(start)
 		}()
-		lease, err := l.Admit(t.Context(), classify.Interactive)
+		lease, err := l.Admit(t.Context(), classify.Interactive, 0)
 		if err != nil || time.Since(start) > releaseDelay {
 			t.Fatalf("interactive: %v after %s, want admitted at once", err, time.Since(start))
 		}

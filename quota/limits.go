@@ -20,6 +20,9 @@ type Limits struct {
 	ReserveInFlight int64
 	// Borrow lets bulk go beyond its share while no interactive request waits.
 	Borrow bool
+	// AccountTPM, BulkTPM and ReserveTPM are the token partition, per
+	// minute; AccountTPM 0 means tokens are not enforced.
+	AccountTPM, BulkTPM, ReserveTPM int64
 }
 
 // Limits returns the fleet-wide limits.
@@ -45,6 +48,9 @@ func (c Config) scaled(replicas int64) Limits {
 		BulkInFlight:    part(inFlight, bc.Share),
 		ReserveInFlight: part(inFlight, ic.Reserve),
 		Borrow:          bc.Borrow,
+		AccountTPM:      part(c.Account.TokensPerMinute, inv),
+		BulkTPM:         part(c.Account.TokensPerMinute, bc.Share*inv),
+		ReserveTPM:      part(c.Account.TokensPerMinute, ic.Reserve*inv),
 	}
 }
 

@@ -28,6 +28,8 @@ type loopState struct {
 	// of; pending says one is waiting.
 	releases *time.Timer
 	pending  bool
+	// costs are reused buffers for TakeRequest.Costs.
+	costs [classify.NumClasses][]int64
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
@@ -92,12 +94,18 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		}
 		force = false
 		now := time.Now()
-		report := l.report(now)
-		res, err := l.store.Take(ctx, TakeRequest{Want: want, Held: l.held(), Upstream: report})
+		req := TakeRequest{Want: want, Held: l.held(), Upstream: l.report(now), Costs: l.costs(want, st)}
+		for c := range req.Corrections {
+			req.Corrections[c] = l.corrections[c].Swap(0)
+		}
+		res, err := l.store.Take(ctx, req)
 		st.lastCall = time.Now()
 		st.pending = false // the call carried every release and report so far
 		if err != nil {
-			l.restoreReport(report, now)
+			l.restoreReport(req.Upstream, now)
+			for c, n := range req.Corrections {
+				l.corrections[c].Add(n)
+			}
 			l.storeFailed(ctx, st, err)
 			return
 		}
@@ -123,6 +131,10 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 	}
 }
 
+// maxBatch bounds one call's grants per class when tokens are enforced, so
+// the list of estimates sent stays small.
+const maxBatch = 4096
+
 // wants is how many of each class to ask for: every waiter of a class that
 // is not blocked.
 func (l *Limiter) wants(st *loopState) PerClass {
@@ -132,9 +144,32 @@ func (l *Limiter) wants(st *loopState) PerClass {
 	for c := range want {
 		if st.blocked[c] == NotBlocked {
 			want[c] = int64(l.classes[c].q.n)
+			if l.limits.AccountTPM > 0 {
+				want[c] = min(want[c], maxBatch)
+			}
 		}
 	}
 	return want
+}
+
+// costs lists the token estimates of the first want waiters of each class,
+// reusing the loop's buffers; nil when tokens are not enforced. Waiters
+// that leave meanwhile only shorten the grant.
+func (l *Limiter) costs(want PerClass, st *loopState) [classify.NumClasses][]int64 {
+	var out [classify.NumClasses][]int64
+	if l.limits.AccountTPM <= 0 {
+		return out
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range out {
+		buf := st.costs[c][:0]
+		for w := l.classes[c].q.head; w != nil && int64(len(buf)) < want[c]; w = w.next {
+			buf = append(buf, w.cost)
+		}
+		st.costs[c], out[c] = buf, buf
+	}
+	return out
 }
 
 // storeFailed handles a failed Take: under on_error "closed" every waiter

@@ -9,6 +9,8 @@ type waiter struct {
 	queued     bool
 	// err, when set with done closed, is why the waiter was not admitted.
 	err error
+	// cost is the request's token estimate, charged at admission.
+	cost int64
 	// held is set once the waiter had to wait for a later window or a
 	// released slot, rather than being granted by the first store call.
 	held bool

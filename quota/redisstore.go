@@ -111,10 +111,18 @@ func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int
 		age, hold, throttle = strconv.FormatInt(u.Age.Milliseconds(), 10), u.Hold.Milliseconds(), u.ThrottleFor.Milliseconds()
 	}
 	const I, B = classify.Interactive, classify.Bulk
-	reply, err := takeScript.Run(ctx, s.client, s.keys, s.replica,
+	args := make([]any, 0, 24+len(req.Costs[I])+len(req.Costs[B]))
+	args = append(args, s.replica,
 		req.Want[I], req.Want[B], req.Held[I], req.Held[B],
 		l.AccountRPM, l.BulkRPM, l.ReserveRPM, l.InFlight, l.BulkInFlight, l.ReserveInFlight, borrow,
-		s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds(), age, hold, throttle).Int64Slice()
+		s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds(), age, hold, throttle,
+		l.AccountTPM, l.BulkTPM, l.ReserveTPM, req.Corrections[I], req.Corrections[B], len(req.Costs[I]))
+	for _, costs := range req.Costs {
+		for _, c := range costs {
+			args = append(args, c)
+		}
+	}
+	reply, err := takeScript.Run(ctx, s.client, s.keys, args...).Int64Slice()
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)

@@ -39,7 +39,7 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 				class := classify.Classes[i%2]
 				wg.Go(func() {
 					for left.Add(-1) >= 0 {
-						lease, err := l.Admit(ctx, class)
+						lease, err := l.Admit(ctx, class, 0)
 						if err != nil {
 							b.Error(err)
 							return

@@ -244,3 +244,12 @@ func TestRedisStoreUpstreamConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestRedisStoreTokenConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	runTokenConformance(t, func(t *testing.T, l Limits, now func() time.Time) Store {
+		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
+		s.clock = now
+		return s
+	})
+}

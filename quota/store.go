@@ -39,6 +39,12 @@ type TakeRequest struct {
 	// Upstream is what the upstream's own headers said since the last call,
 	// or nil.
 	Upstream *UpstreamReport
+	// Costs are, per class, the token estimates of the first waiters in
+	// order (at most Want of them); nil when tokens are not enforced.
+	Costs [classify.NumClasses][]int64
+	// Corrections are, per class, real usage minus the estimates charged
+	// for requests that ended since the last call; added to this window.
+	Corrections PerClass
 }
 
 // UpstreamReport is the freshest account state a replica observed in the
@@ -125,10 +131,12 @@ func (u *upstreamState) hold(now time.Time) time.Duration {
 	return max(0, until.Sub(now))
 }
 
-// window is the state of one second: what each class has used of it.
+// window is the state of one second: what each class has used of it, in
+// requests and in tokens.
 type window struct {
-	sec  int64
-	used PerClass
+	sec    int64
+	used   PerClass
+	tokens PerClass
 }
 
 // grantAll applies the partition rules of DESIGN.md to one call, both
@@ -136,12 +144,18 @@ type window struct {
 // updated in place; inFlight is the fleet's. borrow says bulk may borrow
 // (it is on and no interactive request waits anywhere). The Redis store's
 // take.lua is the same procedure; the conformance suite holds them equal.
-func grantAll(l Limits, sec int64, want PerClass, bulkHeld bool, borrow func(interactiveShort bool) bool, used, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]Blocker) {
+func grantAll(l Limits, sec int64, req TakeRequest, bulkHeld bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]Blocker) {
 	const I, B = classify.Interactive, classify.Bulk
+	want, used, tok := req.Want, &win.used, &win.tokens
+	for c := range tok {
+		tok[c] = max(0, tok[c]+req.Corrections[c])
+	}
 	account := Allowance(sec, l.AccountRPM)
+	tAccount := Allowance(sec, l.AccountTPM)
 	wroom := account - used[I] - used[B]
 	froom := l.InFlight - inFlight[I] - inFlight[B]
 	granted[I], blocker[I] = take(want[I], wroom, froom)
+	granted[I], blocker[I] = takeTokens(l, req.Costs[I], granted[I], blocker[I], tAccount-tok[I]-tok[B], &tok[I])
 	used[I] += granted[I]
 	inFlight[I] += granted[I]
 
@@ -152,19 +166,43 @@ func grantAll(l Limits, sec int64, want PerClass, bulkHeld bool, borrow func(int
 		borrow(granted[I] < want[I]) // interactive's standing is recorded all the same
 		return granted, blocker
 	}
-	total, totalInFlight := used[I]+used[B], inFlight[I]+inFlight[B]
+	total, totalInFlight, totalTokens := used[I]+used[B], inFlight[I]+inFlight[B], tok[I]+tok[B]
 	wroom = Allowance(sec, l.BulkRPM) - used[B]
 	froom = l.BulkInFlight - inFlight[B]
+	troom := Allowance(sec, l.BulkTPM) - tok[B]
 	if l.Borrow && borrow(granted[I] < want[I]) {
 		wroom = max(wroom, account-Allowance(sec, l.ReserveRPM)-total)
 		froom = max(froom, l.InFlight-l.ReserveInFlight-totalInFlight)
+		troom = max(troom, tAccount-Allowance(sec, l.ReserveTPM)-totalTokens)
 	}
 	wroom = min(wroom, account-total)
 	froom = min(froom, l.InFlight-totalInFlight)
+	troom = min(troom, tAccount-totalTokens)
 	granted[B], blocker[B] = take(want[B], wroom, froom)
+	granted[B], blocker[B] = takeTokens(l, req.Costs[B], granted[B], blocker[B], troom, &tok[B])
 	used[B] += granted[B]
 	inFlight[B] += granted[B]
 	return granted, blocker
+}
+
+// takeTokens trims a grant of g requests to the longest first-come prefix
+// whose token estimates fit room, charging them to *used. A request is let
+// through while any room is left, so one second overshoots by at most one
+// request's estimate, and a request larger than a whole second still goes.
+func takeTokens(l Limits, costs []int64, g int64, b Blocker, room int64, used *int64) (int64, Blocker) {
+	if l.AccountTPM <= 0 {
+		return g, b
+	}
+	var n int64
+	for n < g && n < int64(len(costs)) && room > 0 {
+		room -= costs[n]
+		*used += costs[n]
+		n++
+	}
+	if n < g && room <= 0 {
+		return n, BlockedByWindow
+	}
+	return n, b
 }
 
 // take grants what both rooms allow and says which one stopped it.

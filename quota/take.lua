@@ -1,7 +1,8 @@
 -- take.lua: one replica's admission call, both classes, atomically.
 --
 -- KEYS (one {hash tag}, so Redis Cluster keeps them in one slot):
---   1 window    HASH  sec, i, b          what each class used of the current second
+--   1 window    HASH  sec, i, b, ti, tb  what each class used of the current second,
+--                                         in requests and in tokens
 --   2 inflight  HASH  i, b               fleet totals in flight, by class
 --                     <replica>:i, <replica>:b   each replica's own counts
 --   3 heartbeat ZSET  replica -> expiry (ms)     live replicas
@@ -20,6 +21,10 @@
 --   15 in-flight poll (ms): retry hint when only the in-flight bound blocks
 --   16 upstream report age (ms), "" when there is none; 17 its hold (ms after
 --      the observation, 0 lifts an older hold); 18 429 hold (ms from now, 0 none)
+--   19,20,21 tokens per minute: account (0: not enforced), bulk, reserve
+--   22,23 token corrections interactive, bulk (real usage minus estimates)
+--   24 n: how many interactive costs follow; then n interactive token
+--      estimates, then the bulk ones (first waiters first)
 -- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b, hold_ms}
 --   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held).
 
@@ -64,9 +69,34 @@ for c = 1, 2 do
   total[c] = math.max(0, tonumber(redis.call('HGET', kinf, field[c]) or '0') - old + held[c])
 end
 
-local w = redis.call('HMGET', kwin, 'sec', 'i', 'b')
-local used = {0, 0}
-if tonumber(w[1]) == sec then used = {tonumber(w[2]) or 0, tonumber(w[3]) or 0} end
+local w = redis.call('HMGET', kwin, 'sec', 'i', 'b', 'ti', 'tb')
+local used, tok = {0, 0}, {0, 0}
+if tonumber(w[1]) == sec then
+  used = {tonumber(w[2]) or 0, tonumber(w[3]) or 0}
+  tok = {tonumber(w[4]) or 0, tonumber(w[5]) or 0}
+end
+local accountTPM, bulkTPM, reserveTPM = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
+tok[1] = math.max(0, tok[1] + tonumber(ARGV[22]))
+tok[2] = math.max(0, tok[2] + tonumber(ARGV[23]))
+local nI = tonumber(ARGV[24])
+local costStart = {25, 25 + nI}
+local costEnd = {24 + nI, #ARGV}
+
+-- Trims a grant of g to the first waiters whose token estimates fit room:
+-- one request may overshoot, so none is too large to ever go.
+local function takeTokens(c, g, b, room)
+  if accountTPM <= 0 then return g, b end
+  local n = 0
+  local i = costStart[c]
+  while n < g and i <= costEnd[c] and room > 0 do
+    local cost = tonumber(ARGV[i])
+    room = room - cost
+    tok[c] = tok[c] + cost
+    n, i = n + 1, i + 1
+  end
+  if n < g and room <= 0 then return n, 1 end
+  return n, b
+end
 
 -- floor((t+1)·r) − floor(t·r) with r = rpm/60; periodic in t with period 60,
 -- so t = sec mod 60 keeps every product exact.
@@ -103,7 +133,9 @@ local holdMs = math.max(0, math.max(upHold, upThrottle) - nowMs)
 
 local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
+local TA = allowance(accountTPM)
 granted[1], blocker[1] = grant(want[1], A - used[1] - used[2], limIF - total[1] - total[2])
+granted[1], blocker[1] = takeTokens(1, granted[1], blocker[1], TA - tok[1] - tok[2])
 used[1] = used[1] + granted[1]
 total[1] = total[1] + granted[1]
 if granted[1] < want[1] then
@@ -116,18 +148,21 @@ redis.call('ZREMRANGEBYSCORE', kstarved, '-inf', sec - 1)
 if holdMs > 0 then
   if want[2] > 0 then blocker[2] = 3 end
 else
-  local usedAll, inAll = used[1] + used[2], total[1] + total[2]
+  local usedAll, inAll, tokAll = used[1] + used[2], total[1] + total[2], tok[1] + tok[2]
   local wroom, froom = allowance(bulkRPM) - used[2], bulkIF - total[2]
+  local troom = allowance(bulkTPM) - tok[2]
   if borrowOn and redis.call('ZCOUNT', kstarved, sec, '+inf') == 0 then
     wroom = math.max(wroom, A - allowance(reserveRPM) - usedAll)
     froom = math.max(froom, limIF - reserveIF - inAll)
+    troom = math.max(troom, TA - allowance(reserveTPM) - tokAll)
   end
   granted[2], blocker[2] = grant(want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll))
+  granted[2], blocker[2] = takeTokens(2, granted[2], blocker[2], math.min(troom, TA - tokAll))
   used[2] = used[2] + granted[2]
   total[2] = total[2] + granted[2]
 end
 
-redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2])
+redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2], 'ti', tok[1], 'tb', tok[2])
 redis.call('PEXPIRE', kwin, 5000)
 redis.call('HSET', kinf, 'i', total[1], 'b', total[2],
   rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2])

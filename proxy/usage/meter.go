@@ -190,8 +190,10 @@ func (m *Meter) event(name, data []byte) {
 // readBody reads the usage of a whole JSON body.
 func (m *Meter) readBody(body []byte) {
 	switch m.api {
-	case ChatCompletions, Embeddings:
+	case ChatCompletions:
 		m.chatBody(body)
+	case Embeddings:
+		m.embeddingsBody(body)
 	case Responses:
 		m.responsesBody(body)
 	case Messages:

@@ -19,35 +19,41 @@ var (
 	contentKey = []byte(`"content"`)
 )
 
-// chatBody reads a chat completion or embeddings response.
+// chatBody reads a chat completion response.
 func (m *Meter) chatBody(body []byte) {
 	m.chatUsage(gjson.Get(view(body), "usage"))
+}
+
+// embeddingsBody reads an embeddings response: input tokens only.
+func (m *Meter) embeddingsBody(body []byte) {
+	if in := gjson.Get(view(body), "usage.prompt_tokens"); in.Type == gjson.Number {
+		m.setIn(count(in))
+	}
 }
 
 // chatEvent reads one event of a chat completions stream. The usage is on
 // the chunk whose usage is not null: after the last choice with
 // stream_options.include_usage, or on every chunk (cumulative) with vLLM's
 // continuous_usage_stats. An empty choices array alone means nothing: Azure
-// sends content-filter chunks so.
+// sends content-filter chunks so. Nearly every chunk matters (its text
+// counts for the estimate), so each is read in one pass.
 func (m *Meter) chatEvent(data []byte) {
 	if bytes.Equal(data, doneData) {
 		m.terminal = true
 		return
 	}
-	hasUsage, hasContent := bytes.Contains(data, usageKey), bytes.Contains(data, contentKey)
-	if !hasUsage && !hasContent {
-		return
-	}
-	chunk := view(data)
-	if hasUsage {
-		m.chatUsageHighWater(gjson.Get(chunk, "usage"))
-	}
-	if hasContent {
-		gjson.Get(chunk, "choices").ForEach(func(_, choice gjson.Result) bool {
-			m.text += int64(len(choice.Get("delta.content").Str))
-			return true
-		})
-	}
+	gjson.Parse(view(data)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.chatUsageHighWater(value)
+		case "choices":
+			value.ForEach(func(_, choice gjson.Result) bool {
+				m.text += int64(len(choice.Get("delta.content").Str))
+				return true
+			})
+		}
+		return true
+	})
 }
 
 // chatUsage records a usage object of the chat completions shape.
@@ -81,17 +87,17 @@ func (m *Meter) chatUsageHighWater(u gjson.Result) {
 // stream_options.include_usage adds: a chat completion chunk with an empty
 // choices array and a usage object.
 func isUsageChunk(data []byte) bool {
-	if !bytes.Contains(data, usageKey) || !gjson.Valid(view(data)) {
+	if !bytes.Contains(data, usageKey) {
 		return false
 	}
-	chunk := gjson.Parse(view(data))
-	if !chunk.IsObject() {
+	chunk := view(data)
+	if !isEmptyArray(gjson.Get(chunk, "choices")) || !gjson.Get(chunk, "usage").IsObject() {
 		return false
 	}
-	if obj := chunk.Get("object"); obj.Exists() && obj.Str != "chat.completion.chunk" {
+	if obj := gjson.Get(chunk, "object"); obj.Exists() && obj.Str != "chat.completion.chunk" {
 		return false
 	}
-	return isEmptyArray(chunk.Get("choices")) && chunk.Get("usage").IsObject()
+	return gjson.Valid(chunk) && gjson.Parse(chunk).IsObject()
 }
 
 // isEmptyArray reports whether r is a JSON array without elements.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // StripUsageChunk wraps w: an SSE stream passes through unchanged except
@@ -141,17 +142,24 @@ func (s *stripper) piece(text []byte, i, j int, end lineEnd) {
 
 // classify reads the new text of the current line, deciding its kind and
 // where its bytes go, and passing the event on once it cannot be the usage
-// chunk.
+// chunk. done says text ends the line.
 func (s *stripper) classify(text []byte, done bool) {
-	if s.kind == kindUnknown || s.kind == kindData {
-		s.text = append(s.text, text...)
-	}
-	if done && !s.started && s.ev != evCand {
-		s.dest = destForward // a blank line ending an event that passes
+	if !s.started {
+		if done && s.ev != evCand {
+			s.dest = destForward // the blank line of an event that passes
+		}
 		return
 	}
-	if s.kind == kindUnknown && s.started {
-		s.kind = lineKindOf(s.text, done)
+	line := text
+	if s.kind == kindUnknown || s.kind == kindData {
+		// A line that comes whole in one piece is read where it is.
+		if len(s.text) > 0 || !done {
+			s.text = append(s.text, text...)
+			line = s.text
+		}
+	}
+	if s.kind == kindUnknown {
+		s.kind = lineKindOf(line, done)
 		switch {
 		case s.kind == kindComment && s.ev == evFresh:
 			s.dest = destForward
@@ -161,8 +169,11 @@ func (s *stripper) classify(text []byte, done bool) {
 			s.pass() // a second data line: the event's data is not the chunk
 		}
 	}
-	if s.kind == kindData && s.ev != evPass && !mayBeChunk(dataValue(s.text)) {
-		s.pass()
+	if s.kind == kindData && s.ev != evPass {
+		value := dataValue(line)
+		if !mayBeChunk(value) || done && !isUsageChunk(value) {
+			s.pass()
+		}
 	}
 }
 
@@ -175,18 +186,16 @@ func (s *stripper) lineEnd() {
 	case blank:
 		s.flushHeld()
 		s.endDest = destForward
-	case s.ev == evPass:
-		s.endDest = destForward
-	case s.kind == kindData:
-		if isUsageChunk(dataValue(s.text)) {
-			s.ev = evCand
-		} else {
-			s.pass()
-		}
-		s.endDest = s.dest
 	default:
-		if s.kind == kindMeta && s.ev == evFresh {
-			s.ev = evHeld
+		if s.ev != evPass {
+			switch s.kind {
+			case kindData: // classify found the usage chunk
+				s.ev = evCand
+			case kindMeta:
+				if s.ev == evFresh {
+					s.ev = evHeld
+				}
+			}
 		}
 		s.endDest = s.dest
 	}
@@ -253,10 +262,11 @@ func lineKindOf(line []byte, done bool) lineKind {
 	name, _, colon := bytes.Cut(line, []byte{':'})
 	if !colon && !done {
 		for _, field := range [...]string{"data", "event", "id", "retry"} {
-			if len(name) < len(field) && field[:len(name)] == string(name) {
-				return kindUnknown
+			if strings.HasPrefix(field, string(name)) {
+				return kindUnknown // the name may go on
 			}
 		}
+		return kindOther
 	}
 	switch string(name) {
 	case "data":

@@ -1,0 +1,179 @@
+package usage
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// streamSeeds are the fixture streams, the fuzzers' starting points.
+var streamSeeds = []struct {
+	api    API
+	stream string
+}{
+	{ChatCompletions, chatStreamUsage}, {ChatCompletions, crlf(azureStreamUsage)}, {ChatCompletions, vllmStream},
+	{Responses, responsesStream}, {Messages, anthropicStream}, {Messages, cr(anthropicStreamError)},
+}
+
+// FuzzMeterSSE feeds arbitrary streams: the Meter must not panic, must hold
+// bounded memory, must report non-negative counts, and must report the same
+// whatever the sizes of the writes.
+func FuzzMeterSSE(f *testing.F) {
+	for _, s := range streamSeeds {
+		f.Add([]byte(s.stream), uint8(s.api), uint8(7), true)
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, api, size uint8, complete bool) {
+		a := API(api % uint8(Other+1))
+		whole := NewMeter(a, eventStream, est)
+		_, _ = whole.Write(stream)
+		want := whole.Finish(complete)
+
+		m := NewMeter(a, eventStream, est)
+		for p := stream; len(p) > 0; {
+			n := min(int(size%32)+1, len(p))
+			_, _ = m.Write(p[:n])
+			p = p[n:]
+			if len(m.sse.line) > maxLine || len(m.sse.data) > maxEventData {
+				t.Fatalf("holding line %d, data %d bytes", len(m.sse.line), len(m.sse.data))
+			}
+		}
+		got := m.Finish(complete)
+		if got != want {
+			t.Fatalf("in pieces of %d: %+v; whole: %+v", size%32+1, got, want)
+		}
+		if got.Input < 0 || got.Output < 0 || got.Total() < 0 {
+			t.Fatalf("negative usage %+v", got)
+		}
+		if !complete && !got.Estimated {
+			t.Fatalf("cut short but not estimated: %+v", got)
+		}
+	})
+}
+
+// FuzzMeterJSON feeds arbitrary bodies: no panic, non-negative counts, and
+// no output for embeddings.
+func FuzzMeterJSON(f *testing.F) {
+	for _, seed := range []struct {
+		api  API
+		body string
+	}{
+		{ChatCompletions, chatJSON}, {Embeddings, embeddingsJSON}, {Responses, responsesJSON},
+		{Messages, anthropicJSON}, {ChatCompletions, openAIErrorJSON},
+	} {
+		f.Add([]byte(seed.body), uint8(seed.api))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, api uint8) {
+		a := API(api % uint8(Other+1))
+		m := NewMeter(a, appJSON, est)
+		_, _ = m.Write(body)
+		got := m.Finish(true)
+		if got.Input < 0 || got.Output < 0 || got.Total() < 0 {
+			t.Fatalf("negative usage %+v", got)
+		}
+		if a == Embeddings && got.Output != 0 {
+			t.Fatalf("embeddings output %d", got.Output)
+		}
+		if got.Estimated && got != (Usage{Input: est, Estimated: true}) {
+			t.Fatalf("estimate %+v", got)
+		}
+	})
+}
+
+// FuzzInjectStreamUsage: the output is valid JSON when the input was, asks
+// for usage when injected, is the input when not, and the input is never
+// changed.
+func FuzzInjectStreamUsage(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"gpt-4o","stream":true}`,
+		`{"stream":true,"stream_options":{"include_obfuscation":false}}`,
+		`{"stream":true,"stream_options":{"include_usage":false}}`,
+		`{"stream":true,"stream_options":null}`,
+		"{\n \"stream\" : true ,\n\"stream_options\" : { } }",
+		`{"stream":true,"stream_options":[1]}`,
+		`{"stream":false}`,
+		`{"stream":true,`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		in := bytes.Clone(body)
+		out, injected := InjectStreamUsage(body)
+		if !bytes.Equal(body, in) {
+			t.Fatalf("input changed")
+		}
+		if !injected {
+			if !bytes.Equal(out, body) {
+				t.Fatalf("not injected but changed: %q", out)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("injected into invalid JSON %q", body)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("invalid output %q from %q", out, body)
+		}
+		var req struct {
+			Stream        bool `json:"stream"`
+			StreamOptions struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		// encoding/json reads the last of duplicate keys, gjson the first:
+		// check with gjson, which the proxy and sjson use, when they differ.
+		if err := json.Unmarshal(out, &req); err == nil && req.Stream && !req.StreamOptions.IncludeUsage &&
+			!hasDuplicateKeys(out) {
+			t.Fatalf("output does not ask for usage: %s", out)
+		}
+		if gjson.GetBytes(out, "stream_options.include_usage").Type != gjson.True || gjson.GetBytes(out, "stream").Type != gjson.True {
+			t.Fatalf("output does not ask for usage: %s", out)
+		}
+	})
+}
+
+// hasDuplicateKeys reports whether a valid JSON document repeats a key in
+// one object (gjson and encoding/json then read different values).
+func hasDuplicateKeys(doc []byte) bool {
+	dup := false
+	var walk func(gjson.Result)
+	walk = func(r gjson.Result) {
+		seen := map[string]bool{}
+		r.ForEach(func(k, v gjson.Result) bool {
+			if r.IsObject() {
+				if seen[k.String()] {
+					dup = true
+				}
+				seen[k.String()] = true
+			}
+			walk(v)
+			return !dup
+		})
+	}
+	walk(gjson.ParseBytes(doc))
+	return dup
+}
+
+// FuzzStripUsageChunk: the output is the same whatever the sizes of the
+// writes, and a stream without "usage" loses nothing (all of it is written
+// or, for an event the input ends inside, still held).
+func FuzzStripUsageChunk(f *testing.F) {
+	for _, s := range streamSeeds {
+		f.Add([]byte(s.stream), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, size uint8) {
+		var whole, pieces bytes.Buffer
+		ws := StripUsageChunk(&whole).(*stripper)
+		_, _ = ws.Write(stream)
+		_ = writeChunks(StripUsageChunk(&pieces), stream, int(size%32)+1)
+		if !bytes.Equal(whole.Bytes(), pieces.Bytes()) {
+			t.Fatalf("in pieces of %d:\n%q\nwhole:\n%q", size%32+1, pieces.Bytes(), whole.Bytes())
+		}
+		if !bytes.Contains(stream, usageKey) {
+			if got := append(whole.Bytes(), ws.held...); !bytes.Equal(got, stream) {
+				t.Fatalf("without usage, passed+held\n%q\nwant\n%q", got, stream)
+			}
+		}
+	})
+}
