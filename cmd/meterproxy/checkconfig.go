@@ -25,6 +25,12 @@ func checkConfig(cfg Config, w io.Writer) error {
 		p("bulk requests/s (borrowing, at most)\t%.2f\t%.2f", rps(fleet.AccountRPM-fleet.ReserveRPM), rps(local.AccountRPM-local.ReserveRPM))
 	}
 	p("interactive reserve requests/s\t%.2f\t%.2f", rps(fleet.ReserveRPM), rps(local.ReserveRPM))
+	if fleet.AccountTPM > 0 {
+		p("account tokens/s\t%.1f\t%.1f", rps(fleet.AccountTPM), rps(local.AccountTPM))
+		p("bulk tokens/s (own share / borrowing, at most)\t%.1f / %.1f\t%.1f / %.1f", rps(fleet.BulkTPM), rps(fleet.AccountTPM-fleet.ReserveTPM),
+			rps(local.BulkTPM), rps(local.AccountTPM-local.ReserveTPM))
+		p("interactive reserve tokens/s\t%.1f\t%.1f", rps(fleet.ReserveTPM), rps(local.ReserveTPM))
+	}
 	p("in-flight bound\t%d\t%d", fleet.InFlight, local.InFlight)
 	p("bulk in flight (own share / with borrowing)\t%d / %d\t%d / %d",
 		fleet.BulkInFlight, fleet.InFlight-fleet.ReserveInFlight, local.BulkInFlight, local.InFlight-local.ReserveInFlight)
