@@ -190,7 +190,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 	start := time.Now()
 	defer func() {
 		p := recover()
-		h.m.upstream.WithLabelValues(class).Observe(time.Since(start).Seconds())
+		end := time.Now()
+		h.m.upstream.WithLabelValues(class).Observe(end.Sub(start).Seconds())
+		h.m.little[res.Class].add(end, end.Sub(start))
 		switch {
 		case rec.refused != "":
 			h.m.refusals.WithLabelValues(class, rec.refused).Inc()

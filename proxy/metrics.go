@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
@@ -45,6 +46,8 @@ type metrics struct {
 	// upstreamState holds the last known limit, remaining and reset (s)
 	// the upstream reported, by kind (requests, tokens).
 	upstreamState *prometheus.GaugeVec
+	// little measures in flight by Little's law, by class.
+	little [classify.NumClasses]*littleMeter
 }
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
@@ -95,6 +98,23 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 		Name: "meterproxy_in_flight_limit",
 		Help: "The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.",
 	}, func() float64 { return float64(inFlightBound) })
+	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "meterproxy_store_call_duration_seconds",
+		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+	}, []string{"result"})
+	okCalls, errCalls := storeCalls.WithLabelValues("ok"), storeCalls.WithLabelValues("error")
+	lim.OnStoreCall(func(d time.Duration, err error) {
+		if err != nil {
+			errCalls.Observe(d.Seconds())
+			return
+		}
+		okCalls.Observe(d.Seconds())
+	})
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "meterproxy_upstream_hold_seconds",
+		Help: "How much longer bulk is held on the upstream's word (remaining below the interactive reserve, or a 429), as of the store's last answer.",
+	}, func() float64 { return lim.UpstreamHold().Seconds() })
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_store_degraded",
 		Help: "1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.",
@@ -127,6 +147,24 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 			Name: "meterproxy_fleet_in_flight", Help: "Requests in flight across the fleet at the store's last answer, by class.",
 			ConstLabels: prometheus.Labels{"class": class},
 		}, func() float64 { return float64(lim.FleetInFlight(c)) })
+		m.little[c] = &littleMeter{now: time.Now}
+		f.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "meterproxy_measured_in_flight",
+			Help:        "Requests genuinely in flight by Little's law, by class: upstream service time completed in the last 10 s ÷ 10 s (throughput × mean service time).",
+			ConstLabels: prometheus.Labels{"class": class},
+		}, m.little[c].value)
+		for _, unit := range []string{"requests", "tokens"} {
+			f.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "meterproxy_window_used", Help: "What the class used of the current one-second window (fleet-wide with Redis), by unit, as of the store's last answer.",
+				ConstLabels: prometheus.Labels{"class": class, "unit": unit},
+			}, func() float64 {
+				w := lim.Window()
+				if unit == "tokens" {
+					return float64(w.Tokens[c])
+				}
+				return float64(w.Requests[c])
+			})
+		}
 		m.preinit(class, callers)
 	}
 	return m

@@ -38,13 +38,22 @@ type Limiter struct {
 	upstreamHold atomic.Int64
 	// corrections are token corrections not yet sent to the store.
 	corrections [classify.NumClasses]atomic.Int64
+	// window is the store's last word on the current second's use.
+	window atomic.Pointer[WindowUse]
 
 	arrive chan struct{} // a waiter joined a queue
 	freed  chan struct{} // a lease was released, or the upstream reported
 
 	obsMu sync.Mutex
 	obs   observation
+
+	// onStoreCall, when set (before Run), observes every store call.
+	onStoreCall func(d time.Duration, err error)
 }
+
+// OnStoreCall sets f to observe every store call's duration and error, for
+// metrics. Call it before Run.
+func (l *Limiter) OnStoreCall(f func(d time.Duration, err error)) { l.onStoreCall = f }
 
 // observation is the upstream state this replica saw since its last store
 // call; guarded by obsMu.
@@ -245,6 +254,14 @@ func (l *Limiter) restoreReport(r *UpstreamReport, sent time.Time) {
 		l.obs.throttleUntil = until
 	}
 	l.obs.has = true
+}
+
+// Window returns the current window's use as of the store's last answer.
+func (l *Limiter) Window() WindowUse {
+	if w := l.window.Load(); w != nil {
+		return *w
+	}
+	return WindowUse{}
 }
 
 // UpstreamHold returns how much longer bulk is held on the upstream's word,

@@ -100,6 +100,9 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		}
 		res, err := l.store.Take(ctx, req)
 		st.lastCall = time.Now()
+		if l.onStoreCall != nil {
+			l.onStoreCall(st.lastCall.Sub(now), err)
+		}
 		st.pending = false // the call carried every release and report so far
 		if err != nil {
 			l.restoreReport(req.Upstream, now)
@@ -110,6 +113,7 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 			return
 		}
 		l.upstreamHold.Store(int64(res.UpstreamHold))
+		l.window.Store(&res.Window)
 		for c := range res.FleetInFlight {
 			l.fleetInFlight[c].Store(res.FleetInFlight[c])
 		}

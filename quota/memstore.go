@@ -62,5 +62,6 @@ func (s *MemoryStore) take(now time.Time, req TakeRequest) TakeResult {
 	res.Granted, res.Blocker = grantAll(s.limits, sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight)
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
 	res.FleetInFlight = s.inFlight
+	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}
 	return res
 }

@@ -138,8 +138,8 @@ func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int
 
 // parseTake reads take.lua's reply, checking its shape.
 func parseTake(r []int64) (TakeResult, error) {
-	if len(r) != 9 {
-		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 9", len(r))
+	if len(r) != 13 {
+		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 13", len(r))
 	}
 	var res TakeResult
 	for c := range classify.NumClasses {
@@ -149,7 +149,10 @@ func parseTake(r []int64) (TakeResult, error) {
 		}
 		res.Blocker[c] = Blocker(r[2+c])
 		res.FleetInFlight[c] = r[6+c]
+		res.Window.Requests[c] = r[9+c]
+		res.Window.Tokens[c] = r[11+c]
 	}
+	res.Window.Sec = r[5]
 	res.RetryAfter = time.Duration(r[4]) * time.Millisecond
 	res.UpstreamHold = time.Duration(r[8]) * time.Millisecond
 	return res, nil

@@ -97,6 +97,17 @@ type TakeResult struct {
 	// UpstreamHold is how much longer bulk is held on the upstream's word;
 	// 0 when it is not.
 	UpstreamHold time.Duration
+	// Window is the current second's use after this call.
+	Window WindowUse
+}
+
+// WindowUse is what each class has used of one second's allowance.
+type WindowUse struct {
+	// Sec is the window, in Unix seconds of the store's clock.
+	Sec int64 `json:"second"`
+	// Requests and Tokens are what each class used, by class.
+	Requests PerClass `json:"requests"`
+	Tokens   PerClass `json:"tokens"`
 }
 
 // upstreamState is what a store keeps of the upstream's reports, in its own

@@ -25,7 +25,8 @@
 --   22,23 token corrections interactive, bulk (real usage minus estimates)
 --   24 n: how many interactive costs follow; then n interactive token
 --      estimates, then the bulk ones (first waiters first)
--- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b, hold_ms}
+-- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b, hold_ms,
+--         used_i, used_b, tokens_i, tokens_b}
 --   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held).
 
 local kwin, kinf, khb, kstarved, kup = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -181,4 +182,5 @@ for c = 1, 2 do
     if retry == 0 or r < retry then retry = r end
   end
 end
-return {granted[1], granted[2], blocker[1], blocker[2], retry, sec, total[1], total[2], holdMs}
+return {granted[1], granted[2], blocker[1], blocker[2], retry, sec, total[1], total[2], holdMs,
+  used[1], used[2], tok[1], tok[2]}

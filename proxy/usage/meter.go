@@ -38,9 +38,10 @@ const (
 )
 
 // Meter reads one response body as it passes: it is an io.Writer fed with
-// a copy of every byte the client gets. It holds at most one bounded SSE line and event, or a JSON body of up to
-// 4 MiB. A Meter is for one response and one goroutine at a time; make it
-// with NewMeter. The zero Meter reads nothing and reports an estimate of 0.
+// a copy of every byte the client gets. It holds at most one SSE line and
+// one event's data (1 MiB each), or a JSON body of up to 4 MiB. A Meter is
+// for one response, used by one goroutine at a time; make it with NewMeter.
+// The zero Meter reads nothing and reports an estimate of 0.
 type Meter struct {
 	api           API
 	mode          mode
@@ -93,8 +94,9 @@ func isEventStream(contentType string) bool {
 	return strings.EqualFold(strings.TrimSpace(mediaType), "text/event-stream")
 }
 
-// Write reads p. It never fails, never retains p and uses bounded memory;
-// bytes written after Finish are ignored.
+// Write implements io.Writer, reading p as the next bytes of the body. It
+// never fails, never retains p and uses bounded memory; bytes written after
+// Finish are ignored.
 func (m *Meter) Write(p []byte) (int, error) {
 	if m.finished {
 		return len(p), nil

@@ -25,6 +25,7 @@ func TestMeterJSON(t *testing.T) {
 		{"chat", ChatCompletions, appJSON, chatJSON, true, Usage{Input: 19, Output: 10}},
 		{"chat charset", ChatCompletions, "application/json; charset=utf-8", chatJSON, true, Usage{Input: 19, Output: 10}},
 		{"embeddings", Embeddings, appJSON, embeddingsJSON, true, Usage{Input: 8}},
+		{"embeddings output ignored", Embeddings, appJSON, `{"usage":{"prompt_tokens":8,"completion_tokens":3}}`, true, Usage{Input: 8}},
 		{"responses", Responses, appJSON, responsesJSON, true, Usage{Input: 36, Output: 87}},
 		{"anthropic input is the sum of three fields", Messages, appJSON, anthropicJSON, true, Usage{Input: 3 + 1200 + 8000, Output: 503}},
 		{"error body", ChatCompletions, appJSON, openAIErrorJSON, true, Usage{Input: est, Estimated: true}},

@@ -14,9 +14,8 @@ import (
 // reasoning tokens. Embeddings have no completion_tokens.
 
 var (
-	doneData   = []byte("[DONE]")
-	usageKey   = []byte(`"usage"`)
-	contentKey = []byte(`"content"`)
+	doneData = []byte("[DONE]")
+	usageKey = []byte(`"usage"`)
 )
 
 // chatBody reads a chat completion response.
@@ -38,7 +37,7 @@ func (m *Meter) embeddingsBody(body []byte) {
 // sends content-filter chunks so. Nearly every chunk matters (its text
 // counts for the estimate), so each is read in one pass.
 func (m *Meter) chatEvent(data []byte) {
-	if bytes.Equal(data, doneData) {
+	if bytes.Equal(bytes.TrimSpace(data), doneData) {
 		m.terminal = true
 		return
 	}

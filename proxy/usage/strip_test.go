@@ -34,6 +34,12 @@ func TestStripUsageChunk(t *testing.T) {
 		{"responses untouched", responsesStream, responsesStream},
 		{"not an event stream", chatJSON, chatJSON},
 		{"JSON error without newline", openAIErrorJSON, openAIErrorJSON},
+		{"field name only starting like data", sse("data0", chunkUsage), sse("data0")},
+		// A line no event-stream field starts passes its event at once, so
+		// a body that is not an event stream is never held.
+		{"unknown field before the chunk passes it", sse("x: y\n" + chunkUsage), sse("x: y\n" + chunkUsage)},
+		{"unknown field after the chunk goes with it", sse(chunkUsage+"\nx: y", chunkDone), sse(chunkDone)},
+		{"data without colon", sse("data", chunkUsage, chunkDone), sse("data", chunkDone)},
 		{"empty", "", ""},
 	}
 	for _, tt := range tests {
@@ -102,8 +108,12 @@ func TestStripUsageChunkFlush(t *testing.T) {
 		}
 	})
 	t.Run("plain writer", func(t *testing.T) {
-		w := StripUsageChunk(&bytes.Buffer{})
-		w.(interface{ Flush() }).Flush() // does nothing, does not panic
+		var out bytes.Buffer
+		w := StripUsageChunk(&out)
+		w.(interface{ Flush() }).Flush() // nothing to flush: does nothing
+		if _, err := w.Write([]byte(sse(chunkDone))); err != nil || out.String() != sse(chunkDone) {
+			t.Errorf("after Flush: %v, %q", err, out.String())
+		}
 	})
 }
 
