@@ -19,6 +19,8 @@ type ServerConfig struct {
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 	// MaxBodyBytes bounds a request body; larger ones get a 413.
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// AdminToken, when set, is the bearer token /admin/* requires.
+	AdminToken string `koanf:"admin_token"`
 }
 
 // UpstreamConfig is the provider side.

@@ -36,6 +36,10 @@ type Handler struct {
 	// enforceTokens says account.tokens_per_minute is set: requests are
 	// charged a token estimate at admission and corrected at the end.
 	enforceTokens bool
+
+	configVersion, storeMode string
+	store                    StoreStatus
+	last                     lastReport
 }
 
 // Deps are what a Handler is built from.
@@ -56,8 +60,12 @@ type Deps struct {
 	Reserve float64
 	// EnforceTokens says account.tokens_per_minute is set.
 	EnforceTokens bool
-	Log           *slog.Logger
-	Registry      prometheus.Registerer
+	// ConfigVersion identifies the configuration, for /admin/state.
+	ConfigVersion string
+	// StoreMode is "in-process" or "redis", for /admin/state.
+	StoreMode string
+	Log       *slog.Logger
+	Registry  prometheus.Registerer
 }
 
 // StoreStatus is what the metrics read of the quota store.
@@ -78,6 +86,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		classifier: d.Classifier, limiter: d.Limiter, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, classHeader: d.ClassHeader, maxBody: cfg.Server.MaxBodyBytes,
 		bodies: newBodyReader(cfg.Server.MaxBodyBytes), reserve: d.Reserve, injectUsage: cfg.Upstream.InjectStreamUsage, enforceTokens: d.EnforceTokens,
+		configVersion: d.ConfigVersion, storeMode: d.StoreMode, store: d.Store,
 		m: newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
 	}
 	h.rp = &httputil.ReverseProxy{

@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -24,9 +27,18 @@ type Server struct {
 	ready atomic.Bool
 }
 
-// NewServer returns a Server for h, with /healthz, /readyz and /metrics
-// (from gatherer) on the admin listener.
-func NewServer(cfg ServerConfig, h http.Handler, gatherer prometheus.Gatherer, log *slog.Logger) *Server {
+// Admin is what the admin listener serves besides health.
+type Admin struct {
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	// State, when set, serves /admin/state as JSON.
+	State func() State
+}
+
+// NewServer returns a Server for h, with /healthz, /readyz, /metrics and
+// /admin/state on the admin listener; /admin/* requires
+// server.admin_token as a bearer token when it is set.
+func NewServer(cfg ServerConfig, h http.Handler, admin Admin, log *slog.Logger) *Server {
 	s := &Server{grace: cfg.ShutdownGrace, log: log}
 	r := chi.NewRouter()
 	r.Handle("/*", h)
@@ -34,7 +46,18 @@ func NewServer(cfg ServerConfig, h http.Handler, gatherer prometheus.Gatherer, l
 	a := chi.NewRouter()
 	a.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	a.Get("/readyz", s.readyz)
-	a.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	a.Handle("/metrics", promhttp.HandlerFor(admin.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	a.Route("/admin", func(r chi.Router) {
+		r.Use(requireToken(cfg.AdminToken))
+		if admin.State != nil {
+			r.Get("/state", func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(admin.State()) // the client may be gone
+			})
+		}
+	})
 	s.admin = newHTTPServer(a, log)
 	return s
 }
@@ -86,6 +109,23 @@ func (s *Server) Run(ctx context.Context, proxyLn, adminLn net.Listener) error {
 		return errors.Join(err, s.admin.Close())
 	})
 	return g.Wait()
+}
+
+// requireToken answers 401 unless the request carries token as a bearer
+// token; an empty token lets everything through.
+func requireToken(token string) func(http.Handler) http.Handler {
+	want := sha256.Sum256([]byte("Bearer " + token))
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+			if token != "" && subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="meterproxy admin"`)
+				http.Error(w, "admin token required", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 func serve(srv *http.Server, ln net.Listener) error {

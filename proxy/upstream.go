@@ -80,6 +80,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time) {
 	if !known && throttle == 0 {
 		return
 	}
+	h.last.set(obs, resp.StatusCode, now)
 	hold, below := obs.BelowReserve(h.reserve)
 	if !below {
 		hold = 0

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -190,4 +194,26 @@ func decodeErrors(err error) []error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errs
+}
+
+// version identifies the effective configuration: the first 12 hex digits
+// of the SHA-256 of its JSON form with every secret left out.
+func (c Config) version() string {
+	c.Upstream.APIKey, c.Server.AdminToken, c.Store.RedisURL = "", "", redactedURL(c.Store.RedisURL)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "unknown"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// redactedURL drops the userinfo (password) of a URL.
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
 }

@@ -7,6 +7,10 @@
 //	meterproxy [serve] --config FILE     run the proxy (the default command)
 //	meterproxy check-config --config FILE
 //	                                     validate and print the effective numbers
+//	meterproxy plan --config FILE (--latency 800ms | --from http://admin:9090)
+//	        [--replicas N] [--tokens-per-request T] [--json]
+//	                                     size a worker fleet: in-flight bounds, connections,
+//	                                     maxReplicas and batch size at that service time
 //	meterproxy version
 package main
 
@@ -48,6 +52,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("meterproxy "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "YAML config file (defaults and METERPROXY_* variables apply without one)")
+	planArgs := planFlagsFor(cmd, fs) // nil unless cmd is plan
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -65,11 +70,17 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("invalid config:\n%w", err)
 		}
 		return checkConfig(cfg, stdout)
+	case "plan":
+		cfg, err := loadConfig(*path, environ, getenv)
+		if err != nil {
+			return fmt.Errorf("plan: invalid config:\n%w", err)
+		}
+		return runPlan(ctx, cfg, planArgs, stdout)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "meterproxy", version)
 		return err
 	default:
-		_, _ = fmt.Fprintf(stderr, "meterproxy: unknown command %q (want serve, check-config or version)\n", cmd)
+		_, _ = fmt.Fprintf(stderr, "meterproxy: unknown command %q (want serve, check-config, plan or version)\n", cmd)
 		return errUsage
 	}
 }

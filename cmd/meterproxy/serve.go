@@ -37,12 +37,13 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
 		Classifier: classifier, Limiter: limiter, Transport: transport,
-		ClassHeader: cfg.Classify.Header, InFlightBound: limits.InFlight, Store: backend, Reserve: cfg.Classes.Interactive.Reserve, EnforceTokens: cfg.Account.TokensPerMinute > 0, Log: log, Registry: reg,
+		ClassHeader: cfg.Classify.Header, InFlightBound: limits.InFlight, Store: backend, Reserve: cfg.Classes.Interactive.Reserve, EnforceTokens: cfg.Account.TokensPerMinute > 0,
+		ConfigVersion: cfg.version(), StoreMode: storeMode(qcfg), Log: log, Registry: reg,
 	})
 	if err != nil {
 		return err
 	}
-	srv := proxy.NewServer(cfg.Server, h, reg, log)
+	srv := proxy.NewServer(cfg.Server, h, proxy.Admin{Gatherer: reg, State: h.State}, log)
 
 	var lc net.ListenConfig
 	proxyLn, err := lc.Listen(ctx, "tcp", cfg.Server.Listen)
