@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -19,49 +20,33 @@ import (
 // Handler classifies, admits and forwards requests. It is safe for
 // concurrent use.
 type Handler struct {
-	classifier  *classify.Classifier
-	limiter     *quota.Limiter
-	rp          *httputil.ReverseProxy
-	bodies      *bodyReader
-	m           *metrics
-	log         *slog.Logger
-	target      *url.URL
-	apiKey      string
-	classHeader string
-	maxBody     int64
-	// reserve is classes.interactive.reserve: bulk is held while the
-	// upstream reports less than this fraction of a limit remaining.
-	reserve     float64
-	injectUsage bool
-	// enforceTokens says account.tokens_per_minute is set: requests are
-	// charged a token estimate at admission and corrected at the end.
-	enforceTokens bool
-
-	configVersion, storeMode string
-	store                    StoreStatus
-	last                     lastReport
+	// live is the part of the configuration a reload replaces.
+	live      atomic.Pointer[Live]
+	limiter   *quota.Limiter
+	rp        *httputil.ReverseProxy
+	bodies    *bodyReader
+	m         *metrics
+	log       *slog.Logger
+	target    *url.URL
+	apiKey    string
+	maxBody   int64
+	storeMode string
+	store     StoreStatus
+	last      lastReport
 }
 
 // Deps are what a Handler is built from.
 type Deps struct {
-	Classifier *classify.Classifier
-	Limiter    *quota.Limiter
+	// Live is the reloadable part of the configuration.
+	Live    Live
+	Limiter *quota.Limiter
 	// Transport carries every upstream request; see NewTransport.
 	Transport http.RoundTripper
-	// ClassHeader is the header callers mark their class with; it is not
-	// forwarded.
-	ClassHeader string
 	// InFlightBound is the in-flight bound the store enforces (the fleet's
 	// with a shared store), exported as a gauge.
 	InFlightBound int64
 	// Store reports the quota store's health.
 	Store StoreStatus
-	// Reserve is classes.interactive.reserve.
-	Reserve float64
-	// EnforceTokens says account.tokens_per_minute is set.
-	EnforceTokens bool
-	// ConfigVersion identifies the configuration, for /admin/state.
-	ConfigVersion string
 	// StoreMode is "in-process" or "redis", for /admin/state.
 	StoreMode string
 	Log       *slog.Logger
@@ -76,6 +61,34 @@ type StoreStatus interface {
 	Failures() int64
 }
 
+// Live is the part of the configuration that a reload replaces while the
+// proxy serves: who the callers are and how their requests are classified
+// and charged.
+type Live struct {
+	Classifier *classify.Classifier
+	// ClassHeader is the header callers mark their class with; it is not
+	// forwarded.
+	ClassHeader string
+	// Reserve is classes.interactive.reserve: bulk is held while the
+	// upstream reports less than this fraction of a limit remaining.
+	Reserve float64
+	// EnforceTokens says account.tokens_per_minute is set: requests are
+	// charged a token estimate at admission and corrected at the end.
+	EnforceTokens bool
+	// InjectStreamUsage is upstream.inject_stream_usage.
+	InjectStreamUsage bool
+	// ConfigVersion identifies the configuration, for /admin/state.
+	ConfigVersion string
+}
+
+// Reconfigure replaces the live configuration; requests already in
+// progress finish under the one they started with. New caller names get
+// their metric series.
+func (h *Handler) Reconfigure(l Live) {
+	h.m.preinitCallers(l.Classifier.Callers())
+	h.live.Store(&l)
+}
+
 // NewHandler returns the forwarding handler for cfg.
 func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	target, err := url.Parse(cfg.Upstream.URL)
@@ -83,12 +96,12 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{
-		classifier: d.Classifier, limiter: d.Limiter, log: d.Log, target: target,
-		apiKey: cfg.Upstream.APIKey, classHeader: d.ClassHeader, maxBody: cfg.Server.MaxBodyBytes,
-		bodies: newBodyReader(cfg.Server.MaxBodyBytes), reserve: d.Reserve, injectUsage: cfg.Upstream.InjectStreamUsage, enforceTokens: d.EnforceTokens,
-		configVersion: d.ConfigVersion, storeMode: d.StoreMode, store: d.Store,
-		m: newMetrics(d.Registry, d.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
+		limiter: d.Limiter, log: d.Log, target: target,
+		apiKey: cfg.Upstream.APIKey, maxBody: cfg.Server.MaxBodyBytes,
+		bodies: newBodyReader(cfg.Server.MaxBodyBytes), storeMode: d.StoreMode, store: d.Store,
+		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
 	}
+	h.live.Store(&d.Live)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
@@ -103,7 +116,8 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	res, err := h.classifier.Classify(r.Header, r.URL.Path)
+	live := h.live.Load()
+	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	if errors.Is(err, classify.ErrUnknownCaller) {
 		h.refuse(w, r, res, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
@@ -125,13 +139,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.bodies.put(body)
 
-	ex := &exchange{res: res, api: usage.APIForPath(r.URL.Path)}
+	ex := &exchange{res: res, api: usage.APIForPath(r.URL.Path), live: live}
 	payload := body.Bytes()
-	if h.injectUsage && ex.api == usage.ChatCompletions {
+	if live.InjectStreamUsage && ex.api == usage.ChatCompletions {
 		payload, ex.injected = usage.InjectStreamUsage(payload)
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
-	if h.enforceTokens {
+	if live.EnforceTokens {
 		ex.cost = ex.inputEstimate + usage.MaxOutput(payload)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
@@ -225,7 +239,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(h.target)
-	pr.Out.Header.Del(h.classHeader)
+	if ex := exchangeOf(pr.In.Context()); ex != nil {
+		pr.Out.Header.Del(ex.live.ClassHeader)
+	}
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
 	// An uncompressed body, so usage parsing never sees gzip.
 	pr.Out.Header.Set("Accept-Encoding", "identity")

@@ -84,8 +84,10 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	go func() { defer close(done); _ = lim.Run(ctx) }()
 	transport := NewTransport(cfg.Upstream, limits.InFlight)
 	reg := prometheus.NewRegistry()
-	h, err := NewHandler(cfg, Deps{Classifier: cl, Limiter: lim, Transport: transport,
-		ClassHeader: ccfg.Header, InFlightBound: limits.InFlight, Reserve: qcfg.Classes.Interactive.Reserve, Log: log, Registry: reg})
+	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
+		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, EnforceTokens: qcfg.Account.TokensPerMinute > 0}
+	h, err := NewHandler(cfg, Deps{Live: live, Limiter: lim, Transport: transport,
+		InFlightBound: limits.InFlight, Log: log, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

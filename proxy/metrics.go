@@ -170,6 +170,13 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 	return m
 }
 
+// preinitCallers creates the series of callers added by a reload.
+func (m *metrics) preinitCallers(callers []string) {
+	for _, c := range classify.Classes {
+		m.preinit(c.String(), callers)
+	}
+}
+
 // preinit creates every label combination so series exist from the start.
 func (m *metrics) preinit(class string, callers []string) {
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {

@@ -84,7 +84,7 @@ func (l *lastReport) get() *UpstreamState {
 // State returns the live numbers for /admin/state. Safe for concurrent use.
 func (h *Handler) State() State {
 	st := State{
-		ConfigVersion:       h.configVersion,
+		ConfigVersion:       h.live.Load().ConfigVersion,
 		Store:               StoreState{Mode: h.storeMode},
 		Window:              h.limiter.Window(),
 		InFlight:            map[string]int64{},

@@ -17,6 +17,7 @@ import (
 // exchange is one request's metering state, carried to ModifyResponse in
 // the request's context.
 type exchange struct {
+	live          *Live // the configuration the request started under
 	res           classify.Result
 	api           usage.API
 	inputEstimate int64
@@ -47,8 +48,8 @@ func isBatchPath(path string) bool {
 // headers and meters the tokens of successful ones as the body passes.
 func (h *Handler) modifyResponse(resp *http.Response) error {
 	now := time.Now()
-	h.observe(resp, now)
 	ex := exchangeOf(resp.Request.Context())
+	h.observe(resp, now, ex)
 	if ex == nil || ex.api == usage.Other || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return nil
 	}
@@ -69,7 +70,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // is held while any reported remaining allowance is below the interactive
 // reserve, until the announced reset, and for the retry hint of a 429.
 // Headers that say nothing known change nothing.
-func (h *Handler) observe(resp *http.Response, now time.Time) {
+func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	obs := ratelimit.Parse(resp.Header, now)
 	h.m.observeUpstream(obs, resp.StatusCode)
 	var throttle time.Duration
@@ -81,7 +82,11 @@ func (h *Handler) observe(resp *http.Response, now time.Time) {
 		return
 	}
 	h.last.set(obs, resp.StatusCode, now)
-	hold, below := obs.BelowReserve(h.reserve)
+	reserve := h.live.Load().Reserve
+	if ex != nil {
+		reserve = ex.live.Reserve
+	}
+	hold, below := obs.BelowReserve(reserve)
 	if !below {
 		hold = 0
 	}

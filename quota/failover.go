@@ -71,6 +71,7 @@ func (s *FailoverStore) Take(ctx context.Context, req TakeRequest) (TakeResult, 
 	case OnErrorClosed:
 		return TakeResult{}, ErrStoreUnavailable
 	default:
+		req.Limits = req.LocalLimits
 		return s.local.Take(ctx, req)
 	}
 }

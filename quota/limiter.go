@@ -18,9 +18,11 @@ import (
 // concurrent use. Admit may be called before Run starts; waiters are served
 // once it does.
 type Limiter struct {
-	store  Store
-	log    *slog.Logger
-	limits Limits
+	store Store
+	log   *slog.Logger
+	// limits are what the store enforces and the per-replica fallback;
+	// replaced whole by Reconfigure.
+	limits atomic.Pointer[limitSet]
 	// heartbeat is the longest the loop stays silent towards the store; 0
 	// means it only calls when there is something to ask or release.
 	heartbeat time.Duration
@@ -80,12 +82,30 @@ type classQueue struct {
 // the loop calls the store when idle (0: never), so a shared store knows
 // the replica is alive.
 func New(cfg Config, limits Limits, store Store, heartbeat time.Duration, log *slog.Logger) *Limiter {
-	l := &Limiter{store: store, log: log, limits: limits, heartbeat: heartbeat,
+	l := &Limiter{store: store, log: log, heartbeat: heartbeat,
 		arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
-	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
-	l.classes[classify.Interactive] = classQueue{maxWait: ic.MaxWait, maxQueue: ic.MaxQueue}
-	l.classes[classify.Bulk] = classQueue{maxWait: bc.MaxWait, maxQueue: bc.MaxQueue}
+	l.Reconfigure(cfg, limits)
 	return l
+}
+
+// limitSet is one configuration's limits.
+type limitSet struct {
+	enforced, local Limits
+}
+
+// Reconfigure applies a new configuration's classes and limits (what the
+// store enforces; the per-replica fallback is derived from cfg). Waiting
+// and admitted requests keep their place and their slot: the new queue
+// bounds and max_wait apply to requests that arrive from now on, the new
+// limits from the store's next call. Safe to call while serving.
+func (l *Limiter) Reconfigure(cfg Config, limits Limits) {
+	l.limits.Store(&limitSet{enforced: limits, local: cfg.PerReplica()})
+	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
+	l.mu.Lock()
+	l.classes[classify.Interactive].maxWait, l.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
+	l.classes[classify.Bulk].maxWait, l.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
+	l.mu.Unlock()
+	notify(l.arrive) // a waiter blocked under the old limits may go now
 }
 
 // Admit waits until a request of class c, estimated at tokens tokens, may
@@ -99,6 +119,7 @@ func (l *Limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*L
 	w := &waiter{done: make(chan struct{}), cost: max(0, tokens)}
 	cq := &l.classes[c]
 	l.mu.Lock()
+	maxWait := cq.maxWait
 	if l.closed {
 		l.mu.Unlock()
 		return nil, ErrClosed
@@ -112,7 +133,7 @@ func (l *Limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*L
 	l.mu.Unlock()
 	notify(l.arrive)
 
-	timer := time.NewTimer(cq.maxWait)
+	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
 	var cause error
 	select {
@@ -181,7 +202,7 @@ type Lease struct {
 // difference to the estimate is added to the current window. Calls after
 // the first do nothing; without tokens_per_minute it does nothing.
 func (s *Lease) Correct(tokens int64) {
-	if s.l.limits.AccountTPM <= 0 || !s.settled.CompareAndSwap(false, true) {
+	if s.l.limits.Load().enforced.AccountTPM <= 0 || !s.settled.CompareAndSwap(false, true) {
 		return
 	}
 	if d := tokens - s.cost; d != 0 {
@@ -280,11 +301,12 @@ func (l *Limiter) held() PerClass {
 // retryAfter estimates when a request behind ahead others of class c may be
 // admitted, at least a second and at most an hour.
 func (l *Limiter) retryAfter(c classify.Class, ahead int) time.Duration {
-	rpm := l.limits.AccountRPM
+	lim := l.limits.Load().enforced
+	rpm := lim.AccountRPM
 	if c == classify.Bulk {
-		rpm = l.limits.BulkRPM
-		if l.limits.Borrow {
-			rpm = l.limits.AccountRPM - l.limits.ReserveRPM
+		rpm = lim.BulkRPM
+		if lim.Borrow {
+			rpm = lim.AccountRPM - lim.ReserveRPM
 		}
 	}
 	rate := perSecond(rpm)

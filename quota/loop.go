@@ -94,7 +94,9 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		}
 		force = false
 		now := time.Now()
-		req := TakeRequest{Want: want, Held: l.held(), Upstream: l.report(now), Costs: l.costs(want, st)}
+		lims := l.limits.Load()
+		req := TakeRequest{Want: want, Held: l.held(), Upstream: l.report(now), Costs: l.costs(want, st),
+			Limits: lims.enforced, LocalLimits: lims.local}
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
 		}
@@ -148,7 +150,7 @@ func (l *Limiter) wants(st *loopState) PerClass {
 	for c := range want {
 		if st.blocked[c] == NotBlocked {
 			want[c] = int64(l.classes[c].q.n)
-			if l.limits.AccountTPM > 0 {
+			if l.limits.Load().enforced.AccountTPM > 0 {
 				want[c] = min(want[c], maxBatch)
 			}
 		}
@@ -161,7 +163,7 @@ func (l *Limiter) wants(st *loopState) PerClass {
 // that leave meanwhile only shorten the grant.
 func (l *Limiter) costs(want PerClass, st *loopState) [classify.NumClasses][]int64 {
 	var out [classify.NumClasses][]int64
-	if l.limits.AccountTPM <= 0 {
+	if l.limits.Load().enforced.AccountTPM <= 0 {
 		return out
 	}
 	l.mu.Lock()

@@ -59,7 +59,7 @@ func (s *MemoryStore) take(now time.Time, req TakeRequest) TakeResult {
 	}
 	s.upstream.apply(req.Upstream, now)
 	res := TakeResult{UpstreamHold: s.upstream.hold(now)}
-	res.Granted, res.Blocker = grantAll(s.limits, sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight)
+	res.Granted, res.Blocker = grantAll(limitsFor(req, s.limits), sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight)
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
 	res.FleetInFlight = s.inFlight
 	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}

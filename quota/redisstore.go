@@ -101,7 +101,7 @@ func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int
 	if s.clock != nil {
 		clock = strconv.FormatInt(s.clock().UnixMilli(), 10)
 	}
-	l := s.limits
+	l := limitsFor(req, s.limits)
 	borrow := "0"
 	if l.Borrow {
 		borrow = "1"

@@ -45,6 +45,20 @@ type TakeRequest struct {
 	// Corrections are, per class, real usage minus the estimates charged
 	// for requests that ended since the last call; added to this window.
 	Corrections PerClass
+	// Limits, when not zero, replaces the limits the store was built with:
+	// a configuration reload takes effect on the next call.
+	Limits Limits
+	// LocalLimits, when not zero, replaces a fallback store's per-replica
+	// limits (store.on_error local).
+	LocalLimits Limits
+}
+
+// limitsFor is req's limits, or def when the request carries none.
+func limitsFor(req TakeRequest, def Limits) Limits {
+	if req.Limits != (Limits{}) {
+		return req.Limits
+	}
+	return def
 }
 
 // UpstreamReport is the freshest account state a replica observed in the

@@ -63,7 +63,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("invalid config, not starting:\n%w", err)
 		}
-		return serve(ctx, cfg, getenv, newLogger(cfg.Log, stderr))
+		return serve(ctx, cfg, source{path: *path, environ: environ, getenv: getenv}, newLogger(cfg.Log, stderr))
 	case "check-config":
 		cfg, err := loadConfig(*path, environ, getenv)
 		if err != nil {

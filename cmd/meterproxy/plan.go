@@ -297,7 +297,7 @@ func scrapeServiceTime(ctx context.Context, base string) (time.Duration, uint64,
 	}
 	mf := families[upstreamHistogram]
 	if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM {
-		return 0, 0, fmt.Errorf("plan: --from %s: no histogram %s (is it a meterproxy admin address?)", u, upstreamHistogram)
+		return 0, 0, fmt.Errorf("plan: --from %s: no histogram %s (is it the admin address of a meterproxy that has forwarded a request?)", u, upstreamHistogram)
 	}
 	var sum float64
 	var count uint64

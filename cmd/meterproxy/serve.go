@@ -14,10 +14,18 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// source is where the configuration comes from, for reloads.
+type source struct {
+	path    string
+	environ []string
+	getenv  func(string) string
+}
+
 // serve builds the parts from cfg and runs them until ctx ends, then
-// drains within server.shutdown_grace.
-func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger) error {
-	classifier, err := classify.New(cfg.Classify, cfg.Callers, getenv)
+// drains within server.shutdown_grace. SIGHUP and changes to the config
+// file reload it.
+func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error {
+	classifier, err := classify.New(cfg.Classify, cfg.Callers, src.getenv)
 	if err != nil {
 		return fmt.Errorf("invalid config, not starting:\n%w", err)
 	}
@@ -36,9 +44,8 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
-		Classifier: classifier, Limiter: limiter, Transport: transport,
-		ClassHeader: cfg.Classify.Header, InFlightBound: limits.InFlight, Store: backend, Reserve: cfg.Classes.Interactive.Reserve, EnforceTokens: cfg.Account.TokensPerMinute > 0,
-		ConfigVersion: cfg.version(), StoreMode: storeMode(qcfg), Log: log, Registry: reg,
+		Live: live(cfg, classifier), Limiter: limiter, Transport: transport,
+		InFlightBound: limits.InFlight, Store: backend, StoreMode: storeMode(qcfg), Log: log, Registry: reg,
 	})
 	if err != nil {
 		return err
@@ -56,11 +63,13 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 		return fmt.Errorf("server.admin_listen: %w", err)
 	}
 
+	r := newReloader(cfg, src, backend.Shared, limiter, h, reg, log)
 	// The limiter outlives the server's drain: held requests are still
 	// being admitted while the server waits for them.
 	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
 	var g errgroup.Group
 	g.Go(func() error { return limiter.Run(limiterCtx) })
+	g.Go(func() error { r.watch(limiterCtx); return nil })
 	err = srv.Run(ctx, proxyLn, adminLn)
 	stopLimiter()
 	if lerr := g.Wait(); err == nil {
@@ -68,4 +77,13 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	}
 	log.Info("stopped")
 	return err
+}
+
+// live is the reloadable part of cfg.
+func live(cfg Config, classifier *classify.Classifier) proxy.Live {
+	return proxy.Live{
+		Classifier: classifier, ClassHeader: cfg.Classify.Header, Reserve: cfg.Classes.Interactive.Reserve,
+		EnforceTokens: cfg.Account.TokensPerMinute > 0, InjectStreamUsage: cfg.Upstream.InjectStreamUsage,
+		ConfigVersion: cfg.version(),
+	}
 }
