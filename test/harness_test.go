@@ -63,9 +63,15 @@ func (c config) write(t *testing.T) string {
 // requires a clean exit, and fails the test if any of secrets was logged.
 func startProxy(t *testing.T, cfg config, environ []string, secrets ...string) *procs.Proxy {
 	t.Helper()
+	return startProxyFile(t, cfg.write(t), environ, secrets...)
+}
+
+// startProxyFile is startProxy on a config file that exists already.
+func startProxyFile(t *testing.T, path string, environ []string, secrets ...string) *procs.Proxy {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), environ)
+	p, err := procs.StartProxy(ctx, meterproxyBin, path, environ)
 	if err != nil {
 		t.Fatal(err)
 	}

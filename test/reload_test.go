@@ -1,0 +1,115 @@
+package test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"go.yaml.in/yaml/v3"
+)
+
+// TestReloadUnderLoad: bulk's share changes from 2 to 5 requests a second
+// while a bulk flood runs; after SIGHUP the new partition holds from the
+// next second, and no request fails or is lost. A broken file afterwards is
+// refused and changes nothing.
+func TestReloadUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("8 s load run; skipped with -short")
+	}
+	fake := fakeprovider.New(fakeprovider.Config{RecordBodies: false})
+	up := startUpstream(t, fake)
+	cfg := baseConfig(up.URL)
+	cfg.set("log.level", "info")
+	cfg.set("account.requests_per_minute", 600) // 10 a second
+	cfg.set("classes.interactive.reserve", 0)
+	cfg.set("classes.interactive.share", 0.5)
+	cfg.set("classes.bulk.share", 0.2) // 2 a second
+	cfg.set("classes.bulk.borrow", false)
+	cfg.set("classes.bulk.max_wait", "60s")
+	cfg.set("callers", []map[string]any{{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"}})
+	path := cfg.write(t)
+	p := startProxyFile(t, path, fleetEnv, importKey)
+
+	client := newClient(t, 32)
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for range 12 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+				req.Header.Set("Authorization", "Bearer "+importKey)
+				res, err := client.Do(req)
+				if err != nil {
+					return // cancelled by the test at the end: held, not lost
+				}
+				_ = res.Body.Close()
+				mu.Lock()
+				statuses[res.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	waitFor(t, "three seconds of the old partition", func() bool { return len(fake.Arrivals()) >= 4 })
+
+	cfg.set("classes.bulk.share", 0.5) // 5 a second
+	writeYAML(t, path, cfg)
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_config_reloads_total", map[string]string{"result": "success"}) >= 1
+	})
+	reloaded := time.Now().Unix()
+	waitFor(t, "three seconds of the new partition", func() bool { return fake.Arrivals()[reloaded+4] > 0 })
+
+	if err := os.WriteFile(path, []byte("classes: [this is not: a config"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the broken file to be refused", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_config_reloads_total", map[string]string{"result": "failure"}) >= 1
+	})
+	broken := time.Now().Unix()
+	waitFor(t, "two seconds after the broken file", func() bool { return fake.Arrivals()[broken+3] > 0 })
+	stop()
+	wg.Wait()
+
+	arrivals := fake.Arrivals()
+	for s, n := range arrivals {
+		switch {
+		case s < reloaded && n > 2+1:
+			t.Errorf("second %d, before the reload: %d bulk arrivals, want at most 2 (+1 late)", s, n)
+		case s > reloaded && (n > 5+1 || n < 4):
+			t.Errorf("second %d, after the reload: %d bulk arrivals, want 5 (±1)", s, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for status, n := range statuses {
+		if status != http.StatusOK {
+			t.Errorf("%d requests ended %d, want every one forwarded", n, status)
+		}
+	}
+	t.Logf("arrivals per second %v; reloaded in second %d; broken file at %d; answers %v", arrivals, reloaded, broken, statuses)
+}
+
+func writeYAML(t *testing.T, path string, c config) {
+	t.Helper()
+	b, err := yaml.Marshal(map[string]any(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
