@@ -79,6 +79,9 @@ type Live struct {
 	InjectStreamUsage bool
 	// ConfigVersion identifies the configuration, for /admin/state.
 	ConfigVersion string
+	// Shadow (mode: shadow) forwards everything at once and only records
+	// what admission would have decided.
+	Shadow bool
 }
 
 // Reconfigure replaces the live configuration; requests already in
@@ -149,9 +152,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.cost = ex.inputEstimate + usage.MaxOutput(payload)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
-	if isBatchPath(r.URL.Path) {
+	switch {
+	case isBatchPath(r.URL.Path):
 		h.m.admissions.WithLabelValues(res.Class.String(), admitBatch).Inc()
-	} else {
+	case live.Shadow:
+		defer h.shadowAdmit(r.Context(), res.Class, ex.cost)()
+	default:
 		lease, ok := h.admit(w, r, res, ex.cost, start)
 		if !ok {
 			return

@@ -48,6 +48,7 @@ type metrics struct {
 	upstreamState *prometheus.GaugeVec
 	// little measures in flight by Little's law, by class.
 	little [classify.NumClasses]*littleMeter
+	shadow *prometheus.CounterVec
 }
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
@@ -81,6 +82,10 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 			Name: "meterproxy_tokens_total",
 			Help: "Tokens of successful responses by class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
 		}, []string{"class", "caller", "kind", "estimated"}),
+		shadow: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_shadow_decisions_total",
+			Help: "In mode: shadow, what admission would have decided for requests forwarded at once, by class and outcome.",
+		}, []string{"class", "outcome"}),
 		upstream429: f.NewCounter(prometheus.CounterOpts{
 			Name: "meterproxy_upstream_429_total",
 			Help: "Responses in which the upstream itself answered 429.",
@@ -195,6 +200,9 @@ func (m *metrics) preinit(class string, callers []string) {
 	}
 	m.queueWait.WithLabelValues(class)
 	m.upstream.WithLabelValues(class)
+	for _, o := range shadowOutcomes {
+		m.shadow.WithLabelValues(class, o)
+	}
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
 		for _, kind := range []string{"input", "output"} {
 			m.tokens.WithLabelValues(class, caller, kind, "false")

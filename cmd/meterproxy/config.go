@@ -25,6 +25,9 @@ import (
 // Config is the whole configuration file. Each section belongs to the
 // package that uses it; the koanf tags are the user-facing keys.
 type Config struct {
+	// Mode is enforce (the default) or shadow: classify, meter and record
+	// what would have been held or refused, but forward everything at once.
+	Mode     string               `koanf:"mode"`
 	Server   proxy.ServerConfig   `koanf:"server"`
 	Upstream proxy.UpstreamConfig `koanf:"upstream"`
 	Account  quota.AccountConfig  `koanf:"account"`
@@ -47,6 +50,7 @@ type LogConfig struct {
 func defaultConfig() Config {
 	q := quota.DefaultConfig()
 	return Config{
+		Mode:     "enforce",
 		Server:   proxy.DefaultServerConfig(),
 		Upstream: proxy.DefaultUpstreamConfig(),
 		Account:  q.Account,
@@ -115,6 +119,9 @@ func (c Config) validate(getenv func(string) string) error {
 	var errs []error
 	errs = append(errs, c.proxy().Validate(), c.quota().Validate(), c.Classify.Validate(),
 		classify.ValidateCallers(c.Callers, getenv))
+	if c.Mode != "enforce" && c.Mode != "shadow" {
+		errs = append(errs, fmt.Errorf("mode: must be enforce or shadow, got %q", c.Mode))
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

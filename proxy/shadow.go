@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// The outcomes of meterproxy_shadow_decisions_total.
+const (
+	shadowAdmitted   = "admitted"    // would have gone at once
+	shadowHeld       = "held"        // would have waited, then gone
+	shadowQueueFull  = "queue_full"  // would have been refused at once
+	shadowMaxWait    = "max_wait"    // would have been refused after max_wait
+	shadowUnfinished = "unfinished"  // the response ended before the decision
+	shadowOther      = "unavailable" // the store was unavailable or closing
+)
+
+var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowUnfinished, shadowOther}
+
+// shadowAdmit asks the limiter, beside a request that is forwarded at once
+// (mode: shadow), what it would have decided, and records it. The returned
+// func, called when the response ends, releases the slot the shadow
+// admission took, or abandons its wait, so the limiter's counts follow the
+// real traffic.
+func (h *Handler) shadowAdmit(ctx context.Context, c classify.Class, cost int64) func() {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lease, err := h.limiter.Admit(ctx, c, cost)
+		outcome := shadowOther
+		var refused *quota.RefusedError
+		switch {
+		case err == nil && lease.Held():
+			outcome = shadowHeld
+		case err == nil:
+			outcome = shadowAdmitted
+		case errors.As(err, &refused) && errors.Is(err, quota.ErrQueueFull):
+			outcome = shadowQueueFull
+		case errors.As(err, &refused):
+			outcome = shadowMaxWait
+		case errors.Is(err, context.Canceled):
+			outcome = shadowUnfinished
+		}
+		h.m.shadow.WithLabelValues(c.String(), outcome).Inc()
+		if lease != nil {
+			<-ctx.Done() // hold the slot until the response ends
+			lease.Release()
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
