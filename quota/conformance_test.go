@@ -195,12 +195,12 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 	}
 	ms := time.Millisecond
 	steps := []step{
-		{0, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, 0), pc(0, 3), [2]Blocker{nb, nb}},          // borrows up to 10-3; the last overshoots
-		{10 * ms, pc(0, 1), [2][]int64{nil, {1}}, pc(0, 0), pc(0, 0), [2]Blocker{nb, bw}},          // bulk spent
-		{20 * ms, pc(2, 0), [2][]int64{{1, 1}, nil}, pc(0, 0), pc(1, 0), [2]Blocker{bw, nb}},       // interactive finds the last token
+		{0, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, 0), pc(0, 2), [2]Blocker{nb, bw}},          // bulk borrows to 10-3 and takes only what fits
+		{10 * ms, pc(0, 2), [2][]int64{nil, {1, 1}}, pc(0, 0), pc(0, 1), [2]Blocker{nb, bw}},       // the last token before the reserve
+		{20 * ms, pc(3, 0), [2][]int64{{1, 1, 2}, nil}, pc(0, 0), pc(3, 0), [2]Blocker{nb, nb}},    // interactive takes the reserve; the last overshoots by 1
 		{30 * ms, pc(1, 0), [2][]int64{{3}, nil}, pc(0, -5), pc(1, 0), [2]Blocker{nb, nb}},         // bulk used 5 less: room again
-		{time.Second, pc(1, 0), [2][]int64{{50}, nil}, pc(0, 0), pc(1, 0), [2]Blocker{nb, nb}},     // larger than a second still goes
-		{time.Second + ms, pc(1, 1), [2][]int64{{1}, {1}}, pc(0, 0), pc(0, 0), [2]Blocker{bw, bw}}, // and spends it
+		{time.Second, pc(0, 1), [2][]int64{nil, {50}}, pc(0, 0), pc(0, 1), [2]Blocker{nb, nb}},     // bulk's first of a second goes, however large
+		{time.Second + ms, pc(1, 1), [2][]int64{{1}, {1}}, pc(0, 0), pc(0, 0), [2]Blocker{bw, bw}}, // and spends the second
 	}
 	base := time.Unix(1_700_000_000, 0)
 	var now time.Time

@@ -40,6 +40,8 @@ type Limiter struct {
 	upstreamHold atomic.Int64
 	// corrections are token corrections not yet sent to the store.
 	corrections [classify.NumClasses]atomic.Int64
+	// tokensFreed says a correction gave tokens back since the loop looked.
+	tokensFreed atomic.Bool
 	// window is the store's last word on the current second's use.
 	window atomic.Pointer[WindowUse]
 
@@ -207,6 +209,9 @@ func (s *Lease) Correct(tokens int64) {
 	}
 	if d := tokens - s.cost; d != 0 {
 		s.l.corrections[s.class].Add(d)
+		if d < 0 {
+			s.l.tokensFreed.Store(true) // room in this window for those waiting on tokens
+		}
 		notify(s.l.freed)
 	}
 }

@@ -58,8 +58,9 @@ func (l *Limiter) Run(ctx context.Context) error {
 			// Released slots: a class held by the in-flight bound may go
 			// now; otherwise the store hears of them, and of the upstream's
 			// reports, with the next call, or after releaseDelay.
+			tokens := l.tokensFreed.Swap(false)
 			for c, b := range st.blocked {
-				if b == BlockedByInFlight {
+				if b == BlockedByInFlight || (tokens && b == BlockedByWindow) {
 					st.blocked[c] = NotBlocked
 				}
 			}

@@ -180,7 +180,7 @@ func grantAll(l Limits, sec int64, req TakeRequest, bulkHeld bool, borrow func(i
 	wroom := account - used[I] - used[B]
 	froom := l.InFlight - inFlight[I] - inFlight[B]
 	granted[I], blocker[I] = take(want[I], wroom, froom)
-	granted[I], blocker[I] = takeTokens(l, req.Costs[I], granted[I], blocker[I], tAccount-tok[I]-tok[B], &tok[I])
+	granted[I], blocker[I] = takeTokens(l, req.Costs[I], granted[I], blocker[I], tAccount-tok[I]-tok[B], false, &tok[I])
 	used[I] += granted[I]
 	inFlight[I] += granted[I]
 
@@ -204,22 +204,29 @@ func grantAll(l Limits, sec int64, req TakeRequest, bulkHeld bool, borrow func(i
 	froom = min(froom, l.InFlight-totalInFlight)
 	troom = min(troom, tAccount-totalTokens)
 	granted[B], blocker[B] = take(want[B], wroom, froom)
-	granted[B], blocker[B] = takeTokens(l, req.Costs[B], granted[B], blocker[B], troom, &tok[B])
+	granted[B], blocker[B] = takeTokens(l, req.Costs[B], granted[B], blocker[B], troom, true, &tok[B])
 	used[B] += granted[B]
 	inFlight[B] += granted[B]
 	return granted, blocker
 }
 
 // takeTokens trims a grant of g requests to the longest first-come prefix
-// whose token estimates fit room, charging them to *used. A request is let
-// through while any room is left, so one second overshoots by at most one
-// request's estimate, and a request larger than a whole second still goes.
-func takeTokens(l Limits, costs []int64, g int64, b Blocker, room int64, used *int64) (int64, Blocker) {
+// whose token estimates fit room, charging them to *used. Interactive is
+// let through while any room is left: a second overshoots by at most one
+// request. Bulk (strict) takes only what fits, so it never reaches into the
+// reserve — except that its first request of a second goes if any room is
+// left, so no request is too large to ever go.
+func takeTokens(l Limits, costs []int64, g int64, b Blocker, room int64, strict bool, used *int64) (int64, Blocker) {
 	if l.AccountTPM <= 0 {
 		return g, b
 	}
+	first := *used == 0
 	var n int64
 	for n < g && n < int64(len(costs)) && room > 0 {
+		if strict && costs[n] > room && !(first && n == 0) {
+			room = 0 // the next in line does not fit: later ones wait their turn
+			break
+		}
 		room -= costs[n]
 		*used += costs[n]
 		n++

@@ -83,14 +83,21 @@ local nI = tonumber(ARGV[24])
 local costStart = {25, 25 + nI}
 local costEnd = {24 + nI, #ARGV}
 
--- Trims a grant of g to the first waiters whose token estimates fit room:
--- one request may overshoot, so none is too large to ever go.
-local function takeTokens(c, g, b, room)
+-- Trims a grant of g to the first waiters whose token estimates fit room.
+-- Interactive goes while any room is left (one request may overshoot);
+-- bulk (strict) only takes what fits, but for its first request of a
+-- second, so none is too large to ever go. Same as store.go's takeTokens.
+local function takeTokens(c, g, b, room, strict)
   if accountTPM <= 0 then return g, b end
+  local first = tok[c] == 0
   local n = 0
   local i = costStart[c]
   while n < g and i <= costEnd[c] and room > 0 do
     local cost = tonumber(ARGV[i])
+    if strict and cost > room and not (first and n == 0) then
+      room = 0
+      break
+    end
     room = room - cost
     tok[c] = tok[c] + cost
     n, i = n + 1, i + 1
@@ -136,7 +143,7 @@ local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
 local TA = allowance(accountTPM)
 granted[1], blocker[1] = grant(want[1], A - used[1] - used[2], limIF - total[1] - total[2])
-granted[1], blocker[1] = takeTokens(1, granted[1], blocker[1], TA - tok[1] - tok[2])
+granted[1], blocker[1] = takeTokens(1, granted[1], blocker[1], TA - tok[1] - tok[2], false)
 used[1] = used[1] + granted[1]
 total[1] = total[1] + granted[1]
 if granted[1] < want[1] then
@@ -158,7 +165,7 @@ else
     troom = math.max(troom, TA - allowance(reserveTPM) - tokAll)
   end
   granted[2], blocker[2] = grant(want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll))
-  granted[2], blocker[2] = takeTokens(2, granted[2], blocker[2], math.min(troom, TA - tokAll))
+  granted[2], blocker[2] = takeTokens(2, granted[2], blocker[2], math.min(troom, TA - tokAll), true)
   used[2] = used[2] + granted[2]
   total[2] = total[2] + granted[2]
 end
