@@ -41,7 +41,6 @@ type UpstreamState struct {
 	Tokens     WindowReport `json:"tokens"`
 	RetryAfter float64      `json:"retry_after_seconds,omitempty"`
 	Status     int          `json:"status"`
-	raw        ratelimit.Observation
 }
 
 // WindowReport is one dimension of a report; -1 means unknown.

@@ -223,7 +223,7 @@ func takeTokens(l Limits, costs []int64, g int64, b Blocker, room int64, strict 
 	first := *used == 0
 	var n int64
 	for n < g && n < int64(len(costs)) && room > 0 {
-		if strict && costs[n] > room && !(first && n == 0) {
+		if strict && costs[n] > room && (!first || n > 0) {
 			room = 0 // the next in line does not fit: later ones wait their turn
 			break
 		}
