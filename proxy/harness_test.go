@@ -3,13 +3,13 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/meterproxy/meterproxy/test/poll"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
@@ -132,18 +132,5 @@ func newRequest(t *testing.T, method, url, body string) *http.Request {
 	return req
 }
 
-// waitFor polls cond on a ticker until it holds or the deadline passes;
-// used only where the proxy offers no event to wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
+// waitFor is poll.Until.
+func waitFor(t *testing.T, what string, cond func() bool) { t.Helper(); poll.Until(t, what, cond) }

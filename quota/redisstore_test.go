@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"github.com/meterproxy/meterproxy/test/poll"
 	"io"
 	"log/slog"
 	"sync"
@@ -221,21 +222,6 @@ func countLines(s, sub string) int {
 	return n
 }
 
-// waitUntil polls cond: recovery is another goroutine's timer.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 func TestRedisStoreUpstreamConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	runUpstreamConformance(t, func(t *testing.T, l Limits, now func() time.Time) Store {
@@ -253,3 +239,6 @@ func TestRedisStoreTokenConformance(t *testing.T) {
 		return s
 	})
 }
+
+// waitUntil is poll.Until.
+func waitUntil(t *testing.T, what string, cond func() bool) { t.Helper(); poll.Until(t, what, cond) }

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"errors"
+	"github.com/meterproxy/meterproxy/test/poll"
 	"io"
 	"net/http"
 	"os"
@@ -141,18 +142,5 @@ func waitReadyz(t *testing.T, adminURL string, want int) {
 	})
 }
 
-// waitFor polls cond until it holds: for state another process owns, which
-// offers no event to wait on. It fails the test after 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
+// waitFor is poll.Until.
+func waitFor(t *testing.T, what string, cond func() bool) { t.Helper(); poll.Until(t, what, cond) }
