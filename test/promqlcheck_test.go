@@ -1,0 +1,236 @@
+package test
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// The files under charts/meterproxy that name meterproxy's metrics, relative
+// to the module root.
+const (
+	dashboardFile   = "charts/meterproxy/dashboards/meterproxy.json"
+	rulesFile       = "charts/meterproxy/rules/meterproxy-rules.yaml"
+	ruleTemplate    = "charts/meterproxy/templates/prometheusrule.yaml"
+	ruleTemplateIf  = "{{- if .Values.prometheusRule.enabled }}"
+	ruleTemplateEnd = "{{- end }}"
+)
+
+// metricSpec is what meterproxy exports under one metric name: its type and
+// its labels, each with its closed set of values (nil: open, like caller).
+type metricSpec struct {
+	typ    string
+	labels map[string][]string
+}
+
+var (
+	classValues  = []string{"interactive", "bulk"}
+	classLabel   = map[string][]string{"class": classValues}
+	scrapeLabels = []string{"job", "instance"} // added by Prometheus to every series
+)
+
+// exportedMetrics is every metric meterproxy exports (README, "Metrics"),
+// besides the go_* and process_* collectors.
+var exportedMetrics = map[string]metricSpec{
+	"meterproxy_requests_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
+		"outcome": {"forwarded", "refused", "cancelled"}, "code": {"2xx", "3xx", "4xx", "5xx", "none"}}},
+	"meterproxy_refusals_total": {"counter", map[string][]string{"class": classValues, "reason": {"unknown_caller",
+		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "shutting_down", "store_unavailable",
+		"upstream_unreachable", "upstream_timeout"}}},
+	"meterproxy_admissions_total": {"counter", map[string][]string{"class": classValues,
+		"outcome": {"admitted", "held", "refused", "cancelled", "batch"}}},
+	"meterproxy_queue_wait_seconds":        {"histogram", classLabel},
+	"meterproxy_queue_depth":               {"gauge", classLabel},
+	"meterproxy_in_flight":                 {"gauge", classLabel},
+	"meterproxy_fleet_in_flight":           {"gauge", classLabel},
+	"meterproxy_in_flight_limit":           {"gauge", nil},
+	"meterproxy_measured_in_flight":        {"gauge", classLabel},
+	"meterproxy_upstream_duration_seconds": {"histogram", classLabel},
+	"meterproxy_upstream_ratelimit": {"gauge", map[string][]string{"kind": {"requests", "tokens"},
+		"field": {"limit", "remaining", "reset_seconds"}}},
+	"meterproxy_upstream_hold_seconds": {"gauge", nil},
+	"meterproxy_upstream_429_total":    {"counter", nil},
+	"meterproxy_tokens_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
+		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
+	"meterproxy_window_used":                 {"gauge", map[string][]string{"class": classValues, "unit": {"requests", "tokens"}}},
+	"meterproxy_responses_cut_short_total":   {"counter", map[string][]string{"class": classValues, "side": {"client", "upstream"}}},
+	"meterproxy_store_degraded":              {"gauge", nil},
+	"meterproxy_store_errors_total":          {"counter", nil},
+	"meterproxy_store_call_duration_seconds": {"histogram", map[string][]string{"result": {"ok", "error"}}},
+	"meterproxy_config_reloads_total":        {"counter", map[string][]string{"result": {"success", "failure"}}},
+}
+
+// seriesSpec resolves a series name to what meterproxy exports under it: a
+// metric itself, or the _bucket (with le), _sum or _count series of a
+// histogram. open is set for the go_* and process_* collectors, whose labels
+// are not checked.
+func seriesSpec(name string) (spec metricSpec, open, ok bool) {
+	if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+		return metricSpec{}, true, true
+	}
+	if s, found := exportedMetrics[name]; found {
+		return s, false, s.typ != "histogram" // a classic histogram has no series of its bare name
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		s, found := exportedMetrics[strings.TrimSuffix(name, suffix)]
+		if !strings.HasSuffix(name, suffix) || !found || s.typ != "histogram" {
+			continue
+		}
+		if suffix == "_bucket" {
+			s.labels = maps.Clone(s.labels)
+			if s.labels == nil {
+				s.labels = map[string][]string{}
+			}
+			s.labels["le"] = nil
+		}
+		return s, false, true
+	}
+	return metricSpec{}, false, false
+}
+
+var promqlParser = parser.NewParser(parser.Options{})
+
+// checkPromQL parses expr with Prometheus' own parser and reports every
+// problem: a parse error, a selector that names no metric or one meterproxy
+// does not export, a label matcher on a label the metric does not carry or
+// with a value outside its closed set, and a `by`/`on` label that no metric
+// below it carries.
+func checkPromQL(expr string) []error {
+	node, err := promqlParser.ParseExpr(expr)
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			errs = append(errs, checkSelector(n)...)
+		case *parser.AggregateExpr:
+			if !n.Without {
+				errs = append(errs, checkGrouping(n.Grouping, n.Expr)...)
+			}
+		case *parser.BinaryExpr:
+			if m := n.VectorMatching; m != nil && m.On {
+				errs = append(errs, checkGrouping(m.MatchingLabels, n)...)
+			}
+		}
+		return nil
+	})
+	return errs
+}
+
+// selectorName is the metric name a selector names, by name or __name__="…".
+func selectorName(vs *parser.VectorSelector) string {
+	if vs.Name != "" {
+		return vs.Name
+	}
+	for _, m := range vs.LabelMatchers {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
+			return m.Value
+		}
+	}
+	return ""
+}
+
+// literalAlternation matches a regexp that is only literal names joined by |.
+var literalAlternation = regexp.MustCompile(`^[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*$`)
+
+func checkSelector(vs *parser.VectorSelector) []error {
+	name := selectorName(vs)
+	if name == "" {
+		return []error{fmt.Errorf("selector %s names no metric", vs)}
+	}
+	spec, open, ok := seriesSpec(name)
+	if s, found := exportedMetrics[name]; !ok && found {
+		return []error{fmt.Errorf("%s is a %s: select its _bucket, _sum or _count series", name, s.typ)}
+	}
+	if !ok {
+		return []error{fmt.Errorf("%s is not a metric meterproxy exports", name)}
+	}
+	var errs []error
+	for _, m := range vs.LabelMatchers {
+		if open || m.Name == model.MetricNameLabel || slices.Contains(scrapeLabels, m.Name) {
+			continue
+		}
+		values, known := spec.labels[m.Name]
+		switch {
+		case !known:
+			errs = append(errs, fmt.Errorf("%s has no label %q", name, m.Name))
+		case values == nil:
+		case m.Type == labels.MatchEqual || m.Type == labels.MatchNotEqual:
+			if !slices.Contains(values, m.Value) {
+				errs = append(errs, fmt.Errorf("%s{%s}: %q is not one of %v", name, m.Name, m.Value, values))
+			}
+		case literalAlternation.MatchString(m.Value): // =~ and !~ with plain names
+			for _, v := range strings.Split(m.Value, "|") {
+				if !slices.Contains(values, v) {
+					errs = append(errs, fmt.Errorf("%s{%s}: %q is not one of %v", name, m.Name, v, values))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// checkGrouping reports each label of by/on that is neither a scrape label
+// nor a label of some metric selected below node.
+func checkGrouping(grouping []string, node parser.Node) []error {
+	carried := map[string]bool{}
+	for _, l := range scrapeLabels {
+		carried[l] = true
+	}
+	anyOpen := false
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			spec, open, _ := seriesSpec(selectorName(vs))
+			anyOpen = anyOpen || open
+			for l := range spec.labels {
+				carried[l] = true
+			}
+		}
+		return nil
+	})
+	var errs []error
+	for _, l := range grouping {
+		if !carried[l] && !anyOpen {
+			errs = append(errs, fmt.Errorf("no metric in %s carries the label %q", node, l))
+		}
+	}
+	return errs
+}
+
+// grafanaVariable matches $name, ${name}, ${name:format} and [[name]].
+var grafanaVariable = regexp.MustCompile(`\$\{(\w+)(?::[^}]*)?\}|\$(\w+)|\[\[(\w+)(?::[^\]]*)?\]\]`)
+
+// grafanaBuiltins are Grafana's own variables, as values PromQL accepts.
+var grafanaBuiltins = map[string]string{
+	"__rate_interval": "5m", "__interval": "5m", "__range": "5m",
+	"__interval_ms": "300000", "__range_ms": "300000", "__range_s": "300",
+}
+
+// substituteGrafana replaces Grafana's variables in expr: the built-in
+// intervals by 5m, the dashboard's own variables (defined) by `.+` (they are
+// label matcher values here). An undefined variable is an error.
+func substituteGrafana(expr string, defined []string) (string, error) {
+	var errs []error
+	out := grafanaVariable.ReplaceAllStringFunc(expr, func(v string) string {
+		m := grafanaVariable.FindStringSubmatch(v)
+		name := m[1] + m[2] + m[3]
+		if val, ok := grafanaBuiltins[name]; ok {
+			return val
+		}
+		if slices.Contains(defined, name) {
+			return ".+"
+		}
+		errs = append(errs, fmt.Errorf("undefined variable %s", v))
+		return v
+	})
+	return out, errors.Join(errs...)
+}
