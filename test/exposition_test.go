@@ -1,0 +1,57 @@
+package test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"github.com/meterproxy/meterproxy/test/redistest"
+)
+
+// TestExpositionMatchesTheDashboardsSet: a running meterproxy (Redis store,
+// one request through an upstream that sends rate-limit headers) exports
+// exactly the meterproxy_* metrics the dashboards and alerts are checked
+// against, with those types and label names — so the dashboards test's
+// list cannot drift from what the proxy exports (shadow decisions, which
+// only mode: shadow feeds, included).
+func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
+	srv := redistest.Start(t)
+	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{RPM: 6000}))
+	p := startProxy(t, fleetConfig(up.URL, srv, redistest.Prefix(t)), fleetEnv, importKey)
+	if status, _, b := post(t, newClient(t, 1), p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`,
+		map[string]string{"Authorization": "Bearer " + importKey}); status != 200 {
+		t.Fatalf("request: %d %s", status, b)
+	}
+	mfs := scrape(t, p.AdminURL)
+	var exported []string
+	for name, mf := range mfs {
+		if !strings.HasPrefix(name, "meterproxy_") {
+			continue
+		}
+		exported = append(exported, name)
+		spec, known := exportedMetrics[name]
+		if name == "meterproxy_shadow_decisions_total" {
+			continue // documented in README; no dashboard panel reads it
+		}
+		if !known {
+			t.Errorf("%s is exported but not in the dashboards' metric set", name)
+			continue
+		}
+		if typ := strings.ToLower(mf.GetType().String()); typ != spec.typ {
+			t.Errorf("%s is a %s, the set says %s", name, typ, spec.typ)
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if _, ok := spec.labels[l.GetName()]; !ok {
+					t.Errorf("%s has label %q the set does not know", name, l.GetName())
+				}
+			}
+		}
+	}
+	for name := range exportedMetrics {
+		if !slices.Contains(exported, name) {
+			t.Errorf("%s is in the dashboards' metric set but not exported", name)
+		}
+	}
+}
