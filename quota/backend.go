@@ -51,6 +51,25 @@ func OpenBackend(cfg Config, log *slog.Logger) (*Backend, error) {
 	return &Backend{Store: fs, Limits: limits, Heartbeat: cfg.Store.Heartbeat, Shared: true, failover: fs, client: client}, nil
 }
 
+// warmTimeout bounds Warm: a first connection and TLS handshake may take
+// longer than one call's store.timeout.
+const warmTimeout = 2 * time.Second
+
+// Warm connects to Redis and loads the script before the first request, so
+// the first admission does not pay for the dial and the script load inside
+// store.timeout. A failure is only logged: the store starts degraded and
+// recovers when Redis answers.
+func (b *Backend) Warm(ctx context.Context, log *slog.Logger) {
+	if b.client == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
+	defer cancel()
+	if err := takeScript.Load(ctx, b.client).Err(); err != nil {
+		log.Warn("store_warm_failed", slog.String("error", err.Error()))
+	}
+}
+
 // Degraded reports whether the shared store is bypassed after a failure.
 func (b *Backend) Degraded() bool { return b.failover != nil && b.failover.Degraded() }
 

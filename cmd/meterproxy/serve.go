@@ -35,6 +35,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 		return err
 	}
 	defer func() { _ = backend.Close() }()
+	backend.Warm(ctx, log)
 	limits := backend.Limits
 	limiter := quota.New(qcfg, limits, backend.Store, backend.Heartbeat, log)
 	// With a shared store one replica may hold the whole fleet bound.
