@@ -44,29 +44,10 @@ func TestLittlesLawGaugeUnderKnownLoad(t *testing.T) {
 		})
 	}
 	<-time.After(time.Until(stop.Add(-100 * time.Millisecond))) // read the gauge while the load still runs
-	got := gaugeValue(t, p, "meterproxy_measured_in_flight", map[string]string{"class": "bulk"})
+	got := metricValue(t, p.reg, "meterproxy_measured_in_flight", map[string]string{"class": "bulk"})
 	wg.Wait()
 	if got < clients*0.9 || got > clients*1.1 {
 		t.Errorf("measured in flight %.2f, want %d ± 10%%", got, clients)
 	}
 	t.Logf("drove %d in flight; the Little's-law gauge read %.2f", clients, got)
-}
-
-func gaugeValue(t *testing.T, p *testProxy, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := p.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if matches(m, labels) {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
 }

@@ -13,6 +13,12 @@ import (
 // counterValue reads one counter series from reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
+	return metricValue(t, reg, name, labels)
+}
+
+// metricValue reads one counter or gauge series from reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +29,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 		}
 		for _, m := range mf.GetMetric() {
 			if matches(m, labels) {
-				return m.GetCounter().GetValue()
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}

@@ -105,8 +105,26 @@ func startUpstream(t *testing.T, h http.Handler) *httptest.Server {
 	return s
 }
 
-// post sends body to url with headers and returns status, headers, body.
+// post sends body to url with headers and returns status, headers, body;
+// a failed transfer fails the test.
 func post(t *testing.T, client *http.Client, url, body string, headers map[string]string) (int, http.Header, []byte) {
+	t.Helper()
+	status, h, b, err := postFull(t, client, url, body, headers)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return status, h, b
+}
+
+// postRaw is post for answers that may break off: the error comes back,
+// with the bytes read before it.
+func postRaw(t *testing.T, client *http.Client, url, body string, headers map[string]string) (int, []byte, error) {
+	t.Helper()
+	status, _, b, err := postFull(t, client, url, body, headers)
+	return status, b, err
+}
+
+func postFull(t *testing.T, client *http.Client, url, body string, headers map[string]string) (int, http.Header, []byte, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -118,13 +136,10 @@ func post(t *testing.T, client *http.Client, url, body string, headers map[strin
 	}
 	res, err := client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	b, err := io.ReadAll(res.Body)
-	if err = errors.Join(err, res.Body.Close()); err != nil {
-		t.Fatalf("reading %s: %v", url, err)
-	}
-	return res.StatusCode, res.Header, b
+	return res.StatusCode, res.Header, b, errors.Join(err, res.Body.Close())
 }
 
 // newClient returns a client with its own pool, closed at cleanup.

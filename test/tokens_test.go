@@ -86,26 +86,6 @@ func tokensAfter(t *testing.T, adminURL, caller string, before tokenMeter, n int
 	return now.minus(before)
 }
 
-// postRaw sends body to url and reads the whole answer; unlike post, a
-// broken body is returned as err, with the bytes read before it.
-func postRaw(t *testing.T, client *http.Client, url, body string, headers map[string]string) (int, []byte, error) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, errors.Join(err, res.Body.Close())
-}
-
 // sseEvent is one server-sent event as a client reads it.
 type sseEvent struct{ name, data string }
 
