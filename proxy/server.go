@@ -82,9 +82,6 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// Ready reports whether /readyz answers 200.
-func (s *Server) Ready() bool { return s.ready.Load() }
-
 // Run serves on the two listeners until ctx ends, then drains: /readyz turns
 // false, the proxy listener closes, and requests in progress (admitted or
 // held) get server.shutdown_grace to finish before their connections are

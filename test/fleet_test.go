@@ -24,10 +24,7 @@ func fleetConfig(upstreamURL string, srv *redistest.Server, prefix string) confi
 	cfg.set("store.key_prefix", prefix)
 	cfg.set("store.timeout", "200ms") // the race detector and 2 cores slow every call
 	cfg.set("store.heartbeat", "500ms")
-	cfg.set("callers", []map[string]any{
-		{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
-		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
-	})
+	cfg.withCallers()
 	return cfg
 }
 

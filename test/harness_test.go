@@ -32,6 +32,16 @@ func baseConfig(upstreamURL string) config {
 	return c
 }
 
+// withCallers configures the two callers most tests use: chat-frontend
+// (interactive, key chatKey) and nightly-import (bulk, key importKey), whose
+// keys come from fleetEnv.
+func (c config) withCallers() {
+	c.set("callers", []map[string]any{
+		{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
+		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
+	})
+}
+
 func (c config) set(key string, v any) {
 	m := map[string]any(c)
 	parts := strings.Split(key, ".")

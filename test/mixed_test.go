@@ -69,11 +69,8 @@ func TestMixedRun(t *testing.T) {
 	cfg.set("account.requests_per_minute", rpm)
 	cfg.set("classes.interactive.max_wait", "2s")
 	cfg.set("classes.bulk.max_wait", "3s")
-	cfg.set("callers", []map[string]any{
-		{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
-		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
-	})
-	p := startProxy(t, cfg, []string{"CHAT_KEY=" + chatKey, "IMPORT_KEY=" + importKey}, chatKey, importKey)
+	cfg.withCallers()
+	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	client := newClient(t, 128)
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	out := newOutcomes()

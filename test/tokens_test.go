@@ -494,10 +494,7 @@ func TestTokensPerMinutePartition(t *testing.T) {
 	cfg.set("account.tokens_per_minute", tpm)
 	cfg.set("classes.interactive.max_wait", "2s")
 	cfg.set("classes.bulk.max_wait", "3s")
-	cfg.set("callers", []map[string]any{
-		{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
-		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
-	})
+	cfg.withCallers()
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	client := newClient(t, 64)
 

@@ -43,10 +43,7 @@ func runUpstreamHold(t *testing.T, path, body string) {
 	cfg.set("log.level", "info")
 	cfg.set("account.requests_per_minute", 6000) // the config is wrong: 100 a second
 	cfg.set("classes.bulk.max_wait", "60s")
-	cfg.set("callers", []map[string]any{
-		{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
-		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
-	})
+	cfg.withCallers()
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	client := newClient(t, 64)
 	out := newOutcomes()
