@@ -24,6 +24,12 @@ type Caller struct {
 	// MayClaimInteractive lets the caller choose interactive with the class
 	// header. Any caller may choose bulk.
 	MayClaimInteractive bool `koanf:"may_claim_interactive"`
+	// MaxInFlight caps this caller's requests in flight, fleet-wide, inside
+	// its class's bound; 0 means no cap of its own.
+	MaxInFlight int64 `koanf:"max_in_flight"`
+	// RequestsPerMinute caps this caller's admissions per minute,
+	// fleet-wide, inside its class's share; 0 means no cap of its own.
+	RequestsPerMinute int64 `koanf:"requests_per_minute"`
 }
 
 // ValidateCallers reports every problem in callers at once, each naming its
@@ -74,6 +80,12 @@ func compileCallers(callers []Caller, getenv func(string) string) ([]entry, erro
 		}
 		if !c.Class.Valid() {
 			bad(key+".class", "must be \"interactive\" or \"bulk\", got %s", c.Class)
+		}
+		if c.MaxInFlight < 0 {
+			bad(key+".max_in_flight", "must be >= 0 (0 = no cap), got %d", c.MaxInFlight)
+		}
+		if c.RequestsPerMinute < 0 {
+			bad(key+".requests_per_minute", "must be >= 0 (0 = no cap), got %d", c.RequestsPerMinute)
 		}
 		hash, field, err := callerHash(c, getenv)
 		if err != nil {

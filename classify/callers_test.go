@@ -51,6 +51,9 @@ func TestValidateCallers(t *testing.T) {
 		}, map[string]string{"CHAT": chatKey}, []string{`callers[1].key_env: same key as callers[0]`}},
 		{"bad class", []Caller{{Name: "a", KeySHA256: chatHash, Class: 5}}, nil,
 			[]string{`callers[0].class: must be "interactive" or "bulk", got class(5)`}},
+		{"caps", []Caller{{Name: "a", KeySHA256: chatHash, MaxInFlight: 3, RequestsPerMinute: 120}}, nil, nil},
+		{"negative caps", []Caller{{Name: "a", KeySHA256: chatHash, MaxInFlight: -1, RequestsPerMinute: -5}}, nil,
+			[]string{"callers[0].max_in_flight: must be >= 0", "callers[0].requests_per_minute: must be >= 0"}},
 		{"every problem at once", []Caller{
 			{Name: "", KeySHA256: chatKey},
 			{Name: "x", KeyEnv: "MISSING"},

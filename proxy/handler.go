@@ -23,6 +23,7 @@ type Handler struct {
 	// live is the part of the configuration a reload replaces.
 	live      atomic.Pointer[Live]
 	limiter   *quota.Limiter
+	caps      *quota.Caps
 	rp        *httputil.ReverseProxy
 	bodies    *bodyReader
 	m         *metrics
@@ -40,6 +41,9 @@ type Deps struct {
 	// Live is the reloadable part of the configuration.
 	Live    Live
 	Limiter *quota.Limiter
+	// Caps admits every request: through its caller's cap, if it has one,
+	// then through Limiter.
+	Caps *quota.Caps
 	// Transport carries every upstream request; see NewTransport.
 	Transport http.RoundTripper
 	// InFlightBound is the in-flight bound the store enforces (the fleet's
@@ -99,10 +103,10 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{
-		limiter: d.Limiter, log: d.Log, target: target,
+		limiter: d.Limiter, caps: d.Caps, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, maxBody: cfg.Server.MaxBodyBytes,
 		bodies: newBodyReader(cfg.Server.MaxBodyBytes), storeMode: d.StoreMode, store: d.Store,
-		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Store, d.InFlightBound),
+		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Caps, d.Store, d.InFlightBound),
 	}
 	h.live.Store(&d.Live)
 	h.rp = &httputil.ReverseProxy{
@@ -156,7 +160,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case isBatchPath(r.URL.Path):
 		h.m.admissions.WithLabelValues(res.Class.String(), admitBatch).Inc()
 	case live.Shadow:
-		defer h.shadowAdmit(r.Context(), res.Class, ex.cost)()
+		defer h.shadowAdmit(r.Context(), res, ex.cost)()
 	default:
 		lease, ok := h.admit(w, r, res, ex.cost, start)
 		if !ok {
@@ -175,7 +179,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // admit waits for admission; when it fails the answer is already written.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Result, cost int64, start time.Time) (*quota.Lease, bool) {
 	class := res.Class.String()
-	lease, err := h.limiter.Admit(r.Context(), res.Class, cost)
+	lease, err := h.caps.Admit(r.Context(), res.Caller, res.Class, cost)
 	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
 	if err == nil {
 		outcome := admitAdmitted
@@ -191,6 +195,12 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Res
 			message: "meterproxy: the " + class + " queue is full", retryAfter: refused.RetryAfter, retry: true}
 		if errors.Is(err, quota.ErrWaitTimeout) {
 			f.reason, f.message = reasonMaxWait, "meterproxy: no "+class+" capacity within the class's max_wait"
+		}
+		if refused.Caller != "" {
+			f.reason, f.message = reasonCallerCap, "meterproxy: this caller's own cap (callers[].max_in_flight, requests_per_minute) left no room within the "+class+" class's max_wait"
+			if errors.Is(err, quota.ErrQueueFull) {
+				f.message = "meterproxy: too many of this caller's requests already wait for its own cap"
+			}
 		}
 		h.refuse(w, r, res, f)
 		return nil, false

@@ -77,16 +77,22 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	limits := qcfg.PerReplica()
-	lim := quota.New(qcfg, limits, quota.NewMemoryStore(limits, nil), 0, log)
+	backend, err := quota.OpenBackend(qcfg, log) // in process: nothing to close
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := backend.Limits
+	lim := quota.New(qcfg, limits, backend.Store, 0, log)
+	caps := quota.NewCaps(lim, backend, qcfg, quota.CallerCaps(callers), log)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = lim.Run(ctx) }()
+	var running sync.WaitGroup
+	running.Go(func() { _ = lim.Run(ctx) })
+	running.Go(func() { _ = caps.Run(ctx) })
 	transport := NewTransport(cfg.Upstream, limits.InFlight)
 	reg := prometheus.NewRegistry()
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, EnforceTokens: qcfg.Account.TokensPerMinute > 0}
-	h, err := NewHandler(cfg, Deps{Live: live, Limiter: lim, Transport: transport,
+	h, err := NewHandler(cfg, Deps{Live: live, Limiter: lim, Caps: caps, Transport: transport,
 		InFlightBound: limits.InFlight, Log: log, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +101,7 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	t.Cleanup(func() {
 		front.Close()
 		cancel()
-		<-done
+		running.Wait()
 		transport.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("proxy logs:\n%s", logs.String())

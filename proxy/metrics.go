@@ -53,8 +53,9 @@ type metrics struct {
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
-func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, store StoreStatus, inFlightBound int64) *metrics {
+func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, caps *quota.Caps, store StoreStatus, inFlightBound int64) *metrics {
 	f := promauto.With(reg)
+	reg.MustRegister(newCapCollector(caps))
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_requests_total",

@@ -30,7 +30,10 @@ const (
 	reasonBadRequest    = "bad_request"
 	reasonQueueFull     = "queue_full"
 	reasonMaxWait       = "max_wait_exceeded"
-	reasonShuttingDown  = "shutting_down"
+	// reasonCallerCap: the caller's own cap (callers[].max_in_flight,
+	// requests_per_minute) left no room in time, or its queue is full.
+	reasonCallerCap    = "caller_cap_exceeded"
+	reasonShuttingDown = "shutting_down"
 	// reasonStoreUnavailable: the store failed under store.on_error closed.
 	reasonStoreUnavailable = "store_unavailable"
 	reasonUnreachable      = "upstream_unreachable"
@@ -39,7 +42,7 @@ const (
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
-	reasonMaxWait, reasonShuttingDown, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
+	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

@@ -25,12 +25,13 @@ var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shado
 // func, called when the response ends, releases the slot the shadow
 // admission took, or abandons its wait, so the limiter's counts follow the
 // real traffic.
-func (h *Handler) shadowAdmit(ctx context.Context, c classify.Class, cost int64) func() {
+func (h *Handler) shadowAdmit(ctx context.Context, res classify.Result, cost int64) func() {
+	c := res.Class
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lease, err := h.limiter.Admit(ctx, c, cost)
+		lease, err := h.caps.Admit(ctx, res.Caller, c, cost)
 		outcome := shadowOther
 		var refused *quota.RefusedError
 		switch {

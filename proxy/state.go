@@ -26,6 +26,8 @@ type State struct {
 	UpstreamHoldSeconds float64 `json:"upstream_hold_seconds"`
 	// Upstream is the provider's last reported account state.
 	Upstream *UpstreamState `json:"upstream,omitempty"`
+	// Caps are the capped callers' numbers, by caller name.
+	Caps map[string]quota.CapState `json:"caps"`
 }
 
 // StoreState is the store part of State.
@@ -91,6 +93,7 @@ func (h *Handler) State() State {
 		Queued:              map[string]int{},
 		UpstreamHoldSeconds: h.limiter.UpstreamHold().Seconds(),
 		Upstream:            h.last.get(),
+		Caps:                h.caps.State(),
 	}
 	if h.store != nil {
 		st.Store.Degraded = h.store.Degraded()

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,14 @@ type Backend struct {
 
 	failover *FailoverStore
 	client   redis.UniversalClient
+	store    StoreConfig
+	replica  string
+	log      *slog.Logger
+
+	mu sync.Mutex
+	// capStores are the callers' caps' failover stores, closed with the
+	// backend.
+	capStores []*FailoverStore
 }
 
 // probeEvery is how often a degraded store tries Redis again.
@@ -35,7 +44,7 @@ const probeEvery = 250 * time.Millisecond
 func OpenBackend(cfg Config, log *slog.Logger) (*Backend, error) {
 	if cfg.Store.RedisURL == "" {
 		limits := cfg.PerReplica()
-		return &Backend{Store: NewMemoryStore(limits, nil), Limits: limits}, nil
+		return &Backend{Store: NewMemoryStore(limits, nil), Limits: limits, store: cfg.Store, log: log}, nil
 	}
 	client, err := NewRedisClient(cfg.Store.RedisURL, cfg.Store.Timeout)
 	if err != nil {
@@ -45,10 +54,43 @@ func OpenBackend(cfg Config, log *slog.Logger) (*Backend, error) {
 	primary := NewRedisStore(client, limits, RedisStoreOptions{
 		KeyPrefix: cfg.Store.KeyPrefix, Timeout: cfg.Store.Timeout, Heartbeat: cfg.Store.Heartbeat,
 	})
-	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
-	fs := NewFailoverStore(primary, NewMemoryStore(cfg.PerReplica(), nil), cfg.Store.OnError, ping, probeEvery,
-		log.With(slog.String("replica", primary.Replica())))
-	return &Backend{Store: fs, Limits: limits, Heartbeat: cfg.Store.Heartbeat, Shared: true, failover: fs, client: client}, nil
+	b := &Backend{Limits: limits, Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
+		store: cfg.Store, replica: primary.Replica(), log: log.With(slog.String("replica", primary.Replica()))}
+	b.failover = b.failoverFor(primary, cfg.PerReplica())
+	b.Store = b.failover
+	return b, nil
+}
+
+// failoverFor puts primary behind the store.on_error policy, with local
+// enforcing the per-replica limits.
+func (b *Backend) failoverFor(primary Store, local Limits) *FailoverStore {
+	ping := func(ctx context.Context) error { return b.client.Ping(ctx).Err() }
+	return NewFailoverStore(primary, NewMemoryStore(local, nil), b.store.OnError, ping, probeEvery, b.log)
+}
+
+// LimitsFor is what this backend's store enforces for cfg: the fleet's
+// limits with Redis, one replica's in process.
+func (b *Backend) LimitsFor(cfg Config) Limits {
+	if b.Shared {
+		return cfg.Limits()
+	}
+	return cfg.PerReplica()
+}
+
+// capStore returns a store of its own for one caller's cap, keyed under
+// {key_prefix:cap:name} in Redis, behind the same store.on_error policy.
+func (b *Backend) capStore(name string, cfg Config) Store {
+	if !b.Shared {
+		return NewMemoryStore(cfg.PerReplica(), nil)
+	}
+	primary := NewRedisStore(b.client, cfg.Limits(), RedisStoreOptions{
+		KeyPrefix: b.store.KeyPrefix + ":cap:" + name, Timeout: b.store.Timeout, Heartbeat: b.store.Heartbeat, Replica: b.replica,
+	})
+	fs := b.failoverFor(primary, cfg.PerReplica())
+	b.mu.Lock()
+	b.capStores = append(b.capStores, fs)
+	b.mu.Unlock()
+	return fs
 }
 
 // warmTimeout bounds Warm: a first connection and TLS handshake may take
@@ -87,5 +129,10 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.failover.Close()
+	b.mu.Lock()
+	for _, fs := range b.capStores {
+		fs.Close()
+	}
+	b.mu.Unlock()
 	return b.client.Close()
 }

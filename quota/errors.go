@@ -26,10 +26,17 @@ type RefusedError struct {
 	Reason error
 	// RetryAfter estimates when a retry may be admitted; at least a second.
 	RetryAfter time.Duration
+	// Caller, when set, names the caller whose own cap (callers[].
+	// max_in_flight, requests_per_minute) refused the request; empty when
+	// the class did.
+	Caller string
 }
 
 // Error implements error.
 func (e *RefusedError) Error() string {
+	if e.Caller != "" {
+		return fmt.Sprintf("%v (caller %s's cap, class %s, retry after %s)", e.Reason, e.Caller, e.Class, e.RetryAfter)
+	}
 	return fmt.Sprintf("%v (class %s, retry after %s)", e.Reason, e.Class, e.RetryAfter)
 }
 

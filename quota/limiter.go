@@ -26,6 +26,9 @@ type Limiter struct {
 	// heartbeat is the longest the loop stays silent towards the store; 0
 	// means it only calls when there is something to ask or release.
 	heartbeat time.Duration
+	// quiet skips the heartbeat while nothing is in flight: a caller's cap
+	// has no gauge to keep fresh, and an idle one need not keep its slots.
+	quiet bool
 
 	mu      sync.Mutex
 	classes [classify.NumClasses]classQueue
@@ -42,6 +45,9 @@ type Limiter struct {
 	corrections [classify.NumClasses]atomic.Int64
 	// tokensFreed says a correction gave tokens back since the loop looked.
 	tokensFreed atomic.Bool
+	// reconfigured says the limits changed since the loop looked: whatever
+	// blocked a class may not any more.
+	reconfigured atomic.Bool
 	// window is the store's last word on the current second's use.
 	window atomic.Pointer[WindowUse]
 
@@ -107,7 +113,8 @@ func (l *Limiter) Reconfigure(cfg Config, limits Limits) {
 	l.classes[classify.Interactive].maxWait, l.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	l.classes[classify.Bulk].maxWait, l.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
 	l.mu.Unlock()
-	notify(l.arrive) // a waiter blocked under the old limits may go now
+	l.reconfigured.Store(true)
+	notify(l.freed) // a waiter blocked under the old limits may go now
 }
 
 // Admit waits until a request of class c, estimated at tokens tokens, may
@@ -118,10 +125,19 @@ func (l *Limiter) Reconfigure(cfg Config, limits Limits) {
 // ErrStoreUnavailable when the store failed under on_error "closed",
 // ErrClosed after Run has stopped, or the context's error if ctx ends first.
 func (l *Limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*Lease, error) {
+	return l.admitBy(ctx, c, tokens, time.Time{})
+}
+
+// admitBy is Admit with the wait ending at deadline when that comes before
+// max_wait does; a zero deadline means max_wait alone.
+func (l *Limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, deadline time.Time) (*Lease, error) {
 	w := &waiter{done: make(chan struct{}), cost: max(0, tokens)}
 	cq := &l.classes[c]
 	l.mu.Lock()
 	maxWait := cq.maxWait
+	if !deadline.IsZero() {
+		maxWait = min(maxWait, time.Until(deadline))
+	}
 	if l.closed {
 		l.mu.Unlock()
 		return nil, ErrClosed
@@ -190,6 +206,13 @@ func (l *Limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load()
 // the fleet (this replica's own count for an in-process store).
 func (l *Limiter) FleetInFlight(c classify.Class) int64 { return l.fleetInFlight[c].Load() }
 
+// maxWait is class c's max_wait.
+func (l *Limiter) maxWait(c classify.Class) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.classes[c].maxWait
+}
+
 // Lease is one admitted request's claim on an in-flight slot.
 type Lease struct {
 	l        *Limiter
@@ -198,6 +221,8 @@ type Lease struct {
 	cost     int64
 	released atomic.Bool
 	settled  atomic.Bool
+	// cap is the slot the request holds under its caller's cap, or nil.
+	cap *Lease
 }
 
 // Correct settles the token charge with the request's real usage: the
@@ -218,13 +243,16 @@ func (s *Lease) Correct(tokens int64) {
 
 // Held reports whether the request had to wait for a later window or a
 // released slot before it was admitted.
-func (s *Lease) Held() bool { return s.held }
+func (s *Lease) Held() bool { return s.held || (s.cap != nil && s.cap.held) }
 
 // Release returns the slot. It never blocks on the store: the admission
 // loop tells the store on its next call. Calls after the first do nothing.
 func (s *Lease) Release() {
 	if s.released.CompareAndSwap(false, true) {
 		s.l.release(s.class)
+		if s.cap != nil {
+			s.cap.Release()
+		}
 	}
 }
 

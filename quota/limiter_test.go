@@ -264,3 +264,37 @@ func TestLimiterHoldsBulkOnUpstreamWord(t *testing.T) {
 		}
 	})
 }
+
+// TestLimiterReconfigureWakesBlockedWaiters: a waiter blocked by the
+// in-flight bound goes at once when a reload raises the bound, without
+// waiting for a release.
+func TestLimiterReconfigureWakesBlockedWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := smallConfig()
+		cfg.Account.RequestsPerMinute = 6000
+		cfg.Account.MaxInFlight = 1
+		l, _ := testLimiter(t, cfg)
+		a, err := l.Admit(t.Context(), classify.Interactive, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Release()
+		got := make(chan *Lease, 1)
+		go func() {
+			lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lease
+		}()
+		synctest.Wait()
+		start := time.Now()
+		cfg.Account.MaxInFlight = 2
+		l.Reconfigure(cfg, cfg.PerReplica())
+		b := <-got
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("admitted %s after the bound was raised, want at once", waited)
+		}
+		b.Release()
+	})
+}

@@ -59,8 +59,9 @@ func (l *Limiter) Run(ctx context.Context) error {
 			// now; otherwise the store hears of them, and of the upstream's
 			// reports, with the next call, or after releaseDelay.
 			tokens := l.tokensFreed.Swap(false)
+			all := l.reconfigured.Swap(false)
 			for c, b := range st.blocked {
-				if b == BlockedByInFlight || (tokens && b == BlockedByWindow) {
+				if all || b == BlockedByInFlight || (tokens && b == BlockedByWindow) {
 					st.blocked[c] = NotBlocked
 				}
 			}
@@ -80,7 +81,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 			st.armed = time.Time{}
 			st.blocked = [classify.NumClasses]Blocker{}
 		case <-beat:
-			force = time.Since(st.lastCall) >= l.heartbeat
+			force = time.Since(st.lastCall) >= l.heartbeat && (!l.quiet || l.held() != PerClass{})
 		}
 		l.round(ctx, st, force)
 	}

@@ -28,22 +28,23 @@ const reloadSettle = 200 * time.Millisecond
 // to them is logged and not applied. An invalid file changes nothing.
 type reloader struct {
 	src     source
-	shared  bool
+	backend *quota.Backend
 	limiter *quota.Limiter
+	caps    *quota.Caps
 	handler *proxy.Handler
 	log     *slog.Logger
 	results *prometheus.CounterVec
 	current Config
 }
 
-func newReloader(cfg Config, src source, shared bool, limiter *quota.Limiter, h *proxy.Handler, reg prometheus.Registerer, log *slog.Logger) *reloader {
+func newReloader(cfg Config, src source, backend *quota.Backend, limiter *quota.Limiter, caps *quota.Caps, h *proxy.Handler, reg prometheus.Registerer, log *slog.Logger) *reloader {
 	results := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 		Name: "meterproxy_config_reloads_total",
 		Help: "Configuration reloads by result (success, failure: the old configuration stays).",
 	}, []string{"result"})
 	results.WithLabelValues("success")
 	results.WithLabelValues("failure")
-	return &reloader{src: src, shared: shared, limiter: limiter, handler: h, log: log, results: results, current: cfg}
+	return &reloader{src: src, backend: backend, limiter: limiter, caps: caps, handler: h, log: log, results: results, current: cfg}
 }
 
 // watch reloads on SIGHUP and when the config file changes, until ctx ends.
@@ -110,11 +111,8 @@ func (r *reloader) apply(cfg Config, classifier *classify.Classifier, trigger st
 		cfg.Upstream.InjectStreamUsage = inject
 	}
 	q := cfg.quota()
-	limits := q.PerReplica()
-	if r.shared {
-		limits = q.Limits()
-	}
-	r.limiter.Reconfigure(q, limits)
+	r.limiter.Reconfigure(q, r.backend.LimitsFor(q))
+	r.caps.Reconfigure(q, quota.CallerCaps(cfg.Callers))
 	r.handler.Reconfigure(live(cfg, classifier))
 	r.current = cfg
 	r.results.WithLabelValues("success").Inc()

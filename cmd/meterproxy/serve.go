@@ -38,6 +38,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	backend.Warm(ctx, log)
 	limits := backend.Limits
 	limiter := quota.New(qcfg, limits, backend.Store, backend.Heartbeat, log)
+	caps := quota.NewCaps(limiter, backend, qcfg, quota.CallerCaps(cfg.Callers), log)
 	// With a shared store one replica may hold the whole fleet bound.
 	transport := proxy.NewTransport(cfg.Upstream, limits.InFlight)
 	defer transport.CloseIdleConnections()
@@ -45,7 +46,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
-		Live: live(cfg, classifier), Limiter: limiter, Transport: transport,
+		Live: live(cfg, classifier), Limiter: limiter, Caps: caps, Transport: transport,
 		InFlightBound: limits.InFlight, Store: backend, StoreMode: storeMode(qcfg), Log: log, Registry: reg,
 	})
 	if err != nil {
@@ -64,12 +65,13 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 		return fmt.Errorf("server.admin_listen: %w", err)
 	}
 
-	r := newReloader(cfg, src, backend.Shared, limiter, h, reg, log)
+	r := newReloader(cfg, src, backend, limiter, caps, h, reg, log)
 	// The limiter outlives the server's drain: held requests are still
 	// being admitted while the server waits for them.
 	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
 	var g errgroup.Group
 	g.Go(func() error { return limiter.Run(limiterCtx) })
+	g.Go(func() error { return caps.Run(limiterCtx) })
 	g.Go(func() error { r.watch(limiterCtx); return nil })
 	err = srv.Run(ctx, proxyLn, adminLn)
 	stopLimiter()

@@ -1,0 +1,237 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/redistest"
+)
+
+// replica is one Limiter and its Caps over a backend, running until the
+// test ends.
+type replica struct {
+	class *Limiter
+	caps  *Caps
+}
+
+func startReplica(t *testing.T, b *Backend, cfg Config, caps map[string]CallerCap) *replica {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	class := New(cfg, b.LimitsFor(cfg), b.Store, b.Heartbeat, log)
+	r := &replica{class: class, caps: NewCaps(class, b, cfg, caps, log)}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = class.Run(ctx) })
+	wg.Go(func() { _ = r.caps.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return r
+}
+
+// capConfig: one class (interactive), plenty of account, a short max_wait.
+func capConfig() Config {
+	cfg := testConfig()
+	cfg.Classes.Interactive.MaxWait = 300 * time.Millisecond
+	return cfg
+}
+
+const runaway = "runaway"
+
+// admitAsync starts an Admit and returns where its result arrives.
+func admitAsync(ctx context.Context, c *Caps, caller string) <-chan admitResult {
+	out := make(chan admitResult, 1)
+	go func() {
+		l, err := c.Admit(ctx, caller, classify.Interactive, 0)
+		out <- admitResult{l, err}
+	}()
+	return out
+}
+
+type admitResult struct {
+	lease *Lease
+	err   error
+}
+
+// runCapsSuite is the caps' behaviour over any backend.
+func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backend) {
+	t.Run("a capped caller waits behind its own cap, not in the class's line", func(t *testing.T) {
+		cfg := capConfig()
+		cfg.Classes.Interactive.MaxWait = 10 * time.Second
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 1}})
+		first, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := admitAsync(t.Context(), r.caps, runaway)
+		waitUntil(t, "the runaway's second request to wait on its cap", func() bool { return r.caps.State()[runaway].Queued == 1 })
+		// Another caller of the same class goes at once.
+		other, err := r.caps.Admit(t.Context(), "other", classify.Interactive, 0)
+		if err != nil {
+			t.Fatalf("an uncapped caller behind a capped one: %v", err)
+		}
+		if other.Held() {
+			t.Error("the uncapped caller was held")
+		}
+		other.Release()
+		first.Release()
+		res := <-second
+		if res.err != nil {
+			t.Fatalf("the runaway's second request after the first ended: %v", res.err)
+		}
+		if !res.lease.Held() {
+			t.Error("the second request waited on the cap but is not reported held")
+		}
+		if st := r.caps.State()[runaway]; st.InFlight != 1 || st.MaxInFlight != 1 {
+			t.Errorf("cap state %+v, want 1 in flight of 1", st)
+		}
+		res.lease.Release()
+		waitUntil(t, "the cap's slot to come back", func() bool { return r.caps.State()[runaway].InFlight == 0 })
+		if n := r.class.InFlight(classify.Interactive); n != 0 {
+			t.Errorf("class in flight %d after every release", n)
+		}
+	})
+	t.Run("a cap refusal names the caller", func(t *testing.T) {
+		cfg := capConfig()
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 1}})
+		held, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release()
+		_, err = r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		refused, ok := errors.AsType[*RefusedError](err)
+		if !ok || refused.Caller != runaway || !errors.Is(err, ErrWaitTimeout) {
+			t.Fatalf("Admit over the cap = %v, want a max_wait refusal naming %q", err, runaway)
+		}
+	})
+	t.Run("a class refusal after the cap gives the cap's slot back", func(t *testing.T) {
+		cfg := capConfig()
+		cfg.Account.MaxInFlight = 1
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 5}})
+		blocker, err := r.caps.Admit(t.Context(), "other", classify.Interactive, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer blocker.Release()
+		_, err = r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		refused, ok := errors.AsType[*RefusedError](err)
+		if !ok || refused.Caller != "" || !errors.Is(err, ErrWaitTimeout) {
+			t.Fatalf("Admit with the class full = %v, want the class's max_wait refusal", err)
+		}
+		waitUntil(t, "the cap's slot to come back", func() bool { return r.caps.State()[runaway].InFlight == 0 })
+	})
+	t.Run("requests_per_minute spaces the caller's admissions", func(t *testing.T) {
+		cfg := capConfig()
+		cfg.Classes.Interactive.MaxWait = 5 * time.Second
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {RequestsPerMinute: 60}})
+		var secs []int64
+		for range 3 {
+			l, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secs = append(secs, r.caps.gate(runaway).Window().Sec)
+			l.Release()
+		}
+		if secs[0] == secs[1] || secs[1] == secs[2] {
+			t.Errorf("admitted in windows %v; at 60 a minute each needs a second of its own", secs)
+		}
+	})
+	t.Run("lifting a cap lets its waiters go", func(t *testing.T) {
+		cfg := capConfig()
+		cfg.Classes.Interactive.MaxWait = 10 * time.Second
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 1}})
+		first, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Release()
+		second := admitAsync(t.Context(), r.caps, runaway)
+		waitUntil(t, "the second request to wait on the cap", func() bool { return r.caps.State()[runaway].Queued == 1 })
+		r.caps.Reconfigure(cfg, nil)
+		res := <-second
+		if res.err != nil {
+			t.Fatalf("waiter after the cap was lifted: %v", res.err)
+		}
+		res.lease.Release()
+		if _, ok := r.caps.State()[runaway]; ok {
+			t.Error("a lifted cap is still reported")
+		}
+	})
+}
+
+// gate is caller's cap limiter, for tests.
+func (c *Caps) gate(caller string) *Limiter { return (*c.gates.Load())[caller].lim }
+
+func TestCapsInProcess(t *testing.T) {
+	runCapsSuite(t, func(t *testing.T, cfg Config) *Backend {
+		b, err := OpenBackend(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+// redisBackend opens a backend on srv under prefix, with a generous
+// timeout (the race detector slows calls).
+func redisBackend(t *testing.T, srv *redistest.Server, prefix string, cfg Config) *Backend {
+	t.Helper()
+	cfg.Store.RedisURL, cfg.Store.KeyPrefix, cfg.Store.Timeout = srv.URL(), prefix, 2*time.Second
+	b, err := OpenBackend(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestCapsOverRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	runCapsSuite(t, func(t *testing.T, cfg Config) *Backend { return redisBackend(t, srv, redistest.Prefix(t), cfg) })
+}
+
+// TestCapIsFleetWide: two replicas on one Redis share a caller's cap of 2:
+// while one replica holds both slots, the other's request waits, and goes
+// when a slot is released over there.
+func TestCapIsFleetWide(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	cfg := capConfig()
+	cfg.Classes.Interactive.MaxWait = 10 * time.Second
+	caps := map[string]CallerCap{runaway: {MaxInFlight: 2}}
+	a := startReplica(t, redisBackend(t, srv, prefix, cfg), cfg, caps)
+	b := startReplica(t, redisBackend(t, srv, prefix, cfg), cfg, caps)
+	var leases []*Lease
+	for range 2 {
+		l, err := a.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	waiting := admitAsync(t.Context(), b.caps, runaway)
+	waitUntil(t, "replica b to see the cap full", func() bool {
+		st := b.caps.State()[runaway]
+		return st.Queued == 1 && st.FleetInFlight == 2
+	})
+	select {
+	case res := <-waiting:
+		t.Fatalf("replica b admitted past the fleet-wide cap: %v", res.err)
+	default:
+	}
+	leases[0].Release()
+	res := <-waiting
+	if res.err != nil {
+		t.Fatalf("replica b after a slot came back: %v", res.err)
+	}
+	res.lease.Release()
+	leases[1].Release()
+}
