@@ -84,10 +84,6 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	limits := backend.Limits
 	lim := quota.New(qcfg, limits, backend.Store, 0, log)
 	caps := quota.NewCaps(lim, backend, qcfg, quota.CallerCaps(callers), log)
-	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { _ = lim.Run(ctx) })
-	running.Go(func() { _ = caps.Run(ctx) })
 	transport := NewTransport(cfg.Upstream, limits.InFlight)
 	reg := prometheus.NewRegistry()
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
@@ -97,6 +93,10 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup // started after NewHandler, as serve does: it sets the limiter's hooks
+	running.Go(func() { _ = lim.Run(ctx) })
+	running.Go(func() { _ = caps.Run(ctx) })
 	front := httptest.NewServer(h)
 	t.Cleanup(func() {
 		front.Close()

@@ -18,7 +18,11 @@ import (
 func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 	srv := redistest.Start(t)
 	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{RPM: 6000}))
-	p := startProxy(t, fleetConfig(up.URL, srv, redistest.Prefix(t)), fleetEnv, importKey)
+	cfg := fleetConfig(up.URL, srv, redistest.Prefix(t))
+	cfg.set("callers", []map[string]any{ // a capped caller, so the per-caller cap series exist
+		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk", "max_in_flight": 50, "requests_per_minute": 6000},
+	})
+	p := startProxy(t, cfg, fleetEnv, importKey)
 	if status, _, b := post(t, newClient(t, 1), p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`,
 		map[string]string{"Authorization": "Bearer " + importKey}); status != 200 {
 		t.Fatalf("request: %d %s", status, b)

@@ -33,6 +33,7 @@ type metricSpec struct {
 var (
 	classValues  = []string{"interactive", "bulk"}
 	classLabel   = map[string][]string{"class": classValues}
+	callerLabel  = map[string][]string{"caller": nil}
 	scrapeLabels = []string{"job", "instance"} // added by Prometheus to every series
 )
 
@@ -42,7 +43,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_requests_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
 		"outcome": {"forwarded", "refused", "cancelled"}, "code": {"2xx", "3xx", "4xx", "5xx", "none"}}},
 	"meterproxy_refusals_total": {"counter", map[string][]string{"class": classValues, "reason": {"unknown_caller",
-		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "shutting_down", "store_unavailable",
+		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "shutting_down", "store_unavailable",
 		"upstream_unreachable", "upstream_timeout"}}},
 	"meterproxy_admissions_total": {"counter", map[string][]string{"class": classValues,
 		"outcome": {"admitted", "held", "refused", "cancelled", "batch"}}},
@@ -59,12 +60,16 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_upstream_429_total":    {"counter", nil},
 	"meterproxy_tokens_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
 		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
-	"meterproxy_window_used":                 {"gauge", map[string][]string{"class": classValues, "unit": {"requests", "tokens"}}},
-	"meterproxy_responses_cut_short_total":   {"counter", map[string][]string{"class": classValues, "side": {"client", "upstream"}}},
-	"meterproxy_store_degraded":              {"gauge", nil},
-	"meterproxy_store_errors_total":          {"counter", nil},
-	"meterproxy_store_call_duration_seconds": {"histogram", map[string][]string{"result": {"ok", "error"}}},
-	"meterproxy_config_reloads_total":        {"counter", map[string][]string{"result": {"success", "failure"}}},
+	"meterproxy_window_used":                      {"gauge", map[string][]string{"class": classValues, "unit": {"requests", "tokens"}}},
+	"meterproxy_responses_cut_short_total":        {"counter", map[string][]string{"class": classValues, "side": {"client", "upstream"}}},
+	"meterproxy_store_degraded":                   {"gauge", nil},
+	"meterproxy_store_errors_total":               {"counter", nil},
+	"meterproxy_store_call_duration_seconds":      {"histogram", map[string][]string{"result": {"ok", "error"}}},
+	"meterproxy_config_reloads_total":             {"counter", map[string][]string{"result": {"success", "failure"}}},
+	"meterproxy_caller_queue_depth":               {"gauge", callerLabel},
+	"meterproxy_caller_in_flight":                 {"gauge", callerLabel},
+	"meterproxy_caller_in_flight_limit":           {"gauge", callerLabel},
+	"meterproxy_caller_requests_per_minute_limit": {"gauge", callerLabel},
 }
 
 // seriesSpec resolves a series name to what meterproxy exports under it: a
