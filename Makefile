@@ -2,6 +2,7 @@
 
 # Pinned tool versions. Change them here, nowhere else.
 GOLANGCI_LINT_VERSION ?= v2.15.0
+HELM_VERSION          ?= v3.22.0
 
 # Build and test knobs; override on the command line (make fuzz FUZZTIME=1m).
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -11,12 +12,13 @@ BIN      := $(CURDIR)/bin
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 
 GOLANGCI_LINT := $(BIN)/golangci-lint
+HELM          := $(BIN)/helm
 
 .DEFAULT_GOAL := help
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
-.PHONY: help build run demo test fuzz lint lint-install bench tidy clean
+.PHONY: help build run demo test fuzz lint lint-install helm-install bench tidy clean
 
 help: ## List the targets with a one-line description of each.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,9 +33,9 @@ run: ## Run the proxy on config.example.yaml with the in-process store (no Redis
 demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive load).
 	$(GO) run ./test/demo
 
-test: ## Run every test with the race detector (installs redis-server first if missing).
+test: helm-install ## Run every test with the race detector (installs redis-server and the pinned helm first if missing).
 	./.ci/ensure-redis
-	$(GO) test -race -count=1 -timeout 8m ./...
+	HELM=$(HELM) $(GO) test -race -count=1 -timeout 8m ./...
 
 fuzz: ## Run each native fuzz target for FUZZTIME (default 15s) in turn.
 	@for pkg in $$($(GO) list ./...); do \
@@ -51,6 +53,13 @@ lint-install: ## Install the pinned golangci-lint into ./bin when missing or the
 	@if ! $(GOLANGCI_LINT) version 2>/dev/null | grep -qF 'version $(patsubst v%,%,$(GOLANGCI_LINT_VERSION)) '; then \
 		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into bin/"; \
 		GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
+	fi
+
+helm-install: ## Build the pinned Helm from the Go module proxy into ./bin (for the chart checks) when missing.
+	@if [ ! -x $(HELM) ] || [ ! -f $(BIN)/.helm-$(HELM_VERSION) ]; then \
+		echo "building helm $(HELM_VERSION) into bin/ (once; a few minutes on 2 cores)"; \
+		GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+		rm -f $(BIN)/.helm-*; touch $(BIN)/.helm-$(HELM_VERSION); \
 	fi
 
 bench: ## Run every benchmark once, with allocations.

@@ -1,0 +1,133 @@
+{{/* Names, labels and the numbers derived from the values. */}}
+
+{{- define "meterproxy.fullname" -}}
+{{- if contains "meterproxy" .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-meterproxy" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "meterproxy.selectorLabels" -}}
+app.kubernetes.io/name: meterproxy
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "meterproxy.labels" -}}
+{{ include "meterproxy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{- define "meterproxy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "meterproxy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "meterproxy.secretName" -}}
+{{- default (include "meterproxy.fullname" .) .Values.secret.existingSecret -}}
+{{- end -}}
+
+{{/*
+meterproxy.config is the config file: .Values.config with the listen
+addresses taken from .Values.ports, so the ports are set in one place.
+*/}}
+{{- define "meterproxy.config" -}}
+{{- $cfg := deepCopy .Values.config -}}
+{{- $server := get $cfg "server" | default dict -}}
+{{- $_ := set $server "listen" (printf ":%d" (int .Values.ports.proxy)) -}}
+{{- $_ := set $server "admin_listen" (printf ":%d" (int .Values.ports.admin)) -}}
+{{- $_ := set $cfg "server" $server -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+meterproxy.seconds turns a Go duration of h, m, s and ms parts ("30s",
+"1m30s", "1500ms") into whole seconds, rounded up.
+*/}}
+{{- define "meterproxy.seconds" -}}
+{{- $ms := 0 -}}
+{{- range regexFindAll "[0-9]+(ms|h|m|s)" (toString .) -1 -}}
+{{- $n := int (regexFind "^[0-9]+" .) -}}
+{{- if hasSuffix "ms" . -}}{{- $ms = add $ms $n -}}
+{{- else if hasSuffix "h" . -}}{{- $ms = add $ms (mul $n 3600000) -}}
+{{- else if hasSuffix "m" . -}}{{- $ms = add $ms (mul $n 60000) -}}
+{{- else -}}{{- $ms = add $ms (mul $n 1000) -}}
+{{- end -}}
+{{- end -}}
+{{- div (add $ms 999) 1000 -}}
+{{- end -}}
+
+{{/* meterproxy.shutdownGrace is config.server.shutdown_grace in seconds (default 30). */}}
+{{- define "meterproxy.shutdownGrace" -}}
+{{- include "meterproxy.seconds" (.Values.config.server.shutdown_grace | default "30s") -}}
+{{- end -}}
+
+{{/*
+meterproxy.terminationGrace: the pod's terminationGracePeriodSeconds. It
+must outlast the preStop sleep plus server.shutdown_grace, or the kubelet
+kills requests meterproxy is still draining.
+*/}}
+{{- define "meterproxy.terminationGrace" -}}
+{{- $need := add (int .Values.preStopSleepSeconds) (int (include "meterproxy.shutdownGrace" .)) -}}
+{{- $set := int .Values.terminationGracePeriodSeconds -}}
+{{- if eq $set 0 -}}
+{{- add $need 15 -}}
+{{- else if le $set $need -}}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must exceed preStopSleepSeconds + config.server.shutdown_grace (%d s), or the kubelet kills requests still draining" $set $need) -}}
+{{- else -}}
+{{- $set -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+meterproxy.perProcessInFlight: the in-flight bound one replica is sized
+for: autoscaling.perProcessInFlight, or account.max_in_flight ÷
+account.expected_replicas rounded up (what each replica enforces on its
+own under store.on_error local).
+*/}}
+{{- define "meterproxy.perProcessInFlight" -}}
+{{- $fleet := int .Values.config.account.max_in_flight -}}
+{{- $replicas := int (.Values.config.account.expected_replicas | default 1) -}}
+{{- $per := int .Values.autoscaling.perProcessInFlight -}}
+{{- if le $fleet 0 -}}
+{{- fail "config.account.max_in_flight must be > 0" -}}
+{{- end -}}
+{{- if le $replicas 0 -}}
+{{- fail "config.account.expected_replicas must be >= 1" -}}
+{{- end -}}
+{{- if lt $per 0 -}}
+{{- fail "autoscaling.perProcessInFlight must be >= 0" -}}
+{{- end -}}
+{{- if eq $per 0 -}}
+{{- $per = div (add $fleet $replicas -1) $replicas -}}
+{{- end -}}
+{{- $per -}}
+{{- end -}}
+
+{{/*
+meterproxy.replicaCeiling: the most replicas that can each obtain their
+per-process in-flight bound from the fleet's: ceil(account.max_in_flight ÷
+per-process bound). Above it a replica cannot obtain capacity: it adds
+pods, not throughput (the same number `meterproxy plan` prints as "max
+replicas").
+*/}}
+{{- define "meterproxy.replicaCeiling" -}}
+{{- $fleet := int .Values.config.account.max_in_flight -}}
+{{- $per := int (include "meterproxy.perProcessInFlight" .) -}}
+{{- div (add $fleet $per -1) $per -}}
+{{- end -}}
+
+{{/* meterproxy.maxReplicas: autoscaling.maxReplicas, or the ceiling when 0. */}}
+{{- define "meterproxy.maxReplicas" -}}
+{{- $set := int .Values.autoscaling.maxReplicas -}}
+{{- if eq $set 0 -}}
+{{- include "meterproxy.replicaCeiling" . -}}
+{{- else -}}
+{{- $set -}}
+{{- end -}}
+{{- end -}}
