@@ -40,10 +40,10 @@ func helm(t *testing.T, args ...string) (string, error) {
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "helm")
 	}
-	if _, err := os.Stat(bin); err != nil {
+	if _, err := os.Stat(bin); err != nil { //nolint:gosec // HELM is the test runner's own choice of binary
 		t.Fatalf("no helm at %s: run `make helm-install` (make test does) or set HELM", bin)
 	}
-	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd := exec.CommandContext(t.Context(), bin, args...) //nolint:gosec // as above; args are the test's own
 	cmd.Dir = root
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -332,6 +332,7 @@ func TestChartNotesWarnAboveTheCeiling(t *testing.T) {
 	// Helm parses whatever a template renders as YAML: carry the notes as
 	// one block scalar.
 	block := "notes: |\n  " + strings.ReplaceAll(string(notes), "\n", "\n  ")
+	//nolint:gosec // dir is the test's own temporary directory
 	if err := os.WriteFile(filepath.Join(dir, "templates", "notes-rendered.txt"), []byte(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
