@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // address.
 func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, error) {
 	cfg := fakeprovider.DefaultConfig()
+	cfg.NoLog = true // nothing reads the log of a provider run as a program
 	fs := flag.NewFlagSet("fakeprovider", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":8081", "address to listen on")

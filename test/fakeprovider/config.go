@@ -30,6 +30,9 @@ type Config struct {
 	TPM int
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool
+	// NoLog keeps no request log (Requests returns none; Stats and
+	// Arrivals still count): a long-running provider's memory stays flat.
+	NoLog bool
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }

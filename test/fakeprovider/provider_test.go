@@ -120,6 +120,14 @@ func TestRequestLog(t *testing.T) {
 	}
 }
 
+func TestNoLog(t *testing.T) {
+	p, srv := newServer(t, fakeprovider.Config{NoLog: true})
+	post(t, srv, "/v1/chat/completions", chatBodyMin)
+	if got := p.Stats(); got.Requests != 1 || got.Served != 1 || len(p.Requests()) != 0 {
+		t.Errorf("with NoLog: stats %+v, log %d entries; want the request counted and no log", got, len(p.Requests()))
+	}
+}
+
 func TestStatsAndReset(t *testing.T) {
 	p, srv := newServer(t, fakeprovider.Config{RPM: 1})
 	post(t, srv, "/v1/chat/completions", chatBodyMin)                       // served

@@ -57,13 +57,18 @@ type arrival struct {
 // arrive logs a request and, when limited, debits the buckets, all at
 // instant now.
 func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited bool) arrival {
-	rec := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Arrived: now}
+	rec := &Request{Method: r.Method, Path: r.URL.Path, Arrived: now}
+	if !p.cfg.NoLog {
+		rec.Header = r.Header.Clone()
+	}
 	if p.cfg.RecordBodies {
 		rec.Body = body
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.log = append(p.log, rec)
+	if !p.cfg.NoLog {
+		p.log = append(p.log, rec)
+	}
 	p.arrivals[now.Unix()]++
 	p.stats.Requests++
 	p.stats.ByPath[rec.Path]++
