@@ -417,6 +417,9 @@ func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED)
 // promise an answer within max_wait and the upstream timeout, never a hang.
 var errHung = errors.New("no answer within the test's hang limit")
 
+// errLeft is the error of a request whose client went away on purpose.
+var errLeft = errors.New("the client went away")
+
 // hangLimit bounds every request the suite sends.
 const hangLimit = 90 * time.Second
 
@@ -547,6 +550,16 @@ func readProxy(ctx context.Context, adminURL string) (reading, error) {
 func mustRead(t *testing.T, adminURL string) reading {
 	t.Helper()
 	return read(scrape(t, adminURL))
+}
+
+// arrived is how many requests of class the proxy has received since
+// before: queued, in flight or ended. A request is counted ended just
+// before its slot is released, so the sum may run one ahead for a moment,
+// never behind.
+func arrived(m, before procs.Metrics, class string) int {
+	c := map[string]string{"class": class}
+	return int(m.Sum("meterproxy_queue_depth", c) + m.Sum("meterproxy_in_flight", c) +
+		m.Sum("meterproxy_requests_total", c) - before.Sum("meterproxy_requests_total", c))
 }
 
 // identityDiff compares the proxy's counters with what its clients saw,
