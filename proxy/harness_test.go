@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // httptest frontend, with its limiter running.
 type testProxy struct {
 	URL     string // the frontend
+	handler *Handler
 	reg     *prometheus.Registry
 	limiter *quota.Limiter
 	logs    *syncBuffer
@@ -53,7 +54,7 @@ func (b *syncBuffer) String() string {
 	return string(b.buf)
 }
 
-func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
+func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	t.Helper()
 	up := httptest.NewServer(o.upstream)
 	t.Cleanup(up.Close)
@@ -107,7 +108,7 @@ func newTestProxy(t *testing.T, o proxyOpts) *testProxy {
 			t.Logf("proxy logs:\n%s", logs.String())
 		}
 	})
-	return &testProxy{URL: front.URL, reg: reg, limiter: lim, logs: logs}
+	return &testProxy{URL: front.URL, handler: h, reg: reg, limiter: lim, logs: logs}
 }
 
 // do sends a request and returns the status, headers and whole body of

@@ -33,6 +33,20 @@ type Limiter struct {
 	mu      sync.Mutex
 	classes [classify.NumClasses]classQueue
 	closed  bool
+	// credit are grants taken ahead of demand (see prefetch.go), valid
+	// until creditUntil; guarded by mu.
+	credit      PerClass
+	creditUntil time.Time
+	// creditGen counts credit drops: a call sent before a drop (a hold, a
+	// reload) must not add credits after it.
+	creditGen uint64
+	// prefetch, set before Run, lets the loop take credits.
+	prefetch bool
+	// lowWater is, per class, the credit count at which Admit asks the
+	// loop to refill.
+	lowWater [classify.NumClasses]atomic.Int64
+	// admitted counts admissions, for the loop's rate estimate.
+	admitted [classify.NumClasses]atomic.Int64
 
 	// inFlight counts this replica's leases not yet released, by class.
 	inFlight [classify.NumClasses]atomic.Int64
@@ -110,6 +124,7 @@ func (l *Limiter) Reconfigure(cfg Config, limits Limits) {
 	l.limits.Store(&limitSet{enforced: limits, local: cfg.PerReplica()})
 	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
 	l.mu.Lock()
+	l.dropCredits() // taken under the old limits
 	l.classes[classify.Interactive].maxWait, l.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	l.classes[classify.Bulk].maxWait, l.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
 	l.mu.Unlock()
@@ -131,7 +146,6 @@ func (l *Limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*L
 // admitBy is Admit with the wait ending at deadline when that comes before
 // max_wait does; a zero deadline means max_wait alone.
 func (l *Limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, deadline time.Time) (*Lease, error) {
-	w := &waiter{done: make(chan struct{}), cost: max(0, tokens)}
 	cq := &l.classes[c]
 	l.mu.Lock()
 	maxWait := cq.maxWait
@@ -142,6 +156,12 @@ func (l *Limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, d
 		l.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if l.prefetch && l.takeCredit(c, time.Now()) {
+		l.mu.Unlock()
+		l.admitted[c].Add(1)
+		return &Lease{l: l, class: c}, nil
+	}
+	w := &waiter{done: make(chan struct{}), cost: max(0, tokens)}
 	if n := cq.q.n; n >= cq.maxQueue {
 		l.mu.Unlock()
 		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: l.retryAfter(c, n)}
@@ -277,6 +297,9 @@ func (l *Limiter) Observe(at time.Time, hold, throttle time.Duration) {
 	}
 	l.obs.has = true
 	l.obsMu.Unlock()
+	if hold > 0 || throttle > 0 {
+		l.dropBulkCredits()
+	}
 	notify(l.freed)
 }
 
@@ -323,10 +346,13 @@ func (l *Limiter) Window() WindowUse {
 func (l *Limiter) UpstreamHold() time.Duration { return time.Duration(l.upstreamHold.Load()) }
 
 // held is this replica's in-flight count, for the store.
+// Credits count: the store granted them and counts them in flight.
 func (l *Limiter) held() PerClass {
 	var h PerClass
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for c := range h {
-		h[c] = l.inFlight[c].Load()
+		h[c] = l.inFlight[c].Load() + l.credit[c]
 	}
 	return h
 }

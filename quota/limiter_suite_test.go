@@ -23,10 +23,15 @@ func testConfig() Config {
 
 // runLimiterSuite is the Limiter's behaviour over any Store, in real time:
 // FIFO, max_wait, max_queue, disconnect, in-flight release.
-func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store) {
+// With prefetch the Limiter takes credits ahead of demand; the behaviour
+// must be the same.
+func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store, prefetch bool) {
 	start := func(t *testing.T, cfg Config) *Limiter {
 		t.Helper()
 		l := New(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
+		if prefetch {
+			l.EnablePrefetch()
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()
@@ -140,5 +145,5 @@ func snapshot(mu *sync.Mutex, s *[]int) []int {
 }
 
 func TestLimiterOverMemory(t *testing.T) {
-	runLimiterSuite(t, func(_ *testing.T, cfg Config) Store { return NewMemoryStore(cfg.Limits(), nil) })
+	runLimiterSuite(t, func(_ *testing.T, cfg Config) Store { return NewMemoryStore(cfg.Limits(), nil) }, false)
 }

@@ -30,6 +30,11 @@ type loopState struct {
 	pending  bool
 	// costs are reused buffers for TakeRequest.Costs.
 	costs [classify.NumClasses][]int64
+	pf    prefetchState
+	// gen is the Limiter's creditGen when the current call's want was
+	// made, and waiting how many of want were waiters, not spare.
+	gen     uint64
+	waiting PerClass
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
@@ -80,6 +85,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 		case <-st.timer.C:
 			st.armed = time.Time{}
 			st.blocked = [classify.NumClasses]Blocker{}
+			force = l.expireCredits(time.Now()) // the store must hear they are back
 		case <-beat:
 			force = time.Since(st.lastCall) >= l.heartbeat && (!l.quiet || l.held() != PerClass{})
 		}
@@ -96,6 +102,14 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		}
 		force = false
 		now := time.Now()
+		if l.prefetch {
+			l.expireCredits(now)
+			var admitted [classify.NumClasses]int64
+			for c := range admitted {
+				admitted[c] = l.admitted[c].Load()
+			}
+			st.pf.updateRate(now, &admitted)
+		}
 		lims := l.limits.Load()
 		req := TakeRequest{Want: want, Held: l.held(), Upstream: l.report(now), Costs: l.costs(want, st),
 			Limits: lims.enforced, LocalLimits: lims.local}
@@ -121,7 +135,8 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		for c := range res.FleetInFlight {
 			l.fleetInFlight[c].Store(res.FleetInFlight[c])
 		}
-		l.hand(res, want)
+		l.hand(res, want, st, now)
+		l.plan(&st.pf, res, lims.enforced)
 		more := false
 		for c := range want {
 			if res.Granted[c] < want[c] {
@@ -132,6 +147,9 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		}
 		if res.RetryAfter > 0 {
 			st.arm(max(res.RetryAfter, time.Millisecond))
+		}
+		if until := l.creditDeadline(); !until.IsZero() {
+			st.arm(max(time.Until(until), time.Millisecond))
 		}
 		if !more {
 			return
@@ -149,14 +167,21 @@ func (l *Limiter) wants(st *loopState) PerClass {
 	var want PerClass
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	st.waiting = PerClass{}
 	for c := range want {
 		if st.blocked[c] == NotBlocked {
 			want[c] = int64(l.classes[c].q.n)
 			if l.limits.Load().enforced.AccountTPM > 0 {
 				want[c] = min(want[c], maxBatch)
 			}
+			st.waiting[c] = want[c]
+			if n := l.admitted[c].Load(); n != st.pf.seen[c] || want[c] > 0 {
+				st.pf.seen[c] = n
+				want[c] += max(0, st.pf.spare[c]-l.credit[c])
+			}
 		}
 	}
+	st.gen = l.creditGen
 	return want
 }
 
@@ -188,6 +213,9 @@ func (l *Limiter) storeFailed(ctx context.Context, st *loopState, err error) {
 	} else if ctx.Err() == nil {
 		l.log.Warn("store_take_failed", slog.String("error", err.Error()))
 	}
+	l.mu.Lock()
+	l.dropCredits()
+	l.mu.Unlock()
 	st.blocked = [classify.NumClasses]Blocker{BlockedByWindow, BlockedByWindow}
 	st.arm(storeRetry)
 }
@@ -203,14 +231,24 @@ func (st *loopState) arm(d time.Duration) {
 }
 
 // hand gives each class's grants to its oldest waiters; grants nobody is
-// left to take are released at once.
-func (l *Limiter) hand(res TakeResult, want PerClass) {
+// left to take become credits when the call asked for spare ones (sent is
+// when it was sent), and are released at once otherwise.
+func (l *Limiter) hand(res TakeResult, want PerClass, st *loopState, sent time.Time) {
 	var excess PerClass
 	l.mu.Lock()
+	if res.UpstreamHold > 0 && l.credit[classify.Bulk] > 0 {
+		l.credit[classify.Bulk] = 0 // the store holds bulk now; Held tells it on the next call
+		notify(l.freed)
+	}
+	stale := st.gen != l.creditGen // credits were dropped while the call was out
 	for c := range res.Granted {
 		cq := &l.classes[c]
 		var given int64
-		for given < res.Granted[c] {
+		limit := res.Granted[c]
+		if stale {
+			limit = min(limit, st.waiting[c]) // spare grants predate the drop: none to newcomers
+		}
+		for given < limit {
 			w := cq.q.pop()
 			if w == nil {
 				break
@@ -226,7 +264,19 @@ func (l *Limiter) hand(res TakeResult, want PerClass) {
 		}
 		cq.short = short && cq.q.n > 0
 		l.inFlight[c].Add(given)
+		l.admitted[c].Add(given)
 		excess[c] = res.Granted[c] - given
+		bulkHeld := c == int(classify.Bulk) && res.UpstreamHold > 0
+		if excess[c] > 0 && st.pf.spare[c] > 0 && !stale && !bulkHeld {
+			// The store charged them to the second it decided in, which
+			// ends SecondLeft after it decided, no sooner than sent+SecondLeft.
+			until := sent.Add(res.SecondLeft)
+			if l.credit == (PerClass{}) || until.Before(l.creditUntil) {
+				l.creditUntil = until
+			}
+			l.credit[c] += excess[c]
+			excess[c] = 0
+		}
 	}
 	l.mu.Unlock()
 	if excess != (PerClass{}) {
@@ -250,6 +300,7 @@ func (l *Limiter) refuseAll(err error) {
 func (l *Limiter) close() {
 	l.mu.Lock()
 	l.closed = true
+	l.credit = PerClass{}
 	l.mu.Unlock()
 	l.refuseAll(ErrClosed)
 }

@@ -63,5 +63,6 @@ func (s *MemoryStore) take(now time.Time, req TakeRequest) TakeResult {
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
 	res.FleetInFlight = s.inFlight
 	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}
+	res.SecondLeft = untilNextSecond(now)
 	return res
 }

@@ -138,8 +138,8 @@ func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int
 
 // parseTake reads take.lua's reply, checking its shape.
 func parseTake(r []int64) (TakeResult, error) {
-	if len(r) != 13 {
-		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 13", len(r))
+	if len(r) != 14 {
+		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 14", len(r))
 	}
 	var res TakeResult
 	for c := range classify.NumClasses {
@@ -155,5 +155,7 @@ func parseTake(r []int64) (TakeResult, error) {
 	res.Window.Sec = r[5]
 	res.RetryAfter = time.Duration(r[4]) * time.Millisecond
 	res.UpstreamHold = time.Duration(r[8]) * time.Millisecond
+	// Milliseconds are floored, so the second may end up to 1 ms sooner.
+	res.SecondLeft = max(0, time.Duration(r[13]-1)*time.Millisecond)
 	return res, nil
 }

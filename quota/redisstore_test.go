@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/meterproxy/meterproxy/test/poll"
 	"io"
 	"log/slog"
@@ -34,9 +35,13 @@ func TestRedisStoreConformance(t *testing.T) {
 // store: FIFO, max_wait, max_queue, disconnect, in-flight release.
 func TestLimiterOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	runLimiterSuite(t, func(t *testing.T, cfg Config) Store {
-		return newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits())
-	})
+	for _, prefetch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
+			runLimiterSuite(t, func(t *testing.T, cfg Config) Store {
+				return newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits())
+			}, prefetch)
+		})
+	}
 }
 
 // TestRedisWindowsFollowRedisTime: windows are keyed by Redis TIME, never

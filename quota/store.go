@@ -113,6 +113,9 @@ type TakeResult struct {
 	UpstreamHold time.Duration
 	// Window is the current second's use after this call.
 	Window WindowUse
+	// SecondLeft is what was left of the window's second when the store
+	// decided, by the store's clock: grants are charged to that second.
+	SecondLeft time.Duration
 }
 
 // WindowUse is what each class has used of one second's allowance.

@@ -26,7 +26,8 @@
 --   24 n: how many interactive costs follow; then n interactive token
 --      estimates, then the bulk ones (first waiters first)
 -- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b, hold_ms,
---         used_i, used_b, tokens_i, tokens_b}
+--         used_i, used_b, tokens_i, tokens_b, left_ms}
+--   left_ms: what is left of the window's second, by Redis's clock.
 --   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held).
 
 local kwin, kinf, khb, kstarved, kup = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -190,4 +191,4 @@ for c = 1, 2 do
   end
 end
 return {granted[1], granted[2], blocker[1], blocker[2], retry, sec, total[1], total[2], holdMs,
-  used[1], used[2], tok[1], tok[2]}
+  used[1], used[2], tok[1], tok[2], 1000 - nowMs % 1000}

@@ -38,6 +38,9 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	backend.Warm(ctx, log)
 	limits := backend.Limits
 	limiter := quota.New(qcfg, limits, backend.Store, backend.Heartbeat, log)
+	if backend.Shared {
+		limiter.EnablePrefetch() // a Redis round trip per admission is worth saving
+	}
 	caps := quota.NewCaps(limiter, backend, qcfg, quota.CallerCaps(cfg.Callers), log)
 	// With a shared store one replica may hold the whole fleet bound.
 	transport := proxy.NewTransport(cfg.Upstream, limits.InFlight)

@@ -136,6 +136,9 @@ func (p *Proxy) Logs() string {
 // Signal sends sig to the process.
 func (p *Proxy) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
+// Pid is the process id, for reading its CPU time and memory in /proc.
+func (p *Proxy) Pid() int { return p.cmd.Process.Pid }
+
 // Exited is closed when the process has exited.
 func (p *Proxy) Exited() <-chan struct{} { return p.exited }
 

@@ -1,0 +1,130 @@
+package quota
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/redistest"
+)
+
+// prefetchLimiter runs a Limiter with prefetch over its own Redis keys and
+// counts its store calls.
+func prefetchLimiter(t *testing.T, srv *redistest.Server, cfg Config) (*Limiter, *atomic.Int64) {
+	t.Helper()
+	l := New(cfg, cfg.Limits(), newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits()), time.Second, slog.New(slog.DiscardHandler))
+	l.EnablePrefetch()
+	calls := &atomic.Int64{}
+	l.OnStoreCall(func(time.Duration, error) { calls.Add(1) })
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return l, calls
+}
+
+// admitFor admits and releases class c requests from workers goroutines
+// back to back for d, and returns how many were admitted.
+func admitFor(t *testing.T, l *Limiter, c classify.Class, workers int, d time.Duration) int64 {
+	var n atomic.Int64
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				lease, err := l.Admit(t.Context(), c, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n.Add(1)
+				lease.Release()
+			}
+		})
+	}
+	wg.Wait()
+	return n.Load()
+}
+
+// TestPrefetchSavesRoundTrips: far from every limit, admissions come from
+// credits, so store calls are a fraction of admissions, and every credit
+// goes back to the store once the load stops.
+func TestPrefetchSavesRoundTrips(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig()
+	cfg.Account.RequestsPerMinute = 60_000_000
+	cfg.Account.MaxInFlight = 1000
+	l, calls := prefetchLimiter(t, srv, cfg)
+	n := admitFor(t, l, classify.Interactive, 2, 1500*time.Millisecond)
+	perAdmission := float64(calls.Load()) / float64(n)
+	t.Logf("%d admissions, %d store calls: %.3f a request", n, calls.Load(), perAdmission)
+	if perAdmission > 0.5 {
+		t.Errorf("%.3f store calls per admission with prefetch, want <= 0.5", perAdmission)
+	}
+	waitUntil(t, "every credit back in the store", func() bool { return l.FleetInFlight(classify.Interactive) == 0 })
+}
+
+// TestPrefetchNeverExceedsTheWindow: near the limit there are no credits,
+// so a second admits no more than its allowance.
+func TestPrefetchNeverExceedsTheWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig()
+	cfg.Account.RequestsPerMinute = 6000 // 100 a second
+	l, _ := prefetchLimiter(t, srv, cfg)
+	var mu sync.Mutex
+	perSec := map[int64]int{}
+	stop := time.Now().Add(2500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+				if err != nil {
+					return // max_wait at the end of the run
+				}
+				sec := l.Window().Sec // the store's second of the last call
+				mu.Lock()
+				perSec[sec]++
+				mu.Unlock()
+				lease.Release()
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range perSec {
+		total += n
+	}
+	// Lease times are read after the fact, so judge the run as a whole:
+	// at most 100 a second over the seconds it touched.
+	if limit := 100 * (len(perSec) + 1); total > limit {
+		t.Errorf("%d admitted over %d seconds %v, limit 100 a second", total, len(perSec), perSec)
+	}
+}
+
+// TestPrefetchDropsBulkCreditsOnAHold: once the upstream says to hold
+// bulk, no bulk credit is spent.
+func TestPrefetchDropsBulkCreditsOnAHold(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig()
+	cfg.Account.RequestsPerMinute = 60_000_000
+	cfg.Account.MaxInFlight = 1000
+	cfg.Classes.Interactive = InteractiveConfig{Share: 0.5, Reserve: 0.1, MaxWait: 10 * time.Second, MaxQueue: 10}
+	cfg.Classes.Bulk = BulkConfig{Share: 0.5, Borrow: true, MaxWait: 300 * time.Millisecond, MaxQueue: 10}
+	l, _ := prefetchLimiter(t, srv, cfg)
+	admitFor(t, l, classify.Bulk, 2, 500*time.Millisecond) // builds bulk credits
+	l.mu.Lock()
+	credits := l.credit[classify.Bulk]
+	l.mu.Unlock()
+	l.Observe(time.Now(), time.Minute, 0)
+	lease, err := l.Admit(t.Context(), classify.Bulk, 0)
+	if err == nil {
+		lease.Release()
+		t.Fatalf("bulk admitted during an upstream hold (it had %d credits before the hold)", credits)
+	}
+	t.Logf("bulk credits before the hold: %d; after: refused with %v", credits, err)
+}
