@@ -18,6 +18,11 @@ const storeRetry = 50 * time.Millisecond
 // fleet within a few milliseconds.
 const releaseDelay = 5 * time.Millisecond
 
+// lazyReleaseDelay replaces releaseDelay while the loop holds credits
+// (prefetch.go): far from every limit, the fleet loses nothing by hearing
+// of releases a little later, and the replica saves the calls.
+const lazyReleaseDelay = 50 * time.Millisecond
+
 // loopState is owned by the Run goroutine.
 type loopState struct {
 	blocked  [classify.NumClasses]Blocker
@@ -72,7 +77,11 @@ func (l *Limiter) Run(ctx context.Context) error {
 			}
 			if !st.pending {
 				st.pending = true
-				st.releases.Reset(releaseDelay)
+				d := releaseDelay
+				if st.pf.spare != (PerClass{}) {
+					d = lazyReleaseDelay
+				}
+				st.releases.Reset(d)
 			}
 		case <-st.releases.C:
 			force = st.pending
@@ -175,7 +184,10 @@ func (l *Limiter) wants(st *loopState) PerClass {
 				want[c] = min(want[c], maxBatch)
 			}
 			st.waiting[c] = want[c]
-			if n := l.admitted[c].Load(); n != st.pf.seen[c] || want[c] > 0 {
+			// Top the credits up when a waiter calls anyway, or when they
+			// ran low while requests kept coming; not on every wake-up.
+			n := l.admitted[c].Load()
+			if want[c] > 0 || (n != st.pf.seen[c] && l.credit[c] <= l.lowWater[c].Load()) {
 				st.pf.seen[c] = n
 				want[c] += max(0, st.pf.spare[c]-l.credit[c])
 			}

@@ -21,11 +21,11 @@ import (
 
 const (
 	// maxSpare bounds the credits asked for per class and call.
-	maxSpare = 32
+	maxSpare = 64
 	// spareHorizon is how much of the recent arrival rate the credits
-	// cover: enough that refills, asked when half are spent, rarely leave
-	// a request waiting on a round trip.
-	spareHorizon = 20 * time.Millisecond
+	// cover: enough that refills, asked when three quarters are spent,
+	// rarely leave a request waiting on a round trip.
+	spareHorizon = 50 * time.Millisecond
 	// rateWindow is how often the loop updates its arrival rate estimate.
 	rateWindow = 100 * time.Millisecond
 )
@@ -171,6 +171,6 @@ func (l *Limiter) plan(p *prefetchState, res TakeResult, lim Limits) {
 
 func (l *Limiter) setLowWater(p *prefetchState) {
 	for c := range p.spare {
-		l.lowWater[c].Store(p.spare[c] / 2)
+		l.lowWater[c].Store(p.spare[c] / 4)
 	}
 }
