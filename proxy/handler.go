@@ -120,6 +120,17 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	return h, nil
 }
 
+// ServiceTime is twice the longest recent mean upstream service time of
+// the classes (0 before any request completed): how long before the end
+// of the drain a request must be admitted to finish in time, with margin.
+func (h *Handler) ServiceTime() time.Duration {
+	var d time.Duration
+	for _, m := range h.m.little {
+		d = max(d, m.mean())
+	}
+	return 2 * d
+}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()

@@ -23,6 +23,7 @@ type littleMeter struct {
 type littleBucket struct {
 	sec int64
 	sum float64 // seconds of service completed in sec
+	n   int64   // requests completed in sec
 }
 
 // add records a request that completed at end after d of service.
@@ -35,6 +36,26 @@ func (m *littleMeter) add(end time.Time, d time.Duration) {
 		*b = littleBucket{sec: sec}
 	}
 	b.sum += d.Seconds()
+	b.n++
+}
+
+// mean is the mean service time of the requests that completed in the
+// window and the current second; 0 when none did.
+func (m *littleMeter) mean() time.Duration {
+	now := m.now().Unix()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum float64
+	var n int64
+	for _, b := range m.buckets {
+		if b.sec >= now-littleWindow {
+			sum, n = sum+b.sum, n+b.n
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum / float64(n) * float64(time.Second))
 }
 
 // value is the average number in flight over the last whole seconds.

@@ -25,7 +25,20 @@ type Server struct {
 	admin *http.Server
 	log   *slog.Logger
 	ready atomic.Bool
+	// graceEnding, when set, runs when what is admitted after it could no
+	// longer finish within shutdown_grace; lead says how long before the
+	// end that is.
+	graceEnding func()
+	lead        func() time.Duration
 }
+
+// OnGraceEnding sets f to run during the drain at the last moment a newly
+// admitted request can still finish within server.shutdown_grace: lead()
+// before its end (twice the recent mean service time, say), and at least a
+// tenth of it, at most a second, before. That is the moment to refuse what
+// is still queued with a clear 503, rather than admit requests the grace
+// would cut. Call it before Run.
+func (s *Server) OnGraceEnding(f func(), lead func() time.Duration) { s.graceEnding, s.lead = f, lead }
 
 // Admin is what the admin listener serves besides health.
 type Admin struct {
@@ -98,6 +111,11 @@ func (s *Server) Run(ctx context.Context, proxyLn, adminLn net.Listener) error {
 		s.log.Info("draining", slog.Duration("grace", s.grace))
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.grace)
 		defer cancel()
+		if s.graceEnding != nil {
+			stop := make(chan struct{})
+			defer close(stop)
+			go s.watchGrace(time.Now().Add(s.grace), stop)
+		}
 		err := s.proxy.Shutdown(shutdownCtx)
 		if err != nil {
 			s.log.Warn("grace_expired", slog.String("error", err.Error()))
@@ -106,6 +124,32 @@ func (s *Server) Run(ctx context.Context, proxyLn, adminLn net.Listener) error {
 		return errors.Join(err, s.admin.Close())
 	})
 	return g.Wait()
+}
+
+// graceCheck is how often the drain re-reads the service time: it is
+// learned as requests complete during the drain itself.
+const graceCheck = 20 * time.Millisecond
+
+// watchGrace runs graceEnding once the time left before deadline is no
+// longer enough for a request admitted now, or stop closes first.
+func (s *Server) watchGrace(deadline time.Time, stop <-chan struct{}) {
+	t := time.NewTicker(graceCheck)
+	defer t.Stop()
+	for {
+		lead := min(time.Second, s.grace/10)
+		if s.lead != nil {
+			lead = max(lead, s.lead())
+		}
+		if time.Until(deadline) <= lead+graceCheck {
+			s.graceEnding()
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // requireToken answers 401 unless the request carries token as a bearer

@@ -72,6 +72,9 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	// The limiter outlives the server's drain: held requests are still
 	// being admitted while the server waits for them.
 	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
+	// Requests still queued when the grace is nearly over get a 503
+	// (shutting_down) rather than a closed connection.
+	srv.OnGraceEnding(stopLimiter, h.ServiceTime)
 	var g errgroup.Group
 	g.Go(func() error { return limiter.Run(limiterCtx) })
 	g.Go(func() error { return caps.Run(limiterCtx) })
