@@ -35,10 +35,19 @@ func (b *bodyReader) read(w http.ResponseWriter, r *http.Request) (*bytes.Buffer
 	}
 	buf := b.pool.Get().(*bytes.Buffer)
 	buf.Reset()
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	body := http.MaxBytesReader(w, r.Body, b.max)
+	var err error
+	if n := r.ContentLength; n > 0 {
+		// Exactly the declared length: ReadFrom would keep 512 bytes spare,
+		// and a held request keeps its body for the whole wait.
+		buf.Grow(int(n))
+		p := buf.AvailableBuffer()[:n]
+		if _, err = io.ReadFull(body, p); err == nil {
+			buf.Write(p)
+		}
+	} else {
+		_, err = buf.ReadFrom(body)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, b.max))
 	if err != nil {
 		b.put(buf)
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {

@@ -56,6 +56,11 @@ func NewServer(cfg ServerConfig, h http.Handler, admin Admin, log *slog.Logger) 
 	r := chi.NewRouter()
 	r.Handle("/*", h)
 	s.proxy = newHTTPServer(r, log)
+	// HTTP/1.1 and h2c (HTTP/2 with prior knowledge, no TLS), so clients
+	// that multiplex need one connection for many requests.
+	s.proxy.Protocols = new(http.Protocols)
+	s.proxy.Protocols.SetHTTP1(true)
+	s.proxy.Protocols.SetUnencryptedHTTP2(true)
 	a := chi.NewRouter()
 	a.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	a.Get("/readyz", s.readyz)

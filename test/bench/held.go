@@ -35,13 +35,17 @@ func heldConfig(upstream string, n int) map[string]any {
 
 // holdRequests opens n bulk requests against t, one connection each, waits
 // until the proxy queues all of them, reads its memory, then lets them go.
-func holdRequests(ctx context.Context, t *target, n int) (heldResult, error) {
+func holdRequests(ctx context.Context, t *target, n int, h2c bool) (heldResult, error) {
 	res := heldResult{held: n}
 	var err error
 	if res.idle, _, err = memory(t.pid); err != nil {
 		return res, err
 	}
-	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: -1, DisableKeepAlives: true}
+	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: -1, DisableKeepAlives: !h2c}
+	if h2c {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	ctx, cancel := context.WithCancel(ctx)

@@ -72,7 +72,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	logf("held: %.0f B each; Go runtime: %v", rep.held.perRequest(), rep.held.runtime)
+	logf("held over HTTP/1.1: %.0f B each; Go runtime: %v", rep.held.perRequest(), rep.held.runtime)
+	logf("held over h2c: %.0f B each; Go runtime: %v", rep.heldH2C.perRequest(), rep.heldH2C.runtime)
 	if o.heldOnly {
 		return
 	}
@@ -179,8 +180,17 @@ func measureHeld(ctx context.Context, rep *report, bin, dir, upstream string, n 
 	if err != nil {
 		return err
 	}
+	if rep.held, err = holdRequests(ctx, held, n, false); err != nil {
+		return err
+	}
+	held.stop()
+	logf("memory with %d bulk requests held over h2c", n)
+	held, err = startMeterproxy(ctx, bin, dir, "meterproxy-held-h2c", heldConfig(upstream, n))
+	if err != nil {
+		return err
+	}
 	defer held.stop()
-	rep.held, err = holdRequests(ctx, held, n)
+	rep.heldH2C, err = holdRequests(ctx, held, n, true)
 	return err
 }
 

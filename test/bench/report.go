@@ -14,7 +14,8 @@ type report struct {
 	closed      map[string]runResult
 	streams     map[string]streamResult
 	allocs      map[string]allocResult
-	held        heldResult
+	held        heldResult // over HTTP/1.1, a connection each
+	heldH2C     heldResult // over h2c, multiplexed
 	storeErrors float64
 }
 
