@@ -16,7 +16,9 @@ import (
 type heldResult struct {
 	held             int
 	idle, full, peak int64 // RSS idle, RSS with every request held, peak RSS
-	runtime          []string
+	// heap, stacks and goroutines are the Go runtime's own figures with
+	// every request held.
+	heap, stacks, goroutines float64
 }
 
 func (h heldResult) perRequest() float64 { return float64(h.full-h.idle) / float64(h.held) }
@@ -80,12 +82,14 @@ func holdRequests(ctx context.Context, t *target, n int, h2c bool) (heldResult, 
 		return res, err
 	}
 	// Where it went, by the Go runtime's own account.
-	for _, m := range []string{"go_memstats_heap_inuse_bytes ", "go_memstats_stack_inuse_bytes ", "go_goroutines "} {
-		v, err := metricValue(ctx, t.adminURL, m)
-		if err != nil {
-			return res, err
-		}
-		res.runtime = append(res.runtime, fmt.Sprintf("%s%.0f", m, v))
+	if res.heap, err = metricValue(ctx, t.adminURL, "go_memstats_heap_inuse_bytes "); err != nil {
+		return res, err
+	}
+	if res.stacks, err = metricValue(ctx, t.adminURL, "go_memstats_stack_inuse_bytes "); err != nil {
+		return res, err
+	}
+	if res.goroutines, err = metricValue(ctx, t.adminURL, "go_goroutines "); err != nil {
+		return res, err
 	}
 	return res, nil
 }

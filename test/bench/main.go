@@ -72,8 +72,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	logf("held over HTTP/1.1: %.0f B each; Go runtime: %v", rep.held.perRequest(), rep.held.runtime)
-	logf("held over h2c: %.0f B each; Go runtime: %v", rep.heldH2C.perRequest(), rep.heldH2C.runtime)
+	logf("held over HTTP/1.1: %.0f B each; h2c: %.0f B each", rep.held.perRequest(), rep.heldH2C.perRequest())
 	if o.heldOnly {
 		return
 	}

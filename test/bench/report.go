@@ -102,9 +102,16 @@ func (r *report) markdown(o options) string {
 	p("| Redis store errors during the run | %.0f | – |\n", r.storeErrors)
 	p("| handler allocations per request (go test -bench) | %.0f allocs, %.0f B | %.0f allocs, %.0f B |\n",
 		r.allocs["meterproxy"].allocs, r.allocs["meterproxy"].bytes, r.allocs["baseline"].allocs, r.allocs["baseline"].bytes)
-	p("| memory with %d bulk requests held | %.1f MiB above idle (%.0f B each; RSS %.1f → %.1f MiB, peak %.1f MiB) | – |\n",
-		r.held.held, float64(r.held.full-r.held.idle)/(1<<20), r.held.perRequest(),
-		float64(r.held.idle)/(1<<20), float64(r.held.full)/(1<<20), float64(r.held.peak)/(1<<20))
+	for _, h := range []struct {
+		how string
+		res heldResult
+	}{{"HTTP/1.1, a connection each", r.held}, {"h2c, multiplexed", r.heldH2C}} {
+		n := float64(h.res.held)
+		p("| memory with %d bulk requests held (%s) | %.1f MiB above idle (%.0f B each; RSS %.1f → %.1f MiB, peak %.1f MiB; Go heap %.0f B and stacks %.0f B a request, %.0f goroutines) | – |\n",
+			h.res.held, h.how, float64(h.res.full-h.res.idle)/(1<<20), h.res.perRequest(),
+			float64(h.res.idle)/(1<<20), float64(h.res.full)/(1<<20), float64(h.res.peak)/(1<<20),
+			h.res.heap/n, h.res.stacks/n, h.res.goroutines)
+	}
 	p("\n### Targets\n\n| target | measured | |\n|---|---|---|\n")
 	for _, c := range r.checks() {
 		mark := "met"
@@ -135,7 +142,8 @@ func (r *report) checks() []check {
 		{fmt.Sprintf("added p50 at %d/s ≤ 150 µs (Redis store)", targetRate), us(addedP50), addedP50 <= 150*time.Microsecond},
 		{fmt.Sprintf("p99 at %d/s within 1.5× the baseline's (Redis store)", targetRate), fmt.Sprintf("%.2f×", p99Ratio), p99Ratio <= 1.5},
 		{fmt.Sprintf("Redis commands per request at %d/s ≤ 0.5", targetRate), fmt.Sprintf("%.3f", at[shared].redisPerReq), at[shared].redisPerReq <= 0.5},
-		{"≤ 4 KiB per held request", fmt.Sprintf("%.0f B", r.held.perRequest()), r.held.perRequest() <= 4096},
+		{"≤ 4 KiB per held request (HTTP/1.1)", fmt.Sprintf("%.0f B", r.held.perRequest()), r.held.perRequest() <= 4096},
+		{"≤ 4 KiB per held request (h2c)", fmt.Sprintf("%.0f B", r.heldH2C.perRequest()), r.heldH2C.perRequest() <= 4096},
 		{"meterproxy streams cut short = 0", fmt.Sprint(cut), cut == 0},
 		{"no meterproxy errors in any open-loop run", fmt.Sprint(r.openErrors()), r.openErrors() == 0},
 		{"Redis store never degraded (0 store errors)", fmt.Sprintf("%.0f", r.storeErrors), r.storeErrors == 0},
