@@ -18,7 +18,7 @@ HELM          := $(BIN)/helm
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
-.PHONY: help build run demo test fuzz lint lint-install helm-install bench tidy clean
+.PHONY: help build run demo test test-faults fuzz lint lint-install helm-install bench tidy clean
 
 help: ## List the targets with a one-line description of each.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,6 +36,10 @@ demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive loa
 test: helm-install ## Run every test with the race detector (installs redis-server and the pinned helm first if missing).
 	./.ci/ensure-redis
 	HELM=$(HELM) $(GO) test -race -count=1 -timeout 8m ./...
+
+test-faults: ## Run the fault suite (real processes; Redis, upstream and client faults; ~3 min).
+	./.ci/ensure-redis
+	$(GO) test -race -count=1 -tags faults -run '^TestFault' -timeout 10m ./test/
 
 fuzz: ## Run each native fuzz target for FUZZTIME (default 15s) in turn.
 	@for pkg in $$($(GO) list ./...); do \

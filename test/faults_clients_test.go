@@ -29,7 +29,10 @@ import (
 //
 // p's upstream must be the fake provider streaming at least 40 chunks 25 ms
 // apart, so a client leaving after 10 events leaves at least 0.7 s before
-// the end: the proxy sees every stream cut short by its client.
+// the end: the proxy sees every stream cut short by its client. p must
+// let its clients wait longer than all this takes (max_wait, an upstream
+// timeout over a minute) and serve no one else, so its gauges count these
+// clients only.
 func leaveAtRandom(t *testing.T, client *http.Client, p *procs.Proxy, n int, rng *rand.Rand) (tl *tally, streams int) {
 	t.Helper()
 	uploads := n / 10
@@ -98,7 +101,6 @@ func uploadAndLeave(addr string, cut int) answer {
 func TestFaultClientsLeave(t *testing.T) {
 	fake := startFake(t, "-latency", "0s", "-chunks", "40", "-chunk-interval", "25ms")
 	cfg := baseConfig(fake.URL)
-	cfg.set("log.level", "info")
 	cfg.withCallers()
 	cfg.set("account.requests_per_minute", 600_000)
 	cfg.set("account.max_in_flight", 150) // so most waiting clients are queued
@@ -106,7 +108,7 @@ func TestFaultClientsLeave(t *testing.T) {
 	cfg.set("classes.bulk.max_wait", "60s")
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	idle := mustRead(t, p.AdminURL)
-	client := newClient(t, 1024)
+	client := loadClient(t, 1024)
 
 	tl, streams := leaveAtRandom(t, client, p, 1000, seeded(t, 7))
 	r := checkIdentityOf(t, "proxy", p.AdminURL, tl, idle)
@@ -124,5 +126,5 @@ func TestFaultClientsLeave(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	fake.stop(t)
-	checkIdle(t, "proxy", p.AdminURL, idle)
+	checkIdle(t, "proxy", p, idle)
 }

@@ -110,14 +110,13 @@ func sendRaw(addr, raw string) (int, error) {
 func TestFaultBadInput(t *testing.T) {
 	fake := startFake(t, "-latency", "0s")
 	cfg := baseConfig(fake.URL)
-	cfg.set("log.level", "info")
 	cfg.withCallers()
 	cfg.set("classify.unknown_callers", "reject")
 	cfg.set("server.max_body_bytes", maxBody)
 	cfg.set("account.requests_per_minute", 6_000_000)
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	idle := mustRead(t, p.AdminURL)
-	client := newClient(t, 64)
+	client := loadClient(t, 64)
 	rng := seeded(t, 5)
 	counts := map[string]int{"unknown-key": 10_000, "junk-headers": 1000, "oversize": 1000, "oversize-chunked": 200, "bad-json": 1000}
 	var jobs []string
@@ -205,5 +204,5 @@ func TestFaultBadInput(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	fake.stop(t)
-	checkIdle(t, "proxy", p.AdminURL, idle)
+	checkIdle(t, "proxy", p, idle)
 }

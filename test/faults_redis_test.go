@@ -10,20 +10,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/test/procs"
-	"github.com/meterproxy/meterproxy/test/redistest"
 )
-
-// ownedRedis starts a redis-server the test may kill, pause and restart.
-// The fault suite needs one of its own: with REDIS_URL set it fails rather
-// than skip, since a skipped fault case proves nothing.
-func ownedRedis(t *testing.T) (*redistest.Server, string) {
-	t.Helper()
-	srv := redistest.Start(t)
-	if !srv.Owned() {
-		t.Fatal("the fault suite kills, pauses and restarts Redis: unset REDIS_URL so that it starts redis-server of its own")
-	}
-	return srv, redistest.Prefix(t)
-}
 
 // redisFaults runs the three Redis faults in turn under whatever load the
 // caller drives, and returns once every replica is back on Redis: killed
@@ -33,7 +20,7 @@ func ownedRedis(t *testing.T) (*redistest.Server, string) {
 // (no keys, no scripts: the replicas reload the script and reassert their
 // in-flight counts). sent reports how many requests the load has sent so
 // far, to wait for traffic through each fault without sleeping.
-func redisFaults(t *testing.T, srv *redistest.Server, replicas []*procs.Proxy, sent func() int64, perFault int64) {
+func redisFaults(t *testing.T, srv *fleetRedis, replicas []*procs.Proxy, sent func() int64, perFault int64) {
 	t.Helper()
 	degraded := func(p *procs.Proxy) bool { return mustRead(t, p.AdminURL).degraded == 1 }
 	healthy := func(p *procs.Proxy) bool { return !degraded(p) }
@@ -76,9 +63,10 @@ func redisFaults(t *testing.T, srv *redistest.Server, replicas []*procs.Proxy, s
 // gauges and the fleet gauges return to 0; the keys Redis holds again all
 // carry a TTL; goroutines return to idle.
 func TestFaultRedis(t *testing.T) {
-	srv, prefix := ownedRedis(t)
+	srv := ownedRedis(t)
 	fake := startFake(t, "-latency", "5ms", "-chunk-interval", "2ms")
-	cfg := fleetConfig(fake.URL, srv, prefix)
+	cfg := fleetConfig(fake.URL, srv.Server, srv.prefix)
+	cfg.set("log.level", "debug") // the server logs handler panics at debug level
 	cfg.set("store.timeout", "100ms")
 	cfg.set("account.requests_per_minute", 30_000) // 500 a second for the fleet, 250 per replica degraded
 	cfg.set("account.expected_replicas", 2)
@@ -86,7 +74,7 @@ func TestFaultRedis(t *testing.T) {
 	replicas := []*procs.Proxy{startProxy(t, cfg, fleetEnv, chatKey, importKey), startProxy(t, cfg, fleetEnv, chatKey, importKey)}
 	idle := []reading{mustRead(t, replicas[0].AdminURL), mustRead(t, replicas[1].AdminURL)}
 
-	client := newClient(t, 256)
+	client := loadClient(t, 256)
 	l := newLedger()
 	ld := &loader{client: client, rate: 300, maxConc: 200, next: func(rng *rand.Rand) (shot, *tally) {
 		i := rng.IntN(len(replicas))
@@ -117,18 +105,15 @@ func TestFaultRedis(t *testing.T) {
 	for i, p := range replicas {
 		checkIdentityOf(t, "replica "+names[i], p.AdminURL, l.proxy(names[i]), idle[i])
 	}
-	waitFor(t, "Redis's in-flight totals to return to 0", func() bool {
-		m := redisInFlight(t, srv, prefix)
-		return (m["i"] == "" || m["i"] == "0") && (m["b"] == "" || m["b"] == "0")
-	})
-	checkKeyHygiene(t, srv, prefix)
+	srv.waitEmpty(t)
+	checkKeyHygiene(t, srv.Server, srv.prefix)
 	if n := srv.CommandStats(t)["evalsha"]; n == 0 {
 		t.Error("the restarted Redis ran no EVALSHA: the replicas did not reload the script")
 	}
 	client.CloseIdleConnections()
 	fake.stop(t)
 	for i, p := range replicas {
-		r := checkIdle(t, "replica "+names[i], p.AdminURL, idle[i])
+		r := checkIdle(t, "replica "+names[i], p, idle[i])
 		if r.degraded != 0 {
 			t.Errorf("replica %s still degraded at the end", names[i])
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/test/procs"
-	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // drainUnderLoad stops p with SIGTERM while n bulk requests are on it (each
@@ -35,6 +34,7 @@ func drainUnderLoad(t *testing.T, client *http.Client, p *procs.Proxy, n int, la
 	var mu sync.Mutex
 	var last time.Time
 	s := shot{url: chat, body: chatBody, headers: map[string]string{"Authorization": "Bearer " + importKey, "X-Fake-Latency": latency.String()}}
+	before := scrape(t, p.AdminURL)
 	for range n {
 		wg.Go(func() {
 			tl.record(fire(client, s, nil))
@@ -44,7 +44,6 @@ func drainUnderLoad(t *testing.T, client *http.Client, p *procs.Proxy, n int, la
 		})
 	}
 	var held float64
-	before := scrape(t, p.AdminURL)
 	waitFor(t, fmt.Sprintf("the replica to have all %d requests", n), func() bool {
 		m := scrape(t, p.AdminURL)
 		held = m.Sum("meterproxy_queue_depth", map[string]string{"class": "bulk"})
@@ -92,43 +91,68 @@ func drainUnderLoad(t *testing.T, client *http.Client, p *procs.Proxy, n int, la
 	if err := p.Wait(grace); err != nil {
 		t.Errorf("the drained replica: %v, want exit status 0", err)
 	}
+	checkNoPanics(t, "the drained replica", p)
 	return tl
 }
 
 // crashHolding fills p (replica id in Redis) with k streams held open, so
-// it holds k of the fleet's slots, runs beforeKill, then kills it with SIGKILL and returns
-// how long after the kill Redis stopped counting it: its heartbeat gone and
-// its in-flight count removed by a surviving replica's next call. It
-// requires that within 3 × heartbeat of the kill, plus 250 ms for a
-// survivor's next call and this poll. The held streams break off with the
+// it holds k of the fleet's slots, runs beforeKill, then kills it with
+// SIGKILL and returns how long after the kill Redis stopped counting it:
+// its heartbeat gone and its in-flight count removed. Two bounds, both on
+// Redis's clock: the dead replica's count expires (its heartbeat score)
+// within the heartbeat TTL, 3 × heartbeat, of the kill; and a surviving
+// replica's next call removes it within two heartbeats of that expiry (a
+// replica's loop checks once a heartbeat whether a heartbeat has passed
+// since its last call, so it may stay silent for up to two). The held streams break off with the
 // process; their counts died with it.
-func crashHolding(t *testing.T, client *http.Client, srv *redistest.Server, prefix string, p *procs.Proxy, id string, k int, heartbeat time.Duration, beforeKill func()) time.Duration {
+func crashHolding(t *testing.T, client *http.Client, srv *fleetRedis, p *procs.Proxy, id string, k int, heartbeat time.Duration, beforeKill func()) time.Duration {
 	t.Helper()
 	holders := make([]*holder, k)
 	for i := range holders {
 		holders[i] = hold(t, client, p.URL+"/v1/chat/completions", chatKey)
 	}
 	waitFor(t, "Redis to count the doomed replica's slots", func() bool {
-		return redisInFlight(t, srv, prefix)[id+":i"] == fmt.Sprint(k)
+		return srv.inFlight(t)[id+":i"] == fmt.Sprint(k)
 	})
 	if beforeKill != nil {
 		beforeKill()
 	}
+	redisNow := func() time.Time {
+		now, err := srv.c.Time(t.Context()).Result()
+		if err != nil {
+			t.Fatalf("Redis TIME: %v", err)
+		}
+		return now
+	}
+	killedAt := redisNow()
 	killed := time.Now()
 	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-p.Exited()
+	score, err := srv.c.ZScore(t.Context(), "{"+srv.prefix+"}:heartbeat", id).Result()
+	if err != nil {
+		t.Fatalf("the killed replica's heartbeat: %v (reclaimed already, or never counted)", err)
+	}
+	expires := time.UnixMilli(int64(score))
+	var reclaimedAt time.Time
 	waitFor(t, "Redis to stop counting the killed replica", func() bool {
-		m := redisInFlight(t, srv, prefix)
+		m := srv.inFlight(t)
 		_, i := m[id+":i"]
 		_, b := m[id+":b"]
-		return !replicaIDs(t, srv, prefix)[id] && !i && !b
+		if srv.replicaIDs(t)[id] || i || b {
+			return false
+		}
+		reclaimedAt = redisNow()
+		return true
 	})
 	reclaimed := time.Since(killed)
-	bound := 3*heartbeat + 250*time.Millisecond
-	if reclaimed > bound {
-		t.Errorf("the killed replica's %d slots were reclaimed %s after kill -9, want within %s (3 × heartbeat %s + 250 ms)", k, reclaimed, bound, heartbeat)
+	ttl := 3 * heartbeat
+	if d := expires.Sub(killedAt); d > ttl+10*time.Millisecond {
+		t.Errorf("the killed replica's count expires %s after the kill, past the heartbeat TTL %s", d, ttl)
+	}
+	if late := reclaimedAt.Sub(expires); late > 2*heartbeat {
+		t.Errorf("the killed replica's %d slots were reclaimed %s after its count expired, want within two heartbeats (%s)", k, late, 2*heartbeat)
 	}
 	broken := 0
 	for _, h := range holders {
@@ -139,16 +163,17 @@ func crashHolding(t *testing.T, client *http.Client, srv *redistest.Server, pref
 	if broken != k {
 		t.Errorf("%d of the %d streams on the killed replica broke off with it", broken, k)
 	}
-	t.Logf("kill -9 of a replica holding %d slots: Redis stopped counting it %s later (bound %s); its %d streams broke off with it",
-		k, reclaimed.Round(time.Millisecond), bound, broken)
+	checkNoPanics(t, "the killed replica", p)
+	t.Logf("kill -9 of a replica holding %d slots: its count expired %s after the kill (TTL %s), Redis stopped counting it %s later; %s in all; its %d streams broke off with it",
+		k, expires.Sub(killedAt).Round(time.Millisecond), ttl, reclaimedAt.Sub(expires).Round(time.Millisecond), reclaimed.Round(time.Millisecond), broken)
 	return reclaimed
 }
 
 // startDoomed runs a replica the test will kill -9, so its cleanup does not
 // expect a clean exit, and returns it with its id in Redis.
-func startDoomed(t *testing.T, cfg config, srv *redistest.Server, prefix string) (*procs.Proxy, string) {
+func startDoomed(t *testing.T, cfg config, srv *fleetRedis) (*procs.Proxy, string) {
 	t.Helper()
-	before := replicaIDs(t, srv, prefix)
+	before := srv.replicaIDs(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), fleetEnv)
@@ -159,7 +184,7 @@ func startDoomed(t *testing.T, cfg config, srv *redistest.Server, prefix string)
 		_ = p.Signal(syscall.SIGKILL)
 		<-p.Exited()
 	})
-	return p, newReplicaID(t, srv, prefix, before)
+	return p, srv.newReplicaID(t, before)
 }
 
 // steadyChat is a loader of plain chat completions, both classes, spread
@@ -184,9 +209,10 @@ func steadyChat(client *http.Client, l *ledger, rate int, names []string, replic
 // holds, and the fleet's in-flight count returns to 0.
 func TestFaultSIGTERM(t *testing.T) {
 	const grace = 10 * time.Second
-	srv, prefix := ownedRedis(t)
+	srv := ownedRedis(t)
 	fake := startFake(t, "-latency", "5ms")
-	cfg := fleetConfig(fake.URL, srv, prefix)
+	cfg := fleetConfig(fake.URL, srv.Server, srv.prefix)
+	cfg.set("log.level", "debug") // the server logs handler panics at debug level
 	cfg.set("server.shutdown_grace", grace.String())
 	cfg.set("account.max_in_flight", 100)
 	cfg.set("account.requests_per_minute", 60_000)
@@ -195,7 +221,7 @@ func TestFaultSIGTERM(t *testing.T) {
 	survivor := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	victim := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	idle := mustRead(t, survivor.AdminURL)
-	client := newClient(t, 256)
+	client := loadClient(t, 256)
 	l := newLedger()
 	ld := steadyChat(client, l, 100, []string{"survivor"}, []*procs.Proxy{survivor})
 	ctx, stop := context.WithCancel(t.Context())
@@ -209,7 +235,7 @@ func TestFaultSIGTERM(t *testing.T) {
 	checkIdentityOf(t, "survivor", survivor.AdminURL, l.proxy("survivor"), idle)
 	client.CloseIdleConnections()
 	fake.stop(t)
-	checkIdle(t, "survivor", survivor.AdminURL, idle)
+	checkIdle(t, "survivor", survivor, idle)
 }
 
 // TestFaultSIGTERMRefusesHeldPastGrace: SIGTERM to a replica with more held
@@ -220,21 +246,20 @@ func TestFaultSIGTERM(t *testing.T) {
 func TestFaultSIGTERMRefusesHeldPastGrace(t *testing.T) {
 	fake := startFake(t, "-latency", "5ms")
 	cfg := baseConfig(fake.URL)
-	cfg.set("log.level", "info")
 	cfg.withCallers()
 	cfg.set("server.shutdown_grace", "1s")
 	cfg.set("account.max_in_flight", 5)
 	cfg.set("classes.bulk.max_wait", "30s")
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
-	client := newClient(t, 64)
+	client := loadClient(t, 64)
 	const n = 40
 	tl := newTally()
 	var wg sync.WaitGroup
 	s := shot{url: p.URL + "/v1/chat/completions", body: chatBody, headers: map[string]string{"Authorization": "Bearer " + importKey, "X-Fake-Latency": "400ms"}}
+	before := scrape(t, p.AdminURL)
 	for range n {
 		wg.Go(func() { tl.record(fire(client, s, nil)) })
 	}
-	before := scrape(t, p.AdminURL)
 	waitFor(t, "the replica to have all 40 requests, most of them held", func() bool {
 		m := scrape(t, p.AdminURL)
 		return arrived(m, before, "bulk") == n && m.Sum("meterproxy_queue_depth", nil) >= n-10
@@ -244,6 +269,7 @@ func TestFaultSIGTERMRefusesHeldPastGrace(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("SIGTERM, grace 1 s, 5 in flight and 35 held: %s", tl)
+	checkNoPanics(t, "the drained replica", p)
 	if tl.forwarded["2xx"] < 5 {
 		t.Errorf("only %d requests finished: the admitted ones must complete within the grace", tl.forwarded["2xx"])
 	}
@@ -260,23 +286,24 @@ func TestFaultSIGTERMRefusesHeldPastGrace(t *testing.T) {
 // its identity holds and the fleet's count returns to 0.
 func TestFaultKill9(t *testing.T) {
 	const heartbeat = 500 * time.Millisecond
-	srv, prefix := ownedRedis(t)
+	srv := ownedRedis(t)
 	fake := startFake(t, "-latency", "5ms")
-	cfg := fleetConfig(fake.URL, srv, prefix)
+	cfg := fleetConfig(fake.URL, srv.Server, srv.prefix)
+	cfg.set("log.level", "debug") // the server logs handler panics at debug level
 	cfg.set("store.heartbeat", heartbeat.String())
 	cfg.set("account.max_in_flight", 8)
 	cfg.set("classes.interactive.max_wait", "20s")
 	cfg.set("classes.bulk.max_wait", "20s")
 	survivor := startProxy(t, cfg, fleetEnv, chatKey, importKey)
-	newReplicaID(t, srv, prefix, nil)
-	doomed, id := startDoomed(t, cfg, srv, prefix)
+	srv.newReplicaID(t, nil)
+	doomed, id := startDoomed(t, cfg, srv)
 	idle := mustRead(t, survivor.AdminURL)
-	client := newClient(t, 256)
+	client := loadClient(t, 256)
 	l := newLedger()
 	ld := steadyChat(client, l, 50, []string{"survivor"}, []*procs.Proxy{survivor})
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	crashHolding(t, client, srv, prefix, doomed, id, 8, heartbeat, func() {
+	crashHolding(t, client, srv, doomed, id, 8, heartbeat, func() {
 		// The doomed replica holds the whole fleet: the survivor's load queues.
 		wg.Go(func() { ld.run(ctx, seeded(t, 9)) })
 		waitFor(t, "the survivor to queue requests behind the full fleet", func() bool {
@@ -291,5 +318,5 @@ func TestFaultKill9(t *testing.T) {
 	checkIdentityOf(t, "survivor", survivor.AdminURL, l.proxy("survivor"), idle)
 	client.CloseIdleConnections()
 	fake.stop(t)
-	checkIdle(t, "survivor", survivor.AdminURL, idle)
+	checkIdle(t, "survivor", survivor, idle)
 }

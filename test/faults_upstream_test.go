@@ -16,10 +16,10 @@ import (
 // that resets every connection; timeout is the proxies'
 // upstream.response_header_timeout.
 func upstreamFaultShots(url, resetURL string, timeout time.Duration) (map[string]shot, map[string]kindRule) {
-	h := func(kv ...string) map[string]string {
+	h := func(name, value string) map[string]string {
 		m := map[string]string{"Authorization": "Bearer " + importKey}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
+		if name != "" {
+			m[name] = value
 		}
 		return m
 	}
@@ -28,14 +28,14 @@ func upstreamFaultShots(url, resetURL string, timeout time.Duration) (map[string
 		// No headers within the timeout: 504 upstream_timeout.
 		"slow": {url: chat, body: chatBody, headers: h("X-Fake-Latency", (3 * timeout).String())},
 		// A reset instead of an answer: 502 upstream_unreachable.
-		"reset": {url: resetURL + "/v1/chat/completions", body: chatBody, headers: h()},
+		"reset": {url: resetURL + "/v1/chat/completions", body: chatBody, headers: h("", "")},
 		// The upstream's own 500: forwarded as it is.
 		"500": {url: chat, body: chatBody, headers: h("X-Fake-Status", "500")},
 		// A stream the upstream aborts after 3 chunks: forwarded, cut short.
 		"cut": {url: chat, body: streamBody, headers: h("X-Fake-Cut-After", "3")},
 		// Healthy requests beside the faults.
-		"chat":   {url: chat, body: chatBody, headers: h()},
-		"stream": {url: chat, body: streamBody, headers: h()},
+		"chat":   {url: chat, body: chatBody, headers: h("", "")},
+		"stream": {url: chat, body: streamBody, headers: h("", "")},
 	}
 	rules := map[string]kindRule{
 		"slow":   {refused: []string{"upstream_timeout"}, must: "upstream_timeout"},
@@ -63,7 +63,6 @@ func TestFaultUpstream(t *testing.T) {
 	fake := startFake(t, "-latency", "5ms", "-chunks", "10", "-chunk-interval", "10ms")
 	reset := startResetter(t)
 	cfg := baseConfig(fake.URL)
-	cfg.set("log.level", "info")
 	cfg.withCallers()
 	cfg.set("upstream.response_header_timeout", timeout.String())
 	cfg.set("classes.bulk.max_wait", "30s")
@@ -77,7 +76,7 @@ func TestFaultUpstream(t *testing.T) {
 
 	shots, rules := upstreamFaultShots(p.URL, pr.URL, timeout)
 	counts := map[string]int{"slow": 100, "reset": 200, "500": 200, "cut": 100, "chat": 400, "stream": 100}
-	client := newClient(t, 512)
+	client := loadClient(t, 512)
 	l := newLedger()
 	var wg sync.WaitGroup
 	for _, kind := range slices.Sorted(maps.Keys(counts)) {
@@ -163,7 +162,7 @@ func TestFaultUpstream(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	fake.stop(t)
-	checkIdle(t, "proxy p", p.AdminURL, idle)
-	checkIdle(t, "proxy pr", pr.AdminURL, idleR)
+	checkIdle(t, "proxy p", p, idle)
+	checkIdle(t, "proxy pr", pr, idleR)
 	t.Logf("the resetting upstream reset %d connections", reset.resets())
 }
