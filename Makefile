@@ -18,7 +18,7 @@ HELM          := $(BIN)/helm
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
-.PHONY: help build run demo test test-faults fuzz lint lint-install helm-install bench tidy clean
+.PHONY: help build run demo test test-faults fuzz lint lint-install helm-install bench bench-micro tidy clean
 
 help: ## List the targets with a one-line description of each.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -66,7 +66,11 @@ helm-install: ## Build the pinned Helm from the Go module proxy into ./bin (for 
 		rm -f $(BIN)/.helm-*; touch $(BIN)/.helm-$(HELM_VERSION); \
 	fi
 
-bench: ## Run every benchmark once, with allocations.
+bench: ## Benchmark meterproxy against a plain ReverseProxy in one run (test/bench; ~5 min); BENCHFLAGS passes flags.
+	./.ci/ensure-redis
+	$(GO) run ./test/bench $(BENCHFLAGS)
+
+bench-micro: ## Run every Go micro-benchmark once, with allocations.
 	./.ci/ensure-redis
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
