@@ -37,7 +37,7 @@ test: helm-install ## Run every test with the race detector (installs redis-serv
 	./.ci/ensure-redis
 	HELM=$(HELM) $(GO) test -race -count=1 -timeout 8m ./...
 
-test-faults: ## Run the fault suite (real processes; Redis, upstream and client faults; ~3 min).
+test-faults: ## Run the fault suite (real processes; Redis, upstream and client faults; ~2 min).
 	./.ci/ensure-redis
 	$(GO) test -race -count=1 -tags faults -run '^TestFault' -timeout 10m ./test/
 

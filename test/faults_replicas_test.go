@@ -103,8 +103,8 @@ func drainUnderLoad(t *testing.T, client *http.Client, p *procs.Proxy, n int, la
 // within the heartbeat TTL, 3 × heartbeat, of the kill; and a surviving
 // replica's next call removes it within two heartbeats of that expiry (a
 // replica's loop checks once a heartbeat whether a heartbeat has passed
-// since its last call, so it may stay silent for up to two). The held streams break off with the
-// process; their counts died with it.
+// since its last call, so it may stay silent for up to two). The held
+// streams break off with the process; their counts died with it.
 func crashHolding(t *testing.T, client *http.Client, srv *fleetRedis, p *procs.Proxy, id string, k int, heartbeat time.Duration, beforeKill func()) time.Duration {
 	t.Helper()
 	holders := make([]*holder, k)
