@@ -24,3 +24,22 @@ func TestLittleMeter(t *testing.T) {
 		t.Errorf("measured in flight %.2f after the load stopped, want 0", got)
 	}
 }
+
+// TestLittleMeterMean: the mean service time over the window and the
+// current second, for the drain's deadline; 0 before anything completed.
+func TestLittleMeterMean(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	m := &littleMeter{now: func() time.Time { return now }}
+	if got := m.mean(); got != 0 {
+		t.Errorf("mean with nothing completed = %s, want 0", got)
+	}
+	m.add(now.Add(-3*time.Second), time.Second)
+	m.add(now, 3*time.Second) // the current second counts too
+	if got := m.mean(); got != 2*time.Second {
+		t.Errorf("mean = %s, want 2s", got)
+	}
+	now = now.Add((littleWindow + 1) * time.Second)
+	if got := m.mean(); got != 0 {
+		t.Errorf("mean after the window passed = %s, want 0", got)
+	}
+}
