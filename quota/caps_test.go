@@ -61,7 +61,10 @@ type admitResult struct {
 
 // runCapsSuite is the caps' behaviour over any backend.
 func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backend) {
-	t.Run("a capped caller waits behind its own cap, not in the class's line", func(t *testing.T) {
+	// holdingCap starts a replica whose runaway caller may have one request
+	// in flight, within a 10 s max_wait, and takes that one.
+	holdingCap := func(t *testing.T) (*replica, Config, *Lease) {
+		t.Helper()
 		cfg := capConfig()
 		cfg.Classes.Interactive.MaxWait = 10 * time.Second
 		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 1}})
@@ -69,6 +72,10 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backe
 		if err != nil {
 			t.Fatal(err)
 		}
+		return r, cfg, first
+	}
+	t.Run("a capped caller waits behind its own cap, not in the class's line", func(t *testing.T) {
+		r, _, first := holdingCap(t)
 		second := admitAsync(t.Context(), r.caps, runaway)
 		waitUntil(t, "the runaway's second request to wait on its cap", func() bool { return r.caps.State()[runaway].Queued == 1 })
 		// Another caller of the same class goes at once.
@@ -145,13 +152,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backe
 		}
 	})
 	t.Run("lifting a cap lets its waiters go", func(t *testing.T) {
-		cfg := capConfig()
-		cfg.Classes.Interactive.MaxWait = 10 * time.Second
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 1}})
-		first, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, cfg, first := holdingCap(t)
 		defer first.Release()
 		second := admitAsync(t.Context(), r.caps, runaway)
 		waitUntil(t, "the second request to wait on the cap", func() bool { return r.caps.State()[runaway].Queued == 1 })
