@@ -267,6 +267,9 @@ func (l *Limiter) hand(res TakeResult, want PerClass, st *loopState, sent time.T
 			}
 			w.granted = true
 			w.held = w.held || w.gen != cq.shortfalls
+			// Counted before the waiter can run: its Release must never
+			// find the count without it (it went to -1 for a moment).
+			l.inFlight[c].Add(1)
 			close(w.done)
 			given++
 		}
@@ -275,7 +278,6 @@ func (l *Limiter) hand(res TakeResult, want PerClass, st *loopState, sent time.T
 			cq.shortfalls++
 		}
 		cq.short = short && cq.q.n > 0
-		l.inFlight[c].Add(given)
 		l.admitted[c].Add(given)
 		excess[c] = res.Granted[c] - given
 		bulkHeld := c == int(classify.Bulk) && res.UpstreamHold > 0
