@@ -119,14 +119,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
-		got := make(chan *Lease, 1)
-		go func() {
-			lease, err := l.Admit(t.Context(), classify.Interactive, 0)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lease
-		}()
+		got := admitLater(t, l, classify.Interactive)
 		waitUntil(t, "a waiter behind two", func() bool { return l.Queued(classify.Interactive) == 1 })
 		a.Release()
 		c := <-got
@@ -136,6 +129,20 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 			return l.FleetInFlight(classify.Interactive) == 0 && l.InFlight(classify.Interactive) == 0
 		})
 	})
+}
+
+// admitLater admits a request of class c in the background and delivers
+// its lease (nil after an error, which fails the test).
+func admitLater(t *testing.T, l *Limiter, c classify.Class) <-chan *Lease {
+	got := make(chan *Lease, 1)
+	go func() {
+		lease, err := l.Admit(t.Context(), c, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	return got
 }
 
 func snapshot(mu *sync.Mutex, s *[]int) []int {

@@ -183,14 +183,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
-		got := make(chan *Lease, 1)
-		go func() {
-			lease, err := l.Admit(t.Context(), classify.Interactive, 0)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lease
-		}()
+		got := admitLater(t, l, classify.Interactive)
 		synctest.Wait()
 		if l.Queued(classify.Interactive) != 1 || l.InFlight(classify.Interactive) != 2 {
 			t.Fatalf("queued %d in flight %d, want 1 waiting behind 2", l.Queued(classify.Interactive), l.InFlight(classify.Interactive))
@@ -279,14 +272,7 @@ func TestLimiterReconfigureWakesBlockedWaiters(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.Release()
-		got := make(chan *Lease, 1)
-		go func() {
-			lease, err := l.Admit(t.Context(), classify.Interactive, 0)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- lease
-		}()
+		got := admitLater(t, l, classify.Interactive)
 		synctest.Wait()
 		start := time.Now()
 		cfg.Account.MaxInFlight = 2

@@ -897,6 +897,15 @@ func ownedRedis(t *testing.T) *fleetRedis {
 	return &fleetRedis{Server: srv, prefix: redistest.Prefix(t), c: srv.Client(t)}
 }
 
+// config is a replica's config in the fleet on r, forwarding to upstream,
+// logging at debug level: net/http logs handler panics there, and every
+// case fails on one.
+func (r *fleetRedis) config(upstream string) config {
+	c := fleetConfig(upstream, r.Server, r.prefix)
+	c.set("log.level", "debug")
+	return c
+}
+
 // replicaIDs returns the replicas Redis currently counts as alive.
 func (r *fleetRedis) replicaIDs(t *testing.T) map[string]bool {
 	t.Helper()

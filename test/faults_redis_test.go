@@ -65,8 +65,7 @@ func redisFaults(t *testing.T, srv *fleetRedis, replicas []*procs.Proxy, sent fu
 func TestFaultRedis(t *testing.T) {
 	srv := ownedRedis(t)
 	fake := startFake(t, "-latency", "5ms", "-chunk-interval", "2ms")
-	cfg := fleetConfig(fake.URL, srv.Server, srv.prefix)
-	cfg.set("log.level", "debug") // the server logs handler panics at debug level
+	cfg := srv.config(fake.URL)
 	cfg.set("store.timeout", "100ms")
 	cfg.set("account.requests_per_minute", 30_000) // 500 a second for the fleet, 250 per replica degraded
 	cfg.set("account.expected_replicas", 2)

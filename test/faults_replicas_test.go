@@ -211,8 +211,7 @@ func TestFaultSIGTERM(t *testing.T) {
 	const grace = 10 * time.Second
 	srv := ownedRedis(t)
 	fake := startFake(t, "-latency", "5ms")
-	cfg := fleetConfig(fake.URL, srv.Server, srv.prefix)
-	cfg.set("log.level", "debug") // the server logs handler panics at debug level
+	cfg := srv.config(fake.URL)
 	cfg.set("server.shutdown_grace", grace.String())
 	cfg.set("account.max_in_flight", 100)
 	cfg.set("account.requests_per_minute", 60_000)
@@ -288,8 +287,7 @@ func TestFaultKill9(t *testing.T) {
 	const heartbeat = 500 * time.Millisecond
 	srv := ownedRedis(t)
 	fake := startFake(t, "-latency", "5ms")
-	cfg := fleetConfig(fake.URL, srv.Server, srv.prefix)
-	cfg.set("log.level", "debug") // the server logs handler panics at debug level
+	cfg := srv.config(fake.URL)
 	cfg.set("store.heartbeat", heartbeat.String())
 	cfg.set("account.max_in_flight", 8)
 	cfg.set("classes.interactive.max_wait", "20s")

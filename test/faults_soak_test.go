@@ -66,8 +66,7 @@ func TestFaultSoak(t *testing.T) {
 	longStreams := startFake(t, "-latency", "0s", "-chunks", "40", "-chunk-interval", "25ms")
 	reset := startResetter(t)
 
-	cfg := fleetConfig(fake.URL, srv.Server, prefix)
-	cfg.set("log.level", "debug") // the server logs handler panics at debug level
+	cfg := srv.config(fake.URL)
 	cfg.set("store.timeout", "100ms")
 	cfg.set("store.heartbeat", heartbeat.String())
 	cfg.set("account.requests_per_minute", 90_000) // 1,500 a second for the fleet
@@ -92,8 +91,7 @@ func TestFaultSoak(t *testing.T) {
 	// requests are held on them; crashed ones in the fleet, whose slots the
 	// others must reclaim.
 	victimCfg := func(crash bool) config {
-		c := fleetConfig(fake.URL, srv.Server, prefix)
-		c.set("log.level", "debug")
+		c := srv.config(fake.URL)
 		c.set("store.timeout", "100ms")
 		c.set("store.heartbeat", heartbeat.String())
 		c.set("account.requests_per_minute", 90_000)
