@@ -17,7 +17,7 @@ import (
 
 // newTestRedisStore returns a RedisStore on its own key prefix, with a 1 s
 // heartbeat and a generous timeout (the race detector slows calls).
-func newTestRedisStore(t *testing.T, srv *redistest.Server, prefix string, l Limits) *RedisStore {
+func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string, l Limits) *RedisStore {
 	t.Helper()
 	return NewRedisStore(srv.Client(t), l, RedisStoreOptions{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
 }
