@@ -46,3 +46,32 @@ func bearer(v string) (string, bool) {
 // trim removes the optional whitespace (spaces and tabs) HTTP allows around
 // a field value.
 func trim(s string) string { return strings.Trim(s, " \t") }
+
+// ConflictingCredentials reports whether h carries more than one distinct
+// credential: two of Authorization, Api-Key and X-Api-Key (or two lines of
+// one of them) holding different values. Credential reads one of them and
+// the provider may authenticate with another, so such a request must not be
+// classified by one key and forwarded with the other. An Authorization
+// value counts by its bearer token, or whole when its scheme is not Bearer;
+// empty values do not count.
+func ConflictingCredentials(h http.Header) bool {
+	var first string
+	for _, name := range credentialHeaders {
+		for _, v := range h.Values(name) {
+			key := trim(v)
+			if name == credentialHeaders[0] {
+				if token, ok := bearer(v); ok {
+					key = token
+				}
+			}
+			switch {
+			case key == "":
+			case first == "":
+				first = key
+			case key != first:
+				return true
+			}
+		}
+	}
+	return false
+}

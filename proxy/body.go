@@ -4,64 +4,136 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"sync"
+	"time"
 )
 
-// errBodyTooLarge means the body is over server.max_body_bytes.
-var errBodyTooLarge = errors.New("proxy: request body too large")
+// Errors of reading a request body.
+var (
+	// errBodyTooLarge means the body is over server.max_body_bytes (or
+	// server.max_upload_bytes for a streamed upload).
+	errBodyTooLarge = errors.New("proxy: request body too large")
+	// errBodyTimeout means the body did not arrive within
+	// server.body_read_timeout.
+	errBodyTimeout = errors.New("proxy: request body read timed out")
+	// errBodyMemory means holding the body would take the bodies in memory
+	// past server.max_body_memory_bytes.
+	errBodyMemory = errors.New("proxy: request body memory budget exhausted")
+)
 
-// maxPooledBody is the largest buffer kept for reuse; bigger ones are left
-// to the garbage collector so one huge upload does not pin memory.
-const maxPooledBody = 1 << 20
+// firstChunk is the most a body buffer starts with before bytes arrive:
+// a client that declares 32 MiB and sends one byte costs this much, not
+// 32 MiB. Small bodies (a chat turn) fit at once.
+const firstChunk = 8 << 10
 
-// bodyReader reads request bodies whole, bounded, into pooled buffers. The
-// proxy needs the whole body before forwarding: to answer 413 before any
-// upstream call, and because forwarding a body while the upstream already
+// bodyReader reads request bodies whole before admission, bounded three
+// ways: each body by server.max_body_bytes, the time to read it by
+// server.body_read_timeout, and the bytes of every body in memory at once
+// (held requests' included) by the budget. The proxy needs the whole body
+// before forwarding: to answer 413 before any upstream call, to estimate
+// tokens, and because forwarding a body while the upstream already
 // answers truncates streamed responses (golang/go#40747).
 type bodyReader struct {
-	max  int64
-	pool sync.Pool
+	max     int64
+	timeout time.Duration
+	budget  *memBudget
 }
 
-func newBodyReader(limit int64) *bodyReader {
-	return &bodyReader{max: limit, pool: sync.Pool{New: func() any { return new(bytes.Buffer) }}}
+func newBodyReader(cfg ServerConfig) *bodyReader {
+	return &bodyReader{max: cfg.MaxBodyBytes, timeout: cfg.BodyReadTimeout, budget: newMemBudget(cfg.MaxBodyMemoryBytes)}
 }
 
-// read returns r's body in a buffer the caller must give back with put.
-func (b *bodyReader) read(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
+// body is a request body in memory, charged to the budget until release.
+type body struct {
+	buf    []byte
+	budget *memBudget
+	held   int64 // bytes charged to the budget
+	once   sync.Once
+}
+
+// Bytes returns the body.
+func (b *body) Bytes() []byte { return b.buf }
+
+// charge adds n bytes the request holds besides its buffer (a rewritten
+// copy of it), past the budget if need be: they are few and already
+// allocated.
+func (b *body) charge(n int64) { b.budget.force(n); b.held += n }
+
+// release gives the body's bytes back to the budget; later calls do
+// nothing.
+func (b *body) release() { b.once.Do(func() { b.budget.give(b.held) }) }
+
+// read returns r's body. The buffer grows as bytes arrive (never to the
+// declared length before they do), each growth charged to the budget:
+// a request of the interactive class may use the whole budget, others
+// only the part interactive does not keep (see memBudget). The read
+// deadline is cleared before read returns, so it never cuts a request
+// that waits for admission.
+func (b *bodyReader) read(w http.ResponseWriter, r *http.Request, interactive bool) (*body, error) {
 	if r.ContentLength > b.max {
 		return nil, errBodyTooLarge
 	}
-	buf := b.pool.Get().(*bytes.Buffer)
-	buf.Reset()
-	body := http.MaxBytesReader(w, r.Body, b.max)
-	var err error
-	if n := r.ContentLength; n > 0 {
-		// Exactly the declared length: ReadFrom would keep 512 bytes spare,
-		// and a held request keeps its body for the whole wait.
-		buf.Grow(int(n))
-		p := buf.AvailableBuffer()[:n]
-		if _, err = io.ReadFull(body, p); err == nil {
-			buf.Write(p)
-		}
-	} else {
-		_, err = buf.ReadFrom(body)
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(b.timeout)) // unsupported only by test recorders
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	src := http.MaxBytesReader(w, r.Body, b.max)
+	limit, exact := b.max, r.ContentLength >= 0
+	if exact {
+		limit = r.ContentLength
 	}
-	if err != nil {
-		b.put(buf)
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, errBodyTooLarge
+	bd := &body{budget: b.budget}
+	for {
+		if len(bd.buf) == cap(bd.buf) {
+			if exact && int64(len(bd.buf)) == limit {
+				return bd, nil
+			}
+			if err := bd.grow(limit, interactive); err != nil {
+				bd.release()
+				return nil, err
+			}
 		}
-		return nil, err
+		n, err := src.Read(bd.buf[len(bd.buf):cap(bd.buf)])
+		bd.buf = bd.buf[:len(bd.buf)+n]
+		switch {
+		case err == io.EOF:
+			return bd, nil
+		case err != nil:
+			bd.release()
+			return nil, readError(err)
+		}
 	}
-	return buf, nil
 }
 
-func (b *bodyReader) put(buf *bytes.Buffer) {
-	if buf != nil && buf.Cap() <= maxPooledBody {
-		b.pool.Put(buf)
+// grow doubles the buffer (at least firstChunk, at most limit), charging
+// the new bytes to the budget first.
+func (bd *body) grow(limit int64, interactive bool) error {
+	have := int64(cap(bd.buf))
+	next := min(max(2*have, firstChunk), max(limit, 1))
+	if next <= have { // a chunked body at its limit: one more byte to see EOF or overflow
+		next = have + 1
 	}
+	if !bd.budget.take(next-have, interactive) {
+		return errBodyMemory
+	}
+	bd.held += next - have
+	buf := make([]byte, len(bd.buf), next)
+	copy(buf, bd.buf)
+	bd.buf = buf
+	return nil
+}
+
+// readError names why a body read failed.
+func readError(err error) error {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return errBodyTooLarge
+	}
+	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, os.ErrDeadlineExceeded) || (ok && ne.Timeout()) {
+		return errBodyTimeout
+	}
+	return err
 }
 
 // setBody makes r carry body, with a known length and a GetBody so the

@@ -12,13 +12,32 @@ import (
 type ServerConfig struct {
 	// Listen is the proxy's address, e.g. ":8080".
 	Listen string `koanf:"listen"`
-	// AdminListen serves /healthz, /readyz and /metrics, e.g. ":9090".
+	// AdminListen serves /healthz, /readyz, /metrics and /admin/*, e.g.
+	// "127.0.0.1:9090". The default is loopback: expose it on purpose.
 	AdminListen string `koanf:"admin_listen"`
 	// ShutdownGrace is how long admitted and held requests may take to
 	// finish after SIGTERM.
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
-	// MaxBodyBytes bounds a request body; larger ones get a 413.
+	// MaxBodyBytes bounds a request body that is read whole before
+	// admission (every request but batches and uploads); larger ones get a
+	// 413.
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// MaxUploadBytes bounds a batch or upload body (/v1/batches…,
+	// /v1/messages/batches…, /v1/files…, /v1/uploads…), which streams
+	// through without being held in memory; larger ones get a 413.
+	MaxUploadBytes int64 `koanf:"max_upload_bytes"`
+	// MaxBodyMemoryBytes bounds the bytes of every request body held in
+	// memory at once, held requests' included; past it a request gets a
+	// 503 (body_memory_exhausted). The last quarter is kept for
+	// interactive requests.
+	MaxBodyMemoryBytes int64 `koanf:"max_body_memory_bytes"`
+	// BodyReadTimeout bounds the time to read a body that is read whole,
+	// from the handler's start; for a streamed upload it bounds each wait
+	// for more bytes. Past it the request gets a 408.
+	BodyReadTimeout time.Duration `koanf:"body_read_timeout"`
+	// MaxConcurrentStreams bounds the HTTP/2 (h2c) streams one client
+	// connection may have open at once.
+	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
 	// AdminToken, when set, is the bearer token /admin/* requires.
 	AdminToken string `koanf:"admin_token"`
 }
@@ -40,6 +59,14 @@ type UpstreamConfig struct {
 	// chat requests that lack it, so every stream reports its tokens, and
 	// strips the extra chunk for the callers that did not ask for it.
 	InjectStreamUsage bool `koanf:"inject_stream_usage"`
+	// KeyForUnknownCallers allows APIKey to be sent for callers whose key
+	// is not configured (classify.unknown_callers: forward): then anyone
+	// who reaches the proxy spends the account. Off, that combination is
+	// refused at start.
+	KeyForUnknownCallers bool `koanf:"key_for_unknown_callers"`
+	// MaxHold bounds how long one response's rate-limit headers or 429 may
+	// hold bulk, whatever reset or retry-after it announces.
+	MaxHold time.Duration `koanf:"max_hold"`
 }
 
 // Config is the proxy's part of the configuration.
@@ -50,12 +77,34 @@ type Config struct {
 
 // DefaultServerConfig returns the server defaults.
 func DefaultServerConfig() ServerConfig {
-	return ServerConfig{Listen: ":8080", AdminListen: ":9090", ShutdownGrace: 30 * time.Second, MaxBodyBytes: 32 << 20}
+	return ServerConfig{
+		Listen: ":8080",
+		// Loopback: /metrics and /admin/state tell anyone who can reach them
+		// about the account. The chart sets the pod's address explicitly.
+		AdminListen:   "127.0.0.1:9090",
+		ShutdownGrace: 30 * time.Second,
+		// Anthropic documents 32 MB for Messages; chat bodies are far smaller.
+		MaxBodyBytes: 32 << 20,
+		// Anthropic's Files API takes 500 MB, OpenAI's files 512 MB.
+		MaxUploadBytes: 512 << 20,
+		// Eight bodies of the largest size, or thousands of chat turns.
+		MaxBodyMemoryBytes: 256 << 20,
+		// A 32 MiB body at 10 Mbit/s takes 27 s.
+		BodyReadTimeout: time.Minute,
+		// RFC 9113 recommends at least 100; Go's default is 250.
+		MaxConcurrentStreams: 100,
+	}
 }
 
 // DefaultUpstreamConfig returns the upstream defaults.
 func DefaultUpstreamConfig() UpstreamConfig {
-	return UpstreamConfig{URL: "https://api.openai.com", ResponseHeaderTimeout: 10 * time.Minute}
+	return UpstreamConfig{
+		URL:                   "https://api.openai.com",
+		ResponseHeaderTimeout: 10 * time.Minute,
+		// Long enough for any per-minute bucket to refill; a report of
+		// hours (or a caller's forged 429) holds no longer.
+		MaxHold: 5 * time.Minute,
+	}
 }
 
 // Validate reports every problem at once, each naming its config key. It
@@ -79,6 +128,19 @@ func (c Config) Validate() error {
 	if c.Server.MaxBodyBytes <= 0 {
 		bad("server.max_body_bytes", "must be > 0, got %d", c.Server.MaxBodyBytes)
 	}
+	if c.Server.MaxUploadBytes <= 0 {
+		bad("server.max_upload_bytes", "must be > 0, got %d", c.Server.MaxUploadBytes)
+	}
+	if c.Server.MaxBodyMemoryBytes < c.Server.MaxBodyBytes {
+		bad("server.max_body_memory_bytes", "must be >= server.max_body_bytes (%d), or no body of the largest size could ever be read; got %d",
+			c.Server.MaxBodyBytes, c.Server.MaxBodyMemoryBytes)
+	}
+	if c.Server.BodyReadTimeout <= 0 {
+		bad("server.body_read_timeout", "must be > 0, got %s", c.Server.BodyReadTimeout)
+	}
+	if c.Server.MaxConcurrentStreams <= 0 {
+		bad("server.max_concurrent_streams", "must be > 0, got %d", c.Server.MaxConcurrentStreams)
+	}
 	if u, err := url.Parse(c.Upstream.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("upstream.url", "must be an http:// or https:// URL with a host, got %q", c.Upstream.URL)
 	} else if u.User != nil || u.RawQuery != "" {
@@ -86,6 +148,9 @@ func (c Config) Validate() error {
 	}
 	if c.Upstream.ResponseHeaderTimeout <= 0 {
 		bad("upstream.response_header_timeout", "must be > 0, got %s", c.Upstream.ResponseHeaderTimeout)
+	}
+	if c.Upstream.MaxHold <= 0 {
+		bad("upstream.max_hold", "must be > 0, got %s", c.Upstream.MaxHold)
 	}
 	if c.Upstream.MaxConnections < 0 {
 		bad("upstream.max_connections", "must be >= 0 (0 = derived from the in-flight bound), got %d", c.Upstream.MaxConnections)

@@ -11,12 +11,13 @@ var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
 
 // replaceCredential puts key where the caller put its own (Authorization:
 // Bearer, api-key or x-api-key) and drops every other credential header.
-// A caller without a key gets the provider's usual header for the path.
-func replaceCredential(h http.Header, path, key string) {
+// A caller without a key gets the provider's usual header: x-api-key on
+// Anthropic's API, else Authorization.
+func replaceCredential(h http.Header, anthropic bool, key string) {
 	used, _, ok := classify.Credential(h)
 	if !ok {
 		used = "Authorization"
-		if isAnthropicPath(path) {
+		if anthropic {
 			used = "X-Api-Key"
 		}
 	}

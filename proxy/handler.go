@@ -30,7 +30,8 @@ type Handler struct {
 	log       *slog.Logger
 	target    *url.URL
 	apiKey    string
-	maxBody   int64
+	maxUpload int64
+	maxHold   time.Duration
 	storeMode string
 	store     StoreStatus
 	last      lastReport
@@ -104,8 +105,8 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	h := &Handler{
 		limiter: d.Limiter, caps: d.Caps, log: d.Log, target: target,
-		apiKey: cfg.Upstream.APIKey, maxBody: cfg.Server.MaxBodyBytes,
-		bodies: newBodyReader(cfg.Server.MaxBodyBytes), storeMode: d.StoreMode, store: d.Store,
+		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
+		bodies: newBodyReader(cfg.Server), storeMode: d.StoreMode, store: d.Store,
 		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Caps, d.Store, d.InFlightBound),
 	}
 	h.live.Store(&d.Live)
@@ -136,44 +137,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	live := h.live.Load()
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
-	if errors.Is(err, classify.ErrUnknownCaller) {
-		h.refuse(w, r, res, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
+	rt, bad := inspect(r)
+	switch {
+	case bad != nil:
+		h.refuse(w, rt, res, *bad)
+		return
+	case errors.Is(err, classify.ErrUnknownCaller):
+		h.refuse(w, rt, res, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
 		return
 	}
-	body, err := h.bodies.read(w, r)
-	switch {
-	case errors.Is(err, errBodyTooLarge):
-		h.refuse(w, r, res, refusal{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooLarge,
-			kind: "invalid_request_error", message: "meterproxy: request body exceeds server.max_body_bytes"})
-		return
-	case err != nil && r.Context().Err() != nil:
-		h.cancelled(res)
-		return
-	case err != nil:
-		h.refuse(w, r, res, refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
-			kind: "invalid_request_error", message: "meterproxy: could not read the request body"})
+	ex := &exchange{res: res, rt: rt, live: live, spent: h.apiKey != "" || res.Known}
+	if rt.streamed() {
+		h.serveStreamed(w, r, ex)
 		return
 	}
-	defer h.bodies.put(body)
+	body, err := h.bodies.read(w, r, res.Class == classify.Interactive)
+	if err != nil {
+		h.bodyFailed(w, r, ex, err)
+		return
+	}
+	defer body.release()
 
-	ex := &exchange{res: res, api: usage.APIForPath(r.URL.Path), live: live}
 	payload := body.Bytes()
-	if live.InjectStreamUsage && ex.api == usage.ChatCompletions {
-		payload, ex.injected = usage.InjectStreamUsage(payload)
+	if live.InjectStreamUsage && rt.api == usage.ChatCompletions {
+		if payload, ex.injected = usage.InjectStreamUsage(payload); ex.injected {
+			body.charge(int64(cap(payload)))
+		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
 	if live.EnforceTokens {
 		ex.cost = ex.inputEstimate + usage.MaxOutput(payload)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
-	switch {
-	case isBatchPath(r.URL.Path):
-		h.m.admissions.WithLabelValues(res.Class.String(), admitBatch).Inc()
-	case live.Shadow:
+	if live.Shadow {
 		defer h.shadowAdmit(r.Context(), res, ex.cost)()
-	default:
-		lease, ok := h.admit(w, r, res, ex.cost, start)
+	} else {
+		lease, ok := h.admit(w, r, ex, start)
 		if !ok {
 			return
 		}
@@ -187,10 +187,51 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.forward(w, r, res)
 }
 
+// serveStreamed forwards a batch or upload request, whose body streams
+// through: the provider's separate quota, so the windows are not charged
+// (meterproxy_admissions_total outcome batch or upload).
+func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	stop, err := h.bodies.streamBody(w, r, h.maxUpload)
+	defer stop()
+	if err != nil {
+		h.bodyFailed(w, r, ex, err)
+		return
+	}
+	outcome := admitBatch
+	if ex.rt.kind == routeUpload {
+		outcome = admitUpload
+	}
+	h.m.admissions.WithLabelValues(ex.res.Class.String(), outcome).Inc()
+	h.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex.res)
+}
+
+// bodyFailed answers a request whose body could not be read.
+func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
+	f := refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
+		kind: "invalid_request_error", message: "meterproxy: could not read the request body"}
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		f.status, f.reason, f.message = http.StatusRequestEntityTooLarge, reasonBodyTooLarge, "meterproxy: request body exceeds server.max_body_bytes"
+		if ex.rt.streamed() {
+			f.message = "meterproxy: request body exceeds server.max_upload_bytes"
+		}
+	case errors.Is(err, errBodyTimeout):
+		f.status, f.reason, f.message = http.StatusRequestTimeout, reasonBodyTimeout, "meterproxy: the request body did not arrive within server.body_read_timeout"
+	case errors.Is(err, errBodyMemory):
+		f = refusal{status: http.StatusServiceUnavailable, reason: reasonBodyMemory, kind: "api_error", retry: true, retryAfter: time.Second,
+			message: "meterproxy: too many request bodies in memory (server.max_body_memory_bytes); retry shortly"}
+	case r.Context().Err() != nil:
+		h.cancelled(ex.res)
+		return
+	}
+	h.refuse(w, ex.rt, ex.res, f)
+}
+
 // admit waits for admission; when it fails the answer is already written.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Result, cost int64, start time.Time) (*quota.Lease, bool) {
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
+	res := ex.res
 	class := res.Class.String()
-	lease, err := h.caps.Admit(r.Context(), res.Caller, res.Class, cost)
+	lease, err := h.caps.Admit(r.Context(), res.Caller, res.Class, ex.cost)
 	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
 	if err == nil {
 		outcome := admitAdmitted
@@ -213,7 +254,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Res
 				f.message = "meterproxy: too many of this caller's requests already wait for its own cap"
 			}
 		}
-		h.refuse(w, r, res, f)
+		h.refuse(w, ex.rt, res, f)
 		return nil, false
 	}
 	if r.Context().Err() != nil {
@@ -227,7 +268,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, res classify.Res
 	if errors.Is(err, quota.ErrStoreUnavailable) {
 		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable and store.on_error is closed"
 	}
-	h.refuse(w, r, res, f)
+	h.refuse(w, ex.rt, res, f)
 	return nil, false
 }
 
@@ -273,7 +314,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	// An uncompressed body, so usage parsing never sees gzip.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if h.apiKey != "" {
-		replaceCredential(pr.Out.Header, pr.In.URL.Path, h.apiKey)
+		anthropic := false
+		if ex := exchangeOf(pr.In.Context()); ex != nil {
+			anthropic = ex.rt.anthropic
+		}
+		replaceCredential(pr.Out.Header, anthropic, h.apiKey)
 	}
 }
 
@@ -287,24 +332,38 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		}
 		return
 	}
+	ex := exchangeOf(r.Context())
 	f := refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
 		message: "meterproxy: the upstream could not be reached", retry: true}
-	if ne, ok := errors.AsType[net.Error](err); (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, errBodyTooLarge): // a streamed upload ran over server.max_upload_bytes
+		f = refusal{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooLarge, kind: "invalid_request_error",
+			message: "meterproxy: request body exceeds server.max_upload_bytes"}
+	case errors.Is(err, errBodyTimeout): // a streamed upload stalled
+		f = refusal{status: http.StatusRequestTimeout, reason: reasonBodyTimeout, kind: "invalid_request_error",
+			message: "meterproxy: the request body stalled for longer than server.body_read_timeout"}
+	case isTimeout(err):
 		f.status, f.reason, f.message = http.StatusGatewayTimeout, reasonTimeout, "meterproxy: the upstream did not answer in time"
 	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	if rec != nil {
 		rec.refused = f.reason
 	}
-	f.write(w, r.URL.Path)
+	f.write(w, ex != nil && ex.rt.anthropic)
 }
 
-// refuse answers with f and counts a refusal.
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, res classify.Result, f refusal) {
+func isTimeout(err error) bool {
+	ne, ok := errors.AsType[net.Error](err)
+	return (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// refuse answers with f in the shape of rt's provider and counts a
+// refusal.
+func (h *Handler) refuse(w http.ResponseWriter, rt route, res classify.Result, f refusal) {
 	class := res.Class.String()
 	h.m.refusals.WithLabelValues(class, f.reason).Inc()
 	h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, codeClass(f.status)).Inc()
-	f.write(w, r.URL.Path)
+	f.write(w, rt.anthropic)
 }
 
 func (h *Handler) cancelled(res classify.Result) {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 
@@ -29,6 +28,7 @@ const (
 	admitRefused   = "refused"   // queue full or max_wait (see refusals)
 	admitCancelled = "cancelled" // the client left while waiting
 	admitBatch     = "batch"     // a batch endpoint: the provider's separate quota, not charged
+	admitUpload    = "upload"    // a file upload: not charged, the body streams through
 )
 
 // metrics holds every collector of the proxy, registered on one injected
@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 		}, []string{"class", "reason"}),
 		admissions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_admissions_total",
-			Help: "Admission decisions by class and outcome (admitted, held, refused, cancelled, batch).",
+			Help: "Admission decisions by class and outcome (admitted, held, refused, cancelled, batch, upload).",
 		}, []string{"class", "outcome"}),
 		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meterproxy_queue_wait_seconds",
@@ -196,7 +196,7 @@ func (m *metrics) preinit(class string, callers []string) {
 	for _, r := range refusalReasons {
 		m.refusals.WithLabelValues(class, r)
 	}
-	for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch} {
+	for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch, admitUpload} {
 		m.admissions.WithLabelValues(class, o)
 	}
 	m.queueWait.WithLabelValues(class)
@@ -239,10 +239,7 @@ func (m *metrics) countTokens(res classify.Result, u usage.Usage) {
 
 // observeUpstream records what the upstream reported; unknown fields leave
 // the last known value.
-func (m *metrics) observeUpstream(o ratelimit.Observation, status int) {
-	if status == http.StatusTooManyRequests {
-		m.upstream429.Inc()
-	}
+func (m *metrics) observeUpstream(o ratelimit.Observation) {
 	for _, k := range []struct {
 		kind string
 		w    ratelimit.Window

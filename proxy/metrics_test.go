@@ -57,18 +57,20 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 	want := `
-# HELP meterproxy_admissions_total Admission decisions by class and outcome (admitted, held, refused, cancelled, batch).
+# HELP meterproxy_admissions_total Admission decisions by class and outcome (admitted, held, refused, cancelled, batch, upload).
 # TYPE meterproxy_admissions_total counter
 meterproxy_admissions_total{class="bulk",outcome="admitted"} 1
 meterproxy_admissions_total{class="bulk",outcome="batch"} 0
 meterproxy_admissions_total{class="bulk",outcome="cancelled"} 0
 meterproxy_admissions_total{class="bulk",outcome="held"} 0
 meterproxy_admissions_total{class="bulk",outcome="refused"} 0
+meterproxy_admissions_total{class="bulk",outcome="upload"} 0
 meterproxy_admissions_total{class="interactive",outcome="admitted"} 0
 meterproxy_admissions_total{class="interactive",outcome="batch"} 0
 meterproxy_admissions_total{class="interactive",outcome="cancelled"} 0
 meterproxy_admissions_total{class="interactive",outcome="held"} 0
 meterproxy_admissions_total{class="interactive",outcome="refused"} 0
+meterproxy_admissions_total{class="interactive",outcome="upload"} 0
 # HELP meterproxy_in_flight Requests admitted by this replica and not yet finished, by class.
 # TYPE meterproxy_in_flight gauge
 meterproxy_in_flight{class="bulk"} 0

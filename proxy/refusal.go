@@ -21,6 +21,8 @@ type refusal struct {
 	retryAfter time.Duration
 	// retry is the x-should-retry header: whether an SDK should retry.
 	retry bool
+	// allow, when set, is the Allow header of a 405.
+	allow string
 }
 
 // The refusal reasons, the closed label set of meterproxy_refusals_total.
@@ -38,11 +40,23 @@ const (
 	reasonStoreUnavailable = "store_unavailable"
 	reasonUnreachable      = "upstream_unreachable"
 	reasonTimeout          = "upstream_timeout"
+	// The front door: requests refused before anything reads them.
+	reasonMethod                 = "method_not_allowed"
+	reasonUpgrade                = "upgrade_not_supported"
+	reasonNonCanonicalPath       = "non_canonical_path"
+	reasonConflictingCredentials = "conflicting_credentials"
+	// reasonBodyTimeout: the body did not arrive within
+	// server.body_read_timeout.
+	reasonBodyTimeout = "body_read_timeout"
+	// reasonBodyMemory: the bodies in memory would exceed
+	// server.max_body_memory_bytes.
+	reasonBodyMemory = "body_memory_exhausted"
 )
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
+	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.
@@ -64,15 +78,20 @@ type anthropicError struct {
 }
 
 // isAnthropicPath reports whether path belongs to Anthropic's API, whose
-// error shape and credential header differ from OpenAI's.
+// error shape and credential header differ from OpenAI's. It is the guess
+// for a request refused before its route is resolved; see route.anthropic.
 func isAnthropicPath(path string) bool {
 	return strings.HasPrefix(path, "/v1/messages") || strings.HasPrefix(path, "/v1/complete")
 }
 
-// write sends the refusal in the shape of the provider the path belongs to,
-// with the retry headers the official SDKs read.
-func (f refusal) write(w http.ResponseWriter, path string) {
+// write sends the refusal in the shape of the provider's API (Anthropic's
+// when anthropic, else OpenAI's), with the retry headers the official SDKs
+// read.
+func (f refusal) write(w http.ResponseWriter, anthropic bool) {
 	h := w.Header()
+	if f.allow != "" {
+		h.Set("Allow", f.allow)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Should-Retry", strconv.FormatBool(f.retry))
 	if f.retryAfter > 0 {
@@ -81,7 +100,7 @@ func (f refusal) write(w http.ResponseWriter, path string) {
 		h.Set("Retry-After-Ms", strconv.FormatInt(max(f.retryAfter.Milliseconds(), 1), 10))
 	}
 	var body any
-	if isAnthropicPath(path) {
+	if anthropic {
 		var e anthropicError
 		e.Type, e.Error.Type, e.Error.Message = "error", f.kind, f.message
 		body = e

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,9 @@ func NewServer(cfg ServerConfig, h http.Handler, admin Admin, log *slog.Logger) 
 	s.proxy.Protocols = new(http.Protocols)
 	s.proxy.Protocols.SetHTTP1(true)
 	s.proxy.Protocols.SetUnencryptedHTTP2(true)
+	// Each stream may hold a body in memory until the budget says no;
+	// bound the streams one connection may open (Go's default is 250).
+	s.proxy.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
 	a := chi.NewRouter()
 	a.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	a.Get("/readyz", s.readyz)
@@ -158,12 +162,17 @@ func (s *Server) watchGrace(deadline time.Time, stop <-chan struct{}) {
 }
 
 // requireToken answers 401 unless the request carries token as a bearer
-// token; an empty token lets everything through.
+// token (the scheme matched case-insensitively, RFC 7235); an empty token
+// lets everything through.
 func requireToken(token string) func(http.Handler) http.Handler {
-	want := sha256.Sum256([]byte("Bearer " + token))
+	want := sha256.Sum256([]byte(token))
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+			scheme, presented, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+			if !strings.EqualFold(scheme, "Bearer") {
+				presented = ""
+			}
+			got := sha256.Sum256([]byte(strings.TrimSpace(presented)))
 			if token != "" && subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="meterproxy admin"`)
 				http.Error(w, "admin token required", http.StatusUnauthorized)

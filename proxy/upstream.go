@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,9 +16,13 @@ import (
 // exchange is one request's metering state, carried to ModifyResponse in
 // the request's context.
 type exchange struct {
-	live          *Live // the configuration the request started under
-	res           classify.Result
-	api           usage.API
+	live *Live // the configuration the request started under
+	res  classify.Result
+	rt   route
+	// spent says the request spent this account (the proxy's own key, or
+	// a configured caller's): only then may its response's rate-limit
+	// headers move the account's state.
+	spent         bool
 	inputEstimate int64
 	// injected says meterproxy added stream_options.include_usage, so the
 	// usage chunk the caller did not ask for must be stripped.
@@ -37,25 +40,18 @@ func exchangeOf(ctx context.Context) *exchange {
 	return ex
 }
 
-// isBatchPath reports whether path submits or manages provider batch jobs,
-// which draw on the provider's separate batch quota: forwarded without
-// charging the synchronous windows.
-func isBatchPath(path string) bool {
-	return strings.HasPrefix(path, "/v1/batches") || strings.HasPrefix(path, "/v1/messages/batches")
-}
-
 // modifyResponse reads the upstream's account state from every response's
 // headers and meters the tokens of successful ones as the body passes.
 func (h *Handler) modifyResponse(resp *http.Response) error {
 	now := time.Now()
 	ex := exchangeOf(resp.Request.Context())
 	h.observe(resp, now, ex)
-	if ex == nil || ex.api == usage.Other || resp.StatusCode < 200 || resp.StatusCode >= 300 {
+	if ex == nil || ex.rt.api == usage.Other || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return nil
 	}
 	resp.Body = &meteredBody{
 		ReadCloser: resp.Body,
-		meter:      usage.NewMeter(ex.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
+		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
 		done: func(u usage.Usage) {
 			h.m.countTokens(ex.res, u)
 			if ex.lease != nil {
@@ -70,26 +66,35 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // is held while any reported remaining allowance is below the interactive
 // reserve, until the announced reset, and for the retry hint of a 429.
 // Headers that say nothing known change nothing.
+//
+// Only a response to a request that spent this account (see
+// exchange.spent) is read: in pass-through mode anyone may send another
+// account's key, and that account's exhaustion is not ours to act on. And
+// no response holds bulk longer than upstream.max_hold.
 func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
+	if resp.StatusCode == http.StatusTooManyRequests {
+		h.m.upstream429.Inc()
+	}
+	if ex == nil || !ex.spent {
+		return
+	}
 	obs := ratelimit.Parse(resp.Header, now)
-	h.m.observeUpstream(obs, resp.StatusCode)
+	h.m.observeUpstream(obs)
 	var throttle time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests && obs.RetryAfter > 0 {
-		throttle = obs.RetryAfter
+		throttle = min(obs.RetryAfter, h.maxHold)
 	}
 	known := obs.Requests.Known() || obs.Tokens.Known() || obs.InputTokens.Known() || obs.OutputTokens.Known()
 	if !known && throttle == 0 {
 		return
 	}
 	h.last.set(obs, resp.StatusCode, now)
-	reserve := h.live.Load().Reserve
-	if ex != nil {
-		reserve = ex.live.Reserve
-	}
+	reserve := ex.live.Reserve
 	hold, below := obs.BelowReserve(reserve)
 	if !below {
 		hold = 0
 	}
+	hold = min(hold, h.maxHold)
 	h.limiter.Observe(now, hold, throttle)
 }
 

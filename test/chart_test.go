@@ -149,9 +149,9 @@ func TestChartManifests(t *testing.T) {
 		{name: "defaults", minReplicas: 2, maxReplicas: 4, needGrace: 5 + 30, grace: 50},
 		// perProcessInFlight 34: ceil(266/34) = 8.
 		{name: "openai fleet", args: []string{"-f", chartDir + "/examples/openai-fleet.yaml"}, minReplicas: 2, maxReplicas: 8,
-			needGrace: 35, grace: 50, env: []string{"CHAT_KEY=sk-a", "IMPORT_KEY=sk-b"}},
+			needGrace: 35, grace: 50, env: []string{"CHAT_KEY=sk-a", "IMPORT_KEY=sk-b", "METERPROXY_UPSTREAM_API_KEY=sk-u"}},
 		{name: "anthropic fixed", args: []string{"-f", chartDir + "/examples/anthropic-fixed.yaml"},
-			needGrace: 10 + 120, grace: 150, env: []string{"SUPPORT_KEY=sk-a", "INDEXER_KEY=sk-b"}},
+			needGrace: 10 + 120, grace: 150, env: []string{"SUPPORT_KEY=sk-a", "INDEXER_KEY=sk-b", "METERPROXY_UPSTREAM_API_KEY=sk-u"}},
 		// A user may lower the ceiling.
 		{name: "lowered", args: []string{"--set", "autoscaling.maxReplicas=3"}, minReplicas: 2, maxReplicas: 3, needGrace: 35, grace: 50},
 		// 1m30s of grace and no preStop sleep.

@@ -119,6 +119,13 @@ func (c Config) validate(getenv func(string) string) error {
 	var errs []error
 	errs = append(errs, c.proxy().Validate(), c.quota().Validate(), c.Classify.Validate(),
 		classify.ValidateCallers(c.Callers, getenv))
+	if c.Upstream.APIKey != "" && c.Classify.UnknownCallers == classify.UnknownForward && !c.Upstream.KeyForUnknownCallers {
+		errs = append(errs, errors.New("upstream.key_for_unknown_callers: upstream.api_key is set and "+
+			"classify.unknown_callers is forward, so anyone who reaches the proxy, with no key or any key, "+
+			"would spend the account under the provider key (and a capped caller could escape its cap by "+
+			"dropping its own): set classify.unknown_callers: reject, or set "+
+			"upstream.key_for_unknown_callers: true if that is what you want"))
+	}
 	if c.Mode != "enforce" && c.Mode != "shadow" {
 		errs = append(errs, fmt.Errorf("mode: must be enforce or shadow, got %q", c.Mode))
 	}

@@ -47,6 +47,13 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 		{"bad class", "classify:\n  default_class: urgent\n", nil, []string{"classify.default_class"}},
 		{"unknown env variable", "", []string{"METERPROXY_UPSTREAM_APIKEY=x"}, []string{"METERPROXY_UPSTREAM_APIKEY: environment variable matches no config key"}},
 		{"bad env value", "", []string{"METERPROXY_ACCOUNT_MAX_IN_FLIGHT=-3"}, []string{"account.max_in_flight: must be > 0"}},
+		// Issue 11 item 3: the provider key for anyone who reaches the proxy.
+		{"open relay", "", []string{"METERPROXY_UPSTREAM_API_KEY=sk-provider"},
+			[]string{"upstream.key_for_unknown_callers: upstream.api_key is set and classify.unknown_callers is forward"}},
+		{"body limits", "server: {max_body_bytes: 1000, max_body_memory_bytes: 999, body_read_timeout: 0s, max_upload_bytes: -1, max_concurrent_streams: 0}\n", nil,
+			[]string{"server.max_body_memory_bytes: must be >= server.max_body_bytes", "server.body_read_timeout: must be > 0",
+				"server.max_upload_bytes: must be > 0", "server.max_concurrent_streams: must be > 0"}},
+		{"no hold bound", "upstream: {max_hold: 0s}\n", nil, []string{"upstream.max_hold: must be > 0"}},
 		{"every problem at once", "server:\n  lisen: x\nclasses:\n  interactive: {share: -1}\nlog: {level: loud}\n", nil,
 			[]string{"server.lisen", "classes.interactive.share", "log.level"}},
 	}
@@ -69,6 +76,7 @@ func TestLoadConfigLayers(t *testing.T) {
 	path := writeConfig(t, "upstream:\n  url: http://yaml.example\naccount:\n  requests_per_minute: 600\nclasses:\n  bulk: {max_wait: 5s}\n")
 	environ := []string{
 		"METERPROXY_UPSTREAM_API_KEY=sk-env",
+		"METERPROXY_CLASSIFY_UNKNOWN_CALLERS=reject",
 		"METERPROXY_ACCOUNT_REQUESTS_PER_MINUTE=1200",
 		"METERPROXY_CLASSES_BULK_SHARE=0.1",
 		"OTHER=ignored",
@@ -101,6 +109,18 @@ func TestCheckConfig(t *testing.T) {
 		"in-flight bound", "transport connection limit (per host)", "29"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("check-config output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestOpenRelayOptIn: the provider key with unknown callers forwarded is
+// accepted when the operator says so, and needs no opt-in when unknown
+// callers are refused.
+func TestOpenRelayOptIn(t *testing.T) {
+	for _, yaml := range []string{"upstream: {key_for_unknown_callers: true}\n", "classify: {unknown_callers: reject}\n"} {
+		environ := []string{"METERPROXY_UPSTREAM_API_KEY=sk-provider"}
+		if _, err := loadConfig(writeConfig(t, yaml), environ, lookupIn(environ)); err != nil {
+			t.Errorf("%q: %v", yaml, err)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package usage
 
 import (
+	"encoding/json"
+
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -21,7 +23,10 @@ const includeUsage = `{"include_usage":true}`
 // body is never modified; a changed body is a new slice.
 func InjectStreamUsage(body []byte) (out []byte, injected bool) {
 	doc := gjson.Parse(view(body))
-	if !doc.IsObject() || doc.Get("stream").Type != gjson.True || !gjson.Valid(view(body)) {
+	// encoding/json's validator, not gjson's: it is iterative and stops at
+	// 10,000 levels of nesting, where gjson.Valid recurses once per level
+	// and a body of '[' ends the process with a stack overflow.
+	if !doc.IsObject() || doc.Get("stream").Type != gjson.True || !json.Valid(body) {
 		return body, false
 	}
 	opts := doc.Get("stream_options")
@@ -36,7 +41,7 @@ func InjectStreamUsage(body []byte) (out []byte, injected bool) {
 	}
 	// sjson edits the bytes it finds with gjson's reading; check the result
 	// says what the server must read, and leave the body alone if not.
-	if err != nil || !gjson.ValidBytes(out) || gjson.GetBytes(out, "stream_options.include_usage").Type != gjson.True {
+	if err != nil || !json.Valid(out) || gjson.GetBytes(out, "stream_options.include_usage").Type != gjson.True {
 		return body, false
 	}
 	return out, true

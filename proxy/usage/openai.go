@@ -2,6 +2,7 @@ package usage
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/tidwall/gjson"
 )
@@ -96,7 +97,7 @@ func isUsageChunk(data []byte) bool {
 	if obj := gjson.Get(chunk, "object"); obj.Exists() && obj.Str != "chat.completion.chunk" {
 		return false
 	}
-	return gjson.Valid(chunk) && gjson.Parse(chunk).IsObject()
+	return json.Valid(data) && gjson.Parse(chunk).IsObject() // iterative and depth-bounded, unlike gjson.Valid
 }
 
 // isEmptyArray reports whether r is a JSON array without elements.

@@ -35,6 +35,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{/*
 meterproxy.config is the config file: .Values.config with the listen
 addresses taken from .Values.ports, so the ports are set in one place.
+The admin listener binds every address of the pod (":port": the pod IP
+and its loopback, nothing else in its network namespace), so the kubelet's
+probes and Prometheus reach it; meterproxy's own default is loopback.
 */}}
 {{- define "meterproxy.config" -}}
 {{- $cfg := deepCopy .Values.config -}}

@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/meterproxy/meterproxy/proxy/usage"
+)
+
+// routeKind says how a request is admitted and how its body is carried.
+type routeKind uint8
+
+const (
+	// routeMetered is every request the windows admit: its body is read
+	// whole (bounded) before admission.
+	routeMetered routeKind = iota
+	// routeBatch submits or manages provider batch jobs, which draw on the
+	// provider's separate batch quota: not charged to the windows, and the
+	// body (up to 256 MB for Anthropic) streams through.
+	routeBatch
+	// routeUpload is a file upload (/v1/files, /v1/uploads): not charged
+	// to the windows, and the body (up to 500 MB) streams through.
+	routeUpload
+)
+
+// route is what a request's canonical path says about it, resolved once:
+// the API whose usage the response reports, the provider dialect of errors
+// and credentials, and how it is admitted.
+type route struct {
+	api       usage.API
+	anthropic bool
+	kind      routeKind
+}
+
+// streamed reports whether the body streams through instead of being read
+// whole before admission.
+func (rt route) streamed() bool { return rt.kind != routeMetered }
+
+// errNonCanonicalPath means a path a normalising hop (a CDN, nginx) or the
+// upstream could read as another: dot segments, empty segments, encoded
+// slashes or backslashes.
+var errNonCanonicalPath = errors.New("proxy: non-canonical request path")
+
+// routeOf resolves r's route from its path, after checking that the path is
+// canonical: it starts with "/", has no "." or ".." segment, no empty
+// segment ("//") but a single trailing slash, and carries no slash or
+// backslash in any form ("%2F", "%5C", "\"). A single trailing slash is
+// accepted and ignored, so /v1/chat/completions/ is metered as
+// /v1/chat/completions.
+func routeOf(u *url.URL) (route, error) {
+	p := u.Path
+	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, '\\') || hasEncodedSeparator(u.EscapedPath()) {
+		return route{}, errNonCanonicalPath
+	}
+	p = strings.TrimSuffix(p, "/")
+	for seg := range strings.SplitSeq(strings.TrimPrefix(p, "/"), "/") {
+		if seg == "" && p != "" || seg == "." || seg == ".." {
+			return route{}, errNonCanonicalPath
+		}
+	}
+	rt := route{api: usage.APIForPath(p), anthropic: under(p, "/v1/messages") || under(p, "/v1/complete")}
+	switch {
+	case under(p, "/v1/batches"), under(p, "/v1/messages/batches"):
+		rt.kind = routeBatch
+	case under(p, "/v1/files"), under(p, "/v1/uploads"):
+		rt.kind = routeUpload
+	}
+	return rt, nil
+}
+
+// under reports whether path is prefix or lies below it, segment-wise:
+// /v1/batches/abc is under /v1/batches, /v1/batchesX is not.
+func under(path, prefix string) bool {
+	rest, ok := strings.CutPrefix(path, prefix)
+	return ok && (rest == "" || rest[0] == '/')
+}
+
+// hasEncodedSeparator reports whether an escaped path encodes a slash or a
+// backslash (%2F, %5C, either case), which decode into separators at some
+// hops and not at others.
+func hasEncodedSeparator(escaped string) bool {
+	for i := 0; i+2 < len(escaped); i++ {
+		if escaped[i] != '%' {
+			continue
+		}
+		switch strings.ToUpper(escaped[i+1 : i+3]) {
+		case "2F", "5C":
+			return true
+		}
+	}
+	return false
+}
