@@ -61,6 +61,17 @@ func TestAdminStateAndToken(t *testing.T) {
 	if status, _ := get("/admin/state", "Bearer wrong"); status != http.StatusUnauthorized {
 		t.Errorf("with a wrong token: %d, want 401", status)
 	}
+	// RFC 7235: the scheme is case-insensitive (issue 11 item 8).
+	for _, auth := range []string{"bearer admin-secret", "BEARER  admin-secret"} {
+		if status, _ := get("/admin/state", auth); status != http.StatusOK {
+			t.Errorf("%q: %d, want 200", auth, status)
+		}
+	}
+	for _, auth := range []string{"Basic admin-secret", "admin-secret", "Bearer"} {
+		if status, _ := get("/admin/state", auth); status != http.StatusUnauthorized {
+			t.Errorf("%q: %d, want 401", auth, status)
+		}
+	}
 	status, body := get("/admin/state", "Bearer admin-secret")
 	var st State
 	if status != http.StatusOK || json.Unmarshal(body, &st) != nil || st.ConfigVersion != "abc123" || st.Queued["bulk"] != 3 {

@@ -50,9 +50,6 @@ const settleLimit = 15 * time.Second
 // their way out have settleLimit to go.
 const goroutineMargin = 2
 
-// chatBody is a small, valid chat completion request.
-const chatBody = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-
 // streamBody asks for a streamed chat completion.
 const streamBody = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 

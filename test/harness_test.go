@@ -76,6 +76,19 @@ func startProxy(t *testing.T, cfg config, environ []string, secrets ...string) *
 	return startProxyFile(t, cfg.write(t), environ, secrets...)
 }
 
+// startProxyErr is startProxy for a config that may be refused: the
+// error of a process that exits before serving comes back, with its logs.
+func startProxyErr(t *testing.T, cfg config, environ []string) (*procs.Proxy, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), environ)
+	if err == nil {
+		t.Cleanup(func() { _ = p.Stop(30 * time.Second) })
+	}
+	return p, err
+}
+
 // startProxyFile is startProxy on a config file that exists already.
 func startProxyFile(t *testing.T, path string, environ []string, secrets ...string) *procs.Proxy {
 	t.Helper()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -122,5 +123,14 @@ func TestOpenRelayOptIn(t *testing.T) {
 		if _, err := loadConfig(writeConfig(t, yaml), environ, lookupIn(environ)); err != nil {
 			t.Errorf("%q: %v", yaml, err)
 		}
+	}
+}
+
+// TestAdminDefaultsToLoopback: /metrics and /admin/state answered on every
+// interface by default (issue 11 item 8); the default binds loopback.
+func TestAdminDefaultsToLoopback(t *testing.T) {
+	host, _, err := net.SplitHostPort(defaultConfig().Server.AdminListen)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		t.Errorf("server.admin_listen defaults to %q, want a loopback address", defaultConfig().Server.AdminListen)
 	}
 }
