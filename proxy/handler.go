@@ -103,11 +103,12 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	bodies := newBodyReader(cfg.Server)
 	h := &Handler{
 		limiter: d.Limiter, caps: d.Caps, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
-		bodies: newBodyReader(cfg.Server), storeMode: d.StoreMode, store: d.Store,
-		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Caps, d.Store, d.InFlightBound),
+		bodies: bodies, storeMode: d.StoreMode, store: d.Store,
+		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Caps, d.Store, d.InFlightBound, bodies.budget),
 	}
 	h.live.Store(&d.Live)
 	h.rp = &httputil.ReverseProxy{
@@ -140,9 +141,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, bad := inspect(r)
 	switch {
 	case bad != nil:
+		closeUnread(w, r)
 		h.refuse(w, rt, res, *bad)
 		return
 	case errors.Is(err, classify.ErrUnknownCaller):
+		closeUnread(w, r)
 		h.refuse(w, rt, res, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
 		return
@@ -191,12 +194,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // through: the provider's separate quota, so the windows are not charged
 // (meterproxy_admissions_total outcome batch or upload).
 func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	stop, err := h.bodies.streamBody(w, r, h.maxUpload)
-	defer stop()
+	sb, err := h.bodies.streamBody(w, r, h.maxUpload)
 	if err != nil {
 		h.bodyFailed(w, r, ex, err)
 		return
 	}
+	defer sb.stop()
+	ex.upload = sb
 	outcome := admitBatch
 	if ex.rt.kind == routeUpload {
 		outcome = admitUpload
@@ -205,8 +209,21 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 	h.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex.res)
 }
 
+// closeUnread marks an HTTP/1 connection to close after the answer to a
+// request whose body is left unread. Otherwise net/http reads (discards)
+// up to 256 KiB of it before answering, with no deadline: a client that
+// trickles its body would hold the answer, and the connection, forever.
+// (On HTTP/2 the stream is reset instead; a "Connection: close" there
+// would end every other stream of the connection.)
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+}
+
 // bodyFailed answers a request whose body could not be read.
 func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
+	closeUnread(w, r)
 	f := refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
 		kind: "invalid_request_error", message: "meterproxy: could not read the request body"}
 	switch {
@@ -326,20 +343,25 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 // answer in time; a client that left gets nothing.
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	rec, _ := w.(*recorder)
-	if r.Context().Err() != nil {
+	ex := exchangeOf(r.Context())
+	if ex != nil && ex.upload != nil && ex.upload.err() != nil {
+		err = ex.upload.err() // the client's side failed, not the upstream
+	}
+	if r.Context().Err() != nil && !errors.Is(err, errBodyTooLarge) && !errors.Is(err, errBodyTimeout) {
 		if rec != nil {
 			rec.cancelled = true
 		}
 		return
 	}
-	ex := exchangeOf(r.Context())
 	f := refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
 		message: "meterproxy: the upstream could not be reached", retry: true}
 	switch {
 	case errors.Is(err, errBodyTooLarge): // a streamed upload ran over server.max_upload_bytes
+		closeUnread(w, r)
 		f = refusal{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooLarge, kind: "invalid_request_error",
 			message: "meterproxy: request body exceeds server.max_upload_bytes"}
 	case errors.Is(err, errBodyTimeout): // a streamed upload stalled
+		closeUnread(w, r)
 		f = refusal{status: http.StatusRequestTimeout, reason: reasonBodyTimeout, kind: "invalid_request_error",
 			message: "meterproxy: the request body stalled for longer than server.body_read_timeout"}
 	case isTimeout(err):

@@ -53,7 +53,7 @@ type metrics struct {
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
-func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, caps *quota.Caps, store StoreStatus, inFlightBound int64) *metrics {
+func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, caps *quota.Caps, store StoreStatus, inFlightBound int64, bodies *memBudget) *metrics {
 	f := promauto.With(reg)
 	reg.MustRegister(newCapCollector(caps))
 	m := &metrics{
@@ -104,6 +104,14 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 		Name: "meterproxy_in_flight_limit",
 		Help: "The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.",
 	}, func() float64 { return float64(inFlightBound) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "meterproxy_body_memory_bytes",
+		Help: "Bytes of request bodies held in memory now (held requests' included), out of server.max_body_memory_bytes.",
+	}, func() float64 { return float64(bodies.inUse()) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "meterproxy_body_memory_limit_bytes",
+		Help: "server.max_body_memory_bytes: past it a request gets 503 body_memory_exhausted.",
+	}, func() float64 { return float64(bodies.limit) })
 	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "meterproxy_store_call_duration_seconds",
 		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",

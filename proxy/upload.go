@@ -21,16 +21,16 @@ import (
 // while the answer goes back. The returned stop must be called before the
 // handler returns; after it the body no longer touches the connection's
 // deadline.
-func (b *bodyReader) streamBody(w http.ResponseWriter, r *http.Request, maxUpload int64) (stop func(), err error) {
+func (b *bodyReader) streamBody(w http.ResponseWriter, r *http.Request, maxUpload int64) (*streamedBody, error) {
 	if r.ContentLength > maxUpload {
-		return func() {}, errBodyTooLarge
+		return nil, errBodyTooLarge
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.EnableFullDuplex() // HTTP/2 is full duplex already
 	sb := &streamedBody{rc: rc, timeout: b.timeout, src: http.MaxBytesReader(w, r.Body, maxUpload)}
 	sb.extend()
 	r.Body = sb
-	return sb.stop, nil
+	return sb, nil
 }
 
 // streamedBody is a request body passing through, with a read deadline
@@ -42,6 +42,7 @@ type streamedBody struct {
 	src     io.ReadCloser
 	mu      sync.Mutex
 	stopped bool
+	failed  error // why reading failed: errBodyTooLarge, errBodyTimeout, …
 }
 
 // Read implements io.Reader.
@@ -55,8 +56,20 @@ func (s *streamedBody) Read(p []byte) (int, error) {
 	}
 	if err != nil && err != io.EOF {
 		err = readError(err)
+		s.mu.Lock()
+		s.failed = err
+		s.mu.Unlock()
 	}
 	return n, err
+}
+
+// err returns why reading the body failed, or nil. A read that failed on
+// the client's side also cancels the request's context, so the transport's
+// error alone cannot tell it from a client that left.
+func (s *streamedBody) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
 }
 
 // Close implements io.Closer.

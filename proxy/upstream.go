@@ -31,6 +31,8 @@ type exchange struct {
 	// not enforced); lease settles it with the real usage.
 	cost  int64
 	lease *quota.Lease
+	// upload is the body of a batch or upload request passing through.
+	upload *streamedBody
 }
 
 type exchangeKey struct{}
