@@ -108,8 +108,12 @@ func TestFirstChunkBeforeUpstreamFinishes(t *testing.T) {
 func TestUpstreamKeyReplacesCallers(t *testing.T) {
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow})
 	up := startUpstream(t, fake)
-	environ := []string{"METERPROXY_UPSTREAM_API_KEY=" + upstreamKey}
-	p := startProxy(t, baseConfig(up.URL), environ, callerKey, upstreamKey)
+	environ := []string{"METERPROXY_UPSTREAM_API_KEY=" + upstreamKey, "CALLER_KEY=" + callerKey}
+	cfg := baseConfig(up.URL)
+	// With the provider key set, only configured callers may spend it.
+	cfg.set("callers", []map[string]any{{"name": "sdk", "key_env": "CALLER_KEY", "class": "interactive"}})
+	cfg.set("classify.unknown_callers", "reject")
+	p := startProxy(t, cfg, environ, callerKey, upstreamKey)
 	client := newClient(t, 2)
 	post(t, client, p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`, map[string]string{"Authorization": "Bearer " + callerKey})
 	post(t, client, p.URL+"/v1/messages", `{"model":"c","max_tokens":5,"messages":[]}`, map[string]string{"X-Api-Key": callerKey})
