@@ -87,12 +87,20 @@ func (b *bodyReader) read(w http.ResponseWriter, r *http.Request, interactive bo
 	bd := &body{budget: b.budget}
 	for {
 		if len(bd.buf) == cap(bd.buf) {
-			if exact && int64(len(bd.buf)) == limit {
+			switch {
+			case int64(len(bd.buf)) < limit:
+				if err := bd.grow(limit, interactive); err != nil {
+					bd.release()
+					return nil, err
+				}
+			case exact:
 				return bd, nil
-			}
-			if err := bd.grow(limit, interactive); err != nil {
-				bd.release()
-				return nil, err
+			default: // a chunked body at max_body_bytes: only EOF may follow
+				err := atEnd(src)
+				if err != nil {
+					bd.release()
+				}
+				return bd, err
 			}
 		}
 		n, err := src.Read(bd.buf[len(bd.buf):cap(bd.buf)])
@@ -107,21 +115,35 @@ func (b *bodyReader) read(w http.ResponseWriter, r *http.Request, interactive bo
 	}
 }
 
-// grow doubles the buffer (at least firstChunk, at most limit), charging
-// the new bytes to the budget first.
-func (bd *body) grow(limit int64, interactive bool) error {
-	have := int64(cap(bd.buf))
-	next := min(max(2*have, firstChunk), max(limit, 1))
-	if next <= have { // a chunked body at its limit: one more byte to see EOF or overflow
-		next = have + 1
+// atEnd reads what follows a body that has reached max_body_bytes: nil at
+// EOF, errBodyTooLarge if a byte follows.
+func atEnd(src io.Reader) error {
+	var one [1]byte
+	for {
+		n, err := src.Read(one[:])
+		switch {
+		case n > 0:
+			return errBodyTooLarge
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return readError(err)
+		}
 	}
-	if !bd.budget.take(next-have, interactive) {
+}
+
+// grow doubles the buffer (at least firstChunk, at most limit, which is
+// above its capacity), charging the new bytes to the budget first.
+func (b *body) grow(limit int64, interactive bool) error {
+	have := int64(cap(b.buf))
+	next := min(max(2*have, firstChunk), limit)
+	if !b.budget.take(next-have, interactive) {
 		return errBodyMemory
 	}
-	bd.held += next - have
-	buf := make([]byte, len(bd.buf), next)
-	copy(buf, bd.buf)
-	bd.buf = buf
+	b.held += next - have
+	buf := make([]byte, len(b.buf), next)
+	copy(buf, b.buf)
+	b.buf = buf
 	return nil
 }
 

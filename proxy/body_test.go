@@ -140,3 +140,19 @@ func TestBodyReadTimeout(t *testing.T) {
 	}
 	waitFor(t, "the budget to be given back", func() bool { return p.handler.bodies.budget.inUse() == 0 })
 }
+
+// TestChunkedBodyAtTheLimit: a body without a length may be exactly
+// server.max_body_bytes; one byte more is a 413.
+func TestChunkedBodyAtTheLimit(t *testing.T) {
+	p := newTestProxy(t, proxyOpts{upstream: echoUpstream(), mutate: func(c *Config, _ *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
+		c.Server.MaxBodyBytes = 64 << 10
+	}})
+	for size, want := range map[int]int{64 << 10: 200, 64<<10 + 1: 413} {
+		req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", "")
+		req.Body = io.NopCloser(strings.NewReader(strings.Repeat("c", size))) // no length: chunked
+		if status, _, _ := do(t, req); status != want {
+			t.Errorf("chunked body of %d bytes: %d, want %d", size, status, want)
+		}
+	}
+	waitFor(t, "the budget to be given back", func() bool { return p.handler.bodies.budget.inUse() == 0 })
+}
