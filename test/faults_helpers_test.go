@@ -1041,3 +1041,16 @@ func shutdownOrder(proxyURL, adminURL string) (readyFirst bool, err error) {
 	}
 	return false, errors.New("the listener still accepted connections after 30 s")
 }
+
+// The refusals of issue 11 — the front door's and the body reader's — with
+// the status each comes with, so the tally counts them as meterproxy's own.
+func init() {
+	maps.Copy(proxyReasons, map[string]int{
+		"method_not_allowed":      http.StatusMethodNotAllowed,
+		"upgrade_not_supported":   http.StatusBadRequest,
+		"non_canonical_path":      http.StatusBadRequest,
+		"conflicting_credentials": http.StatusBadRequest,
+		"body_read_timeout":       http.StatusRequestTimeout,
+		"body_memory_exhausted":   http.StatusServiceUnavailable,
+	})
+}
