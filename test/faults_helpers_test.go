@@ -259,6 +259,13 @@ var proxyReasons = map[string]int{
 	"store_unavailable":    http.StatusServiceUnavailable,
 	"upstream_unreachable": http.StatusBadGateway,
 	"upstream_timeout":     http.StatusGatewayTimeout,
+	// The front door's and the body reader's (see the hostile-clients case).
+	"method_not_allowed":      http.StatusMethodNotAllowed,
+	"upgrade_not_supported":   http.StatusBadRequest,
+	"non_canonical_path":      http.StatusBadRequest,
+	"conflicting_credentials": http.StatusBadRequest,
+	"body_read_timeout":       http.StatusRequestTimeout,
+	"body_memory_exhausted":   http.StatusServiceUnavailable,
 }
 
 // answer is how one request ended, as its client saw it.
@@ -1040,17 +1047,4 @@ func shutdownOrder(proxyURL, adminURL string) (readyFirst bool, err error) {
 		<-tick.C
 	}
 	return false, errors.New("the listener still accepted connections after 30 s")
-}
-
-// The refusals of issue 11 — the front door's and the body reader's — with
-// the status each comes with, so the tally counts them as meterproxy's own.
-func init() {
-	maps.Copy(proxyReasons, map[string]int{
-		"method_not_allowed":      http.StatusMethodNotAllowed,
-		"upgrade_not_supported":   http.StatusBadRequest,
-		"non_canonical_path":      http.StatusBadRequest,
-		"conflicting_credentials": http.StatusBadRequest,
-		"body_read_timeout":       http.StatusRequestTimeout,
-		"body_memory_exhausted":   http.StatusServiceUnavailable,
-	})
 }
