@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -54,7 +55,7 @@ func (s *streamedBody) Read(p []byte) (int, error) {
 	case n > 0:
 		s.extend()
 	}
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = readError(err)
 		s.mu.Lock()
 		s.failed = err

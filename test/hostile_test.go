@@ -250,7 +250,9 @@ func TestHostileBodyDeclaredNotSent(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Close() })
 		_ = c.SetDeadline(time.Now().Add(time.Minute))
-		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{", 32<<20)
+		if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{", 32<<20); err != nil {
+			t.Fatal(err)
+		}
 		go func() {
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
