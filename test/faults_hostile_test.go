@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
 )
 
@@ -197,6 +198,7 @@ var hostileKinds = map[string]int{
 	"two-credentials":   250, // two different keys: 400
 	"deep-nesting":      150, // 2 MiB of '[' with inject_stream_usage: forwarded
 	"declared-not-sent": 100, // raw, a length declared and one byte sent: 408
+	"foreign-429":       100, // another account's key, answered 429 "retry in 6 h": forwarded, holds nothing
 	"good-bulk":         300, // nightly-import's chat request: 200
 }
 
@@ -215,6 +217,7 @@ var hostileRules = map[string]kindRule{
 	// limit with its own 400; any answer of the upstream's will do.
 	"deep-nesting":      {forwarded: []string{"2xx", "4xx", "5xx"}, must: "4xx"},
 	"declared-not-sent": {refused: []string{"body_read_timeout"}, must: "body_read_timeout"},
+	"foreign-429":       {forwarded: []string{"4xx"}, must: "4xx"},
 }
 
 // hostileShot sends one request of kind to p and returns how it ended.
@@ -263,6 +266,9 @@ func hostileShot(rng *rand.Rand, client *http.Client, kind string, p *procs.Prox
 		s = shot{url: chat, body: deepBody, headers: map[string]string{"Authorization": "Bearer " + chatKey}}
 	case "good-bulk":
 		s = shot{url: chat, body: chatBody, headers: map[string]string{"Authorization": "Bearer " + importKey}}
+	case "foreign-429":
+		s = shot{url: chat, body: chatBody, headers: map[string]string{"Authorization": fmt.Sprintf("Bearer sk-foreign-%016x", rng.Uint64()),
+			fakeprovider.HeaderStatus: "429", fakeprovider.HeaderRetryAfter: "21600"}}
 	default:
 		panic("unknown kind " + kind)
 	}
@@ -284,8 +290,9 @@ func hostileShot(rng *rand.Rand, client *http.Client, kind string, p *procs.Prox
 // Then a volume mix in random order, beside good bulk traffic: CONNECT and
 // TRACE (405), WebSocket and h2c upgrades (400), non-canonical paths
 // (400), two different credentials (400), 2 MiB of '[' in a streamed chat
-// request (forwarded, the process lives) and bodies declared and never
-// sent (408).
+// request (forwarded, the process lives), bodies declared and never sent
+// (408) and another account's key answered 429 "retry in 6 h" (forwarded;
+// it holds nothing).
 //
 // At the end: no handler panicked, the clients' count of every request
 // (raw TCP ones included) equals the proxy's counters, nothing is in
@@ -500,6 +507,11 @@ func TestFaultHostileClients(t *testing.T) {
 		tl.mu.Unlock()
 	}
 	checkRules(t, l, hostileRules)
+	// Only responses that spent this account move its state: another
+	// account's 429s held nothing (and good bulk went on, checked above).
+	if hold := scrape(t, p.AdminURL).Sum("meterproxy_upstream_hold_seconds", nil); hold != 0 {
+		t.Errorf("another account's 429s hold bulk for %.0f s", hold)
+	}
 
 	// --- the end -------------------------------------------------------
 	checkNoPanics(t, "proxy", p)
