@@ -2,13 +2,18 @@ package test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meterproxy/meterproxy/test/procs"
 )
 
 // The security review of issue 11, item by item, against the real binary:
@@ -277,5 +282,78 @@ func TestHostileBodyDeclaredNotSent(t *testing.T) {
 	t.Logf("RSS before %.1f MiB, with 40 connections declaring 32 MiB each %.1f MiB", before/(1<<20), during/(1<<20))
 	if during-before > 40<<20 {
 		t.Errorf("RSS grew by %.0f MiB for 40 bodies of one byte", (during-before)/(1<<20))
+	}
+}
+
+// filler is an endless reader of spaces.
+type filler struct{}
+
+func (filler) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// TestHostileUploadStreams: item 2's uploads. A 500 MB file upload goes
+// through the real binary whole, without the proxy holding it: its
+// resident memory grows by less than 64 MiB (it grew by the upload's size
+// when every body was read whole first).
+func TestHostileUploadStreams(t *testing.T) {
+	const size = 500 << 20
+	var got atomic.Int64
+	upstream := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		got.Store(n)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"file-1","object":"file"}`)
+	}))
+	cfg := baseConfig(upstream.URL)
+	cfg.withCallers()
+	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	rss := func() float64 { return scrape(t, p.AdminURL).Sum("process_resident_memory_bytes", nil) }
+	before := rss()
+	peak := make(chan float64, 1)
+	done := make(chan struct{})
+	go func() {
+		most := 0.0
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if m, err := procs.Scrape(context.Background(), p.AdminURL); err == nil {
+				most = max(most, m.Sum("process_resident_memory_bytes", nil))
+			}
+			select {
+			case <-done:
+				peak <- most
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.URL+"/v1/files", io.LimitReader(filler{}, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	req.Header.Set("Authorization", "Bearer "+importKey)
+	req.Header.Set("Content-Type", "application/jsonl")
+	res, err := newClient(t, 1).Do(req)
+	close(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	most := <-peak
+	t.Logf("500 MB upload: RSS before %.1f MiB, peak %.1f MiB", before/(1<<20), most/(1<<20))
+	if res.StatusCode != 200 || got.Load() != size {
+		t.Fatalf("upload: %d, upstream read %d of %d bytes", res.StatusCode, got.Load(), size)
+	}
+	if most-before > 64<<20 {
+		t.Errorf("a 500 MB upload grew the proxy by %.0f MiB", (most-before)/(1<<20))
 	}
 }
