@@ -90,6 +90,41 @@ func rawStatus(t *testing.T, addr, raw string) (int, http.Header) {
 
 func hostAddr(url string) string { return strings.TrimPrefix(url, "http://") }
 
+// h2cMaxStreams opens an HTTP/2 connection with prior knowledge to addr
+// and returns the SETTINGS_MAX_CONCURRENT_STREAMS of the server's first
+// SETTINGS frame (RFC 9113 section 6.5), or -1 if it sends none.
+func h2cMaxStreams(t *testing.T, addr string) int64 {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	// The client preface, then an empty SETTINGS frame.
+	if _, err := io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
+		t.Fatal(err)
+	}
+	var head [9]byte // length (3), type (1), flags (1), stream (4)
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		t.Fatal(err)
+	}
+	length := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
+	if head[3] != 0x4 || length%6 != 0 {
+		t.Fatalf("the server's first frame is of type %d, length %d: not SETTINGS", head[3], length)
+	}
+	payload := make([]byte, length)
+	if _, err := io.ReadFull(c, payload); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < length; i += 6 {
+		if id := int(payload[i])<<8 | int(payload[i+1]); id == 0x3 {
+			return int64(payload[i+2])<<24 | int64(payload[i+3])<<16 | int64(payload[i+4])<<8 | int64(payload[i+5])
+		}
+	}
+	return -1
+}
+
 // TestHostileCallers runs the review's items 1, 4, 5, 6, 7 and 9 against
 // one proxy in pass-through mode (no upstream.api_key: each caller's key
 // goes upstream), with inject_stream_usage on.
@@ -113,6 +148,14 @@ func TestHostileCallers(t *testing.T) {
 		}
 		if status, _ := rawStatus(t, hostAddr(p.AdminURL), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); status != 200 {
 			t.Fatalf("healthz %d after the deep body", status)
+		}
+	})
+
+	// Item 2: Go's default of 250 streams on one h2c connection, each
+	// allowed a body of max_body_bytes.
+	t.Run("h2c streams per connection", func(t *testing.T) {
+		if got := h2cMaxStreams(t, addr); got != 100 {
+			t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS %d, want server.max_concurrent_streams' default 100", got)
 		}
 	})
 
