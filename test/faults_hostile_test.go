@@ -330,7 +330,49 @@ func TestFaultHostileClients(t *testing.T) {
 		good.run(goodCtx, rand.New(rand.NewPCG(1, 2))) //nolint:gosec // G404: the good caller draws nothing
 	}()
 
-	// --- the memory attack ---------------------------------------------
+	hostileMemoryAttack(t, p, l)
+	hostileVolumeMix(t, p, l, rng)
+
+	stopGood()
+	<-goodDone
+	if n := good.skipped.Load(); n > 0 {
+		t.Errorf("the interactive caller skipped %d of its requests: %d of its requests at once were not answered", n, good.maxConc)
+	}
+	for _, kind := range []string{"good-interactive", "good-bulk"} {
+		tl := l.kind(kind)
+		tl.mu.Lock()
+		if tl.forwarded["2xx"] != tl.sent || tl.sent == 0 {
+			t.Errorf("%s: %d of %d answered 2xx, want all", kind, tl.forwarded["2xx"], tl.sent)
+		}
+		tl.mu.Unlock()
+	}
+	checkRules(t, l, hostileRules)
+	// Only responses that spent this account move its state: another
+	// account's 429s held nothing (and good bulk went on, checked above).
+	if hold := scrape(t, p.AdminURL).Sum("meterproxy_upstream_hold_seconds", nil); hold != 0 {
+		t.Errorf("another account's 429s hold bulk for %.0f s", hold)
+	}
+
+	// --- the end -------------------------------------------------------
+	checkNoPanics(t, "proxy", p)
+	checkIdentityOf(t, "proxy", p.AdminURL, l.proxy("p"), idle)
+	waitFor(t, "meterproxy_body_memory_bytes back to 0", func() bool {
+		return scrape(t, p.AdminURL).Sum("meterproxy_body_memory_bytes", nil) == 0
+	})
+	if status, _ := rawStatus(t, hostAddr(p.AdminURL), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); status != http.StatusOK {
+		t.Errorf("/healthz answered %d after the attack, want 200", status)
+	}
+	goodClient.CloseIdleConnections()
+	fake.stop(t)
+	r := checkIdle(t, "proxy", p, idle)
+	t.Logf("resident memory at the end %.1f MiB; the case took %s", r.rss/(1<<20), time.Since(start).Round(time.Millisecond))
+}
+
+// hostileMemoryAttack runs the memory attack against p: 200 HTTP/1.1
+// connections and 200 h2c streams, each declaring hostileMaxBody and
+// trickling it, recorded in l; it checks every answer's bound and the
+// resident memory's growth.
+func hostileMemoryAttack(t *testing.T, p *procs.Proxy, l *ledger) {
 	before := mustRead(t, p.AdminURL).rss
 	var (
 		rssMu     sync.Mutex
@@ -372,6 +414,12 @@ func TestFaultHostileClients(t *testing.T) {
 	for i := range h2 {
 		h2[i] = h2cClient(t)
 	}
+	defer func() { // before the idle check
+		h1.Transport.(*http.Transport).CloseIdleConnections()
+		for _, c := range h2 {
+			c.Transport.(*http.Transport).CloseIdleConnections()
+		}
+	}()
 	const perProto = 200
 	attack := make([]trickleAnswer, 2*perProto)
 	attackStart := time.Now()
@@ -441,7 +489,11 @@ func TestFaultHostileClients(t *testing.T) {
 	}
 	rssMu.Unlock()
 
-	// --- the volume mix ------------------------------------------------
+}
+
+// hostileVolumeMix sends hostileKinds in random order against p, from 48
+// workers, recorded in l.
+func hostileVolumeMix(t *testing.T, p *procs.Proxy, l *ledger, rng *rand.Rand) {
 	var jobs []string
 	for kind, n := range hostileKinds {
 		for range n {
@@ -451,6 +503,8 @@ func TestFaultHostileClients(t *testing.T) {
 	slices.Sort(jobs) // map order is random; the seed fixes the shuffle
 	rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
 	mixClient := loadClient(t, 48)
+	defer mixClient.CloseIdleConnections() // before the idle check
+	var wg sync.WaitGroup
 	type job struct {
 		kind string
 		send func() answer
@@ -493,42 +547,4 @@ func TestFaultHostileClients(t *testing.T) {
 	default:
 	}
 
-	stopGood()
-	<-goodDone
-	if n := good.skipped.Load(); n > 0 {
-		t.Errorf("the interactive caller skipped %d of its requests: %d of its requests at once were not answered", n, good.maxConc)
-	}
-	for _, kind := range []string{"good-interactive", "good-bulk"} {
-		tl := l.kind(kind)
-		tl.mu.Lock()
-		if tl.forwarded["2xx"] != tl.sent || tl.sent == 0 {
-			t.Errorf("%s: %d of %d answered 2xx, want all", kind, tl.forwarded["2xx"], tl.sent)
-		}
-		tl.mu.Unlock()
-	}
-	checkRules(t, l, hostileRules)
-	// Only responses that spent this account move its state: another
-	// account's 429s held nothing (and good bulk went on, checked above).
-	if hold := scrape(t, p.AdminURL).Sum("meterproxy_upstream_hold_seconds", nil); hold != 0 {
-		t.Errorf("another account's 429s hold bulk for %.0f s", hold)
-	}
-
-	// --- the end -------------------------------------------------------
-	checkNoPanics(t, "proxy", p)
-	checkIdentityOf(t, "proxy", p.AdminURL, l.proxy("p"), idle)
-	waitFor(t, "meterproxy_body_memory_bytes back to 0", func() bool {
-		return scrape(t, p.AdminURL).Sum("meterproxy_body_memory_bytes", nil) == 0
-	})
-	if status, _ := rawStatus(t, hostAddr(p.AdminURL), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); status != http.StatusOK {
-		t.Errorf("/healthz answered %d after the attack, want 200", status)
-	}
-	h1.Transport.(*http.Transport).CloseIdleConnections()
-	for _, c := range h2 {
-		c.Transport.(*http.Transport).CloseIdleConnections()
-	}
-	goodClient.CloseIdleConnections()
-	mixClient.CloseIdleConnections()
-	fake.stop(t)
-	r := checkIdle(t, "proxy", p, idle)
-	t.Logf("resident memory at the end %.1f MiB; the case took %s", r.rss/(1<<20), time.Since(start).Round(time.Millisecond))
 }

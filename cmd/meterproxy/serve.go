@@ -29,6 +29,12 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("invalid config, not starting:\n%w", err)
 	}
+	if cfg.Upstream.APIKey == "" && len(cfg.Callers) == 0 {
+		// Only responses that spent this account move its state.
+		log.Warn("upstream_headers_unread", slog.String("reason",
+			"pass-through mode (no upstream.api_key) and no callers configured: no response is known to spend this account, "+
+				"so the provider's rate-limit headers hold nothing; configure callers[] to have them read"))
+	}
 	qcfg := cfg.quota()
 	backend, err := quota.OpenBackend(qcfg, log)
 	if err != nil {
