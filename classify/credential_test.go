@@ -81,3 +81,25 @@ func FuzzCredential(f *testing.F) {
 		}
 	})
 }
+
+func TestConflictingCredentials(t *testing.T) {
+	tests := []struct {
+		name string
+		h    http.Header
+		want bool
+	}{
+		{"none", http.Header{}, false},
+		{"one", http.Header{"Authorization": {"Bearer k"}}, false},
+		{"same key twice", http.Header{"Authorization": {"Bearer k"}, "X-Api-Key": {"k"}}, false},
+		{"decoy bearer", http.Header{"Authorization": {"Bearer decoy"}, "X-Api-Key": {"k"}}, true},
+		{"basic beside a key", http.Header{"Authorization": {"Basic Zm9v"}, "Api-Key": {"k"}}, true},
+		{"two lines of one header", http.Header{"X-Api-Key": {"a", "b"}}, true},
+		{"an empty one", http.Header{"Authorization": {"Bearer k"}, "Api-Key": {" "}}, false},
+		{"bearer case and spaces", http.Header{"Authorization": {"bearer  k "}, "X-Api-Key": {"k"}}, false},
+	}
+	for _, tt := range tests {
+		if got := ConflictingCredentials(tt.h); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
