@@ -47,9 +47,6 @@ type Deps struct {
 	Caps *quota.Caps
 	// Transport carries every upstream request; see NewTransport.
 	Transport http.RoundTripper
-	// InFlightBound is the in-flight bound the store enforces (the fleet's
-	// with a shared store), exported as a gauge.
-	InFlightBound int64
 	// Store reports the quota store's health.
 	Store StoreStatus
 	// StoreMode is "in-process" or "redis", for /admin/state.
@@ -108,7 +105,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		limiter: d.Limiter, caps: d.Caps, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies, storeMode: d.StoreMode, store: d.Store,
-		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Caps, d.Store, d.InFlightBound, bodies.budget),
+		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Caps, d.Store, bodies.budget),
 	}
 	h.live.Store(&d.Live)
 	h.rp = &httputil.ReverseProxy{

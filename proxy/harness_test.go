@@ -90,7 +90,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, EnforceTokens: qcfg.Account.TokensPerMinute > 0}
 	h, err := NewHandler(cfg, Deps{Live: live, Limiter: lim, Caps: caps, Transport: transport,
-		InFlightBound: limits.InFlight, Log: log, Registry: reg})
+		Log: log, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ type metrics struct {
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
-func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, caps *quota.Caps, store StoreStatus, inFlightBound int64, bodies *memBudget) *metrics {
+func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, caps *quota.Caps, store StoreStatus, bodies *memBudget) *metrics {
 	f := promauto.With(reg)
 	reg.MustRegister(newCapCollector(caps))
 	m := &metrics{
@@ -103,7 +103,7 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_in_flight_limit",
 		Help: "The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.",
-	}, func() float64 { return float64(inFlightBound) })
+	}, func() float64 { return float64(lim.InFlightLimit()) }) // a reload may change it
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_body_memory_bytes",
 		Help: "Bytes of request bodies held in memory now (held requests' included), out of server.max_body_memory_bytes.",

@@ -212,6 +212,10 @@ func (l *Limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	}
 }
 
+// InFlightLimit returns the in-flight bound the store enforces now (the
+// fleet's with a shared store), as of the last Reconfigure.
+func (l *Limiter) InFlightLimit() int64 { return l.limits.Load().enforced.InFlight }
+
 // Queued returns how many requests of class c are waiting.
 func (l *Limiter) Queued(c classify.Class) int {
 	l.mu.Lock()

@@ -114,3 +114,26 @@ func writeYAML(t *testing.T, path string, c config) {
 		t.Fatal(err)
 	}
 }
+
+// TestReloadInFlightLimit: meterproxy_in_flight_limit follows a reload of
+// account.max_in_flight (it kept the bound it was built with).
+func TestReloadInFlightLimit(t *testing.T) {
+	cfg := baseConfig(startUpstream(t, fakeprovider.New(fakeprovider.Config{})).URL)
+	cfg.set("account.max_in_flight", 200)
+	path := cfg.write(t)
+	p := startProxyFile(t, path, nil)
+	if got := sum(scrape(t, p.AdminURL), "meterproxy_in_flight_limit", nil); got != 200 {
+		t.Fatalf("meterproxy_in_flight_limit %v before the reload, want 200", got)
+	}
+	cfg.set("account.max_in_flight", 50)
+	writeYAML(t, path, cfg)
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_config_reloads_total", map[string]string{"result": "success"}) >= 1
+	})
+	if got := sum(scrape(t, p.AdminURL), "meterproxy_in_flight_limit", nil); got != 50 {
+		t.Errorf("meterproxy_in_flight_limit %v after a reload to 50", got)
+	}
+}

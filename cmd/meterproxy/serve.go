@@ -56,7 +56,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
 		Live: live(cfg, classifier), Limiter: limiter, Caps: caps, Transport: transport,
-		InFlightBound: limits.InFlight, Store: backend, StoreMode: storeMode(qcfg), Log: log, Registry: reg,
+		Store: backend, StoreMode: storeMode(qcfg), Log: log, Registry: reg,
 	})
 	if err != nil {
 		return err
