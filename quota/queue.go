@@ -1,7 +1,7 @@
 package quota
 
 // waiter is one request waiting for admission. Its fields are guarded by
-// the dispatcher's mutex, except done, which is closed once on grant.
+// Limiter.mu, except done, which is closed once on grant.
 type waiter struct {
 	prev, next *waiter
 	done       chan struct{}
@@ -14,13 +14,14 @@ type waiter struct {
 	// held is set once the waiter had to wait for a later window or a
 	// released slot, rather than being granted by the first store call.
 	held bool
-	// gen is the dispatcher's shortfall count when the waiter joined.
+	// gen is its class's shortfall count (classQueue.shortfalls) when the
+	// waiter joined.
 	gen uint64
 }
 
 // queue is an intrusive FIFO of waiters; removal from the middle is O(1)
 // and nothing is allocated beyond the waiter itself. Not safe for
-// concurrent use: the dispatcher's mutex guards it.
+// concurrent use: Limiter.mu guards it.
 type queue struct {
 	head, tail *waiter
 	n          int
