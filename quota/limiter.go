@@ -33,18 +33,10 @@ type Limiter struct {
 	mu      sync.Mutex
 	classes [classify.NumClasses]classQueue
 	closed  bool
-	// credit are grants taken ahead of demand (see prefetch.go), valid
-	// until creditUntil; guarded by mu.
-	credit      PerClass
-	creditUntil time.Time
-	// creditGen counts credit drops: a call sent before a drop (a hold, a
-	// reload) must not add credits after it.
-	creditGen uint64
+	// credits are grants taken ahead of demand; guarded by mu.
+	credits credits
 	// prefetch, set before Run, lets the loop take credits.
 	prefetch bool
-	// lowWater is, per class, the credit count at which Admit asks the
-	// loop to refill.
-	lowWater [classify.NumClasses]atomic.Int64
 	// admitted counts admissions, for the loop's rate estimate.
 	admitted [classify.NumClasses]atomic.Int64
 
@@ -124,7 +116,7 @@ func (l *Limiter) Reconfigure(cfg Config, limits Limits) {
 	l.limits.Store(&limitSet{enforced: limits, local: cfg.PerReplica()})
 	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
 	l.mu.Lock()
-	l.dropCredits() // taken under the old limits
+	l.dropCreditsLocked(classify.Classes[:]...) // taken under the old limits
 	l.classes[classify.Interactive].maxWait, l.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	l.classes[classify.Bulk].maxWait, l.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
 	l.mu.Unlock()
@@ -156,7 +148,7 @@ func (l *Limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, d
 		l.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if l.prefetch && l.takeCredit(c, time.Now()) {
+	if l.prefetch && l.takeCreditLocked(c, time.Now()) {
 		l.mu.Unlock()
 		l.admitted[c].Add(1)
 		return &Lease{l: l, class: c}, nil
@@ -302,7 +294,9 @@ func (l *Limiter) Observe(at time.Time, hold, throttle time.Duration) {
 	l.obs.has = true
 	l.obsMu.Unlock()
 	if hold > 0 || throttle > 0 {
-		l.dropBulkCredits()
+		l.mu.Lock()
+		l.dropCreditsLocked(classify.Bulk)
+		l.mu.Unlock()
 	}
 	notify(l.freed)
 }
@@ -356,7 +350,7 @@ func (l *Limiter) held() PerClass {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range h {
-		h[c] = l.inFlight[c].Load() + l.credit[c]
+		h[c] = l.inFlight[c].Load() + l.credits.n[c]
 	}
 	return h
 }

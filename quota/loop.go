@@ -36,7 +36,7 @@ type loopState struct {
 	// costs are reused buffers for TakeRequest.Costs.
 	costs [classify.NumClasses][]int64
 	pf    prefetchState
-	// gen is the Limiter's creditGen when the current call's want was
+	// gen is the credits' generation when the current call's want was
 	// made, and waiting how many of want were waiters, not spare.
 	gen     uint64
 	waiting PerClass
@@ -157,7 +157,10 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 		if res.RetryAfter > 0 {
 			st.arm(max(res.RetryAfter, time.Millisecond))
 		}
-		if until := l.creditDeadline(); !until.IsZero() {
+		l.mu.Lock()
+		until := l.credits.deadlineLocked()
+		l.mu.Unlock()
+		if !until.IsZero() {
 			st.arm(max(time.Until(until), time.Millisecond))
 		}
 		if !more {
@@ -187,13 +190,13 @@ func (l *Limiter) wants(st *loopState) PerClass {
 			// Top the credits up when a waiter calls anyway, or when they
 			// ran low while requests kept coming; not on every wake-up.
 			n := l.admitted[c].Load()
-			if want[c] > 0 || (n != st.pf.seen[c] && l.credit[c] <= l.lowWater[c].Load()) {
+			if want[c] > 0 || (n != st.pf.seen[c] && l.credits.lowLocked(classify.Class(c))) {
 				st.pf.seen[c] = n
-				want[c] += max(0, st.pf.spare[c]-l.credit[c])
+				want[c] += max(0, st.pf.spare[c]-l.credits.n[c])
 			}
 		}
 	}
-	st.gen = l.creditGen
+	st.gen = l.credits.gen
 	return want
 }
 
@@ -226,7 +229,7 @@ func (l *Limiter) storeFailed(ctx context.Context, st *loopState, err error) {
 		l.log.Warn("store_take_failed", slog.String("error", err.Error()))
 	}
 	l.mu.Lock()
-	l.dropCredits()
+	l.dropCreditsLocked(classify.Classes[:]...)
 	l.mu.Unlock()
 	st.blocked = [classify.NumClasses]Blocker{BlockedByWindow, BlockedByWindow}
 	st.arm(storeRetry)
@@ -248,11 +251,10 @@ func (st *loopState) arm(d time.Duration) {
 func (l *Limiter) hand(res TakeResult, want PerClass, st *loopState, sent time.Time) {
 	var excess PerClass
 	l.mu.Lock()
-	if res.UpstreamHold > 0 && l.credit[classify.Bulk] > 0 {
-		l.credit[classify.Bulk] = 0 // the store holds bulk now; Held tells it on the next call
-		notify(l.freed)
+	stale := st.gen != l.credits.gen // credits were dropped while the call was out
+	if res.UpstreamHold > 0 {
+		l.dropCreditsLocked(classify.Bulk) // the store holds bulk now; Held tells it on the next call
 	}
-	stale := st.gen != l.creditGen // credits were dropped while the call was out
 	for c := range res.Granted {
 		cq := &l.classes[c]
 		var given int64
@@ -284,11 +286,7 @@ func (l *Limiter) hand(res TakeResult, want PerClass, st *loopState, sent time.T
 		if excess[c] > 0 && st.pf.spare[c] > 0 && !stale && !bulkHeld {
 			// The store charged them to the second it decided in, which
 			// ends SecondLeft after it decided, no sooner than sent+SecondLeft.
-			until := sent.Add(res.SecondLeft)
-			if l.credit == (PerClass{}) || until.Before(l.creditUntil) {
-				l.creditUntil = until
-			}
-			l.credit[c] += excess[c]
+			l.credits.grantLocked(classify.Class(c), excess[c], sent.Add(res.SecondLeft))
 			excess[c] = 0
 		}
 	}
@@ -314,7 +312,7 @@ func (l *Limiter) refuseAll(err error) {
 func (l *Limiter) close() {
 	l.mu.Lock()
 	l.closed = true
-	l.credit = PerClass{}
+	l.dropCreditsLocked(classify.Classes[:]...)
 	l.mu.Unlock()
 	l.refuseAll(ErrClosed)
 }

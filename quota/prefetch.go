@@ -45,65 +45,40 @@ type prefetchState struct {
 	seen [classify.NumClasses]int64
 }
 
-// takeCredit admits a request of class c from the credits, if any are
-// valid and nobody of its class waits. Called with l.mu held.
-func (l *Limiter) takeCredit(c classify.Class, now time.Time) bool {
-	if l.credit[c] == 0 || l.classes[c].q.n > 0 {
+// takeCreditLocked admits a request of class c from the credits, if any
+// are valid and nobody of its class waits.
+func (l *Limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
+	if l.classes[c].q.n > 0 {
+		return false // first come, first served
+	}
+	took, dropped := l.credits.takeLocked(c, now)
+	if dropped {
+		notify(l.freed)
+	}
+	if !took {
 		return false
 	}
-	if !now.Before(l.creditUntil) {
-		l.dropCredits()
-		return false
-	}
-	l.credit[c]--
 	l.inFlight[c].Add(1)
-	if l.credit[c] <= l.lowWater[c].Load() {
+	if l.credits.lowLocked(c) {
 		notify(l.arrive) // refill before they run out
 	}
 	return true
 }
 
-// dropCredits returns every credit to the store on the loop's next call.
-// Called with l.mu held.
-func (l *Limiter) dropCredits() {
-	l.creditGen++
-	if l.credit != (PerClass{}) {
-		l.credit = PerClass{}
+// dropCreditsLocked gives up the credits of classes (a hold, a reload, a
+// failure); the store hears they are back with the loop's next call.
+func (l *Limiter) dropCreditsLocked(classes ...classify.Class) {
+	if l.credits.dropLocked(classes...) {
 		notify(l.freed)
 	}
 }
 
-// dropBulkCredits is dropCredits for bulk alone: the upstream holds bulk.
-func (l *Limiter) dropBulkCredits() {
-	l.mu.Lock()
-	l.creditGen++
-	if l.credit[classify.Bulk] > 0 {
-		l.credit[classify.Bulk] = 0
-		notify(l.freed)
-	}
-	l.mu.Unlock()
-}
-
-// creditDeadline is when the credits expire, zero when there are none.
-func (l *Limiter) creditDeadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.credit == (PerClass{}) {
-		return time.Time{}
-	}
-	return l.creditUntil
-}
-
-// expireCredits drops credits whose second has passed; it reports whether
-// there were any, so the store hears of it.
+// expireCredits drops credits whose second has passed at now; it reports
+// whether there were any, so the store hears of it.
 func (l *Limiter) expireCredits(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.credit == (PerClass{}) || now.Before(l.creditUntil) {
-		return false
-	}
-	l.credit = PerClass{}
-	return true
+	return l.credits.expireLocked(now)
 }
 
 // updateRate refreshes the arrival rate estimate from the admissions
@@ -171,6 +146,6 @@ func (l *Limiter) plan(p *prefetchState, res TakeResult, lim Limits) {
 
 func (l *Limiter) setLowWater(p *prefetchState) {
 	for c := range p.spare {
-		l.lowWater[c].Store(p.spare[c] / 4)
+		l.credits.low[c].Store(p.spare[c] / 4)
 	}
 }

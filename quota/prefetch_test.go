@@ -118,7 +118,7 @@ func TestPrefetchDropsBulkCreditsOnAHold(t *testing.T) {
 	l, _ := prefetchLimiter(t, srv, cfg)
 	admitFor(t, l, classify.Bulk, 2, 500*time.Millisecond) // builds bulk credits
 	l.mu.Lock()
-	credits := l.credit[classify.Bulk]
+	credits := l.credits.n[classify.Bulk]
 	l.mu.Unlock()
 	l.Observe(time.Now(), time.Minute, 0)
 	lease, err := l.Admit(t.Context(), classify.Bulk, 0)
