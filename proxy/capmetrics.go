@@ -9,12 +9,12 @@ import (
 // of capped callers changes with reloads, so it is an unchecked collector:
 // Describe sends nothing.
 type capCollector struct {
-	caps             *quota.Caps
+	caps             *quota.Admitter
 	queued, inFlight *prometheus.Desc
 	limit, rateLimit *prometheus.Desc
 }
 
-func newCapCollector(caps *quota.Caps) *capCollector {
+func newCapCollector(caps *quota.Admitter) *capCollector {
 	label := []string{"caller"}
 	return &capCollector{
 		caps: caps,
@@ -34,7 +34,7 @@ func (c *capCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (c *capCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, st := range c.caps.State() {
+	for name, st := range c.caps.Caps() {
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name)
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.MaxInFlight), name)

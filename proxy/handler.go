@@ -22,8 +22,7 @@ import (
 type Handler struct {
 	// live is the part of the configuration a reload replaces.
 	live      atomic.Pointer[Live]
-	limiter   *quota.Limiter
-	caps      *quota.Caps
+	admitter  *quota.Admitter
 	rp        *httputil.ReverseProxy
 	bodies    *bodyReader
 	m         *metrics
@@ -32,35 +31,20 @@ type Handler struct {
 	apiKey    string
 	maxUpload int64
 	maxHold   time.Duration
-	storeMode string
-	store     StoreStatus
 	last      lastReport
 }
 
 // Deps are what a Handler is built from.
 type Deps struct {
 	// Live is the reloadable part of the configuration.
-	Live    Live
-	Limiter *quota.Limiter
-	// Caps admits every request: through its caller's cap, if it has one,
-	// then through Limiter.
-	Caps *quota.Caps
+	Live Live
+	// Admitter admits every request, and reports the store's state for
+	// the metrics and /admin/state.
+	Admitter *quota.Admitter
 	// Transport carries every upstream request; see NewTransport.
 	Transport http.RoundTripper
-	// Store reports the quota store's health.
-	Store StoreStatus
-	// StoreMode is "in-process" or "redis", for /admin/state.
-	StoreMode string
 	Log       *slog.Logger
 	Registry  prometheus.Registerer
-}
-
-// StoreStatus is what the metrics read of the quota store.
-type StoreStatus interface {
-	// Degraded reports whether the shared store is bypassed after a failure.
-	Degraded() bool
-	// Failures counts failed calls to the shared store.
-	Failures() int64
 }
 
 // Live is the part of the configuration that a reload replaces while the
@@ -102,10 +86,10 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	bodies := newBodyReader(cfg.Server)
 	h := &Handler{
-		limiter: d.Limiter, caps: d.Caps, log: d.Log, target: target,
+		admitter: d.Admitter, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
-		bodies: bodies, storeMode: d.StoreMode, store: d.Store,
-		m: newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Limiter, d.Caps, d.Store, bodies.budget),
+		bodies: bodies,
+		m:      newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Admitter, bodies.budget),
 	}
 	h.live.Store(&d.Live)
 	h.rp = &httputil.ReverseProxy{
@@ -245,7 +229,7 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchang
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
 	res := ex.res
 	class := res.Class.String()
-	lease, err := h.caps.Admit(r.Context(), res.Caller, res.Class, ex.cost)
+	lease, err := h.admitter.Admit(r.Context(), quota.Request{Class: res.Class, Caller: res.Caller, Tokens: ex.cost})
 	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
 	if err == nil {
 		outcome := admitAdmitted

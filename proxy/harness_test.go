@@ -22,11 +22,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // testProxy is a Handler in front of an httptest upstream, behind an
 // httptest frontend, with its limiter running.
 type testProxy struct {
-	URL     string // the frontend
-	handler *Handler
-	reg     *prometheus.Registry
-	limiter *quota.Limiter
-	logs    *syncBuffer
+	URL      string // the frontend
+	handler  *Handler
+	reg      *prometheus.Registry
+	admitter *quota.Admitter
+	logs     *syncBuffer
 }
 
 type proxyOpts struct {
@@ -78,26 +78,22 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	backend, err := quota.OpenBackend(qcfg, log) // in process: nothing to close
+	adm, err := quota.New(qcfg, quota.Deps{Callers: callers, Log: log}) // in process: nothing to close
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := backend.Limits
-	lim := quota.New(qcfg, limits, backend.Store, 0, log)
-	caps := quota.NewCaps(lim, backend, qcfg, quota.CallerCaps(callers), log)
-	transport := NewTransport(cfg.Upstream, limits.InFlight)
+	transport := NewTransport(cfg.Upstream, adm.InFlightLimit())
 	reg := prometheus.NewRegistry()
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, EnforceTokens: qcfg.Account.TokensPerMinute > 0}
-	h, err := NewHandler(cfg, Deps{Live: live, Limiter: lim, Caps: caps, Transport: transport,
+	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
 		Log: log, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup // started after NewHandler, as serve does: it sets the limiter's hooks
-	running.Go(func() { _ = lim.Run(ctx) })
-	running.Go(func() { _ = caps.Run(ctx) })
+	var running sync.WaitGroup // started after NewHandler, as serve does: it sets the admitter's hooks
+	running.Go(func() { _ = adm.Run(ctx) })
 	front := httptest.NewServer(h)
 	t.Cleanup(func() {
 		front.Close()
@@ -108,7 +104,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 			t.Logf("proxy logs:\n%s", logs.String())
 		}
 	})
-	return &testProxy{URL: front.URL, handler: h, reg: reg, limiter: lim, logs: logs}
+	return &testProxy{URL: front.URL, handler: h, reg: reg, admitter: adm, logs: logs}
 }
 
 // do sends a request and returns the status, headers and whole body of

@@ -53,9 +53,9 @@ type metrics struct {
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
-func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter, caps *quota.Caps, store StoreStatus, bodies *memBudget) *metrics {
+func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Admitter, bodies *memBudget) *metrics {
 	f := promauto.With(reg)
-	reg.MustRegister(newCapCollector(caps))
+	reg.MustRegister(newCapCollector(lim))
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_requests_total",
@@ -133,7 +133,7 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 		Name: "meterproxy_store_degraded",
 		Help: "1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.",
 	}, func() float64 {
-		if store != nil && store.Degraded() {
+		if lim.Degraded() {
 			return 1
 		}
 		return 0
@@ -142,10 +142,7 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Limiter,
 		Name: "meterproxy_store_errors_total",
 		Help: "Failed calls to the shared store (Redis), probes included.",
 	}, func() float64 {
-		if store == nil {
-			return 0
-		}
-		return float64(store.Failures())
+		return float64(lim.Failures())
 	})
 	for _, c := range classify.Classes {
 		class := c.String()

@@ -31,7 +31,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, res classify.Result, cost int
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lease, err := h.caps.Admit(ctx, res.Caller, c, cost)
+		lease, err := h.admitter.Admit(ctx, quota.Request{Class: c, Caller: res.Caller, Tokens: cost})
 		outcome := shadowOther
 		var refused *quota.RefusedError
 		switch {

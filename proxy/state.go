@@ -86,22 +86,27 @@ func (l *lastReport) get() *UpstreamState {
 func (h *Handler) State() State {
 	st := State{
 		ConfigVersion:       h.live.Load().ConfigVersion,
-		Store:               StoreState{Mode: h.storeMode},
-		Window:              h.limiter.Window(),
+		Store:               StoreState{Mode: storeMode(h.admitter), Degraded: h.admitter.Degraded()},
+		Window:              h.admitter.Window(),
 		InFlight:            map[string]int64{},
 		FleetInFlight:       map[string]int64{},
 		Queued:              map[string]int{},
-		UpstreamHoldSeconds: h.limiter.UpstreamHold().Seconds(),
+		UpstreamHoldSeconds: h.admitter.UpstreamHold().Seconds(),
 		Upstream:            h.last.get(),
-		Caps:                h.caps.State(),
-	}
-	if h.store != nil {
-		st.Store.Degraded = h.store.Degraded()
+		Caps:                h.admitter.Caps(),
 	}
 	for _, c := range classify.Classes {
-		st.InFlight[c.String()] = h.limiter.InFlight(c)
-		st.FleetInFlight[c.String()] = h.limiter.FleetInFlight(c)
-		st.Queued[c.String()] = h.limiter.Queued(c)
+		st.InFlight[c.String()] = h.admitter.InFlight(c)
+		st.FleetInFlight[c.String()] = h.admitter.FleetInFlight(c)
+		st.Queued[c.String()] = h.admitter.Queued(c)
 	}
 	return st
+}
+
+// storeMode names the admitter's store for /admin/state.
+func storeMode(a *quota.Admitter) string {
+	if a.Shared() {
+		return "redis"
+	}
+	return "in-process"
 }

@@ -97,7 +97,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 		hold = 0
 	}
 	hold = min(hold, h.maxHold)
-	h.limiter.Observe(now, hold, throttle)
+	h.admitter.Observe(now, hold, throttle)
 }
 
 // meteredBody feeds a copy of every byte read to a usage.Meter, and reports

@@ -133,7 +133,7 @@ func (c *Caps) Reconfigure(cfg Config, caps map[string]CallerCap) {
 		gcfg := cp.config(cfg)
 		g := c.all[name]
 		if g == nil {
-			g = New(gcfg, c.backend.LimitsFor(gcfg), c.backend.capStore(name, gcfg), c.backend.Heartbeat,
+			g = newLimiter(gcfg, c.backend.LimitsFor(gcfg), c.backend.capStore(name, gcfg), c.backend.Heartbeat,
 				c.log.With(slog.String("cap", name)))
 			g.quiet = true
 			c.all[name] = g

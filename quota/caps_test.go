@@ -22,7 +22,7 @@ type replica struct {
 func startReplica(t *testing.T, b *Backend, cfg Config, caps map[string]CallerCap) *replica {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	class := New(cfg, b.LimitsFor(cfg), b.Store, b.Heartbeat, log)
+	class := newLimiter(cfg, b.LimitsFor(cfg), b.Store, b.Heartbeat, log)
 	r := &replica{class: class, caps: NewCaps(class, b, cfg, caps, log)}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup

@@ -91,11 +91,11 @@ type classQueue struct {
 	short      bool
 }
 
-// New returns a Limiter for cfg's classes over store; limits are the ones
+// newLimiter returns a Limiter for cfg's classes over store; limits are the ones
 // the store enforces, used to estimate Retry-After. heartbeat is how often
 // the loop calls the store when idle (0: never), so a shared store knows
 // the replica is alive.
-func New(cfg Config, limits Limits, store Store, heartbeat time.Duration, log *slog.Logger) *Limiter {
+func newLimiter(cfg Config, limits Limits, store Store, heartbeat time.Duration, log *slog.Logger) *Limiter {
 	l := &Limiter{store: store, log: log, heartbeat: heartbeat,
 		arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
 	l.Reconfigure(cfg, limits)

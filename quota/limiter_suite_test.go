@@ -28,9 +28,9 @@ func testConfig() Config {
 func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store, prefetch bool) {
 	start := func(t *testing.T, cfg Config) *Limiter {
 		t.Helper()
-		l := New(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
+		l := newLimiter(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
 		if prefetch {
-			l.EnablePrefetch()
+			l.enablePrefetch()
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

@@ -18,7 +18,7 @@ func testLimiter(t *testing.T, cfg Config) (*Limiter, *MemoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
 	store := NewMemoryStore(limits, nil)
-	l := New(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -206,7 +206,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := New(smallConfig(), smallConfig().PerReplica(), NewMemoryStore(smallConfig().PerReplica(), nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), NewMemoryStore(smallConfig().PerReplica(), nil), 0, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()

@@ -30,9 +30,9 @@ const (
 	rateWindow = 100 * time.Millisecond
 )
 
-// EnablePrefetch lets the limiter take credits ahead of demand. Call it
+// enablePrefetch lets the limiter take credits ahead of demand. Call it
 // before Run; it pays only with a store that costs a round trip (Redis).
-func (l *Limiter) EnablePrefetch() { l.prefetch = true }
+func (l *Limiter) enablePrefetch() { l.prefetch = true }
 
 // prefetchState is the loop's bookkeeping; owned by the Run goroutine.
 type prefetchState struct {

@@ -16,8 +16,8 @@ import (
 // counts its store calls.
 func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*Limiter, *atomic.Int64) {
 	t.Helper()
-	l := New(cfg, cfg.Limits(), newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits()), time.Second, slog.New(slog.DiscardHandler))
-	l.EnablePrefetch()
+	l := newLimiter(cfg, cfg.Limits(), newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits()), time.Second, slog.New(slog.DiscardHandler))
+	l.enablePrefetch()
 	calls := &atomic.Int64{}
 	l.OnStoreCall(func(time.Duration, error) { calls.Add(1) })
 	ctx, cancel := context.WithCancel(t.Context())

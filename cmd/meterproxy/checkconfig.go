@@ -45,14 +45,6 @@ func checkConfig(cfg Config, w io.Writer) error {
 
 func rps(rpm int64) float64 { return float64(rpm) / 60 }
 
-// storeMode is the store's kind, for /admin/state.
-func storeMode(q quota.Config) string {
-	if q.Store.RedisURL != "" {
-		return "redis"
-	}
-	return "in-process"
-}
-
 func storeName(q quota.Config) string {
 	if q.Store.RedisURL != "" {
 		return "redis (on_error: " + q.Store.OnError + ")"

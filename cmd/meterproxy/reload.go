@@ -27,24 +27,22 @@ const reloadSettle = 200 * time.Millisecond
 // addresses, the upstream, the store and logging need a restart; a change
 // to them is logged and not applied. An invalid file changes nothing.
 type reloader struct {
-	src     source
-	backend *quota.Backend
-	limiter *quota.Limiter
-	caps    *quota.Caps
-	handler *proxy.Handler
-	log     *slog.Logger
-	results *prometheus.CounterVec
-	current Config
+	src      source
+	admitter *quota.Admitter
+	handler  *proxy.Handler
+	log      *slog.Logger
+	results  *prometheus.CounterVec
+	current  Config
 }
 
-func newReloader(cfg Config, src source, backend *quota.Backend, limiter *quota.Limiter, caps *quota.Caps, h *proxy.Handler, reg prometheus.Registerer, log *slog.Logger) *reloader {
+func newReloader(cfg Config, src source, admitter *quota.Admitter, h *proxy.Handler, reg prometheus.Registerer, log *slog.Logger) *reloader {
 	results := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 		Name: "meterproxy_config_reloads_total",
 		Help: "Configuration reloads by result (success, failure: the old configuration stays).",
 	}, []string{"result"})
 	results.WithLabelValues("success")
 	results.WithLabelValues("failure")
-	return &reloader{src: src, backend: backend, limiter: limiter, caps: caps, handler: h, log: log, results: results, current: cfg}
+	return &reloader{src: src, admitter: admitter, handler: h, log: log, results: results, current: cfg}
 }
 
 // watch reloads on SIGHUP and when the config file changes, until ctx ends.
@@ -110,9 +108,7 @@ func (r *reloader) apply(cfg Config, classifier *classify.Classifier, trigger st
 		cfg.Upstream = r.current.Upstream
 		cfg.Upstream.InjectStreamUsage = inject
 	}
-	q := cfg.quota()
-	r.limiter.Reconfigure(q, r.backend.LimitsFor(q))
-	r.caps.Reconfigure(q, quota.CallerCaps(cfg.Callers))
+	r.admitter.Reconfigure(cfg.quota(), cfg.Callers)
 	r.handler.Reconfigure(live(cfg, classifier))
 	r.current = cfg
 	r.results.WithLabelValues("success").Inc()

@@ -35,28 +35,20 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 			"pass-through mode (no upstream.api_key) and no callers configured: no response is known to spend this account, "+
 				"so the provider's rate-limit headers hold nothing; configure callers[] to have them read"))
 	}
-	qcfg := cfg.quota()
-	backend, err := quota.OpenBackend(qcfg, log)
+	admitter, err := quota.New(cfg.quota(), quota.Deps{Callers: cfg.Callers, Log: log})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = backend.Close() }()
-	backend.Warm(ctx, log)
-	limits := backend.Limits
-	limiter := quota.New(qcfg, limits, backend.Store, backend.Heartbeat, log)
-	if backend.Shared {
-		limiter.EnablePrefetch() // a Redis round trip per admission is worth saving
-	}
-	caps := quota.NewCaps(limiter, backend, qcfg, quota.CallerCaps(cfg.Callers), log)
+	defer func() { _ = admitter.Close() }()
+	admitter.Warm(ctx)
 	// With a shared store one replica may hold the whole fleet bound.
-	transport := proxy.NewTransport(cfg.Upstream, limits.InFlight)
+	transport := proxy.NewTransport(cfg.Upstream, admitter.InFlightLimit())
 	defer transport.CloseIdleConnections()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
-		Live: live(cfg, classifier), Limiter: limiter, Caps: caps, Transport: transport,
-		Store: backend, StoreMode: storeMode(qcfg), Log: log, Registry: reg,
+		Live: live(cfg, classifier), Admitter: admitter, Transport: transport, Log: log, Registry: reg,
 	})
 	if err != nil {
 		return err
@@ -74,16 +66,15 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 		return fmt.Errorf("server.admin_listen: %w", err)
 	}
 
-	r := newReloader(cfg, src, backend, limiter, caps, h, reg, log)
-	// The limiter outlives the server's drain: held requests are still
+	r := newReloader(cfg, src, admitter, h, reg, log)
+	// The admitter outlives the server's drain: held requests are still
 	// being admitted while the server waits for them.
 	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
 	// Requests still queued when the grace is nearly over get a 503
 	// (shutting_down) rather than a closed connection.
 	srv.OnGraceEnding(stopLimiter, h.ServiceTime)
 	var g errgroup.Group
-	g.Go(func() error { return limiter.Run(limiterCtx) })
-	g.Go(func() error { return caps.Run(limiterCtx) })
+	g.Go(func() error { return admitter.Run(limiterCtx) })
 	g.Go(func() error { r.watch(limiterCtx); return nil })
 	err = srv.Run(ctx, proxyLn, adminLn)
 	stopLimiter()

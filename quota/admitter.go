@@ -1,0 +1,136 @@
+package quota
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"golang.org/x/sync/errgroup"
+)
+
+// Admitter is quota's entry point: it admits each request against the
+// account — through its caller's cap, if the caller has one, then through
+// its class's share of the one-second windows and the in-flight bound —
+// over the store the configuration names (in process, or Redis for a
+// fleet). It is safe for concurrent use. Admit may be called before Run
+// starts; waiters are served once it does.
+type Admitter struct {
+	backend *Backend
+	limiter *Limiter
+	caps    *Caps
+}
+
+// Deps are what an Admitter is built from besides its Config.
+type Deps struct {
+	// Callers are the configured callers; those with caps of their own
+	// (max_in_flight, requests_per_minute) are admitted through them.
+	Callers []classify.Caller
+	Log     *slog.Logger
+}
+
+// Request is one request to admit.
+type Request struct {
+	Class classify.Class
+	// Caller is the configured caller's name, or classify.UnknownCaller.
+	Caller string
+	// Tokens is the request's token estimate, charged at admission when
+	// account.tokens_per_minute is enforced (Lease.Correct settles it).
+	Tokens int64
+}
+
+// New returns the Admitter cfg describes. It does not wait for Redis: a
+// Redis that is down at start is a degraded store, not a failure to start
+// (see Warm). Close it when done.
+func New(cfg Config, d Deps) (*Admitter, error) {
+	backend, err := OpenBackend(cfg, d.Log)
+	if err != nil {
+		return nil, err
+	}
+	limiter := newLimiter(cfg, backend.Limits, backend.Store, backend.Heartbeat, d.Log)
+	if backend.Shared {
+		limiter.enablePrefetch() // a Redis round trip per admission is worth saving
+	}
+	return &Admitter{backend: backend, limiter: limiter,
+		caps: NewCaps(limiter, backend, cfg, CallerCaps(d.Callers), d.Log)}, nil
+}
+
+// Warm connects to Redis and loads the script before the first request;
+// see Backend.Warm. It does nothing in process.
+func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log) }
+
+// Admit waits until req may go upstream and returns its Lease, which the
+// caller must Release when the upstream exchange ends. It returns a
+// *RefusedError when a queue is full or max_wait passes (Caller set when
+// the caller's own cap refused), ErrStoreUnavailable when the store failed
+// under on_error "closed", ErrClosed after Run has stopped, or the
+// context's error if ctx ends first.
+func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
+	return a.caps.Admit(ctx, req.Caller, req.Class, req.Tokens)
+}
+
+// Observe records what the upstream said at at about the account: hold
+// bulk for hold (remaining below the reserve), and for throttle (a 429's
+// retry hint). The fleet hears of it with the next store call.
+func (a *Admitter) Observe(at time.Time, hold, throttle time.Duration) {
+	a.limiter.Observe(at, hold, throttle)
+}
+
+// Reconfigure applies a reloaded configuration: classes, limits and the
+// callers' caps. Requests waiting or in flight keep their place and slot;
+// see Limiter.Reconfigure and Caps.Reconfigure.
+func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
+	a.limiter.Reconfigure(cfg, a.backend.LimitsFor(cfg))
+	a.caps.Reconfigure(cfg, CallerCaps(callers))
+}
+
+// Run serves the queues until ctx ends, then refuses every waiter with
+// ErrClosed and tells the store what is still in flight. Call it once.
+func (a *Admitter) Run(ctx context.Context) error {
+	var g errgroup.Group
+	g.Go(func() error { return a.limiter.Run(ctx) })
+	g.Go(func() error { return a.caps.Run(ctx) })
+	return g.Wait()
+}
+
+// Close stops probing Redis and closes its client. Call it after Run
+// returns.
+func (a *Admitter) Close() error { return a.backend.Close() }
+
+// Shared reports whether replicas share the store (Redis).
+func (a *Admitter) Shared() bool { return a.backend.Shared }
+
+// InFlightLimit returns the in-flight bound the store enforces now: the
+// fleet's with Redis, this replica's in process.
+func (a *Admitter) InFlightLimit() int64 { return a.limiter.InFlightLimit() }
+
+// Queued returns how many requests of class c wait for their class.
+func (a *Admitter) Queued(c classify.Class) int { return a.limiter.Queued(c) }
+
+// InFlight returns how many requests of class c this replica has admitted
+// and not yet released.
+func (a *Admitter) InFlight(c classify.Class) int64 { return a.limiter.InFlight(c) }
+
+// FleetInFlight returns the store's last count of class c in flight
+// across the fleet.
+func (a *Admitter) FleetInFlight(c classify.Class) int64 { return a.limiter.FleetInFlight(c) }
+
+// Window returns the store's last word on the current second's use.
+func (a *Admitter) Window() WindowUse { return a.limiter.Window() }
+
+// UpstreamHold returns how much longer bulk is held on the upstream's
+// word, as of the store's last answer.
+func (a *Admitter) UpstreamHold() time.Duration { return a.limiter.UpstreamHold() }
+
+// Caps returns each capped caller's queue, fleet in-flight count and cap.
+func (a *Admitter) Caps() map[string]CapState { return a.caps.State() }
+
+// Degraded reports whether the shared store is bypassed after a failure.
+func (a *Admitter) Degraded() bool { return a.backend.Degraded() }
+
+// Failures counts failed calls to the shared store.
+func (a *Admitter) Failures() int64 { return a.backend.Failures() }
+
+// OnStoreCall sets f to observe every admission call to the store. Call
+// it before Run.
+func (a *Admitter) OnStoreCall(f func(d time.Duration, err error)) { a.limiter.OnStoreCall(f) }
