@@ -89,7 +89,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		admitter: d.Admitter, log: d.Log, target: target,
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies,
-		m:      newMetrics(d.Registry, d.Live.Classifier.Callers(), d.Admitter, bodies.budget),
+		m:      newMetrics(d.Registry, d.Live.Classifier.Callers(), bodies.budget),
 	}
 	h.live.Store(&d.Live)
 	h.rp = &httputil.ReverseProxy{

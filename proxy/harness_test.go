@@ -78,12 +78,12 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	adm, err := quota.New(qcfg, quota.Deps{Callers: callers, Log: log}) // in process: nothing to close
+	reg := prometheus.NewRegistry()
+	adm, err := quota.New(qcfg, quota.Deps{Callers: callers, Log: log, Registry: reg}) // in process: nothing to close
 	if err != nil {
 		t.Fatal(err)
 	}
 	transport := NewTransport(cfg.Upstream, adm.InFlightLimit())
-	reg := prometheus.NewRegistry()
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, EnforceTokens: qcfg.Account.TokensPerMinute > 0}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,

@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -53,9 +52,10 @@ type metrics struct {
 
 var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
-func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Admitter, bodies *memBudget) *metrics {
+// The admission families (queues, in flight, windows, the store) are
+// quota's: it registers them itself.
+func newMetrics(reg prometheus.Registerer, callers []string, bodies *memBudget) *metrics {
 	f := promauto.With(reg)
-	reg.MustRegister(newCapCollector(lim))
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_requests_total",
@@ -101,10 +101,6 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Admitter
 		}, []string{"class", "side"}),
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "meterproxy_in_flight_limit",
-		Help: "The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.",
-	}, func() float64 { return float64(lim.InFlightLimit()) }) // a reload may change it
-	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_body_memory_bytes",
 		Help: "Bytes of request bodies held in memory now (held requests' included), out of server.max_body_memory_bytes.",
 	}, func() float64 { return float64(bodies.inUse()) })
@@ -112,70 +108,14 @@ func newMetrics(reg prometheus.Registerer, callers []string, lim *quota.Admitter
 		Name: "meterproxy_body_memory_limit_bytes",
 		Help: "server.max_body_memory_bytes: past it a request gets 503 body_memory_exhausted.",
 	}, func() float64 { return float64(bodies.limit) })
-	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "meterproxy_store_call_duration_seconds",
-		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
-	}, []string{"result"})
-	okCalls, errCalls := storeCalls.WithLabelValues("ok"), storeCalls.WithLabelValues("error")
-	lim.OnStoreCall(func(d time.Duration, err error) {
-		if err != nil {
-			errCalls.Observe(d.Seconds())
-			return
-		}
-		okCalls.Observe(d.Seconds())
-	})
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "meterproxy_upstream_hold_seconds",
-		Help: "How much longer bulk is held on the upstream's word (remaining below the interactive reserve, or a 429), as of the store's last answer.",
-	}, func() float64 { return lim.UpstreamHold().Seconds() })
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "meterproxy_store_degraded",
-		Help: "1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.",
-	}, func() float64 {
-		if lim.Degraded() {
-			return 1
-		}
-		return 0
-	})
-	f.NewCounterFunc(prometheus.CounterOpts{
-		Name: "meterproxy_store_errors_total",
-		Help: "Failed calls to the shared store (Redis), probes included.",
-	}, func() float64 {
-		return float64(lim.Failures())
-	})
 	for _, c := range classify.Classes {
 		class := c.String()
-		f.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "meterproxy_queue_depth", Help: "Requests waiting for admission, by class.",
-			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(lim.Queued(c)) })
-		f.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "meterproxy_in_flight", Help: "Requests admitted by this replica and not yet finished, by class.",
-			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(lim.InFlight(c)) })
-		f.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "meterproxy_fleet_in_flight", Help: "Requests in flight across the fleet at the store's last answer, by class.",
-			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(lim.FleetInFlight(c)) })
 		m.little[c] = &littleMeter{now: time.Now}
 		f.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "meterproxy_measured_in_flight",
 			Help:        "Requests genuinely in flight by Little's law, by class: upstream service time completed in the last 10 s ÷ 10 s (throughput × mean service time).",
 			ConstLabels: prometheus.Labels{"class": class},
 		}, m.little[c].value)
-		for _, unit := range []string{"requests", "tokens"} {
-			f.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "meterproxy_window_used", Help: "What the class used of the current one-second window (fleet-wide with Redis), by unit, as of the store's last answer.",
-				ConstLabels: prometheus.Labels{"class": class, "unit": unit},
-			}, func() float64 {
-				w := lim.Window()
-				if unit == "tokens" {
-					return float64(w.Tokens[c])
-				}
-				return float64(w.Requests[c])
-			})
-		}
 		m.preinit(class, callers)
 	}
 	return m

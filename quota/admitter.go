@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -27,6 +28,9 @@ type Deps struct {
 	// (max_in_flight, requests_per_minute) are admitted through them.
 	Callers []classify.Caller
 	Log     *slog.Logger
+	// Registry gets admission's metric families (meterproxy_queue_depth,
+	// meterproxy_in_flight, meterproxy_store_*, …).
+	Registry prometheus.Registerer
 }
 
 // Request is one request to admit.
@@ -51,8 +55,10 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if backend.Shared {
 		limiter.enablePrefetch() // a Redis round trip per admission is worth saving
 	}
-	return &Admitter{backend: backend, limiter: limiter,
-		caps: NewCaps(limiter, backend, cfg, CallerCaps(d.Callers), d.Log)}, nil
+	a := &Admitter{backend: backend, limiter: limiter,
+		caps: NewCaps(limiter, backend, cfg, CallerCaps(d.Callers), d.Log)}
+	registerMetrics(d.Registry, a)
+	return a, nil
 }
 
 // Warm connects to Redis and loads the script before the first request;
@@ -127,10 +133,3 @@ func (a *Admitter) Caps() map[string]CapState { return a.caps.State() }
 
 // Degraded reports whether the shared store is bypassed after a failure.
 func (a *Admitter) Degraded() bool { return a.backend.Degraded() }
-
-// Failures counts failed calls to the shared store.
-func (a *Admitter) Failures() int64 { return a.backend.Failures() }
-
-// OnStoreCall sets f to observe every admission call to the store. Call
-// it before Run.
-func (a *Admitter) OnStoreCall(f func(d time.Duration, err error)) { a.limiter.OnStoreCall(f) }

@@ -35,7 +35,9 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 			"pass-through mode (no upstream.api_key) and no callers configured: no response is known to spend this account, "+
 				"so the provider's rate-limit headers hold nothing; configure callers[] to have them read"))
 	}
-	admitter, err := quota.New(cfg.quota(), quota.Deps{Callers: cfg.Callers, Log: log})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	admitter, err := quota.New(cfg.quota(), quota.Deps{Callers: cfg.Callers, Log: log, Registry: reg})
 	if err != nil {
 		return err
 	}
@@ -45,8 +47,6 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	transport := proxy.NewTransport(cfg.Upstream, admitter.InFlightLimit())
 	defer transport.CloseIdleConnections()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
 		Live: live(cfg, classifier), Admitter: admitter, Transport: transport, Log: log, Registry: reg,
 	})
