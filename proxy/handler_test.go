@@ -204,7 +204,7 @@ func TestQueueRefusalAndDisconnect(t *testing.T) {
 			_ = res.Body.Close() // admitted in an admitting second: go again until one waits
 		}
 	}()
-	waitFor(t, "a bulk request to be held", func() bool { return p.admitter.Queued(classify.Bulk) == 1 })
+	waitFor(t, "a bulk request to be held", func() bool { return p.admitter.State().Queued["bulk"] == 1 })
 
 	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
 		status, header, raw := do(t, newRequest(t, http.MethodPost, p.URL+path, "{}"))
@@ -226,11 +226,11 @@ func TestQueueRefusalAndDisconnect(t *testing.T) {
 	if err := <-held; !errors.Is(err, context.Canceled) {
 		t.Fatalf("held request ended with %v", err)
 	}
-	waitFor(t, "the queue to empty", func() bool { return p.admitter.Queued(classify.Bulk) == 0 })
+	waitFor(t, "the queue to empty", func() bool { return p.admitter.State().Queued["bulk"] == 0 })
 	waitFor(t, "the cancellation to be counted", func() bool {
 		return counterValue(t, p.reg, "meterproxy_admissions_total", map[string]string{"class": "bulk", "outcome": "cancelled"}) == 1
 	})
-	if n := p.admitter.InFlight(classify.Bulk); n != 0 {
+	if n := p.admitter.State().InFlight["bulk"]; n != 0 {
 		t.Errorf("in flight %d after everything ended, want 0", n)
 	}
 }
@@ -263,7 +263,7 @@ func TestUpstreamFailures(t *testing.T) {
 		t.Fatalf("status %d, want 502: %s", status, raw)
 	}
 	openAIShape("api_error", "upstream_unreachable")(t, raw)
-	if p.admitter.InFlight(classify.Bulk) != 0 || dead.admitter.InFlight(classify.Bulk) != 0 {
+	if p.admitter.State().InFlight["bulk"] != 0 || dead.admitter.State().InFlight["bulk"] != 0 {
 		t.Error("a slot leaked after an upstream failure")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,7 +18,9 @@ func TestAdminStateAndToken(t *testing.T) {
 	cfg.AdminToken = "admin-secret"
 	srv := NewServer(cfg, http.NotFoundHandler(), Admin{
 		Gatherer: prometheus.NewRegistry(),
-		State:    func() State { return State{ConfigVersion: "abc123", Queued: map[string]int{"bulk": 3}} },
+		State: func() State {
+			return State{ConfigVersion: "abc123", State: quota.State{Queued: map[string]int{"bulk": 3}}}
+		},
 	}, slog.New(slog.DiscardHandler))
 	pl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -103,33 +103,51 @@ func (a *Admitter) Run(ctx context.Context) error {
 // returns.
 func (a *Admitter) Close() error { return a.backend.Close() }
 
-// Shared reports whether replicas share the store (Redis).
-func (a *Admitter) Shared() bool { return a.backend.Shared }
-
 // InFlightLimit returns the in-flight bound the store enforces now: the
 // fleet's with Redis, this replica's in process.
 func (a *Admitter) InFlightLimit() int64 { return a.limiter.InFlightLimit() }
 
-// Queued returns how many requests of class c wait for their class.
-func (a *Admitter) Queued(c classify.Class) int { return a.limiter.Queued(c) }
+// State is admission's live numbers, for /admin/state.
+type State struct {
+	// Store is the store's kind and health.
+	Store StoreState `json:"store"`
+	// Window is the current second's use, by class (index 0 interactive).
+	Window WindowUse `json:"window"`
+	// InFlight, FleetInFlight and Queued are by class name.
+	InFlight      map[string]int64 `json:"in_flight"`
+	FleetInFlight map[string]int64 `json:"fleet_in_flight"`
+	Queued        map[string]int   `json:"queued"`
+	// UpstreamHoldSeconds is how much longer bulk is held on the upstream's word.
+	UpstreamHoldSeconds float64 `json:"upstream_hold_seconds"`
+	// Caps are the capped callers' numbers, by caller name.
+	Caps map[string]CapState `json:"caps"`
+}
 
-// InFlight returns how many requests of class c this replica has admitted
-// and not yet released.
-func (a *Admitter) InFlight(c classify.Class) int64 { return a.limiter.InFlight(c) }
+// StoreState is the store part of State.
+type StoreState struct {
+	Mode     string `json:"mode"` // in-process or redis
+	Degraded bool   `json:"degraded"`
+}
 
-// FleetInFlight returns the store's last count of class c in flight
-// across the fleet.
-func (a *Admitter) FleetInFlight(c classify.Class) int64 { return a.limiter.FleetInFlight(c) }
-
-// Window returns the store's last word on the current second's use.
-func (a *Admitter) Window() WindowUse { return a.limiter.Window() }
-
-// UpstreamHold returns how much longer bulk is held on the upstream's
-// word, as of the store's last answer.
-func (a *Admitter) UpstreamHold() time.Duration { return a.limiter.UpstreamHold() }
-
-// Caps returns each capped caller's queue, fleet in-flight count and cap.
-func (a *Admitter) Caps() map[string]CapState { return a.caps.State() }
-
-// Degraded reports whether the shared store is bypassed after a failure.
-func (a *Admitter) Degraded() bool { return a.backend.Degraded() }
+// State returns admission's live numbers. Safe for concurrent use.
+func (a *Admitter) State() State {
+	mode := "in-process"
+	if a.backend.Shared {
+		mode = "redis"
+	}
+	st := State{
+		Store:               StoreState{Mode: mode, Degraded: a.backend.Degraded()},
+		Window:              a.limiter.Window(),
+		InFlight:            map[string]int64{},
+		FleetInFlight:       map[string]int64{},
+		Queued:              map[string]int{},
+		UpstreamHoldSeconds: a.limiter.UpstreamHold().Seconds(),
+		Caps:                a.caps.State(),
+	}
+	for _, c := range classify.Classes {
+		st.InFlight[c.String()] = a.limiter.InFlight(c)
+		st.FleetInFlight[c.String()] = a.limiter.FleetInFlight(c)
+		st.Queued[c.String()] = a.limiter.Queued(c)
+	}
+	return st
+}

@@ -35,12 +35,12 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_upstream_hold_seconds",
 		Help: "How much longer bulk is held on the upstream's word (remaining below the interactive reserve, or a 429), as of the store's last answer.",
-	}, func() float64 { return a.UpstreamHold().Seconds() })
+	}, func() float64 { return a.limiter.UpstreamHold().Seconds() })
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_store_degraded",
 		Help: "1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.",
 	}, func() float64 {
-		if a.Degraded() {
+		if a.backend.Degraded() {
 			return 1
 		}
 		return 0
@@ -54,21 +54,21 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 		f.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "meterproxy_queue_depth", Help: "Requests waiting for admission, by class.",
 			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(a.Queued(c)) })
+		}, func() float64 { return float64(a.limiter.Queued(c)) })
 		f.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "meterproxy_in_flight", Help: "Requests admitted by this replica and not yet finished, by class.",
 			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(a.InFlight(c)) })
+		}, func() float64 { return float64(a.limiter.InFlight(c)) })
 		f.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "meterproxy_fleet_in_flight", Help: "Requests in flight across the fleet at the store's last answer, by class.",
 			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(a.FleetInFlight(c)) })
+		}, func() float64 { return float64(a.limiter.FleetInFlight(c)) })
 		for _, unit := range []string{"requests", "tokens"} {
 			f.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "meterproxy_window_used", Help: "What the class used of the current one-second window (fleet-wide with Redis), by unit, as of the store's last answer.",
 				ConstLabels: prometheus.Labels{"class": class, "unit": unit},
 			}, func() float64 {
-				w := a.Window()
+				w := a.limiter.Window()
 				if unit == "tokens" {
 					return float64(w.Tokens[c])
 				}
@@ -107,7 +107,7 @@ func (c *capCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (c *capCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, st := range c.a.Caps() {
+	for name, st := range c.a.caps.State() {
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name)
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.MaxInFlight), name)
