@@ -3,9 +3,12 @@
 // transport, provider-shaped error answers, the admin endpoints and the
 // Prometheus metrics.
 //
-// A request is read (bounded by server.max_body_bytes), classified, admitted
-// by the quota.Limiter, then forwarded; streamed responses reach the client
-// as they arrive. Every request ends as exactly one of forwarded (the
+// A request is checked at the front door (method, upgrade, canonical path,
+// credentials; frontdoor.go, route.go), classified, read (bounded by
+// server.max_body_bytes, server.body_read_timeout and the body memory
+// budget; batches and uploads stream through), admitted by the
+// quota.Admitter, then forwarded; streamed responses reach the client as
+// they arrive. Every request ends as exactly one of forwarded (the
 // upstream answered), refused (meterproxy answered with a provider-shaped
 // JSON error) or cancelled (the client left first), and is counted so.
 package proxy

@@ -17,9 +17,9 @@ import (
 // fleet). It is safe for concurrent use. Admit may be called before Run
 // starts; waiters are served once it does.
 type Admitter struct {
-	backend *Backend
-	limiter *Limiter
-	caps    *Caps
+	backend *backend
+	limiter *limiter
+	caps    *callerCaps
 }
 
 // Deps are what an Admitter is built from besides its Config.
@@ -47,7 +47,7 @@ type Request struct {
 // Redis that is down at start is a degraded store, not a failure to start
 // (see Warm). Close it when done.
 func New(cfg Config, d Deps) (*Admitter, error) {
-	backend, err := OpenBackend(cfg, d.Log)
+	backend, err := openBackend(cfg, d.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -56,13 +56,13 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 		limiter.enablePrefetch() // a Redis round trip per admission is worth saving
 	}
 	a := &Admitter{backend: backend, limiter: limiter,
-		caps: NewCaps(limiter, backend, cfg, CallerCaps(d.Callers), d.Log)}
+		caps: newCallerCaps(limiter, backend, cfg, capsOf(d.Callers), d.Log)}
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
 
 // Warm connects to Redis and loads the script before the first request;
-// see Backend.Warm. It does nothing in process.
+// see backend.Warm. It does nothing in process.
 func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log) }
 
 // Admit waits until req may go upstream and returns its Lease, which the
@@ -84,10 +84,10 @@ func (a *Admitter) Observe(at time.Time, hold, throttle time.Duration) {
 
 // Reconfigure applies a reloaded configuration: classes, limits and the
 // callers' caps. Requests waiting or in flight keep their place and slot;
-// see Limiter.Reconfigure and Caps.Reconfigure.
+// see limiter.Reconfigure and callerCaps.Reconfigure.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 	a.limiter.Reconfigure(cfg, a.backend.LimitsFor(cfg))
-	a.caps.Reconfigure(cfg, CallerCaps(callers))
+	a.caps.Reconfigure(cfg, capsOf(callers))
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with

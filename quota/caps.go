@@ -12,21 +12,21 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// CallerCap bounds one caller fleet-wide, inside its class's limits
+// callerCap bounds one caller fleet-wide, inside its class's limits
 // (callers[].max_in_flight and callers[].requests_per_minute). A zero
 // field is no bound.
-type CallerCap struct {
+type callerCap struct {
 	MaxInFlight       int64
 	RequestsPerMinute int64
 }
 
-// CallerCaps are the callers' own caps, by name; uncapped callers have
+// capsOf are the callers' own caps, by name; uncapped callers have
 // none.
-func CallerCaps(callers []classify.Caller) map[string]CallerCap {
-	caps := map[string]CallerCap{}
+func capsOf(callers []classify.Caller) map[string]callerCap {
+	caps := map[string]callerCap{}
 	for _, c := range callers {
 		if c.MaxInFlight > 0 || c.RequestsPerMinute > 0 {
-			caps[c.Name] = CallerCap{MaxInFlight: c.MaxInFlight, RequestsPerMinute: c.RequestsPerMinute}
+			caps[c.Name] = callerCap{MaxInFlight: c.MaxInFlight, RequestsPerMinute: c.RequestsPerMinute}
 		}
 	}
 	return caps
@@ -39,7 +39,7 @@ const unbounded = 1 << 40
 // config is the admission configuration of the cap's own limiter: one
 // account of the cap's size, both classes may take all of it, the classes'
 // max_wait and max_queue as base has them.
-func (cp CallerCap) config(base Config) Config {
+func (cp callerCap) config(base Config) Config {
 	bound := func(v int64) int64 {
 		if v <= 0 {
 			return unbounded
@@ -54,16 +54,16 @@ func (cp CallerCap) config(base Config) Config {
 	return cfg
 }
 
-// Caps admits requests through their caller's cap, then through the class
-// Limiter. A capped caller waits on a limiter of its own (in Redis, keys
+// callerCaps admits requests through their caller's cap, then through the class
+// limiter. A capped caller waits on a limiter of its own (in Redis, keys
 // of its own), so its waiters never stand in the class's FIFO ahead of
 // other callers: a runaway batch caller queues behind its own cap while
 // the rest of its class goes on. The whole wait stays within the class's
-// max_wait. Callers without a cap go straight to the class Limiter, with
+// max_wait. Callers without a cap go straight to the class limiter, with
 // no extra store call. Safe for concurrent use.
-type Caps struct {
-	class   *Limiter
-	backend *Backend
+type callerCaps struct {
+	class   *limiter
+	backend *backend
 	log     *slog.Logger
 
 	// gates are the capped callers' limiters, by caller name; replaced
@@ -73,7 +73,7 @@ type Caps struct {
 	mu sync.Mutex // guards what follows
 	// all holds every cap limiter made: a caller whose cap is lifted keeps
 	// its limiter, unbounded, so the requests it holds release normally.
-	all     map[string]*Limiter
+	all     map[string]*limiter
 	ctx     context.Context // set by Run
 	stopped bool
 	wg      sync.WaitGroup
@@ -81,14 +81,14 @@ type Caps struct {
 
 // capGate is one capped caller's limiter and configured cap.
 type capGate struct {
-	lim *Limiter
-	cap CallerCap
+	lim *limiter
+	cap callerCap
 }
 
-// NewCaps returns the caps of cfg's callers in front of class, with stores
+// newCallerCaps returns the caps of cfg's callers in front of class, with stores
 // from backend.
-func NewCaps(class *Limiter, backend *Backend, cfg Config, caps map[string]CallerCap, log *slog.Logger) *Caps {
-	c := &Caps{class: class, backend: backend, log: log, all: map[string]*Limiter{}}
+func newCallerCaps(class *limiter, backend *backend, cfg Config, caps map[string]callerCap, log *slog.Logger) *callerCaps {
+	c := &callerCaps{class: class, backend: backend, log: log, all: map[string]*limiter{}}
 	c.Reconfigure(cfg, caps)
 	return c
 }
@@ -97,7 +97,7 @@ func NewCaps(class *Limiter, backend *Backend, cfg Config, caps map[string]Calle
 // cap, if it has one, then under the class, both within the class's
 // max_wait. The Lease releases both. A refusal by the cap is a
 // *RefusedError whose Caller is set.
-func (c *Caps) Admit(ctx context.Context, caller string, class classify.Class, tokens int64) (*Lease, error) {
+func (c *callerCaps) Admit(ctx context.Context, caller string, class classify.Class, tokens int64) (*Lease, error) {
 	gate, ok := (*c.gates.Load())[caller]
 	if !ok {
 		return c.class.Admit(ctx, class, tokens)
@@ -122,12 +122,12 @@ func (c *Caps) Admit(ctx context.Context, caller string, class classify.Class, t
 // Reconfigure applies new caps and classes: a new cap starts at once, a
 // changed one applies from its store's next call, a lifted one lets its
 // waiters go. Requests in flight keep their slots.
-func (c *Caps) Reconfigure(cfg Config, caps map[string]CallerCap) {
+func (c *callerCaps) Reconfigure(cfg Config, caps map[string]callerCap) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := make(map[string]capGate, len(caps))
 	for name, cp := range caps {
-		if cp == (CallerCap{}) {
+		if cp == (callerCap{}) {
 			continue
 		}
 		gcfg := cp.config(cfg)
@@ -145,7 +145,7 @@ func (c *Caps) Reconfigure(cfg Config, caps map[string]CallerCap) {
 	}
 	for name, g := range c.all {
 		if _, ok := now[name]; !ok {
-			gcfg := CallerCap{}.config(cfg)
+			gcfg := callerCap{}.config(cfg)
 			g.Reconfigure(gcfg, c.backend.LimitsFor(gcfg))
 		}
 	}
@@ -153,14 +153,14 @@ func (c *Caps) Reconfigure(cfg Config, caps map[string]CallerCap) {
 }
 
 // start runs g if Run has started; guarded by mu.
-func (c *Caps) start(g *Limiter) {
+func (c *callerCaps) start(g *limiter) {
 	if c.ctx != nil && !c.stopped {
 		c.wg.Go(func() { _ = g.Run(c.ctx) })
 	}
 }
 
-// Run serves every cap until ctx ends, like Limiter.Run. Call it once.
-func (c *Caps) Run(ctx context.Context) error {
+// Run serves every cap until ctx ends, like limiter.Run. Call it once.
+func (c *callerCaps) Run(ctx context.Context) error {
 	c.mu.Lock()
 	c.ctx = ctx
 	for _, g := range c.all {
@@ -188,7 +188,7 @@ type CapState struct {
 }
 
 // State returns the capped callers' numbers, by caller name.
-func (c *Caps) State() map[string]CapState {
+func (c *callerCaps) State() map[string]CapState {
 	gates := maps.Clone(*c.gates.Load())
 	out := make(map[string]CapState, len(gates))
 	for name, g := range gates {

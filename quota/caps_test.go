@@ -12,18 +12,18 @@ import (
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
-// replica is one Limiter and its Caps over a backend, running until the
+// replica is one limiter and its callerCaps over a backend, running until the
 // test ends.
 type replica struct {
-	class *Limiter
-	caps  *Caps
+	class *limiter
+	caps  *callerCaps
 }
 
-func startReplica(t *testing.T, b *Backend, cfg Config, caps map[string]CallerCap) *replica {
+func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCap) *replica {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	class := newLimiter(cfg, b.LimitsFor(cfg), b.Store, b.Heartbeat, log)
-	r := &replica{class: class, caps: NewCaps(class, b, cfg, caps, log)}
+	r := &replica{class: class, caps: newCallerCaps(class, b, cfg, caps, log)}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = class.Run(ctx) })
@@ -45,7 +45,7 @@ func capConfig() Config {
 const runaway = "runaway"
 
 // admitAsync starts an Admit and returns where its result arrives.
-func admitAsync(ctx context.Context, c *Caps, caller string) <-chan admitResult {
+func admitAsync(ctx context.Context, c *callerCaps, caller string) <-chan admitResult {
 	out := make(chan admitResult, 1)
 	go func() {
 		l, err := c.Admit(ctx, caller, classify.Interactive, 0)
@@ -60,14 +60,14 @@ type admitResult struct {
 }
 
 // runCapsSuite is the caps' behaviour over any backend.
-func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backend) {
+func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backend) {
 	// holdingCap starts a replica whose runaway caller may have one request
 	// in flight, within a 10 s max_wait, and takes that one.
 	holdingCap := func(t *testing.T) (*replica, Config, *Lease) {
 		t.Helper()
 		cfg := capConfig()
 		cfg.Classes.Interactive.MaxWait = 10 * time.Second
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 1}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
 		first, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -106,7 +106,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backe
 	})
 	t.Run("a cap refusal names the caller", func(t *testing.T) {
 		cfg := capConfig()
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 1}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
 		held, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backe
 	t.Run("a class refusal after the cap gives the cap's slot back", func(t *testing.T) {
 		cfg := capConfig()
 		cfg.Account.MaxInFlight = 1
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {MaxInFlight: 5}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 5}})
 		blocker, err := r.caps.Admit(t.Context(), "other", classify.Interactive, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +137,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backe
 	t.Run("requests_per_minute spaces the caller's admissions", func(t *testing.T) {
 		cfg := capConfig()
 		cfg.Classes.Interactive.MaxWait = 5 * time.Second
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]CallerCap{runaway: {RequestsPerMinute: 60}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {RequestsPerMinute: 60}})
 		var secs []int64
 		for range 3 {
 			l, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
@@ -169,11 +169,11 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *Backe
 }
 
 // gate is caller's cap limiter, for tests.
-func (c *Caps) gate(caller string) *Limiter { return (*c.gates.Load())[caller].lim }
+func (c *callerCaps) gate(caller string) *limiter { return (*c.gates.Load())[caller].lim }
 
 func TestCapsInProcess(t *testing.T) {
-	runCapsSuite(t, func(t *testing.T, cfg Config) *Backend {
-		b, err := OpenBackend(cfg, slog.New(slog.DiscardHandler))
+	runCapsSuite(t, func(t *testing.T, cfg Config) *backend {
+		b, err := openBackend(cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,10 +183,10 @@ func TestCapsInProcess(t *testing.T) {
 
 // redisBackend opens a backend on srv under prefix, with a generous
 // timeout (the race detector slows calls).
-func redisBackend(t *testing.T, srv *redistest.Server, prefix string, cfg Config) *Backend {
+func redisBackend(t *testing.T, srv *redistest.Server, prefix string, cfg Config) *backend {
 	t.Helper()
 	cfg.Store.RedisURL, cfg.Store.KeyPrefix, cfg.Store.Timeout = srv.URL(), prefix, 2*time.Second
-	b, err := OpenBackend(cfg, slog.New(slog.DiscardHandler))
+	b, err := openBackend(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func redisBackend(t *testing.T, srv *redistest.Server, prefix string, cfg Config
 
 func TestCapsOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	runCapsSuite(t, func(t *testing.T, cfg Config) *Backend { return redisBackend(t, srv, redistest.Prefix(t), cfg) })
+	runCapsSuite(t, func(t *testing.T, cfg Config) *backend { return redisBackend(t, srv, redistest.Prefix(t), cfg) })
 }
 
 // TestCapIsFleetWide: two replicas on one Redis share a caller's cap of 2:
@@ -207,7 +207,7 @@ func TestCapIsFleetWide(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	cfg := capConfig()
 	cfg.Classes.Interactive.MaxWait = 10 * time.Second
-	caps := map[string]CallerCap{runaway: {MaxInFlight: 2}}
+	caps := map[string]callerCap{runaway: {MaxInFlight: 2}}
 	a := startReplica(t, redisBackend(t, srv, prefix, cfg), cfg, caps)
 	b := startReplica(t, redisBackend(t, srv, prefix, cfg), cfg, caps)
 	var leases []*Lease

@@ -9,7 +9,7 @@ import (
 )
 
 // newStoreFunc builds a Store enforcing l, whose windows follow now.
-type newStoreFunc func(t *testing.T, l Limits, now func() time.Time) Store
+type newStoreFunc func(t *testing.T, l Limits, now func() time.Time) store
 
 // windowLimits: 10 requests a second for the account, 2 for bulk, 3
 // reserved; in flight far from binding.
@@ -20,9 +20,9 @@ var windowLimits = Limits{AccountRPM: 600, BulkRPM: 120, ReserveRPM: 180, InFlig
 var inFlightLimits = Limits{AccountRPM: 60000, BulkRPM: 12000, ReserveRPM: 18000, InFlight: 10, BulkInFlight: 2, ReserveInFlight: 3, Borrow: true}
 
 const (
-	nb = NotBlocked
-	bw = BlockedByWindow
-	bf = BlockedByInFlight
+	nb = notBlocked
+	bw = blockedByWindow
+	bf = blockedByInFlight
 )
 
 // pc builds a PerClass: interactive, bulk.
@@ -34,7 +34,7 @@ type conformanceStep struct {
 	want    PerClass
 	held    PerClass
 	granted PerClass
-	blocker [classify.NumClasses]Blocker
+	blocker [classify.NumClasses]blocker
 }
 
 // runStoreConformance is the behaviour every Store must have: the rules of
@@ -48,48 +48,48 @@ func runStoreConformance(t *testing.T, newStore newStoreFunc) {
 		steps  []conformanceStep
 	}{
 		{"interactive takes the whole window", windowLimits, []conformanceStep{
-			{0, pc(15, 0), pc(0, 0), pc(10, 0), [2]Blocker{bw, nb}},
-			{time.Second, pc(5, 0), pc(10, 0), pc(5, 0), [2]Blocker{nb, nb}},
+			{0, pc(15, 0), pc(0, 0), pc(10, 0), [2]blocker{bw, nb}},
+			{time.Second, pc(5, 0), pc(10, 0), pc(5, 0), [2]blocker{nb, nb}},
 		}},
 		{"bulk borrows up to the reserve, never into it", windowLimits, []conformanceStep{
-			{0, pc(0, 20), pc(0, 0), pc(0, 7), [2]Blocker{nb, bw}},
-			{10 * time.Millisecond, pc(5, 0), pc(0, 7), pc(3, 0), [2]Blocker{bw, nb}},
+			{0, pc(0, 20), pc(0, 0), pc(0, 7), [2]blocker{nb, bw}},
+			{10 * time.Millisecond, pc(5, 0), pc(0, 7), pc(3, 0), [2]blocker{bw, nb}},
 		}},
 		{"interactive goes first in one call", windowLimits, []conformanceStep{
-			{0, pc(5, 20), pc(0, 0), pc(5, 2), [2]Blocker{nb, bw}}, // 10 - 5 - reserve 3 = 2 for bulk
+			{0, pc(5, 20), pc(0, 0), pc(5, 2), [2]blocker{nb, bw}}, // 10 - 5 - reserve 3 = 2 for bulk
 		}},
 		{"bulk without borrowing keeps to its share", noBorrow, []conformanceStep{
-			{0, pc(0, 20), pc(0, 0), pc(0, 2), [2]Blocker{nb, bw}},
-			{0, pc(20, 0), pc(0, 2), pc(8, 0), [2]Blocker{bw, nb}},
+			{0, pc(0, 20), pc(0, 0), pc(0, 2), [2]blocker{nb, bw}},
+			{0, pc(20, 0), pc(0, 2), pc(8, 0), [2]blocker{bw, nb}},
 		}},
 		{"a waiting interactive request stops borrowing", windowLimits, []conformanceStep{
-			{0, pc(12, 0), pc(0, 0), pc(10, 0), [2]Blocker{bw, nb}},
-			{time.Second, pc(0, 20), pc(10, 0), pc(0, 2), [2]Blocker{nb, bw}}, // interactive still waits
-			{time.Second + time.Millisecond, pc(2, 0), pc(10, 2), pc(2, 0), [2]Blocker{nb, nb}},
-			{2 * time.Second, pc(0, 20), pc(12, 2), pc(0, 7), [2]Blocker{nb, bw}}, // served: borrowing resumes
+			{0, pc(12, 0), pc(0, 0), pc(10, 0), [2]blocker{bw, nb}},
+			{time.Second, pc(0, 20), pc(10, 0), pc(0, 2), [2]blocker{nb, bw}}, // interactive still waits
+			{time.Second + time.Millisecond, pc(2, 0), pc(10, 2), pc(2, 0), [2]blocker{nb, nb}},
+			{2 * time.Second, pc(0, 20), pc(12, 2), pc(0, 7), [2]blocker{nb, bw}}, // served: borrowing resumes
 		}},
 		{"short interactive in the same call stops borrowing", windowLimits, []conformanceStep{
-			{0, pc(12, 5), pc(0, 0), pc(10, 0), [2]Blocker{bw, bw}},
+			{0, pc(12, 5), pc(0, 0), pc(10, 0), [2]blocker{bw, bw}},
 		}},
 		{"windows reset every second", windowLimits, []conformanceStep{
-			{0, pc(0, 7), pc(0, 0), pc(0, 7), [2]Blocker{nb, nb}},
-			{999 * time.Millisecond, pc(0, 1), pc(0, 7), pc(0, 0), [2]Blocker{nb, bw}},
-			{time.Second, pc(0, 7), pc(0, 7), pc(0, 7), [2]Blocker{nb, nb}},
+			{0, pc(0, 7), pc(0, 0), pc(0, 7), [2]blocker{nb, nb}},
+			{999 * time.Millisecond, pc(0, 1), pc(0, 7), pc(0, 0), [2]blocker{nb, bw}},
+			{time.Second, pc(0, 7), pc(0, 7), pc(0, 7), [2]blocker{nb, nb}},
 		}},
 		{"in flight: bulk borrows up to the in-flight reserve", inFlightLimits, []conformanceStep{
-			{0, pc(0, 9), pc(0, 0), pc(0, 7), [2]Blocker{nb, bf}},
-			{time.Second, pc(9, 0), pc(0, 7), pc(3, 0), [2]Blocker{bf, nb}},
-			{2 * time.Second, pc(1, 0), pc(3, 7), pc(0, 0), [2]Blocker{bf, nb}},
-			{2 * time.Second, pc(1, 0), pc(3, 6), pc(1, 0), [2]Blocker{nb, nb}}, // a bulk slot came back
+			{0, pc(0, 9), pc(0, 0), pc(0, 7), [2]blocker{nb, bf}},
+			{time.Second, pc(9, 0), pc(0, 7), pc(3, 0), [2]blocker{bf, nb}},
+			{2 * time.Second, pc(1, 0), pc(3, 7), pc(0, 0), [2]blocker{bf, nb}},
+			{2 * time.Second, pc(1, 0), pc(3, 6), pc(1, 0), [2]blocker{nb, nb}}, // a bulk slot came back
 		}},
 		{"in flight: bulk keeps to its share while interactive waits", inFlightLimits, []conformanceStep{
-			{0, pc(11, 0), pc(0, 0), pc(10, 0), [2]Blocker{bf, nb}},
-			{time.Second, pc(0, 5), pc(2, 0), pc(0, 2), [2]Blocker{nb, bf}},     // 8 returned, but interactive was left waiting
-			{2 * time.Second, pc(1, 5), pc(2, 2), pc(1, 2), [2]Blocker{nb, bf}}, // interactive served first: bulk borrows to 10-3
+			{0, pc(11, 0), pc(0, 0), pc(10, 0), [2]blocker{bf, nb}},
+			{time.Second, pc(0, 5), pc(2, 0), pc(0, 2), [2]blocker{nb, bf}},     // 8 returned, but interactive was left waiting
+			{2 * time.Second, pc(1, 5), pc(2, 2), pc(1, 2), [2]blocker{nb, bf}}, // interactive served first: bulk borrows to 10-3
 		}},
 		{"released slots are free again", inFlightLimits, []conformanceStep{
-			{0, pc(10, 0), pc(0, 0), pc(10, 0), [2]Blocker{nb, nb}},
-			{time.Second, pc(10, 0), pc(6, 0), pc(4, 0), [2]Blocker{bf, nb}},
+			{0, pc(10, 0), pc(0, 0), pc(10, 0), [2]blocker{nb, nb}},
+			{time.Second, pc(10, 0), pc(6, 0), pc(4, 0), [2]blocker{bf, nb}},
 		}},
 	}
 	for _, tt := range tests {
@@ -106,7 +106,7 @@ func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformance
 	s := newStore(t, l, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), TakeRequest{Want: st.want, Held: st.held})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Held: st.held})
 		if err != nil {
 			t.Fatalf("step %d: Take: %v", i, err)
 		}
@@ -114,7 +114,7 @@ func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformance
 			t.Fatalf("step %d (want %v, held %v): granted %v blocked %v, want %v blocked %v",
 				i, st.want, st.held, res.Granted, res.Blocker, st.granted, st.blocker)
 		}
-		blocked := res.Blocker != [2]Blocker{}
+		blocked := res.Blocker != [2]blocker{}
 		if blocked != (res.RetryAfter > 0) || res.RetryAfter > time.Second {
 			t.Fatalf("step %d: RetryAfter %s with blockers %v", i, res.RetryAfter, res.Blocker)
 		}
@@ -125,18 +125,18 @@ func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformance
 }
 
 func TestMemoryStoreConformance(t *testing.T) {
-	runStoreConformance(t, func(_ *testing.T, l Limits, now func() time.Time) Store {
-		return NewMemoryStore(l, now)
+	runStoreConformance(t, func(_ *testing.T, l Limits, now func() time.Time) store {
+		return newMemoryStore(l, now)
 	})
 }
 
 // upstreamStep is one Take carrying an upstream report.
 type upstreamStep struct {
 	at      time.Duration
-	report  *UpstreamReport
+	report  *upstreamReport
 	want    PerClass
 	granted PerClass
-	blocker [classify.NumClasses]Blocker
+	blocker [classify.NumClasses]blocker
 	hold    time.Duration // remaining upstream hold after the call
 }
 
@@ -146,20 +146,20 @@ type upstreamStep struct {
 func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 	sec := time.Second
 	steps := []upstreamStep{
-		{0, &UpstreamReport{Hold: 2 * sec}, pc(1, 5), pc(1, 0), [2]Blocker{nb, BlockedByUpstream}, 2 * sec},
-		{sec, nil, pc(0, 5), pc(0, 0), [2]Blocker{nb, BlockedByUpstream}, sec},
-		{1500 * time.Millisecond, &UpstreamReport{}, pc(0, 5), pc(0, 5), [2]Blocker{nb, nb}, 0},                             // fresher, above the reserve: lifted
-		{1600 * time.Millisecond, &UpstreamReport{Age: 2 * sec, Hold: 10 * sec}, pc(0, 1), pc(0, 1), [2]Blocker{nb, nb}, 0}, // older: ignored
-		{2500 * time.Millisecond, &UpstreamReport{ThrottleFor: 3 * sec}, pc(2, 1), pc(2, 0), [2]Blocker{nb, BlockedByUpstream}, 3 * sec},
-		{3 * sec, &UpstreamReport{}, pc(0, 1), pc(0, 0), [2]Blocker{nb, BlockedByUpstream}, 2500 * time.Millisecond}, // a 429 hold stays
-		{5600 * time.Millisecond, nil, pc(0, 1), pc(0, 1), [2]Blocker{nb, nb}, 0},
+		{0, &upstreamReport{Hold: 2 * sec}, pc(1, 5), pc(1, 0), [2]blocker{nb, blockedByUpstream}, 2 * sec},
+		{sec, nil, pc(0, 5), pc(0, 0), [2]blocker{nb, blockedByUpstream}, sec},
+		{1500 * time.Millisecond, &upstreamReport{}, pc(0, 5), pc(0, 5), [2]blocker{nb, nb}, 0},                             // fresher, above the reserve: lifted
+		{1600 * time.Millisecond, &upstreamReport{Age: 2 * sec, Hold: 10 * sec}, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0}, // older: ignored
+		{2500 * time.Millisecond, &upstreamReport{ThrottleFor: 3 * sec}, pc(2, 1), pc(2, 0), [2]blocker{nb, blockedByUpstream}, 3 * sec},
+		{3 * sec, &upstreamReport{}, pc(0, 1), pc(0, 0), [2]blocker{nb, blockedByUpstream}, 2500 * time.Millisecond}, // a 429 hold stays
+		{5600 * time.Millisecond, nil, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0},
 	}
 	base := time.Unix(1_700_000_000, 0)
 	var now time.Time
 	s := newStore(t, windowLimits, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), TakeRequest{Want: st.want, Upstream: st.report})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Upstream: st.report})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -173,7 +173,7 @@ func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 }
 
 func TestMemoryStoreUpstreamConformance(t *testing.T) {
-	runUpstreamConformance(t, func(_ *testing.T, l Limits, now func() time.Time) Store { return NewMemoryStore(l, now) })
+	runUpstreamConformance(t, func(_ *testing.T, l Limits, now func() time.Time) store { return newMemoryStore(l, now) })
 }
 
 // tokenLimits: requests and in flight far from binding; 10 tokens a second
@@ -191,23 +191,23 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 		costs   [2][]int64
 		corr    PerClass
 		granted PerClass
-		blocker [2]Blocker
+		blocker [2]blocker
 	}
 	ms := time.Millisecond
 	steps := []step{
-		{0, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, 0), pc(0, 2), [2]Blocker{nb, bw}},          // bulk borrows to 10-3 and takes only what fits
-		{10 * ms, pc(0, 2), [2][]int64{nil, {1, 1}}, pc(0, 0), pc(0, 1), [2]Blocker{nb, bw}},       // the last token before the reserve
-		{20 * ms, pc(3, 0), [2][]int64{{1, 1, 2}, nil}, pc(0, 0), pc(3, 0), [2]Blocker{nb, nb}},    // interactive takes the reserve; the last overshoots by 1
-		{30 * ms, pc(1, 0), [2][]int64{{3}, nil}, pc(0, -5), pc(1, 0), [2]Blocker{nb, nb}},         // bulk used 5 less: room again
-		{time.Second, pc(0, 1), [2][]int64{nil, {50}}, pc(0, 0), pc(0, 1), [2]Blocker{nb, nb}},     // bulk's first of a second goes, however large
-		{time.Second + ms, pc(1, 1), [2][]int64{{1}, {1}}, pc(0, 0), pc(0, 0), [2]Blocker{bw, bw}}, // and spends the second
+		{0, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, 0), pc(0, 2), [2]blocker{nb, bw}},          // bulk borrows to 10-3 and takes only what fits
+		{10 * ms, pc(0, 2), [2][]int64{nil, {1, 1}}, pc(0, 0), pc(0, 1), [2]blocker{nb, bw}},       // the last token before the reserve
+		{20 * ms, pc(3, 0), [2][]int64{{1, 1, 2}, nil}, pc(0, 0), pc(3, 0), [2]blocker{nb, nb}},    // interactive takes the reserve; the last overshoots by 1
+		{30 * ms, pc(1, 0), [2][]int64{{3}, nil}, pc(0, -5), pc(1, 0), [2]blocker{nb, nb}},         // bulk used 5 less: room again
+		{time.Second, pc(0, 1), [2][]int64{nil, {50}}, pc(0, 0), pc(0, 1), [2]blocker{nb, nb}},     // bulk's first of a second goes, however large
+		{time.Second + ms, pc(1, 1), [2][]int64{{1}, {1}}, pc(0, 0), pc(0, 0), [2]blocker{bw, bw}}, // and spends the second
 	}
 	base := time.Unix(1_700_000_000, 0)
 	var now time.Time
 	s := newStore(t, tokenLimits, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), TakeRequest{Want: st.want, Costs: st.costs, Corrections: st.corr})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Costs: st.costs, Corrections: st.corr})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -218,5 +218,5 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 }
 
 func TestMemoryStoreTokenConformance(t *testing.T) {
-	runTokenConformance(t, func(_ *testing.T, l Limits, now func() time.Time) Store { return NewMemoryStore(l, now) })
+	runTokenConformance(t, func(_ *testing.T, l Limits, now func() time.Time) store { return newMemoryStore(l, now) })
 }

@@ -11,7 +11,7 @@ import (
 // spent by Admit without a round trip. The store charged them to one
 // second's window and counts them in flight, so they are valid until that
 // second ends. The zero value holds none. Every field but low is guarded
-// by Limiter.mu, so the methods that read or change them end in Locked.
+// by limiter.mu, so the methods that read or change them end in Locked.
 type credits struct {
 	n     PerClass
 	until time.Time

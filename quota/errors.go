@@ -13,11 +13,11 @@ var (
 	ErrQueueFull = errors.New("quota: queue full")
 	// ErrWaitTimeout means the request waited max_wait without admission.
 	ErrWaitTimeout = errors.New("quota: max wait exceeded")
-	// ErrClosed means the Limiter has stopped.
+	// ErrClosed means the limiter has stopped.
 	ErrClosed = errors.New("quota: limiter closed")
 )
 
-// RefusedError is a refusal by the Limiter: the caller should answer 429
+// RefusedError is a refusal by the limiter: the caller should answer 429
 // and may retry after RetryAfter. errors.Is matches its Reason.
 type RefusedError struct {
 	// Class is the class that was refused.

@@ -18,15 +18,15 @@ const (
 	OnErrorClosed = "closed"
 )
 
-var _ Store = (*FailoverStore)(nil)
+var _ store = (*failoverStore)(nil)
 
-// FailoverStore puts a shared store (Redis) first and decides what happens
+// failoverStore puts a shared store (Redis) first and decides what happens
 // when it fails, by store.on_error. It is a breaker: after one failed call
 // it stops calling the shared store, so a dead Redis costs one timeout, not
 // one per request, and a probe brings it back as soon as it answers.
-type FailoverStore struct {
-	primary Store
-	local   Store // per-replica limits, for OnErrorLocal
+type failoverStore struct {
+	primary store
+	local   store // per-replica limits, for OnErrorLocal
 	policy  string
 	probe   func(context.Context) error
 	every   time.Duration
@@ -40,23 +40,23 @@ type FailoverStore struct {
 	wg       sync.WaitGroup
 }
 
-// NewFailoverStore returns a store that uses primary while it answers and
+// newFailoverStore returns a store that uses primary while it answers and
 // otherwise follows policy; local enforces per-replica limits for
 // OnErrorLocal. probe (e.g. a PING) is tried every probeEvery while
 // degraded; the first success ends the degradation. Close stops the probe.
-func NewFailoverStore(primary, local Store, policy string, probe func(context.Context) error, probeEvery time.Duration, log *slog.Logger) *FailoverStore {
-	return &FailoverStore{primary: primary, local: local, policy: policy, probe: probe, every: probeEvery,
+func newFailoverStore(primary, local store, policy string, probe func(context.Context) error, probeEvery time.Duration, log *slog.Logger) *failoverStore {
+	return &failoverStore{primary: primary, local: local, policy: policy, probe: probe, every: probeEvery,
 		log: log, stop: make(chan struct{})}
 }
 
 // Degraded reports whether the shared store is being bypassed.
-func (s *FailoverStore) Degraded() bool { return s.degraded.Load() }
+func (s *failoverStore) Degraded() bool { return s.degraded.Load() }
 
 // Failures counts failed calls to the shared store (probes included).
-func (s *FailoverStore) Failures() int64 { return s.failures.Load() }
+func (s *failoverStore) Failures() int64 { return s.failures.Load() }
 
 // Take implements Store.
-func (s *FailoverStore) Take(ctx context.Context, req TakeRequest) (TakeResult, error) {
+func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
 	if !s.degraded.Load() {
 		res, err := s.primary.Take(ctx, req)
 		if err == nil || ctx.Err() != nil {
@@ -67,9 +67,9 @@ func (s *FailoverStore) Take(ctx context.Context, req TakeRequest) (TakeResult, 
 	}
 	switch s.policy {
 	case OnErrorOpen:
-		return TakeResult{Granted: req.Want, FleetInFlight: addPerClass(req.Held, req.Want)}, nil
+		return takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.Held, req.Want)}, nil
 	case OnErrorClosed:
-		return TakeResult{}, ErrStoreUnavailable
+		return takeResult{}, ErrStoreUnavailable
 	default:
 		req.Limits = req.LocalLimits
 		return s.local.Take(ctx, req)
@@ -84,7 +84,7 @@ func addPerClass(a, b PerClass) PerClass {
 }
 
 // degrade opens the breaker, once, and starts probing.
-func (s *FailoverStore) degrade(ctx context.Context, err error) {
+func (s *failoverStore) degrade(ctx context.Context, err error) {
 	if !s.degraded.CompareAndSwap(false, true) {
 		return
 	}
@@ -101,7 +101,7 @@ func (s *FailoverStore) degrade(ctx context.Context, err error) {
 
 // probeLoop tries the shared store until it answers, then closes the
 // breaker.
-func (s *FailoverStore) probeLoop(base context.Context) {
+func (s *failoverStore) probeLoop(base context.Context) {
 	t := time.NewTicker(s.every)
 	defer t.Stop()
 	for {
@@ -127,7 +127,7 @@ func (s *FailoverStore) probeLoop(base context.Context) {
 }
 
 // Close stops the probe.
-func (s *FailoverStore) Close() {
+func (s *failoverStore) Close() {
 	close(s.stop)
 	s.wg.Wait()
 }

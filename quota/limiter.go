@@ -12,13 +12,13 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// Limiter admits requests against a Store. Each class has a FIFO queue; one
+// limiter admits requests against a Store. Each class has a FIFO queue; one
 // admission loop serves both, asking the store for as many grants as there
 // are waiters, both classes and every release in one call. It is safe for
 // concurrent use. Admit may be called before Run starts; waiters are served
 // once it does.
-type Limiter struct {
-	store Store
+type limiter struct {
+	store store
 	log   *slog.Logger
 	// limits are what the store enforces and the per-replica fallback;
 	// replaced whole by Reconfigure.
@@ -69,7 +69,7 @@ type Limiter struct {
 
 // OnStoreCall sets f to observe every store call's duration and error, for
 // metrics. Call it before Run.
-func (l *Limiter) OnStoreCall(f func(d time.Duration, err error)) { l.onStoreCall = f }
+func (l *limiter) OnStoreCall(f func(d time.Duration, err error)) { l.onStoreCall = f }
 
 // observation is the upstream state this replica saw since its last store
 // call; guarded by obsMu.
@@ -80,7 +80,7 @@ type observation struct {
 	throttleUntil time.Time
 }
 
-// classQueue is one class's queue and limits; guarded by Limiter.mu.
+// classQueue is one class's queue and limits; guarded by limiter.mu.
 type classQueue struct {
 	q        queue
 	maxWait  time.Duration
@@ -91,12 +91,12 @@ type classQueue struct {
 	short      bool
 }
 
-// newLimiter returns a Limiter for cfg's classes over store; limits are the ones
+// newLimiter returns a limiter for cfg's classes over store; limits are the ones
 // the store enforces, used to estimate Retry-After. heartbeat is how often
 // the loop calls the store when idle (0: never), so a shared store knows
 // the replica is alive.
-func newLimiter(cfg Config, limits Limits, store Store, heartbeat time.Duration, log *slog.Logger) *Limiter {
-	l := &Limiter{store: store, log: log, heartbeat: heartbeat,
+func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration, log *slog.Logger) *limiter {
+	l := &limiter{store: store, log: log, heartbeat: heartbeat,
 		arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
 	l.Reconfigure(cfg, limits)
 	return l
@@ -112,7 +112,7 @@ type limitSet struct {
 // and admitted requests keep their place and their slot: the new queue
 // bounds and max_wait apply to requests that arrive from now on, the new
 // limits from the store's next call. Safe to call while serving.
-func (l *Limiter) Reconfigure(cfg Config, limits Limits) {
+func (l *limiter) Reconfigure(cfg Config, limits Limits) {
 	l.limits.Store(&limitSet{enforced: limits, local: cfg.PerReplica()})
 	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
 	l.mu.Lock()
@@ -131,13 +131,13 @@ func (l *Limiter) Reconfigure(cfg Config, limits Limits) {
 // returns a *RefusedError when the queue is full or max_wait passes,
 // ErrStoreUnavailable when the store failed under on_error "closed",
 // ErrClosed after Run has stopped, or the context's error if ctx ends first.
-func (l *Limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*Lease, error) {
+func (l *limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*Lease, error) {
 	return l.admitBy(ctx, c, tokens, time.Time{})
 }
 
 // admitBy is Admit with the wait ending at deadline when that comes before
 // max_wait does; a zero deadline means max_wait alone.
-func (l *Limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, deadline time.Time) (*Lease, error) {
+func (l *limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, deadline time.Time) (*Lease, error) {
 	cq := &l.classes[c]
 	l.mu.Lock()
 	maxWait := cq.maxWait
@@ -182,7 +182,7 @@ func (l *Limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, d
 
 // leave takes w out of its queue after it gave up. A grant that raced the
 // timeout is kept; one that raced a cancellation is handed back.
-func (l *Limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error) {
+func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error) {
 	l.mu.Lock()
 	granted, held, werr := w.granted, w.held, w.err
 	l.classes[c].q.remove(w)
@@ -206,24 +206,24 @@ func (l *Limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 
 // InFlightLimit returns the in-flight bound the store enforces now (the
 // fleet's with a shared store), as of the last Reconfigure.
-func (l *Limiter) InFlightLimit() int64 { return l.limits.Load().enforced.InFlight }
+func (l *limiter) InFlightLimit() int64 { return l.limits.Load().enforced.InFlight }
 
 // Queued returns how many requests of class c are waiting.
-func (l *Limiter) Queued(c classify.Class) int {
+func (l *limiter) Queued(c classify.Class) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.classes[c].q.n
 }
 
 // InFlight returns how many leases of class c this replica holds.
-func (l *Limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load() }
+func (l *limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load() }
 
 // FleetInFlight returns the store's last count of class c in flight across
 // the fleet (this replica's own count for an in-process store).
-func (l *Limiter) FleetInFlight(c classify.Class) int64 { return l.fleetInFlight[c].Load() }
+func (l *limiter) FleetInFlight(c classify.Class) int64 { return l.fleetInFlight[c].Load() }
 
 // maxWait is class c's max_wait.
-func (l *Limiter) maxWait(c classify.Class) time.Duration {
+func (l *limiter) maxWait(c classify.Class) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.classes[c].maxWait
@@ -231,7 +231,7 @@ func (l *Limiter) maxWait(c classify.Class) time.Duration {
 
 // Lease is one admitted request's claim on an in-flight slot.
 type Lease struct {
-	l        *Limiter
+	l        *limiter
 	class    classify.Class
 	held     bool
 	cost     int64
@@ -272,7 +272,7 @@ func (s *Lease) Release() {
 	}
 }
 
-func (l *Limiter) release(c classify.Class) {
+func (l *limiter) release(c classify.Class) {
 	l.inFlight[c].Add(-1)
 	notify(l.freed)
 }
@@ -283,7 +283,7 @@ func (l *Limiter) release(c classify.Class) {
 // because the upstream answered 429 with that retry hint (0: none). The
 // freshest observation wins. Observe never blocks: the store hears of it on
 // the admission loop's next call, within a few milliseconds.
-func (l *Limiter) Observe(at time.Time, hold, throttle time.Duration) {
+func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
 	l.obsMu.Lock()
 	if !l.obs.has || at.After(l.obs.at) {
 		l.obs.at, l.obs.hold = at, hold
@@ -302,20 +302,20 @@ func (l *Limiter) Observe(at time.Time, hold, throttle time.Duration) {
 }
 
 // report takes what the upstream said since the last call, or nil.
-func (l *Limiter) report(now time.Time) *UpstreamReport {
+func (l *limiter) report(now time.Time) *upstreamReport {
 	l.obsMu.Lock()
 	defer l.obsMu.Unlock()
 	if !l.obs.has {
 		return nil
 	}
-	r := &UpstreamReport{Age: max(0, now.Sub(l.obs.at)), Hold: l.obs.hold, ThrottleFor: max(0, l.obs.throttleUntil.Sub(now))}
+	r := &upstreamReport{Age: max(0, now.Sub(l.obs.at)), Hold: l.obs.hold, ThrottleFor: max(0, l.obs.throttleUntil.Sub(now))}
 	l.obs = observation{}
 	return r
 }
 
 // restoreReport puts back a report a failed call did not deliver, unless a
 // fresher one arrived meanwhile.
-func (l *Limiter) restoreReport(r *UpstreamReport, sent time.Time) {
+func (l *limiter) restoreReport(r *upstreamReport, sent time.Time) {
 	if r == nil {
 		return
 	}
@@ -332,7 +332,7 @@ func (l *Limiter) restoreReport(r *UpstreamReport, sent time.Time) {
 }
 
 // Window returns the current window's use as of the store's last answer.
-func (l *Limiter) Window() WindowUse {
+func (l *limiter) Window() WindowUse {
 	if w := l.window.Load(); w != nil {
 		return *w
 	}
@@ -341,11 +341,11 @@ func (l *Limiter) Window() WindowUse {
 
 // UpstreamHold returns how much longer bulk is held on the upstream's word,
 // as of the store's last answer.
-func (l *Limiter) UpstreamHold() time.Duration { return time.Duration(l.upstreamHold.Load()) }
+func (l *limiter) UpstreamHold() time.Duration { return time.Duration(l.upstreamHold.Load()) }
 
 // held is this replica's in-flight count, for the store.
 // Credits count: the store granted them and counts them in flight.
-func (l *Limiter) held() PerClass {
+func (l *limiter) held() PerClass {
 	var h PerClass
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -357,7 +357,7 @@ func (l *Limiter) held() PerClass {
 
 // retryAfter estimates when a request behind ahead others of class c may be
 // admitted, at least a second and at most an hour.
-func (l *Limiter) retryAfter(c classify.Class, ahead int) time.Duration {
+func (l *limiter) retryAfter(c classify.Class, ahead int) time.Duration {
 	lim := l.limits.Load().enforced
 	rpm := lim.AccountRPM
 	if c == classify.Bulk {

@@ -11,7 +11,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// testConfig is the base of the store-independent Limiter suite.
+// testConfig is the base of the store-independent limiter suite.
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Account.RequestsPerMinute = 60000
@@ -21,12 +21,12 @@ func testConfig() Config {
 	return cfg
 }
 
-// runLimiterSuite is the Limiter's behaviour over any Store, in real time:
+// runLimiterSuite is the limiter's behaviour over any Store, in real time:
 // FIFO, max_wait, max_queue, disconnect, in-flight release.
-// With prefetch the Limiter takes credits ahead of demand; the behaviour
+// With prefetch the limiter takes credits ahead of demand; the behaviour
 // must be the same.
-func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store, prefetch bool) {
-	start := func(t *testing.T, cfg Config) *Limiter {
+func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store, prefetch bool) {
+	start := func(t *testing.T, cfg Config) *limiter {
 		t.Helper()
 		l := newLimiter(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
 		if prefetch {
@@ -133,7 +133,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) Store
 
 // admitLater admits a request of class c in the background and delivers
 // its lease (nil after an error, which fails the test).
-func admitLater(t *testing.T, l *Limiter, c classify.Class) <-chan *Lease {
+func admitLater(t *testing.T, l *limiter, c classify.Class) <-chan *Lease {
 	got := make(chan *Lease, 1)
 	go func() {
 		lease, err := l.Admit(t.Context(), c, 0)
@@ -152,5 +152,5 @@ func snapshot(mu *sync.Mutex, s *[]int) []int {
 }
 
 func TestLimiterOverMemory(t *testing.T) {
-	runLimiterSuite(t, func(_ *testing.T, cfg Config) Store { return NewMemoryStore(cfg.Limits(), nil) }, false)
+	runLimiterSuite(t, func(_ *testing.T, cfg Config) store { return newMemoryStore(cfg.Limits(), nil) }, false)
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// testLimiter starts a Limiter over a MemoryStore inside a synctest bubble
+// testLimiter starts a limiter over a memoryStore inside a synctest bubble
 // and stops it when the test ends.
-func testLimiter(t *testing.T, cfg Config) (*Limiter, *MemoryStore) {
+func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
-	store := NewMemoryStore(limits, nil)
+	store := newMemoryStore(limits, nil)
 	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -206,7 +206,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(smallConfig(), smallConfig().PerReplica(), NewMemoryStore(smallConfig().PerReplica(), nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(smallConfig().PerReplica(), nil), 0, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()

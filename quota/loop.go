@@ -25,7 +25,7 @@ const lazyReleaseDelay = 50 * time.Millisecond
 
 // loopState is owned by the Run goroutine.
 type loopState struct {
-	blocked  [classify.NumClasses]Blocker
+	blocked  [classify.NumClasses]blocker
 	lastCall time.Time
 	timer    *time.Timer
 	armed    time.Time // when the timer fires; zero when stopped
@@ -33,7 +33,7 @@ type loopState struct {
 	// of; pending says one is waiting.
 	releases *time.Timer
 	pending  bool
-	// costs are reused buffers for TakeRequest.Costs.
+	// costs are reused buffers for takeRequest.Costs.
 	costs [classify.NumClasses][]int64
 	pf    prefetchState
 	// gen is the credits' generation when the current call's want was
@@ -44,7 +44,7 @@ type loopState struct {
 
 // Run serves the queues until ctx ends, then refuses every waiter with
 // ErrClosed and tells the store what is still in flight. Call it once.
-func (l *Limiter) Run(ctx context.Context) error {
+func (l *limiter) Run(ctx context.Context) error {
 	st := &loopState{timer: time.NewTimer(time.Hour), releases: time.NewTimer(time.Hour)}
 	st.timer.Stop()
 	st.releases.Stop()
@@ -71,8 +71,8 @@ func (l *Limiter) Run(ctx context.Context) error {
 			tokens := l.tokensFreed.Swap(false)
 			all := l.reconfigured.Swap(false)
 			for c, b := range st.blocked {
-				if all || b == BlockedByInFlight || (tokens && b == BlockedByWindow) {
-					st.blocked[c] = NotBlocked
+				if all || b == blockedByInFlight || (tokens && b == blockedByWindow) {
+					st.blocked[c] = notBlocked
 				}
 			}
 			if !st.pending {
@@ -87,13 +87,13 @@ func (l *Limiter) Run(ctx context.Context) error {
 			force = st.pending
 			// A fresher report may have lifted an upstream hold.
 			for c, b := range st.blocked {
-				if b == BlockedByUpstream {
-					st.blocked[c] = NotBlocked
+				if b == blockedByUpstream {
+					st.blocked[c] = notBlocked
 				}
 			}
 		case <-st.timer.C:
 			st.armed = time.Time{}
-			st.blocked = [classify.NumClasses]Blocker{}
+			st.blocked = [classify.NumClasses]blocker{}
 			force = l.expireCredits(time.Now()) // the store must hear they are back
 		case <-beat:
 			force = time.Since(st.lastCall) >= l.heartbeat && (!l.quiet || l.held() != PerClass{})
@@ -103,7 +103,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 }
 
 // round calls the store until every class is served or blocked.
-func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
+func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 	for {
 		want := l.wants(st)
 		if want == (PerClass{}) && !force {
@@ -120,7 +120,7 @@ func (l *Limiter) round(ctx context.Context, st *loopState, force bool) {
 			st.pf.updateRate(now, &admitted)
 		}
 		lims := l.limits.Load()
-		req := TakeRequest{Want: want, Held: l.held(), Upstream: l.report(now), Costs: l.costs(want, st),
+		req := takeRequest{Want: want, Held: l.held(), Upstream: l.report(now), Costs: l.costs(want, st),
 			Limits: lims.enforced, LocalLimits: lims.local}
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
@@ -175,13 +175,13 @@ const maxBatch = 4096
 
 // wants is how many of each class to ask for: every waiter of a class that
 // is not blocked.
-func (l *Limiter) wants(st *loopState) PerClass {
+func (l *limiter) wants(st *loopState) PerClass {
 	var want PerClass
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st.waiting = PerClass{}
 	for c := range want {
-		if st.blocked[c] == NotBlocked {
+		if st.blocked[c] == notBlocked {
 			want[c] = int64(l.classes[c].q.n)
 			if l.limits.Load().enforced.AccountTPM > 0 {
 				want[c] = min(want[c], maxBatch)
@@ -203,7 +203,7 @@ func (l *Limiter) wants(st *loopState) PerClass {
 // costs lists the token estimates of the first want waiters of each class,
 // reusing the loop's buffers; nil when tokens are not enforced. Waiters
 // that leave meanwhile only shorten the grant.
-func (l *Limiter) costs(want PerClass, st *loopState) [classify.NumClasses][]int64 {
+func (l *limiter) costs(want PerClass, st *loopState) [classify.NumClasses][]int64 {
 	var out [classify.NumClasses][]int64
 	if l.limits.Load().enforced.AccountTPM <= 0 {
 		return out
@@ -222,7 +222,7 @@ func (l *Limiter) costs(want PerClass, st *loopState) [classify.NumClasses][]int
 
 // storeFailed handles a failed Take: under on_error "closed" every waiter
 // is refused at once; otherwise the loop tries again shortly.
-func (l *Limiter) storeFailed(ctx context.Context, st *loopState, err error) {
+func (l *limiter) storeFailed(ctx context.Context, st *loopState, err error) {
 	if errors.Is(err, ErrStoreUnavailable) {
 		l.refuseAll(ErrStoreUnavailable)
 	} else if ctx.Err() == nil {
@@ -231,7 +231,7 @@ func (l *Limiter) storeFailed(ctx context.Context, st *loopState, err error) {
 	l.mu.Lock()
 	l.dropCreditsLocked(classify.Classes[:]...)
 	l.mu.Unlock()
-	st.blocked = [classify.NumClasses]Blocker{BlockedByWindow, BlockedByWindow}
+	st.blocked = [classify.NumClasses]blocker{blockedByWindow, blockedByWindow}
 	st.arm(storeRetry)
 }
 
@@ -248,7 +248,7 @@ func (st *loopState) arm(d time.Duration) {
 // hand gives each class's grants to its oldest waiters; grants nobody is
 // left to take become credits when the call asked for spare ones (sent is
 // when it was sent), and are released at once otherwise.
-func (l *Limiter) hand(res TakeResult, want PerClass, st *loopState, sent time.Time) {
+func (l *limiter) hand(res takeResult, want PerClass, st *loopState, sent time.Time) {
 	var excess PerClass
 	l.mu.Lock()
 	stale := st.gen != l.credits.gen // credits were dropped while the call was out
@@ -297,7 +297,7 @@ func (l *Limiter) hand(res TakeResult, want PerClass, st *loopState, sent time.T
 }
 
 // refuseAll ends every waiter with err.
-func (l *Limiter) refuseAll(err error) {
+func (l *limiter) refuseAll(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.classes {
@@ -309,7 +309,7 @@ func (l *Limiter) refuseAll(err error) {
 }
 
 // close refuses every waiter and every later Admit with ErrClosed.
-func (l *Limiter) close() {
+func (l *limiter) close() {
 	l.mu.Lock()
 	l.closed = true
 	l.dropCreditsLocked(classify.Classes[:]...)
@@ -319,10 +319,10 @@ func (l *Limiter) close() {
 
 // flush tells the store what this replica still holds when the limiter
 // stops, so a shared store does not wait for the heartbeat to expire.
-func (l *Limiter) flush(ctx context.Context) {
+func (l *limiter) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := l.store.Take(ctx, TakeRequest{Held: l.held()}); err != nil {
+	if _, err := l.store.Take(ctx, takeRequest{Held: l.held()}); err != nil {
 		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))
 	}
 }

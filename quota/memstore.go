@@ -9,12 +9,12 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-var _ Store = (*MemoryStore)(nil)
+var _ store = (*memoryStore)(nil)
 
-// MemoryStore is the in-process Store for a single replica: the counters
+// memoryStore is the in-process Store for a single replica: the counters
 // live in this process and are lost with it. It is safe for concurrent use;
 // its zero value is not usable, call NewMemoryStore.
-type MemoryStore struct {
+type memoryStore struct {
 	limits Limits
 	now    func() time.Time
 
@@ -27,21 +27,21 @@ type MemoryStore struct {
 	upstream       upstreamState
 }
 
-// NewMemoryStore returns an in-process store enforcing limits, reading the
+// newMemoryStore returns an in-process store enforcing limits, reading the
 // time from now (time.Now when nil).
-func NewMemoryStore(limits Limits, now func() time.Time) *MemoryStore {
+func newMemoryStore(limits Limits, now func() time.Time) *memoryStore {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemoryStore{limits: limits, now: now, starvedThrough: math.MinInt64}
+	return &memoryStore{limits: limits, now: now, starvedThrough: math.MinInt64}
 }
 
 // Take implements Store.
-func (s *MemoryStore) Take(_ context.Context, req TakeRequest) (TakeResult, error) {
+func (s *memoryStore) Take(_ context.Context, req takeRequest) (takeResult, error) {
 	return s.take(s.now(), req), nil
 }
 
-func (s *MemoryStore) take(now time.Time, req TakeRequest) TakeResult {
+func (s *memoryStore) take(now time.Time, req takeRequest) takeResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sec := now.Unix()
@@ -58,7 +58,7 @@ func (s *MemoryStore) take(now time.Time, req TakeRequest) TakeResult {
 		return sec > s.starvedThrough
 	}
 	s.upstream.apply(req.Upstream, now)
-	res := TakeResult{UpstreamHold: s.upstream.hold(now)}
+	res := takeResult{UpstreamHold: s.upstream.hold(now)}
 	res.Granted, res.Blocker = grantAll(limitsFor(req, s.limits), sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight)
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
 	res.FleetInFlight = s.inFlight

@@ -32,7 +32,7 @@ const (
 
 // enablePrefetch lets the limiter take credits ahead of demand. Call it
 // before Run; it pays only with a store that costs a round trip (Redis).
-func (l *Limiter) enablePrefetch() { l.prefetch = true }
+func (l *limiter) enablePrefetch() { l.prefetch = true }
 
 // prefetchState is the loop's bookkeeping; owned by the Run goroutine.
 type prefetchState struct {
@@ -47,7 +47,7 @@ type prefetchState struct {
 
 // takeCreditLocked admits a request of class c from the credits, if any
 // are valid and nobody of its class waits.
-func (l *Limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
+func (l *limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
 	if l.classes[c].q.n > 0 {
 		return false // first come, first served
 	}
@@ -67,7 +67,7 @@ func (l *Limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
 
 // dropCreditsLocked gives up the credits of classes (a hold, a reload, a
 // failure); the store hears they are back with the loop's next call.
-func (l *Limiter) dropCreditsLocked(classes ...classify.Class) {
+func (l *limiter) dropCreditsLocked(classes ...classify.Class) {
 	if l.credits.dropLocked(classes...) {
 		notify(l.freed)
 	}
@@ -75,7 +75,7 @@ func (l *Limiter) dropCreditsLocked(classes ...classify.Class) {
 
 // expireCredits drops credits whose second has passed at now; it reports
 // whether there were any, so the store hears of it.
-func (l *Limiter) expireCredits(now time.Time) bool {
+func (l *limiter) expireCredits(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.credits.expireLocked(now)
@@ -104,7 +104,7 @@ func (p *prefetchState) updateRate(now time.Time, admitted *[classify.NumClasses
 // and none unless the class is far from every limit (less than half of
 // the window and of the in-flight bound used, for the class and the
 // account), was granted all it asked, and (bulk) is not held upstream.
-func (l *Limiter) plan(p *prefetchState, res TakeResult, lim Limits) {
+func (l *limiter) plan(p *prefetchState, res takeResult, lim Limits) {
 	const I, B = classify.Interactive, classify.Bulk
 	p.spare = [classify.NumClasses]int64{}
 	if !l.prefetch || lim.AccountTPM > 0 {
@@ -120,7 +120,7 @@ func (l *Limiter) plan(p *prefetchState, res TakeResult, lim Limits) {
 		return
 	}
 	for c := range p.spare {
-		if res.Blocker[c] != NotBlocked {
+		if res.Blocker[c] != notBlocked {
 			continue
 		}
 		if c == int(B) {
@@ -144,7 +144,7 @@ func (l *Limiter) plan(p *prefetchState, res TakeResult, lim Limits) {
 	l.setLowWater(p)
 }
 
-func (l *Limiter) setLowWater(p *prefetchState) {
+func (l *limiter) setLowWater(p *prefetchState) {
 	for c := range p.spare {
 		l.credits.low[c].Store(p.spare[c] / 4)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
-// prefetchLimiter runs a Limiter with prefetch over its own Redis keys and
+// prefetchLimiter runs a limiter with prefetch over its own Redis keys and
 // counts its store calls.
-func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*Limiter, *atomic.Int64) {
+func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*limiter, *atomic.Int64) {
 	t.Helper()
 	l := newLimiter(cfg, cfg.Limits(), newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits()), time.Second, slog.New(slog.DiscardHandler))
 	l.enablePrefetch()
@@ -29,7 +29,7 @@ func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*Limiter,
 
 // admitFor admits and releases class c requests from workers goroutines
 // back to back for d, and returns how many were admitted.
-func admitFor(t *testing.T, l *Limiter, c classify.Class, workers int, d time.Duration) int64 {
+func admitFor(t *testing.T, l *limiter, c classify.Class, workers int, d time.Duration) int64 {
 	var n atomic.Int64
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup

@@ -1,7 +1,7 @@
 package quota
 
 // waiter is one request waiting for admission. Its fields are guarded by
-// Limiter.mu, except done, which is closed once on grant.
+// limiter.mu, except done, which is closed once on grant.
 type waiter struct {
 	prev, next *waiter
 	done       chan struct{}
@@ -21,7 +21,7 @@ type waiter struct {
 
 // queue is an intrusive FIFO of waiters; removal from the middle is O(1)
 // and nothing is allocated beyond the waiter itself. Not safe for
-// concurrent use: Limiter.mu guards it.
+// concurrent use: limiter.mu guards it.
 type queue struct {
 	head, tail *waiter
 	n          int

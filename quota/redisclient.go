@@ -65,9 +65,9 @@ func parseRedisURLUnredacted(raw string) (redisMode, *url.URL, error) {
 	}
 }
 
-// NewRedisClient connects to store.redis_url. Every call is bounded by
+// newRedisClient connects to store.redis_url. Every call is bounded by
 // timeout and never retried: a retry would double what a dead Redis costs.
-func NewRedisClient(raw string, timeout time.Duration) (redis.UniversalClient, error) {
+func newRedisClient(raw string, timeout time.Duration) (redis.UniversalClient, error) {
 	mode, u, err := parseRedisURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("quota: store.redis_url: %w", err)

@@ -21,19 +21,19 @@ var takeLua string
 // when Redis answers NOSCRIPT, e.g. after SCRIPT FLUSH or a restart.
 var takeScript = redis.NewScript(takeLua)
 
-var _ Store = (*RedisStore)(nil)
+var _ store = (*redisStore)(nil)
 
 // errStoreTimeout is the cause of a Redis call that ran out of store.timeout.
 var errStoreTimeout = errors.New("quota: redis call exceeded store.timeout")
 
-// RedisStore is the Store a fleet shares: the windows and every replica's
+// redisStore is the Store a fleet shares: the windows and every replica's
 // in-flight count live in Redis, and each Take is one script call that
 // decides atomically for the fleet. Windows follow Redis TIME, never a
 // replica's clock. Each replica's count carries a heartbeat; a replica that
 // stops calling (a crash) stops counting after its TTL.
 //
-// A Limiter calls Take from one goroutine; RedisStore holds no lock.
-type RedisStore struct {
+// A limiter calls Take from one goroutine; redisStore holds no lock.
+type redisStore struct {
 	client  redis.Scripter
 	keys    []string
 	replica string
@@ -48,8 +48,8 @@ type RedisStore struct {
 	clock func() time.Time
 }
 
-// RedisStoreOptions configures a RedisStore.
-type RedisStoreOptions struct {
+// redisStoreOptions configures a redisStore.
+type redisStoreOptions struct {
 	// KeyPrefix becomes the {hash tag} of every key.
 	KeyPrefix string
 	// Timeout bounds each call (store.timeout).
@@ -61,8 +61,8 @@ type RedisStoreOptions struct {
 	Replica string
 }
 
-// NewRedisStore returns a store on client enforcing the fleet limits.
-func NewRedisStore(client redis.Scripter, limits Limits, o RedisStoreOptions) *RedisStore {
+// newRedisStore returns a store on client enforcing the fleet limits.
+func newRedisStore(client redis.Scripter, limits Limits, o redisStoreOptions) *redisStore {
 	replica := o.Replica
 	if replica == "" {
 		var b [8]byte
@@ -70,7 +70,7 @@ func NewRedisStore(client redis.Scripter, limits Limits, o RedisStoreOptions) *R
 		replica = hex.EncodeToString(b[:])
 	}
 	tag := "{" + o.KeyPrefix + "}"
-	return &RedisStore{
+	return &redisStore{
 		client:       client,
 		keys:         []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream"},
 		replica:      replica,
@@ -82,19 +82,19 @@ func NewRedisStore(client redis.Scripter, limits Limits, o RedisStoreOptions) *R
 }
 
 // Replica returns this replica's id, as it appears in Redis.
-func (s *RedisStore) Replica() string { return s.replica }
+func (s *redisStore) Replica() string { return s.replica }
 
 // Keys returns the Redis keys the store uses.
-func (s *RedisStore) Keys() []string { return append([]string(nil), s.keys...) }
+func (s *redisStore) Keys() []string { return append([]string(nil), s.keys...) }
 
 // Take implements Store with one script call.
-func (s *RedisStore) Take(ctx context.Context, req TakeRequest) (TakeResult, error) {
+func (s *redisStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
 	res, _, err := s.take(ctx, req)
 	return res, err
 }
 
 // take is Take, also returning the window (Unix second) the script used.
-func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int64, error) {
+func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int64, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errStoreTimeout)
 	defer cancel()
 	clock := ""
@@ -127,27 +127,27 @@ func (s *RedisStore) take(ctx context.Context, req TakeRequest) (TakeResult, int
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)
 		}
-		return TakeResult{}, 0, fmt.Errorf("quota: redis take: %w", err)
+		return takeResult{}, 0, fmt.Errorf("quota: redis take: %w", err)
 	}
 	res, err := parseTake(reply)
 	if err != nil {
-		return TakeResult{}, 0, err
+		return takeResult{}, 0, err
 	}
 	return res, reply[5], nil
 }
 
 // parseTake reads take.lua's reply, checking its shape.
-func parseTake(r []int64) (TakeResult, error) {
+func parseTake(r []int64) (takeResult, error) {
 	if len(r) != 14 {
-		return TakeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 14", len(r))
+		return takeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 14", len(r))
 	}
-	var res TakeResult
+	var res takeResult
 	for c := range classify.NumClasses {
 		res.Granted[c] = r[c]
-		if r[2+c] < 0 || r[2+c] > int64(BlockedByUpstream) {
-			return TakeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", r[2+c])
+		if r[2+c] < 0 || r[2+c] > int64(blockedByUpstream) {
+			return takeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", r[2+c])
 		}
-		res.Blocker[c] = Blocker(r[2+c])
+		res.Blocker[c] = blocker(r[2+c])
 		res.FleetInFlight[c] = r[6+c]
 		res.Window.Requests[c] = r[9+c]
 		res.Window.Tokens[c] = r[11+c]

@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkRedisRoundTrips admits and releases requests from many
-// goroutines through one Limiter over the Redis store and reports Redis
+// goroutines through one limiter over the Redis store and reports Redis
 // script calls per admitted request (from INFO commandstats): below 1, and
 // falling as concurrency grows, because one call serves a whole batch.
 func BenchmarkRedisRoundTrips(b *testing.B) {
@@ -24,7 +24,7 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.Account.RequestsPerMinute = 600_000_000 // never the limit: this measures batching
 			cfg.Account.MaxInFlight = 100_000
-			s := NewRedisStore(srv.Client(b), cfg.Limits(), RedisStoreOptions{KeyPrefix: redistest.Prefix(b), Timeout: time.Second, Heartbeat: time.Second})
+			s := newRedisStore(srv.Client(b), cfg.Limits(), redisStoreOptions{KeyPrefix: redistest.Prefix(b), Timeout: time.Second, Heartbeat: time.Second})
 			l := newLimiter(cfg, cfg.Limits(), s, time.Second, slog.New(slog.DiscardHandler))
 			ctx, cancel := context.WithCancel(b.Context())
 			done := make(chan error, 1)

@@ -15,29 +15,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// newTestRedisStore returns a RedisStore on its own key prefix, with a 1 s
+// newTestRedisStore returns a redisStore on its own key prefix, with a 1 s
 // heartbeat and a generous timeout (the race detector slows calls).
-func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string, l Limits) *RedisStore {
+func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string, l Limits) *redisStore {
 	t.Helper()
-	return NewRedisStore(srv.Client(t), l, RedisStoreOptions{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
+	return newRedisStore(srv.Client(t), l, redisStoreOptions{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
 }
 
 func TestRedisStoreConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	runStoreConformance(t, func(t *testing.T, l Limits, now func() time.Time) Store {
+	runStoreConformance(t, func(t *testing.T, l Limits, now func() time.Time) store {
 		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
 		s.clock = now
 		return s
 	})
 }
 
-// TestLimiterOverRedis runs the Limiter behaviour tests over the Redis
+// TestLimiterOverRedis runs the limiter behaviour tests over the Redis
 // store: FIFO, max_wait, max_queue, disconnect, in-flight release.
 func TestLimiterOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, prefetch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
-			runLimiterSuite(t, func(t *testing.T, cfg Config) Store {
+			runLimiterSuite(t, func(t *testing.T, cfg Config) store {
 				return newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits())
 			}, prefetch)
 		})
@@ -59,8 +59,8 @@ func TestRedisWindowsFollowRedisTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ra, secA, errA := a.take(ctx, TakeRequest{Want: pc(1, 0)})
-		rb, secB, errB := b.take(ctx, TakeRequest{Want: pc(1, 0)})
+		ra, secA, errA := a.take(ctx, takeRequest{Want: pc(1, 0)})
+		rb, secB, errB := b.take(ctx, takeRequest{Want: pc(1, 0)})
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
@@ -90,15 +90,15 @@ func TestRedisReplicaExpiry(t *testing.T) {
 	dead.clock, live.clock = clock, clock
 	ctx := t.Context()
 	now = time.Unix(1_700_000_000, 0)
-	if r, _ := dead.Take(ctx, TakeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) {
+	if r, _ := dead.Take(ctx, takeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) {
 		t.Fatalf("dead replica got %v", r.Granted)
 	}
 	now = now.Add(2 * time.Second) // within 3 heartbeats: still counted
-	if r, _ := live.Take(ctx, TakeRequest{Want: pc(1, 0)}); r.Granted != pc(0, 0) || r.FleetInFlight != pc(10, 0) {
+	if r, _ := live.Take(ctx, takeRequest{Want: pc(1, 0)}); r.Granted != pc(0, 0) || r.FleetInFlight != pc(10, 0) {
 		t.Fatalf("before expiry: live got %v, fleet %v; want nothing, fleet 10", r.Granted, r.FleetInFlight)
 	}
 	now = now.Add(2 * time.Second) // 4 s of silence > 3 s TTL
-	if r, _ := live.Take(ctx, TakeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) || r.FleetInFlight != pc(10, 0) {
+	if r, _ := live.Take(ctx, takeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) || r.FleetInFlight != pc(10, 0) {
 		t.Fatalf("after expiry: live got %v, fleet %v; want all 10", r.Granted, r.FleetInFlight)
 	}
 }
@@ -108,13 +108,13 @@ func TestRedisScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newTestRedisStore(t, srv, redistest.Prefix(t), windowLimits)
 	ctx := t.Context()
-	if _, err := s.Take(ctx, TakeRequest{Want: pc(1, 0)}); err != nil {
+	if _, err := s.Take(ctx, takeRequest{Want: pc(1, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Take(ctx, TakeRequest{Want: pc(1, 0)}); err != nil {
+	if _, err := s.Take(ctx, takeRequest{Want: pc(1, 0)}); err != nil {
 		t.Fatalf("after SCRIPT FLUSH: %v", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestRedisKeyHygiene(t *testing.T) {
 	s := newTestRedisStore(t, srv, prefix, windowLimits)
 	ctx := t.Context()
 	for i := range 500 {
-		if _, err := s.Take(ctx, TakeRequest{Want: pc(int64(i%3), int64(i%5)), Held: pc(int64(i%7), 0)}); err != nil {
+		if _, err := s.Take(ctx, takeRequest{Want: pc(int64(i%3), int64(i%5)), Held: pc(int64(i%7), 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,23 +155,23 @@ func TestFailoverStore(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
-	primary := NewRedisStore(client, windowLimits, RedisStoreOptions{KeyPrefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, Heartbeat: time.Second})
-	local := NewMemoryStore(Limits{AccountRPM: 60, InFlight: 5, BulkInFlight: 1}, nil)
+	primary := newRedisStore(client, windowLimits, redisStoreOptions{KeyPrefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, Heartbeat: time.Second})
+	local := newMemoryStore(Limits{AccountRPM: 60, InFlight: 5, BulkInFlight: 1}, nil)
 	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
 	logs := &lockedBuffer{}
-	fs := NewFailoverStore(primary, local, OnErrorLocal, ping, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
+	fs := newFailoverStore(primary, local, OnErrorLocal, ping, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
 	t.Cleanup(fs.Close)
 	ctx := t.Context()
-	if r, err := fs.Take(ctx, TakeRequest{Want: pc(5, 0)}); err != nil || r.Granted != pc(5, 0) || fs.Degraded() {
+	if r, err := fs.Take(ctx, takeRequest{Want: pc(5, 0)}); err != nil || r.Granted != pc(5, 0) || fs.Degraded() {
 		t.Fatalf("with Redis: %v %v degraded=%v", r, err, fs.Degraded())
 	}
 	srv.Kill(t)
-	r, err := fs.Take(ctx, TakeRequest{Want: pc(5, 0)})
+	r, err := fs.Take(ctx, takeRequest{Want: pc(5, 0)})
 	if err != nil || !fs.Degraded() || r.Granted != pc(1, 0) { // the local window: 1 a second
 		t.Fatalf("Redis down: granted %v err %v degraded=%v; want the local store's 1, degraded", r.Granted, err, fs.Degraded())
 	}
 	for range 3 {
-		if _, err := fs.Take(ctx, TakeRequest{Want: pc(1, 0)}); err != nil {
+		if _, err := fs.Take(ctx, takeRequest{Want: pc(1, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,19 +180,19 @@ func TestFailoverStore(t *testing.T) {
 	}
 	srv.Restart(t)
 	waitUntil(t, "recovery", func() bool { return !fs.Degraded() })
-	if r, err := fs.Take(ctx, TakeRequest{Want: pc(3, 0)}); err != nil || r.Granted != pc(3, 0) {
+	if r, err := fs.Take(ctx, takeRequest{Want: pc(3, 0)}); err != nil || r.Granted != pc(3, 0) {
 		t.Fatalf("after recovery: %v %v", r, err)
 	}
 
-	closed := NewFailoverStore(primary, local, OnErrorClosed, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	closed := newFailoverStore(primary, local, OnErrorClosed, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	t.Cleanup(closed.Close)
 	srv.Kill(t)
-	if _, err := closed.Take(ctx, TakeRequest{Want: pc(1, 0)}); !errors.Is(err, ErrStoreUnavailable) {
+	if _, err := closed.Take(ctx, takeRequest{Want: pc(1, 0)}); !errors.Is(err, ErrStoreUnavailable) {
 		t.Fatalf("closed, Redis down: %v, want ErrStoreUnavailable", err)
 	}
-	open := NewFailoverStore(primary, local, OnErrorOpen, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	open := newFailoverStore(primary, local, OnErrorOpen, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	t.Cleanup(open.Close)
-	if r, err := open.Take(ctx, TakeRequest{Want: pc(1000, 1000)}); err != nil || r.Granted != pc(1000, 1000) {
+	if r, err := open.Take(ctx, takeRequest{Want: pc(1000, 1000)}); err != nil || r.Granted != pc(1000, 1000) {
 		t.Fatalf("open, Redis down: %v %v, want everything", r, err)
 	}
 }
@@ -229,7 +229,7 @@ func countLines(s, sub string) int {
 
 func TestRedisStoreUpstreamConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	runUpstreamConformance(t, func(t *testing.T, l Limits, now func() time.Time) Store {
+	runUpstreamConformance(t, func(t *testing.T, l Limits, now func() time.Time) store {
 		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
 		s.clock = now
 		return s
@@ -238,7 +238,7 @@ func TestRedisStoreUpstreamConformance(t *testing.T) {
 
 func TestRedisStoreTokenConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	runTokenConformance(t, func(t *testing.T, l Limits, now func() time.Time) Store {
+	runTokenConformance(t, func(t *testing.T, l Limits, now func() time.Time) store {
 		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
 		s.clock = now
 		return s

@@ -11,26 +11,26 @@ import (
 // PerClass holds one number per class, indexed by classify.Class.
 type PerClass [classify.NumClasses]int64
 
-// Store holds the counters admission decisions are made on: the current
-// one-second window and the requests in flight. A Limiter calls Take from
+// store holds the counters admission decisions are made on: the current
+// one-second window and the requests in flight. A limiter calls Take from
 // one goroutine at a time, so a store may keep per-replica state without
-// locking against itself; MemoryStore is nonetheless safe for concurrent use.
-type Store interface {
+// locking against itself; memoryStore is nonetheless safe for concurrent use.
+type store interface {
 	// Take records that this replica holds req.Held requests in flight
 	// (absolute, by class), then grants up to req.Want admissions per class,
 	// interactive first, as the window, the partition, the reserve and the
 	// in-flight bound allow, and counts them in flight. One call serves
 	// both classes and carries every release since the last: a batch costs
 	// one round trip.
-	Take(ctx context.Context, req TakeRequest) (TakeResult, error)
+	Take(ctx context.Context, req takeRequest) (takeResult, error)
 }
 
 // ErrStoreUnavailable means the store failed and store.on_error is
 // "closed": callers get a 503 instead of unlimited or local admission.
 var ErrStoreUnavailable = errors.New("quota: store unavailable")
 
-// TakeRequest asks a Store for admissions.
-type TakeRequest struct {
+// takeRequest asks a Store for admissions.
+type takeRequest struct {
 	// Want is how many requests of each class are waiting.
 	Want PerClass
 	// Held is how many requests of each class this replica has in flight
@@ -38,7 +38,7 @@ type TakeRequest struct {
 	Held PerClass
 	// Upstream is what the upstream's own headers said since the last call,
 	// or nil.
-	Upstream *UpstreamReport
+	Upstream *upstreamReport
 	// Costs are, per class, the token estimates of the first waiters in
 	// order (at most Want of them); nil when tokens are not enforced.
 	Costs [classify.NumClasses][]int64
@@ -54,17 +54,17 @@ type TakeRequest struct {
 }
 
 // limitsFor is req's limits, or def when the request carries none.
-func limitsFor(req TakeRequest, def Limits) Limits {
+func limitsFor(req takeRequest, def Limits) Limits {
 	if req.Limits != (Limits{}) {
 		return req.Limits
 	}
 	return def
 }
 
-// UpstreamReport is the freshest account state a replica observed in the
+// upstreamReport is the freshest account state a replica observed in the
 // upstream's responses. Durations are relative, so stores key them on
 // their own clock (Redis TIME) and replicas' clocks never matter.
-type UpstreamReport struct {
+type upstreamReport struct {
 	// Age is how long ago the observation was made.
 	Age time.Duration
 	// Hold is how long after the observation bulk must be held because the
@@ -77,30 +77,30 @@ type UpstreamReport struct {
 	ThrottleFor time.Duration
 }
 
-// Blocker says what stopped a Take from granting everything it was asked.
-type Blocker uint8
+// blocker says what stopped a Take from granting everything it was asked.
+type blocker uint8
 
 const (
-	// NotBlocked means everything asked for was granted.
-	NotBlocked Blocker = iota
-	// BlockedByWindow means the class's allowance in this second is spent;
+	// notBlocked means everything asked for was granted.
+	notBlocked blocker = iota
+	// blockedByWindow means the class's allowance in this second is spent;
 	// more is possible after RetryAfter.
-	BlockedByWindow
-	// BlockedByInFlight means the in-flight bound is reached; more is
+	blockedByWindow
+	// blockedByInFlight means the in-flight bound is reached; more is
 	// possible when slots are released.
-	BlockedByInFlight
-	// BlockedByUpstream means bulk is held because the upstream reported
+	blockedByInFlight
+	// blockedByUpstream means bulk is held because the upstream reported
 	// the account below the interactive reserve, or answered 429; more is
 	// possible after RetryAfter.
-	BlockedByUpstream
+	blockedByUpstream
 )
 
-// TakeResult is a Store's answer.
-type TakeResult struct {
+// takeResult is a Store's answer.
+type takeResult struct {
 	// Granted is how many admissions were granted per class, 0..Want.
 	Granted PerClass
 	// Blocker is, per class, why fewer than Want were granted.
-	Blocker [classify.NumClasses]Blocker
+	Blocker [classify.NumClasses]blocker
 	// RetryAfter is when asking again can succeed for a blocked class: the
 	// start of the next window, or a polling interval for the in-flight
 	// bound. Zero when nothing is blocked.
@@ -134,7 +134,7 @@ type upstreamState struct {
 }
 
 // apply merges a report received at now.
-func (u *upstreamState) apply(r *UpstreamReport, now time.Time) {
+func (u *upstreamState) apply(r *upstreamReport, now time.Time) {
 	if r == nil {
 		return
 	}
@@ -172,7 +172,7 @@ type window struct {
 // updated in place; inFlight is the fleet's. borrow says bulk may borrow
 // (it is on and no interactive request waits anywhere). The Redis store's
 // take.lua is the same procedure; the conformance suite holds them equal.
-func grantAll(l Limits, sec int64, req TakeRequest, bulkHeld bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]Blocker) {
+func grantAll(l Limits, sec int64, req takeRequest, bulkHeld bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]blocker) {
 	const I, B = classify.Interactive, classify.Bulk
 	want, used, tok := req.Want, &win.used, &win.tokens
 	for c := range tok {
@@ -189,7 +189,7 @@ func grantAll(l Limits, sec int64, req TakeRequest, bulkHeld bool, borrow func(i
 
 	if bulkHeld {
 		if want[B] > 0 {
-			blocker[B] = BlockedByUpstream
+			blocker[B] = blockedByUpstream
 		}
 		borrow(granted[I] < want[I]) // interactive's standing is recorded all the same
 		return granted, blocker
@@ -219,7 +219,7 @@ func grantAll(l Limits, sec int64, req TakeRequest, bulkHeld bool, borrow func(i
 // request. Bulk (strict) takes only what fits, so it never reaches into the
 // reserve — except that its first request of a second goes if any room is
 // left, so no request is too large to ever go.
-func takeTokens(l Limits, costs []int64, g int64, b Blocker, room int64, strict bool, used *int64) (int64, Blocker) {
+func takeTokens(l Limits, costs []int64, g int64, b blocker, room int64, strict bool, used *int64) (int64, blocker) {
 	if l.AccountTPM <= 0 {
 		return g, b
 	}
@@ -235,38 +235,38 @@ func takeTokens(l Limits, costs []int64, g int64, b Blocker, room int64, strict 
 		n++
 	}
 	if n < g && room <= 0 {
-		return n, BlockedByWindow
+		return n, blockedByWindow
 	}
 	return n, b
 }
 
 // take grants what both rooms allow and says which one stopped it.
-func take(want, windowRoom, inFlightRoom int64) (int64, Blocker) {
+func take(want, windowRoom, inFlightRoom int64) (int64, blocker) {
 	g := max(0, min(want, windowRoom, inFlightRoom))
 	switch {
 	case g == want:
-		return g, NotBlocked
+		return g, notBlocked
 	case windowRoom <= g:
-		return g, BlockedByWindow
+		return g, blockedByWindow
 	default:
-		return g, BlockedByInFlight
+		return g, blockedByInFlight
 	}
 }
 
 // retryAfter is when a call blocked as blocker may succeed, at now: the next
 // window, inFlightPoll for the in-flight bound if that is sooner, or the end
 // of the upstream hold.
-func retryAfter(now time.Time, blocker [classify.NumClasses]Blocker, inFlightPoll, upstreamHold time.Duration) time.Duration {
+func retryAfter(now time.Time, blocker [classify.NumClasses]blocker, inFlightPoll, upstreamHold time.Duration) time.Duration {
 	var d time.Duration
 	for _, b := range blocker {
 		next := untilNextSecond(now)
-		if b == BlockedByInFlight && inFlightPoll > 0 {
+		if b == blockedByInFlight && inFlightPoll > 0 {
 			next = min(next, inFlightPoll)
 		}
-		if b == BlockedByUpstream {
+		if b == blockedByUpstream {
 			next = max(upstreamHold, time.Millisecond)
 		}
-		if b != NotBlocked && (d == 0 || next < d) {
+		if b != notBlocked && (d == 0 || next < d) {
 			d = next
 		}
 	}

@@ -69,15 +69,15 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	r := newReloader(cfg, src, admitter, h, reg, log)
 	// The admitter outlives the server's drain: held requests are still
 	// being admitted while the server waits for them.
-	limiterCtx, stopLimiter := context.WithCancel(context.WithoutCancel(ctx))
+	admitCtx, stopAdmitting := context.WithCancel(context.WithoutCancel(ctx))
 	// Requests still queued when the grace is nearly over get a 503
 	// (shutting_down) rather than a closed connection.
-	srv.OnGraceEnding(stopLimiter, h.ServiceTime)
+	srv.OnGraceEnding(stopAdmitting, h.ServiceTime)
 	var g errgroup.Group
-	g.Go(func() error { return admitter.Run(limiterCtx) })
-	g.Go(func() error { r.watch(limiterCtx); return nil })
+	g.Go(func() error { return admitter.Run(admitCtx) })
+	g.Go(func() error { r.watch(admitCtx); return nil })
 	err = srv.Run(ctx, proxyLn, adminLn)
-	stopLimiter()
+	stopAdmitting()
 	if lerr := g.Wait(); err == nil {
 		err = lerr
 	}
