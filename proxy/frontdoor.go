@@ -40,7 +40,7 @@ func isUpgrade(r *http.Request) bool {
 // inspect checks what must hold of a request before anything else reads
 // it, and resolves its route. A non-nil refusal is the answer to give.
 func inspect(r *http.Request) (route, *refusal) {
-	anthropic := isAnthropicPath(r.URL.Path)
+	anthropic := anthropicPath(r.URL.Path)
 	switch {
 	case !methodAllowed(r.Method):
 		return route{anthropic: anthropic}, &refusal{status: http.StatusMethodNotAllowed, reason: reasonMethod,

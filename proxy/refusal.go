@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -75,13 +74,6 @@ type anthropicError struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	} `json:"error"`
-}
-
-// isAnthropicPath reports whether path belongs to Anthropic's API, whose
-// error shape and credential header differ from OpenAI's. It is the guess
-// for a request refused before its route is resolved; see route.anthropic.
-func isAnthropicPath(path string) bool {
-	return strings.HasPrefix(path, "/v1/messages") || strings.HasPrefix(path, "/v1/complete")
 }
 
 // write sends the refusal in the shape of the provider's API (Anthropic's

@@ -59,7 +59,7 @@ func routeOf(u *url.URL) (route, error) {
 			return route{}, errNonCanonicalPath
 		}
 	}
-	rt := route{api: usage.APIForPath(p), anthropic: under(p, "/v1/messages") || under(p, "/v1/complete")}
+	rt := route{api: usage.APIForPath(p), anthropic: anthropicPath(p)}
 	switch {
 	case under(p, "/v1/batches"), under(p, "/v1/messages/batches"):
 		rt.kind = routeBatch
@@ -67,6 +67,14 @@ func routeOf(u *url.URL) (route, error) {
 		rt.kind = routeUpload
 	}
 	return rt, nil
+}
+
+// anthropicPath reports whether path belongs to Anthropic's API, whose
+// error shape and credential header differ from OpenAI's. It is the one
+// place that says so: routeOf uses it, and so does a refusal given before
+// the path is known to be canonical.
+func anthropicPath(path string) bool {
+	return under(path, "/v1/messages") || under(path, "/v1/complete")
 }
 
 // under reports whether path is prefix or lies below it, segment-wise:
