@@ -106,7 +106,7 @@ func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformance
 	s := newStore(t, l, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Held: st.held})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, InFlight: st.held})
 		if err != nil {
 			t.Fatalf("step %d: Take: %v", i, err)
 		}

@@ -67,7 +67,7 @@ func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, 
 	}
 	switch s.policy {
 	case OnErrorOpen:
-		return takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.Held, req.Want)}, nil
+		return takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.InFlight, req.Want)}, nil
 	case OnErrorClosed:
 		return takeResult{}, ErrStoreUnavailable
 	default:

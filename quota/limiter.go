@@ -343,9 +343,9 @@ func (l *limiter) Window() WindowUse {
 // as of the store's last answer.
 func (l *limiter) UpstreamHold() time.Duration { return time.Duration(l.upstreamHold.Load()) }
 
-// held is this replica's in-flight count, for the store.
+// occupied is the slots this replica holds in flight, for the store.
 // Credits count: the store granted them and counts them in flight.
-func (l *limiter) held() PerClass {
+func (l *limiter) occupied() PerClass {
 	var h PerClass
 	l.mu.Lock()
 	defer l.mu.Unlock()

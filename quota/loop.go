@@ -96,7 +96,7 @@ func (l *limiter) Run(ctx context.Context) error {
 			st.blocked = [classify.NumClasses]blocker{}
 			force = l.expireCredits(time.Now()) // the store must hear they are back
 		case <-beat:
-			force = time.Since(st.lastCall) >= l.heartbeat && (!l.quiet || l.held() != PerClass{})
+			force = time.Since(st.lastCall) >= l.heartbeat && (!l.quiet || l.occupied() != PerClass{})
 		}
 		l.round(ctx, st, force)
 	}
@@ -120,7 +120,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			st.pf.updateRate(now, &admitted)
 		}
 		lims := l.limits.Load()
-		req := takeRequest{Want: want, Held: l.held(), Upstream: l.report(now), Costs: l.costs(want, st),
+		req := takeRequest{Want: want, InFlight: l.occupied(), Upstream: l.report(now), Costs: l.costs(want, st),
 			Limits: lims.enforced, LocalLimits: lims.local}
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
@@ -253,7 +253,7 @@ func (l *limiter) hand(res takeResult, want PerClass, st *loopState, sent time.T
 	l.mu.Lock()
 	stale := st.gen != l.credits.gen // credits were dropped while the call was out
 	if res.UpstreamHold > 0 {
-		l.dropCreditsLocked(classify.Bulk) // the store holds bulk now; Held tells it on the next call
+		l.dropCreditsLocked(classify.Bulk) // the store holds bulk now; InFlight tells it on the next call
 	}
 	for c := range res.Granted {
 		cq := &l.classes[c]
@@ -322,7 +322,7 @@ func (l *limiter) close() {
 func (l *limiter) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := l.store.Take(ctx, takeRequest{Held: l.held()}); err != nil {
+	if _, err := l.store.Take(ctx, takeRequest{InFlight: l.occupied()}); err != nil {
 		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))
 	}
 }

@@ -48,7 +48,7 @@ func (s *memoryStore) take(now time.Time, req takeRequest) takeResult {
 	if sec != s.win.sec {
 		s.win = window{sec: sec}
 	}
-	s.inFlight = req.Held
+	s.inFlight = req.InFlight
 	borrow := func(interactiveShort bool) bool {
 		if interactiveShort {
 			s.starvedThrough = sec + 1

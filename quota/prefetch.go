@@ -12,7 +12,7 @@ import (
 // asks the store for a few grants more than it has waiters — credits — and
 // Admit hands them out at once, without waking the loop. Credits are real
 // grants: the store charged them to the current second's window and counts
-// them in flight (Held includes them), so no limit is ever exceeded; an
+// them in flight (InFlight includes them), so no limit is ever exceeded; an
 // unused credit only wastes its share of a window that was at most half
 // used. They expire with the store's second (a credit of second S is never
 // spent in S+1), are dropped when the upstream holds bulk or the limits

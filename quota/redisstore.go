@@ -113,7 +113,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	const I, B = classify.Interactive, classify.Bulk
 	args := make([]any, 0, 24+len(req.Costs[I])+len(req.Costs[B]))
 	args = append(args, s.replica,
-		req.Want[I], req.Want[B], req.Held[I], req.Held[B],
+		req.Want[I], req.Want[B], req.InFlight[I], req.InFlight[B],
 		l.AccountRPM, l.BulkRPM, l.ReserveRPM, l.InFlight, l.BulkInFlight, l.ReserveInFlight, borrow,
 		s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds(), age, hold, throttle,
 		l.AccountTPM, l.BulkTPM, l.ReserveTPM, req.Corrections[I], req.Corrections[B], len(req.Costs[I]))

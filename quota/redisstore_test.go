@@ -127,7 +127,7 @@ func TestRedisKeyHygiene(t *testing.T) {
 	s := newTestRedisStore(t, srv, prefix, windowLimits)
 	ctx := t.Context()
 	for i := range 500 {
-		if _, err := s.Take(ctx, takeRequest{Want: pc(int64(i%3), int64(i%5)), Held: pc(int64(i%7), 0)}); err != nil {
+		if _, err := s.Take(ctx, takeRequest{Want: pc(int64(i%3), int64(i%5)), InFlight: pc(int64(i%7), 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,7 +16,7 @@ type PerClass [classify.NumClasses]int64
 // one goroutine at a time, so a store may keep per-replica state without
 // locking against itself; memoryStore is nonetheless safe for concurrent use.
 type store interface {
-	// Take records that this replica holds req.Held requests in flight
+	// Take records that this replica holds req.InFlight requests in flight
 	// (absolute, by class), then grants up to req.Want admissions per class,
 	// interactive first, as the window, the partition, the reserve and the
 	// in-flight bound allow, and counts them in flight. One call serves
@@ -33,9 +33,9 @@ var ErrStoreUnavailable = errors.New("quota: store unavailable")
 type takeRequest struct {
 	// Want is how many requests of each class are waiting.
 	Want PerClass
-	// Held is how many requests of each class this replica has in flight
+	// InFlight is how many requests of each class this replica has in flight
 	// now, not counting what this call grants.
-	Held PerClass
+	InFlight PerClass
 	// Upstream is what the upstream's own headers said since the last call,
 	// or nil.
 	Upstream *upstreamReport
