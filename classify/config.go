@@ -7,15 +7,33 @@ import (
 	"strings"
 )
 
+// UnknownCallers is what happens to a request whose key is no configured
+// caller's: classify.unknown_callers.
+type UnknownCallers string
+
 // Values of Config.UnknownCallers.
 const (
 	// UnknownForward classifies callers without a configured key like any
 	// other request (header bulk, path rules, default class).
-	UnknownForward = "forward"
+	UnknownForward UnknownCallers = "forward"
 	// UnknownReject refuses callers without a configured key: Classify
 	// returns ErrUnknownCaller.
-	UnknownReject = "reject"
+	UnknownReject UnknownCallers = "reject"
 )
+
+// Valid reports whether u is UnknownForward or UnknownReject.
+func (u UnknownCallers) Valid() bool { return u == UnknownForward || u == UnknownReject }
+
+// UnmarshalText implements encoding.TextUnmarshaler, so a config file that
+// says anything else is refused at load, by key.
+func (u *UnknownCallers) UnmarshalText(b []byte) error {
+	v := UnknownCallers(b)
+	if !v.Valid() {
+		return fmt.Errorf("must be %q or %q, got %q", UnknownForward, UnknownReject, b)
+	}
+	*u = v
+	return nil
+}
 
 // PathRule assigns a class to requests whose URL path starts with Prefix.
 type PathRule struct {
@@ -36,7 +54,7 @@ type Config struct {
 	// DefaultClass is the class of requests no other rule classifies.
 	DefaultClass Class `koanf:"default_class"`
 	// UnknownCallers is UnknownForward or UnknownReject.
-	UnknownCallers string `koanf:"unknown_callers"`
+	UnknownCallers UnknownCallers `koanf:"unknown_callers"`
 	// Paths are tried in order; the first whose Prefix matches wins.
 	Paths []PathRule `koanf:"paths"`
 }
@@ -74,7 +92,7 @@ func (c Config) Validate() error {
 	if !c.DefaultClass.Valid() {
 		bad("default_class", "must be \"interactive\" or \"bulk\", got %s", c.DefaultClass)
 	}
-	if c.UnknownCallers != UnknownForward && c.UnknownCallers != UnknownReject {
+	if !c.UnknownCallers.Valid() {
 		bad("unknown_callers", "must be %q or %q, got %q", UnknownForward, UnknownReject, c.UnknownCallers)
 	}
 	for i, p := range c.Paths {

@@ -66,7 +66,7 @@ type StoreConfig struct {
 	// KeyPrefix prefixes every Redis key.
 	KeyPrefix string `koanf:"key_prefix"`
 	// OnError is what to do when the store fails: local, open or closed.
-	OnError string `koanf:"on_error"`
+	OnError OnError `koanf:"on_error"`
 	// Timeout bounds each Redis call; past it the call counts as failed.
 	Timeout time.Duration `koanf:"timeout"`
 	// Heartbeat is the longest a replica stays silent towards Redis; a
@@ -123,9 +123,7 @@ func (c Config) Validate() error {
 	}
 	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
-	switch c.Store.OnError {
-	case OnErrorLocal, OnErrorOpen, OnErrorClosed:
-	default:
+	if !c.Store.OnError.Valid() {
 		bad("store.on_error", "must be local, open or closed, got %q", c.Store.OnError)
 	}
 	if c.Store.KeyPrefix == "" {

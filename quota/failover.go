@@ -2,21 +2,42 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
+// OnError is a store.on_error policy: what admission does while the
+// shared store (Redis) fails.
+type OnError string
+
 // The store.on_error policies.
 const (
 	// OnErrorLocal falls back to per-replica limits (fleet ÷ expected_replicas).
-	OnErrorLocal = "local"
+	OnErrorLocal OnError = "local"
 	// OnErrorOpen admits without limits.
-	OnErrorOpen = "open"
+	OnErrorOpen OnError = "open"
 	// OnErrorClosed refuses with ErrStoreUnavailable (a 503).
-	OnErrorClosed = "closed"
+	OnErrorClosed OnError = "closed"
 )
+
+// Valid reports whether p is one of the policies.
+func (p OnError) Valid() bool {
+	return p == OnErrorLocal || p == OnErrorOpen || p == OnErrorClosed
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler, so a config file that
+// names another policy is refused at load, by key.
+func (p *OnError) UnmarshalText(b []byte) error {
+	v := OnError(b)
+	if !v.Valid() {
+		return fmt.Errorf("must be local, open or closed, got %q", b)
+	}
+	*p = v
+	return nil
+}
 
 var _ store = (*failoverStore)(nil)
 
@@ -27,7 +48,7 @@ var _ store = (*failoverStore)(nil)
 type failoverStore struct {
 	primary store
 	local   store // per-replica limits, for OnErrorLocal
-	policy  string
+	policy  OnError
 	probe   func(context.Context) error
 	every   time.Duration
 	log     *slog.Logger
@@ -44,7 +65,7 @@ type failoverStore struct {
 // otherwise follows policy; local enforces per-replica limits for
 // OnErrorLocal. probe (e.g. a PING) is tried every probeEvery while
 // degraded; the first success ends the degradation. Close stops the probe.
-func newFailoverStore(primary, local store, policy string, probe func(context.Context) error, probeEvery time.Duration, log *slog.Logger) *failoverStore {
+func newFailoverStore(primary, local store, policy OnError, probe func(context.Context) error, probeEvery time.Duration, log *slog.Logger) *failoverStore {
 	return &failoverStore{primary: primary, local: local, policy: policy, probe: probe, every: probeEvery,
 		log: log, stop: make(chan struct{})}
 }
@@ -88,7 +109,7 @@ func (s *failoverStore) degrade(ctx context.Context, err error) {
 	if !s.degraded.CompareAndSwap(false, true) {
 		return
 	}
-	s.log.Warn("store_degraded", slog.String("on_error", s.policy), slog.String("error", err.Error()))
+	s.log.Warn("store_degraded", slog.String("on_error", string(s.policy)), slog.String("error", err.Error()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.probing {

@@ -47,7 +47,7 @@ func rps(rpm int64) float64 { return float64(rpm) / 60 }
 
 func storeName(q quota.Config) string {
 	if q.Store.RedisURL != "" {
-		return "redis (on_error: " + q.Store.OnError + ")"
+		return "redis (on_error: " + string(q.Store.OnError) + ")"
 	}
 	return "in-process"
 }

@@ -27,7 +27,7 @@ import (
 type Config struct {
 	// Mode is enforce (the default) or shadow: classify, meter and record
 	// what would have been held or refused, but forward everything at once.
-	Mode     string               `koanf:"mode"`
+	Mode     Mode                 `koanf:"mode"`
 	Server   proxy.ServerConfig   `koanf:"server"`
 	Upstream proxy.UpstreamConfig `koanf:"upstream"`
 	Account  quota.AccountConfig  `koanf:"account"`
@@ -36,6 +36,32 @@ type Config struct {
 	Classify classify.Config      `koanf:"classify"`
 	Store    quota.StoreConfig    `koanf:"store"`
 	Log      LogConfig            `koanf:"log"`
+}
+
+// Mode is how meterproxy applies its decisions: the top-level mode key.
+type Mode string
+
+// The modes.
+const (
+	// ModeEnforce holds and refuses what admission says to.
+	ModeEnforce Mode = "enforce"
+	// ModeShadow forwards everything at once and records what admission
+	// would have decided.
+	ModeShadow Mode = "shadow"
+)
+
+// Valid reports whether m is ModeEnforce or ModeShadow.
+func (m Mode) Valid() bool { return m == ModeEnforce || m == ModeShadow }
+
+// UnmarshalText implements encoding.TextUnmarshaler, so a config file that
+// names another mode is refused at load, by key.
+func (m *Mode) UnmarshalText(b []byte) error {
+	v := Mode(b)
+	if !v.Valid() {
+		return fmt.Errorf("must be enforce or shadow, got %q", b)
+	}
+	*m = v
+	return nil
 }
 
 // LogConfig is the log section.
@@ -50,7 +76,7 @@ type LogConfig struct {
 func defaultConfig() Config {
 	q := quota.DefaultConfig()
 	return Config{
-		Mode:     "enforce",
+		Mode:     ModeEnforce,
 		Server:   proxy.DefaultServerConfig(),
 		Upstream: proxy.DefaultUpstreamConfig(),
 		Account:  q.Account,
@@ -126,7 +152,7 @@ func (c Config) validate(getenv func(string) string) error {
 			"dropping its own): set classify.unknown_callers: reject, or set "+
 			"upstream.key_for_unknown_callers: true if that is what you want"))
 	}
-	if c.Mode != "enforce" && c.Mode != "shadow" {
+	if !c.Mode.Valid() {
 		errs = append(errs, fmt.Errorf("mode: must be enforce or shadow, got %q", c.Mode))
 	}
 	switch c.Log.Level {

@@ -54,6 +54,10 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 		{"body limits", "server: {max_body_bytes: 1000, max_body_memory_bytes: 999, body_read_timeout: 0s, max_upload_bytes: -1, max_concurrent_streams: 0}\n", nil,
 			[]string{"server.max_body_memory_bytes: must be >= server.max_body_bytes", "server.body_read_timeout: must be > 0",
 				"server.max_upload_bytes: must be > 0", "server.max_concurrent_streams: must be > 0"}},
+		// Typed enums refuse a value at load, by key (issue 12 item 4).
+		{"enums", "mode: loud\nstore: {on_error: maybe}\nclassify: {unknown_callers: sometimes}\n", nil,
+			[]string{`mode: must be enforce or shadow, got "loud"`, `store.on_error: must be local, open or closed, got "maybe"`,
+				`classify.unknown_callers: must be "forward" or "reject", got "sometimes"`}},
 		{"no hold bound", "upstream: {max_hold: 0s}\n", nil, []string{"upstream.max_hold: must be > 0"}},
 		{"every problem at once", "server:\n  lisen: x\nclasses:\n  interactive: {share: -1}\nlog: {level: loud}\n", nil,
 			[]string{"server.lisen", "classes.interactive.share", "log.level"}},

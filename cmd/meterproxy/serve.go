@@ -90,6 +90,6 @@ func live(cfg Config, classifier *classify.Classifier) proxy.Live {
 	return proxy.Live{
 		Classifier: classifier, ClassHeader: cfg.Classify.Header, Reserve: cfg.Classes.Interactive.Reserve,
 		EnforceTokens: cfg.Account.TokensPerMinute > 0, InjectStreamUsage: cfg.Upstream.InjectStreamUsage,
-		ConfigVersion: cfg.version(), Shadow: cfg.Mode == "shadow",
+		ConfigVersion: cfg.version(), Shadow: cfg.Mode == ModeShadow,
 	}
 }
