@@ -61,7 +61,10 @@ type limiter struct {
 	freed  chan struct{} // a lease was released, or the upstream reported
 
 	obsMu sync.Mutex
-	obs   observation
+	// obs is what the upstream said since the last store call (has: it
+	// said something); guarded by obsMu.
+	obs    upstreamState
+	obsHas bool
 
 	// onStoreCall, when set (before Run), observes every store call.
 	onStoreCall func(d time.Duration, err error)
@@ -70,15 +73,6 @@ type limiter struct {
 // OnStoreCall sets f to observe every store call's duration and error, for
 // metrics. Call it before Run.
 func (l *limiter) OnStoreCall(f func(d time.Duration, err error)) { l.onStoreCall = f }
-
-// observation is the upstream state this replica saw since its last store
-// call; guarded by obsMu.
-type observation struct {
-	has           bool
-	at            time.Time
-	hold          time.Duration
-	throttleUntil time.Time
-}
 
 // classQueue is one class's queue and limits; guarded by limiter.mu.
 type classQueue struct {
@@ -279,19 +273,19 @@ func (l *limiter) release(c classify.Class) {
 
 // Observe records what the upstream's headers said at at: bulk must be held
 // for hold after at because the account is below the interactive reserve
-// (0: it is above, lifting an older hold), and for throttle from now
+// (0: it is above, lifting an older hold), and for throttle after at
 // because the upstream answered 429 with that retry hint (0: none). The
-// freshest observation wins. Observe never blocks: the store hears of it on
-// the admission loop's next call, within a few milliseconds.
+// freshest observation wins (upstreamState.merge). Observe never blocks:
+// the store hears of it on the admission loop's next call, within a few
+// milliseconds.
 func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
+	var throttleUntil time.Time
+	if throttle > 0 {
+		throttleUntil = at.Add(throttle)
+	}
 	l.obsMu.Lock()
-	if !l.obs.has || at.After(l.obs.at) {
-		l.obs.at, l.obs.hold = at, hold
-	}
-	if until := time.Now().Add(throttle); throttle > 0 && until.After(l.obs.throttleUntil) {
-		l.obs.throttleUntil = until
-	}
-	l.obs.has = true
+	l.obs.merge(at, hold, throttleUntil)
+	l.obsHas = true
 	l.obsMu.Unlock()
 	if hold > 0 || throttle > 0 {
 		l.mu.Lock()
@@ -305,11 +299,11 @@ func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
 func (l *limiter) report(now time.Time) *upstreamReport {
 	l.obsMu.Lock()
 	defer l.obsMu.Unlock()
-	if !l.obs.has {
+	if !l.obsHas {
 		return nil
 	}
-	r := &upstreamReport{Age: max(0, now.Sub(l.obs.at)), Hold: l.obs.hold, ThrottleFor: max(0, l.obs.throttleUntil.Sub(now))}
-	l.obs = observation{}
+	r := l.obs.report(now)
+	l.obs, l.obsHas = upstreamState{}, false
 	return r
 }
 
@@ -321,14 +315,8 @@ func (l *limiter) restoreReport(r *upstreamReport, sent time.Time) {
 	}
 	l.obsMu.Lock()
 	defer l.obsMu.Unlock()
-	at := sent.Add(-r.Age)
-	if !l.obs.has || at.After(l.obs.at) {
-		l.obs.at, l.obs.hold = at, r.Hold
-	}
-	if until := sent.Add(r.ThrottleFor); r.ThrottleFor > 0 && until.After(l.obs.throttleUntil) {
-		l.obs.throttleUntil = until
-	}
-	l.obs.has = true
+	l.obs.apply(r, sent)
+	l.obsHas = true
 }
 
 // Window returns the current window's use as of the store's last answer.
