@@ -86,7 +86,7 @@ func (a *Admitter) Observe(at time.Time, hold, throttle time.Duration) {
 // callers' caps. Requests waiting or in flight keep their place and slot;
 // see limiter.Reconfigure and callerCaps.Reconfigure.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
-	a.limiter.Reconfigure(cfg, a.backend.LimitsFor(cfg))
+	a.limiter.Reconfigure(cfg, cfg.Enforced())
 	a.caps.Reconfigure(cfg, capsOf(callers))
 }
 

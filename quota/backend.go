@@ -42,7 +42,7 @@ const probeEvery = 250 * time.Millisecond
 // does not wait for Redis: a Redis that is down at start is a degraded
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
-	if cfg.Store.RedisURL == "" {
+	if !cfg.Store.Shared() {
 		limits := cfg.PerReplica()
 		return &backend{Store: newMemoryStore(limits, nil), Limits: limits, store: cfg.Store, log: log}, nil
 	}
@@ -66,15 +66,6 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 func (b *backend) failoverFor(primary store, local Limits) *failoverStore {
 	ping := func(ctx context.Context) error { return b.client.Ping(ctx).Err() }
 	return newFailoverStore(primary, newMemoryStore(local, nil), b.store.OnError, ping, probeEvery, b.log)
-}
-
-// LimitsFor is what this backend's store enforces for cfg: the fleet's
-// limits with Redis, one replica's in process.
-func (b *backend) LimitsFor(cfg Config) Limits {
-	if b.Shared {
-		return cfg.Limits()
-	}
-	return cfg.PerReplica()
 }
 
 // capStore returns a store of its own for one caller's cap, keyed under

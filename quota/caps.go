@@ -133,20 +133,20 @@ func (c *callerCaps) Reconfigure(cfg Config, caps map[string]callerCap) {
 		gcfg := cp.config(cfg)
 		g := c.all[name]
 		if g == nil {
-			g = newLimiter(gcfg, c.backend.LimitsFor(gcfg), c.backend.capStore(name, gcfg), c.backend.Heartbeat,
+			g = newLimiter(gcfg, gcfg.Enforced(), c.backend.capStore(name, gcfg), c.backend.Heartbeat,
 				c.log.With(slog.String("cap", name)))
 			g.quiet = true
 			c.all[name] = g
 			c.start(g)
 		} else {
-			g.Reconfigure(gcfg, c.backend.LimitsFor(gcfg))
+			g.Reconfigure(gcfg, gcfg.Enforced())
 		}
 		now[name] = capGate{lim: g, cap: cp}
 	}
 	for name, g := range c.all {
 		if _, ok := now[name]; !ok {
 			gcfg := callerCap{}.config(cfg)
-			g.Reconfigure(gcfg, c.backend.LimitsFor(gcfg))
+			g.Reconfigure(gcfg, gcfg.Enforced())
 		}
 	}
 	c.gates.Store(&now)

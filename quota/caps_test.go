@@ -22,7 +22,7 @@ type replica struct {
 func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCap) *replica {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	class := newLimiter(cfg, b.LimitsFor(cfg), b.Store, b.Heartbeat, log)
+	class := newLimiter(cfg, cfg.Enforced(), b.Store, b.Heartbeat, log)
 	r := &replica{class: class, caps: newCallerCaps(class, b, cfg, caps, log)}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup

@@ -74,6 +74,21 @@ type StoreConfig struct {
 	Heartbeat time.Duration `koanf:"heartbeat"`
 }
 
+// Shared reports whether the store is shared by replicas (Redis): then the
+// store enforces the fleet's limits, and each replica's (fleet ÷
+// expected_replicas) are the fallback; in process they are what it
+// enforces.
+func (s StoreConfig) Shared() bool { return s.RedisURL != "" }
+
+// Enforced is what the configured store enforces: the fleet's limits with
+// Redis, one replica's in process.
+func (c Config) Enforced() Limits {
+	if c.Store.Shared() {
+		return c.Limits()
+	}
+	return c.PerReplica()
+}
+
 // DefaultConfig returns the defaults documented in config.example.yaml.
 func DefaultConfig() Config {
 	return Config{
@@ -129,7 +144,7 @@ func (c Config) Validate() error {
 	if c.Store.KeyPrefix == "" {
 		bad("store.key_prefix", "must not be empty")
 	}
-	if c.Store.RedisURL != "" {
+	if c.Store.Shared() {
 		if _, _, err := parseRedisURL(c.Store.RedisURL); err != nil {
 			bad("store.redis_url", "%v", err) // go-redis errors never echo the password
 		}

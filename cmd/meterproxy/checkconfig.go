@@ -34,11 +34,8 @@ func checkConfig(cfg Config, w io.Writer) error {
 	p("in-flight bound\t%d\t%d", fleet.InFlight, local.InFlight)
 	p("bulk in flight (own share / with borrowing)\t%d / %d\t%d / %d",
 		fleet.BulkInFlight, fleet.InFlight-fleet.ReserveInFlight, local.BulkInFlight, local.InFlight-local.ReserveInFlight)
-	enforced := local.InFlight
-	if q.Store.RedisURL != "" {
-		enforced = fleet.InFlight // one replica may hold the whole fleet bound
-	}
-	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, enforced))
+	// With a shared store one replica may hold the whole fleet bound.
+	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, q.Enforced().InFlight))
 	p("store\t%s\t", storeName(q))
 	return tw.Flush()
 }
@@ -46,14 +43,14 @@ func checkConfig(cfg Config, w io.Writer) error {
 func rps(rpm int64) float64 { return float64(rpm) / 60 }
 
 func storeName(q quota.Config) string {
-	if q.Store.RedisURL != "" {
+	if q.Store.Shared() {
 		return "redis (on_error: " + string(q.Store.OnError) + ")"
 	}
 	return "in-process"
 }
 
 func perReplicaMeaning(q quota.Config) string {
-	if q.Store.RedisURL != "" {
+	if q.Store.Shared() {
 		return "the fallback when Redis fails"
 	}
 	return "what this replica enforces"
