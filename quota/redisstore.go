@@ -93,6 +93,58 @@ func (s *redisStore) Take(ctx context.Context, req takeRequest) (takeResult, err
 	return res, err
 }
 
+// take.lua's arguments by position, 0-based into its ARGV (which Lua
+// counts from 1): the script's ARG table names the same positions, and
+// TestTakeScriptPositions holds the two equal. The interactive then the
+// bulk token estimates follow argCostsI.
+const (
+	argReplica = iota
+	argWantI
+	argWantB
+	argInFlightI
+	argInFlightB
+	argAccountRPM
+	argBulkRPM
+	argReserveRPM
+	argInFlightBound
+	argBulkInFlight
+	argReserveInFlight
+	argBorrow
+	argReplicaTTL
+	argClock
+	argInFlightPoll
+	argUpstreamAge
+	argUpstreamHold
+	argUpstreamThrottle
+	argAccountTPM
+	argBulkTPM
+	argReserveTPM
+	argCorrectionI
+	argCorrectionB
+	argCostsI
+	numArgs
+)
+
+// take.lua's reply by position, 0-based; the script's REPLY table names
+// the same positions.
+const (
+	replyGrantedI = iota
+	replyGrantedB
+	replyBlockerI
+	replyBlockerB
+	replyRetryMs
+	replySec
+	replyFleetI
+	replyFleetB
+	replyHoldMs
+	replyUsedI
+	replyUsedB
+	replyTokensI
+	replyTokensB
+	replyLeftMs
+	replyLen
+)
+
 // take is Take, also returning the window (Unix second) the script used.
 func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int64, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errStoreTimeout)
@@ -111,12 +163,18 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 		age, hold, throttle = strconv.FormatInt(u.Age.Milliseconds(), 10), u.Hold.Milliseconds(), u.ThrottleFor.Milliseconds()
 	}
 	const I, B = classify.Interactive, classify.Bulk
-	args := make([]any, 0, 24+len(req.Costs[I])+len(req.Costs[B]))
-	args = append(args, s.replica,
-		req.Want[I], req.Want[B], req.InFlight[I], req.InFlight[B],
-		l.AccountRPM, l.BulkRPM, l.ReserveRPM, l.InFlight, l.BulkInFlight, l.ReserveInFlight, borrow,
-		s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds(), age, hold, throttle,
-		l.AccountTPM, l.BulkTPM, l.ReserveTPM, req.Corrections[I], req.Corrections[B], len(req.Costs[I]))
+	args := make([]any, numArgs, numArgs+len(req.Costs[I])+len(req.Costs[B]))
+	args[argReplica] = s.replica
+	args[argWantI], args[argWantB] = req.Want[I], req.Want[B]
+	args[argInFlightI], args[argInFlightB] = req.InFlight[I], req.InFlight[B]
+	args[argAccountRPM], args[argBulkRPM], args[argReserveRPM] = l.AccountRPM, l.BulkRPM, l.ReserveRPM
+	args[argInFlightBound], args[argBulkInFlight], args[argReserveInFlight] = l.InFlight, l.BulkInFlight, l.ReserveInFlight
+	args[argBorrow] = borrow
+	args[argReplicaTTL], args[argClock], args[argInFlightPoll] = s.replicaTTL.Milliseconds(), clock, s.inFlightPoll.Milliseconds()
+	args[argUpstreamAge], args[argUpstreamHold], args[argUpstreamThrottle] = age, hold, throttle
+	args[argAccountTPM], args[argBulkTPM], args[argReserveTPM] = l.AccountTPM, l.BulkTPM, l.ReserveTPM
+	args[argCorrectionI], args[argCorrectionB] = req.Corrections[I], req.Corrections[B]
+	args[argCostsI] = len(req.Costs[I])
 	for _, costs := range req.Costs {
 		for _, c := range costs {
 			args = append(args, c)
@@ -133,29 +191,30 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	if err != nil {
 		return takeResult{}, 0, err
 	}
-	return res, reply[5], nil
+	return res, reply[replySec], nil
 }
 
 // parseTake reads take.lua's reply, checking its shape.
 func parseTake(r []int64) (takeResult, error) {
-	if len(r) != 14 {
-		return takeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want 14", len(r))
+	if len(r) != replyLen {
+		return takeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want %d", len(r), replyLen)
 	}
+	const I, B = classify.Interactive, classify.Bulk
 	var res takeResult
-	for c := range classify.NumClasses {
-		res.Granted[c] = r[c]
-		if r[2+c] < 0 || r[2+c] > int64(blockedByUpstream) {
-			return takeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", r[2+c])
+	res.Granted[I], res.Granted[B] = r[replyGrantedI], r[replyGrantedB]
+	for c, v := range [...]int64{r[replyBlockerI], r[replyBlockerB]} {
+		if v < 0 || v > int64(blockedByUpstream) {
+			return takeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", v)
 		}
-		res.Blocker[c] = blocker(r[2+c])
-		res.FleetInFlight[c] = r[6+c]
-		res.Window.Requests[c] = r[9+c]
-		res.Window.Tokens[c] = r[11+c]
+		res.Blocker[c] = blocker(v)
 	}
-	res.Window.Sec = r[5]
-	res.RetryAfter = time.Duration(r[4]) * time.Millisecond
-	res.UpstreamHold = time.Duration(r[8]) * time.Millisecond
+	res.FleetInFlight[I], res.FleetInFlight[B] = r[replyFleetI], r[replyFleetB]
+	res.Window.Requests[I], res.Window.Requests[B] = r[replyUsedI], r[replyUsedB]
+	res.Window.Tokens[I], res.Window.Tokens[B] = r[replyTokensI], r[replyTokensB]
+	res.Window.Sec = r[replySec]
+	res.RetryAfter = time.Duration(r[replyRetryMs]) * time.Millisecond
+	res.UpstreamHold = time.Duration(r[replyHoldMs]) * time.Millisecond
 	// Milliseconds are floored, so the second may end up to 1 ms sooner.
-	res.SecondLeft = max(0, time.Duration(r[13]-1)*time.Millisecond)
+	res.SecondLeft = max(0, time.Duration(r[replyLeftMs]-1)*time.Millisecond)
 	return res, nil
 }

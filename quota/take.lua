@@ -9,7 +9,8 @@
 --   4 starved   ZSET  replica -> last second in which an interactive request waited
 --   5 upstream  HASH  at, hold, throttle (ms)   the freshest upstream observation
 --                     and until when bulk is held on the upstream's word
--- ARGV:
+-- ARGV (by name in ARG below; redisstore.go's arg* constants are the same
+-- positions, and TestTakeScriptPositions holds them equal):
 --   1 replica id
 --   2,3 want interactive, bulk            waiting requests
 --   4,5 held interactive, bulk            this replica's in flight now (absolute)
@@ -25,64 +26,123 @@
 --   22,23 token corrections interactive, bulk (real usage minus estimates)
 --   24 n: how many interactive costs follow; then n interactive token
 --      estimates, then the bulk ones (first waiters first)
--- Reply: {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec, fleet_i, fleet_b, hold_ms,
---         used_i, used_b, tokens_i, tokens_b, left_ms}
+-- Reply (by name in REPLY below, mirrored by redisstore.go's reply*
+-- constants): {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec,
+--         fleet_i, fleet_b, hold_ms, used_i, used_b, tokens_i, tokens_b, left_ms}
 --   left_ms: what is left of the window's second, by Redis's clock.
 --   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held).
+--
+-- The script runs in phases, one function each, in this order: the clock,
+-- reaping dead replicas, this replica's in-flight count, the window, the
+-- upstream's word, interactive's grant, bulk's grant, saving, and the
+-- reply with its retry hint.
+
+local ARG = {
+  replica = 1, want_i = 2, want_b = 3, inflight_i = 4, inflight_b = 5,
+  account_rpm = 6, bulk_rpm = 7, reserve_rpm = 8,
+  inflight_bound = 9, bulk_inflight = 10, reserve_inflight = 11,
+  borrow = 12, replica_ttl = 13, clock = 14, inflight_poll = 15,
+  upstream_age = 16, upstream_hold = 17, upstream_throttle = 18,
+  account_tpm = 19, bulk_tpm = 20, reserve_tpm = 21,
+  correction_i = 22, correction_b = 23, costs_i = 24,
+}
+local REPLY = {
+  granted_i = 1, granted_b = 2, blocker_i = 3, blocker_b = 4, retry_ms = 5, sec = 6,
+  fleet_i = 7, fleet_b = 8, hold_ms = 9, used_i = 10, used_b = 11,
+  tokens_i = 12, tokens_b = 13, left_ms = 14,
+}
+local function arg(name) return ARGV[ARG[name]] end
+local function num(name) return tonumber(ARGV[ARG[name]]) end
 
 local kwin, kinf, khb, kstarved, kup = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local rid = ARGV[1]
-local want = {tonumber(ARGV[2]), tonumber(ARGV[3])}
-local held = {tonumber(ARGV[4]), tonumber(ARGV[5])}
-local accountRPM, bulkRPM, reserveRPM = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local limIF, bulkIF, reserveIF = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local borrowOn = ARGV[12] == '1'
-local ttl = tonumber(ARGV[13])
-local poll = tonumber(ARGV[15])
-
-local nowMs
-if ARGV[14] ~= '' then
-  nowMs = tonumber(ARGV[14])
-else
-  local t = redis.call('TIME')
-  nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local sec = math.floor(nowMs / 1000)
+local rid = arg('replica')
+local want = {num('want_i'), num('want_b')}
+local held = {num('inflight_i'), num('inflight_b')}
+local accountRPM, bulkRPM, reserveRPM = num('account_rpm'), num('bulk_rpm'), num('reserve_rpm')
+local limIF, bulkIF, reserveIF = num('inflight_bound'), num('bulk_inflight'), num('reserve_inflight')
+local accountTPM, bulkTPM, reserveTPM = num('account_tpm'), num('bulk_tpm'), num('reserve_tpm')
+local borrowOn = arg('borrow') == '1'
+local ttl = num('replica_ttl')
+local poll = num('inflight_poll')
 local field = {'i', 'b'}
+local nI = num('costs_i')
+local costStart = {ARG.costs_i + 1, ARG.costs_i + 1 + nI}
+local costEnd = {ARG.costs_i + nI, #ARGV}
 
--- Replicas whose heartbeat expired stop counting.
-local dead = redis.call('ZRANGEBYSCORE', khb, '-inf', nowMs)
-for _, r in ipairs(dead) do
-  if r ~= rid then
-    for c = 1, 2 do
-      local n = tonumber(redis.call('HGET', kinf, r .. ':' .. field[c]) or '0')
-      if n ~= 0 then redis.call('HINCRBY', kinf, field[c], -n) end
-      redis.call('HDEL', kinf, r .. ':' .. field[c])
+-- Phase: the clock. Windows follow Redis TIME unless a test sets it.
+local function clock()
+  if arg('clock') ~= '' then return num('clock') end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local nowMs = clock()
+local sec = math.floor(nowMs / 1000)
+
+-- Phase: replicas whose heartbeat expired stop counting.
+local function reapDead()
+  local dead = redis.call('ZRANGEBYSCORE', khb, '-inf', nowMs)
+  for _, r in ipairs(dead) do
+    if r ~= rid then
+      for c = 1, 2 do
+        local n = tonumber(redis.call('HGET', kinf, r .. ':' .. field[c]) or '0')
+        if n ~= 0 then redis.call('HINCRBY', kinf, field[c], -n) end
+        redis.call('HDEL', kinf, r .. ':' .. field[c])
+      end
+      redis.call('ZREM', khb, r)
+      redis.call('ZREM', kstarved, r)
     end
-    redis.call('ZREM', khb, r)
-    redis.call('ZREM', kstarved, r)
   end
 end
 
--- This replica's count is what it says it holds: drift heals on every call.
-local total = {}
-for c = 1, 2 do
-  local old = tonumber(redis.call('HGET', kinf, rid .. ':' .. field[c]) or '0')
-  total[c] = math.max(0, tonumber(redis.call('HGET', kinf, field[c]) or '0') - old + held[c])
+-- Phase: this replica's count is what it says it holds, so drift heals on
+-- every call. Returns the fleet's totals, by class.
+local function assertInFlight()
+  local total = {}
+  for c = 1, 2 do
+    local old = tonumber(redis.call('HGET', kinf, rid .. ':' .. field[c]) or '0')
+    total[c] = math.max(0, tonumber(redis.call('HGET', kinf, field[c]) or '0') - old + held[c])
+  end
+  return total
 end
 
-local w = redis.call('HMGET', kwin, 'sec', 'i', 'b', 'ti', 'tb')
-local used, tok = {0, 0}, {0, 0}
-if tonumber(w[1]) == sec then
-  used = {tonumber(w[2]) or 0, tonumber(w[3]) or 0}
-  tok = {tonumber(w[4]) or 0, tonumber(w[5]) or 0}
+-- Phase: the current second's use, in requests and tokens, with the token
+-- corrections applied.
+local function readWindow()
+  local w = redis.call('HMGET', kwin, 'sec', 'i', 'b', 'ti', 'tb')
+  local used, tok = {0, 0}, {0, 0}
+  if tonumber(w[1]) == sec then
+    used = {tonumber(w[2]) or 0, tonumber(w[3]) or 0}
+    tok = {tonumber(w[4]) or 0, tonumber(w[5]) or 0}
+  end
+  tok[1] = math.max(0, tok[1] + num('correction_i'))
+  tok[2] = math.max(0, tok[2] + num('correction_b'))
+  return used, tok
 end
-local accountTPM, bulkTPM, reserveTPM = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
-tok[1] = math.max(0, tok[1] + tonumber(ARGV[22]))
-tok[2] = math.max(0, tok[2] + tonumber(ARGV[23]))
-local nI = tonumber(ARGV[24])
-local costStart = {25, 25 + nI}
-local costEnd = {24 + nI, #ARGV}
+
+-- Phase: the upstream's word, merged as store.go's upstreamState.merge does:
+-- the freshest observation decides the reserve hold; a 429's hold only
+-- ever grows. Returns how long bulk is held from now (ms).
+local function mergeUpstream()
+  local up = redis.call('HMGET', kup, 'at', 'hold', 'throttle')
+  local upAt, upHold, upThrottle = tonumber(up[1]) or 0, tonumber(up[2]) or 0, tonumber(up[3]) or 0
+  if arg('upstream_age') ~= '' then
+    local at = nowMs - num('upstream_age')
+    if at > upAt then
+      upAt, upHold = at, 0
+      if num('upstream_hold') > 0 then upHold = at + num('upstream_hold') end
+    end
+    local th = num('upstream_throttle')
+    if th > 0 and nowMs + th > upThrottle then upThrottle = nowMs + th end
+    redis.call('HSET', kup, 'at', upAt, 'hold', upHold, 'throttle', upThrottle)
+    redis.call('PEXPIRE', kup, math.max(60000, math.max(upHold, upThrottle) - nowMs + 60000))
+  end
+  return math.max(0, math.max(upHold, upThrottle) - nowMs)
+end
+
+reapDead()
+local total = assertInFlight()
+local used, tok = readWindow()
+local holdMs = mergeUpstream()
 
 -- Trims a grant of g to the first waiters whose token estimates fit room.
 -- Interactive goes while any room is left (one request may overshoot);
@@ -123,40 +183,32 @@ local function grant(wanted, wroom, froom)
   return g, 2
 end
 
--- The upstream's word: the freshest observation decides the reserve hold;
--- a 429's hold only ever grows.
-local up = redis.call('HMGET', kup, 'at', 'hold', 'throttle')
-local upAt, upHold, upThrottle = tonumber(up[1]) or 0, tonumber(up[2]) or 0, tonumber(up[3]) or 0
-if ARGV[16] ~= '' then
-  local at = nowMs - tonumber(ARGV[16])
-  if at > upAt then
-    upAt, upHold = at, 0
-    if tonumber(ARGV[17]) > 0 then upHold = at + tonumber(ARGV[17]) end
-  end
-  local th = tonumber(ARGV[18])
-  if th > 0 and nowMs + th > upThrottle then upThrottle = nowMs + th end
-  redis.call('HSET', kup, 'at', upAt, 'hold', upHold, 'throttle', upThrottle)
-  redis.call('PEXPIRE', kup, math.max(60000, math.max(upHold, upThrottle) - nowMs + 60000))
-end
-local holdMs = math.max(0, math.max(upHold, upThrottle) - nowMs)
-
 local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
 local TA = allowance(accountTPM)
-granted[1], blocker[1] = grant(want[1], A - used[1] - used[2], limIF - total[1] - total[2])
-granted[1], blocker[1] = takeTokens(1, granted[1], blocker[1], TA - tok[1] - tok[2], false)
-used[1] = used[1] + granted[1]
-total[1] = total[1] + granted[1]
-if granted[1] < want[1] then
-  redis.call('ZADD', kstarved, sec + 1, rid)
-elseif want[1] > 0 then
-  redis.call('ZREM', kstarved, rid)
-end
-redis.call('ZREMRANGEBYSCORE', kstarved, '-inf', sec - 1)
 
-if holdMs > 0 then
-  if want[2] > 0 then blocker[2] = 3 end
-else
+-- Phase: interactive takes any free capacity of the second; a shortfall
+-- marks this replica starved, which stops bulk borrowing fleet-wide.
+local function grantInteractive()
+  granted[1], blocker[1] = grant(want[1], A - used[1] - used[2], limIF - total[1] - total[2])
+  granted[1], blocker[1] = takeTokens(1, granted[1], blocker[1], TA - tok[1] - tok[2], false)
+  used[1] = used[1] + granted[1]
+  total[1] = total[1] + granted[1]
+  if granted[1] < want[1] then
+    redis.call('ZADD', kstarved, sec + 1, rid)
+  elseif want[1] > 0 then
+    redis.call('ZREM', kstarved, rid)
+  end
+  redis.call('ZREMRANGEBYSCORE', kstarved, '-inf', sec - 1)
+end
+
+-- Phase: bulk takes its share, and borrows (never the reserve) while no
+-- interactive request waits anywhere; nothing while the upstream holds it.
+local function grantBulk()
+  if holdMs > 0 then
+    if want[2] > 0 then blocker[2] = 3 end
+    return
+  end
   local usedAll, inAll, tokAll = used[1] + used[2], total[1] + total[2], tok[1] + tok[2]
   local wroom, froom = allowance(bulkRPM) - used[2], bulkIF - total[2]
   local troom = allowance(bulkTPM) - tok[2]
@@ -171,24 +223,44 @@ else
   total[2] = total[2] + granted[2]
 end
 
-redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2], 'ti', tok[1], 'tb', tok[2])
-redis.call('PEXPIRE', kwin, 5000)
-redis.call('HSET', kinf, 'i', total[1], 'b', total[2],
-  rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2])
-redis.call('ZADD', khb, nowMs + ttl, rid)
-local keep = math.max(60000, ttl * 10)
-redis.call('PEXPIRE', kinf, keep)
-redis.call('PEXPIRE', khb, keep)
-redis.call('PEXPIRE', kstarved, keep)
-
-local retry = 0
-for c = 1, 2 do
-  if blocker[c] ~= 0 then
-    local r = 1000 - nowMs % 1000
-    if blocker[c] == 2 and poll > 0 and poll < r then r = poll end
-    if blocker[c] == 3 then r = math.max(1, holdMs) end
-    if retry == 0 or r < retry then retry = r end
-  end
+-- Phase: the window, the in-flight counts and this replica's heartbeat.
+local function save()
+  redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2], 'ti', tok[1], 'tb', tok[2])
+  redis.call('PEXPIRE', kwin, 5000)
+  redis.call('HSET', kinf, 'i', total[1], 'b', total[2],
+    rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2])
+  redis.call('ZADD', khb, nowMs + ttl, rid)
+  local keep = math.max(60000, ttl * 10)
+  redis.call('PEXPIRE', kinf, keep)
+  redis.call('PEXPIRE', khb, keep)
+  redis.call('PEXPIRE', kstarved, keep)
 end
-return {granted[1], granted[2], blocker[1], blocker[2], retry, sec, total[1], total[2], holdMs,
-  used[1], used[2], tok[1], tok[2], 1000 - nowMs % 1000}
+
+-- Phase: when asking again can succeed for a blocked class.
+local function retryHint()
+  local retry = 0
+  for c = 1, 2 do
+    if blocker[c] ~= 0 then
+      local r = 1000 - nowMs % 1000
+      if blocker[c] == 2 and poll > 0 and poll < r then r = poll end
+      if blocker[c] == 3 then r = math.max(1, holdMs) end
+      if retry == 0 or r < retry then retry = r end
+    end
+  end
+  return retry
+end
+
+grantInteractive()
+grantBulk()
+save()
+
+local reply = {}
+reply[REPLY.granted_i], reply[REPLY.granted_b] = granted[1], granted[2]
+reply[REPLY.blocker_i], reply[REPLY.blocker_b] = blocker[1], blocker[2]
+reply[REPLY.retry_ms], reply[REPLY.sec] = retryHint(), sec
+reply[REPLY.fleet_i], reply[REPLY.fleet_b] = total[1], total[2]
+reply[REPLY.hold_ms] = holdMs
+reply[REPLY.used_i], reply[REPLY.used_b] = used[1], used[2]
+reply[REPLY.tokens_i], reply[REPLY.tokens_b] = tok[1], tok[2]
+reply[REPLY.left_ms] = 1000 - nowMs % 1000
+return reply
