@@ -51,7 +51,7 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if err != nil {
 		return nil, err
 	}
-	limiter := newLimiter(cfg, backend.Limits, backend.Store, backend.Heartbeat, d.Log)
+	limiter := newLimiter(cfg, cfg.Enforced(), backend.Store, backend.Heartbeat, d.Log)
 	if backend.Shared {
 		limiter.enablePrefetch() // a Redis round trip per admission is worth saving
 	}

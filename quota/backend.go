@@ -14,9 +14,6 @@ import (
 type backend struct {
 	// Store is what the limiter calls.
 	Store store
-	// Limits are what Store enforces: the fleet's with Redis, one replica's
-	// in process.
-	Limits Limits
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).
@@ -43,41 +40,39 @@ const probeEvery = 250 * time.Millisecond
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
-		limits := cfg.PerReplica()
-		return &backend{Store: newMemoryStore(limits, nil), Limits: limits, store: cfg.Store, log: log}, nil
+		return &backend{Store: newMemoryStore(nil), store: cfg.Store, log: log}, nil
 	}
 	client, err := newRedisClient(cfg.Store.RedisURL, cfg.Store.Timeout)
 	if err != nil {
 		return nil, err
 	}
-	limits := cfg.Limits()
-	primary := newRedisStore(client, limits, redisStoreOptions{
+	primary := newRedisStore(client, redisStoreOptions{
 		KeyPrefix: cfg.Store.KeyPrefix, Timeout: cfg.Store.Timeout, Heartbeat: cfg.Store.Heartbeat,
 	})
-	b := &backend{Limits: limits, Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
+	b := &backend{Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
 		store: cfg.Store, replica: primary.Replica(), log: log.With(slog.String("replica", primary.Replica()))}
-	b.failover = b.failoverFor(primary, cfg.PerReplica())
+	b.failover = b.failoverFor(primary)
 	b.Store = b.failover
 	return b, nil
 }
 
-// failoverFor puts primary behind the store.on_error policy, with local
-// enforcing the per-replica limits.
-func (b *backend) failoverFor(primary store, local Limits) *failoverStore {
+// failoverFor puts primary behind the store.on_error policy, with an
+// in-process store for the per-replica limits each call brings.
+func (b *backend) failoverFor(primary store) *failoverStore {
 	ping := func(ctx context.Context) error { return b.client.Ping(ctx).Err() }
-	return newFailoverStore(primary, newMemoryStore(local, nil), b.store.OnError, ping, probeEvery, b.log)
+	return newFailoverStore(primary, newMemoryStore(nil), b.store.OnError, ping, probeEvery, b.log)
 }
 
 // capStore returns a store of its own for one caller's cap, keyed under
 // {key_prefix:cap:name} in Redis, behind the same store.on_error policy.
-func (b *backend) capStore(name string, cfg Config) store {
+func (b *backend) capStore(name string) store {
 	if !b.Shared {
-		return newMemoryStore(cfg.PerReplica(), nil)
+		return newMemoryStore(nil)
 	}
-	primary := newRedisStore(b.client, cfg.Limits(), redisStoreOptions{
+	primary := newRedisStore(b.client, redisStoreOptions{
 		KeyPrefix: b.store.KeyPrefix + ":cap:" + name, Timeout: b.store.Timeout, Heartbeat: b.store.Heartbeat, Replica: b.replica,
 	})
-	fs := b.failoverFor(primary, cfg.PerReplica())
+	fs := b.failoverFor(primary)
 	b.mu.Lock()
 	b.capStores = append(b.capStores, fs)
 	b.mu.Unlock()

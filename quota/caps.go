@@ -133,7 +133,7 @@ func (c *callerCaps) Reconfigure(cfg Config, caps map[string]callerCap) {
 		gcfg := cp.config(cfg)
 		g := c.all[name]
 		if g == nil {
-			g = newLimiter(gcfg, gcfg.Enforced(), c.backend.capStore(name, gcfg), c.backend.Heartbeat,
+			g = newLimiter(gcfg, gcfg.Enforced(), c.backend.capStore(name), c.backend.Heartbeat,
 				c.log.With(slog.String("cap", name)))
 			g.quiet = true
 			c.all[name] = g

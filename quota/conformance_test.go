@@ -106,7 +106,7 @@ func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformance
 	s := newStore(t, l, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), takeRequest{Want: st.want, InFlight: st.held})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, InFlight: st.held, Limits: l})
 		if err != nil {
 			t.Fatalf("step %d: Take: %v", i, err)
 		}
@@ -125,8 +125,8 @@ func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformance
 }
 
 func TestMemoryStoreConformance(t *testing.T) {
-	runStoreConformance(t, func(_ *testing.T, l Limits, now func() time.Time) store {
-		return newMemoryStore(l, now)
+	runStoreConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store {
+		return newMemoryStore(now)
 	})
 }
 
@@ -159,7 +159,7 @@ func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 	s := newStore(t, windowLimits, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Upstream: st.report})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Upstream: st.report, Limits: windowLimits})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -173,7 +173,7 @@ func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 }
 
 func TestMemoryStoreUpstreamConformance(t *testing.T) {
-	runUpstreamConformance(t, func(_ *testing.T, l Limits, now func() time.Time) store { return newMemoryStore(l, now) })
+	runUpstreamConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) })
 }
 
 // tokenLimits: requests and in flight far from binding; 10 tokens a second
@@ -207,7 +207,7 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 	s := newStore(t, tokenLimits, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Costs: st.costs, Corrections: st.corr})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Costs: st.costs, Corrections: st.corr, Limits: tokenLimits})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -218,5 +218,5 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 }
 
 func TestMemoryStoreTokenConformance(t *testing.T) {
-	runTokenConformance(t, func(_ *testing.T, l Limits, now func() time.Time) store { return newMemoryStore(l, now) })
+	runTokenConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) })
 }

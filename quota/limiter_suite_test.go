@@ -152,5 +152,5 @@ func snapshot(mu *sync.Mutex, s *[]int) []int {
 }
 
 func TestLimiterOverMemory(t *testing.T) {
-	runLimiterSuite(t, func(_ *testing.T, cfg Config) store { return newMemoryStore(cfg.Limits(), nil) }, false)
+	runLimiterSuite(t, func(_ *testing.T, _ Config) store { return newMemoryStore(nil) }, false)
 }

@@ -17,7 +17,7 @@ import (
 func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
-	store := newMemoryStore(limits, nil)
+	store := newMemoryStore(nil)
 	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -206,7 +206,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(smallConfig().PerReplica(), nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()

@@ -15,8 +15,7 @@ var _ store = (*memoryStore)(nil)
 // live in this process and are lost with it. It is safe for concurrent use;
 // its zero value is not usable, call NewMemoryStore.
 type memoryStore struct {
-	limits Limits
-	now    func() time.Time
+	now func() time.Time
 
 	mu       sync.Mutex
 	win      window
@@ -27,13 +26,13 @@ type memoryStore struct {
 	upstream       upstreamState
 }
 
-// newMemoryStore returns an in-process store enforcing limits, reading the
-// time from now (time.Now when nil).
-func newMemoryStore(limits Limits, now func() time.Time) *memoryStore {
+// newMemoryStore returns an in-process store, reading the time from now
+// (time.Now when nil). Each call brings the limits it enforces.
+func newMemoryStore(now func() time.Time) *memoryStore {
 	if now == nil {
 		now = time.Now
 	}
-	return &memoryStore{limits: limits, now: now, starvedThrough: math.MinInt64}
+	return &memoryStore{now: now, starvedThrough: math.MinInt64}
 }
 
 // Take implements Store.
@@ -59,7 +58,7 @@ func (s *memoryStore) take(now time.Time, req takeRequest) takeResult {
 	}
 	s.upstream.apply(req.Upstream, now)
 	res := takeResult{UpstreamHold: s.upstream.hold(now)}
-	res.Granted, res.Blocker = grantAll(limitsFor(req, s.limits), sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight)
+	res.Granted, res.Blocker = grantAll(req.Limits, sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight)
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
 	res.FleetInFlight = s.inFlight
 	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}

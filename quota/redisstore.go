@@ -37,7 +37,6 @@ type redisStore struct {
 	client  redis.Scripter
 	keys    []string
 	replica string
-	limits  Limits
 	// replicaTTL is how long a silent replica keeps its slots.
 	replicaTTL time.Duration
 	timeout    time.Duration
@@ -61,8 +60,9 @@ type redisStoreOptions struct {
 	Replica string
 }
 
-// newRedisStore returns a store on client enforcing the fleet limits.
-func newRedisStore(client redis.Scripter, limits Limits, o redisStoreOptions) *redisStore {
+// newRedisStore returns a store on client; each call brings the fleet
+// limits it enforces.
+func newRedisStore(client redis.Scripter, o redisStoreOptions) *redisStore {
 	replica := o.Replica
 	if replica == "" {
 		var b [8]byte
@@ -74,7 +74,6 @@ func newRedisStore(client redis.Scripter, limits Limits, o redisStoreOptions) *r
 		client:       client,
 		keys:         []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream"},
 		replica:      replica,
-		limits:       limits,
 		replicaTTL:   3 * o.Heartbeat,
 		timeout:      o.Timeout,
 		inFlightPoll: 25 * time.Millisecond,
@@ -153,7 +152,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	if s.clock != nil {
 		clock = strconv.FormatInt(s.clock().UnixMilli(), 10)
 	}
-	l := limitsFor(req, s.limits)
+	l := req.Limits
 	borrow := "0"
 	if l.Borrow {
 		borrow = "1"

@@ -17,15 +17,15 @@ import (
 
 // newTestRedisStore returns a redisStore on its own key prefix, with a 1 s
 // heartbeat and a generous timeout (the race detector slows calls).
-func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string, l Limits) *redisStore {
+func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string) *redisStore {
 	t.Helper()
-	return newRedisStore(srv.Client(t), l, redisStoreOptions{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
+	return newRedisStore(srv.Client(t), redisStoreOptions{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
 }
 
 func TestRedisStoreConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	runStoreConformance(t, func(t *testing.T, l Limits, now func() time.Time) store {
-		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
+	runStoreConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
+		s := newTestRedisStore(t, srv, redistest.Prefix(t))
 		s.clock = now
 		return s
 	})
@@ -37,8 +37,8 @@ func TestLimiterOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, prefetch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
-			runLimiterSuite(t, func(t *testing.T, cfg Config) store {
-				return newTestRedisStore(t, srv, redistest.Prefix(t), cfg.Limits())
+			runLimiterSuite(t, func(t *testing.T, _ Config) store {
+				return newTestRedisStore(t, srv, redistest.Prefix(t))
 			}, prefetch)
 		})
 	}
@@ -50,8 +50,8 @@ func TestRedisWindowsFollowRedisTime(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := redistest.Prefix(t)
 	l := Limits{AccountRPM: 60, BulkRPM: 60, InFlight: 100, BulkInFlight: 100} // one a second
-	a := newTestRedisStore(t, srv, prefix, l)
-	b := newTestRedisStore(t, srv, prefix, l)
+	a := newTestRedisStore(t, srv, prefix)
+	b := newTestRedisStore(t, srv, prefix)
 	c := srv.Client(t)
 	ctx := t.Context()
 	for attempt := 0; ; attempt++ {
@@ -59,8 +59,8 @@ func TestRedisWindowsFollowRedisTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ra, secA, errA := a.take(ctx, takeRequest{Want: pc(1, 0)})
-		rb, secB, errB := b.take(ctx, takeRequest{Want: pc(1, 0)})
+		ra, secA, errA := a.take(ctx, takeRequest{Want: pc(1, 0), Limits: l})
+		rb, secB, errB := b.take(ctx, takeRequest{Want: pc(1, 0), Limits: l})
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
@@ -85,20 +85,20 @@ func TestRedisReplicaExpiry(t *testing.T) {
 	l := inFlightLimits
 	var now time.Time
 	clock := func() time.Time { return now }
-	dead := newTestRedisStore(t, srv, prefix, l)
-	live := newTestRedisStore(t, srv, prefix, l)
+	dead := newTestRedisStore(t, srv, prefix)
+	live := newTestRedisStore(t, srv, prefix)
 	dead.clock, live.clock = clock, clock
 	ctx := t.Context()
 	now = time.Unix(1_700_000_000, 0)
-	if r, _ := dead.Take(ctx, takeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) {
+	if r, _ := dead.Take(ctx, takeRequest{Want: pc(10, 0), Limits: l}); r.Granted != pc(10, 0) {
 		t.Fatalf("dead replica got %v", r.Granted)
 	}
 	now = now.Add(2 * time.Second) // within 3 heartbeats: still counted
-	if r, _ := live.Take(ctx, takeRequest{Want: pc(1, 0)}); r.Granted != pc(0, 0) || r.FleetInFlight != pc(10, 0) {
+	if r, _ := live.Take(ctx, takeRequest{Want: pc(1, 0), Limits: l}); r.Granted != pc(0, 0) || r.FleetInFlight != pc(10, 0) {
 		t.Fatalf("before expiry: live got %v, fleet %v; want nothing, fleet 10", r.Granted, r.FleetInFlight)
 	}
 	now = now.Add(2 * time.Second) // 4 s of silence > 3 s TTL
-	if r, _ := live.Take(ctx, takeRequest{Want: pc(10, 0)}); r.Granted != pc(10, 0) || r.FleetInFlight != pc(10, 0) {
+	if r, _ := live.Take(ctx, takeRequest{Want: pc(10, 0), Limits: l}); r.Granted != pc(10, 0) || r.FleetInFlight != pc(10, 0) {
 		t.Fatalf("after expiry: live got %v, fleet %v; want all 10", r.Granted, r.FleetInFlight)
 	}
 }
@@ -106,15 +106,15 @@ func TestRedisReplicaExpiry(t *testing.T) {
 // TestRedisScriptFlush: SCRIPT FLUSH costs a reload, not an error.
 func TestRedisScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newTestRedisStore(t, srv, redistest.Prefix(t), windowLimits)
+	s := newTestRedisStore(t, srv, redistest.Prefix(t))
 	ctx := t.Context()
-	if _, err := s.Take(ctx, takeRequest{Want: pc(1, 0)}); err != nil {
+	if _, err := s.Take(ctx, takeRequest{Want: pc(1, 0), Limits: windowLimits}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Take(ctx, takeRequest{Want: pc(1, 0)}); err != nil {
+	if _, err := s.Take(ctx, takeRequest{Want: pc(1, 0), Limits: windowLimits}); err != nil {
 		t.Fatalf("after SCRIPT FLUSH: %v", err)
 	}
 }
@@ -124,10 +124,10 @@ func TestRedisScriptFlush(t *testing.T) {
 func TestRedisKeyHygiene(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := redistest.Prefix(t)
-	s := newTestRedisStore(t, srv, prefix, windowLimits)
+	s := newTestRedisStore(t, srv, prefix)
 	ctx := t.Context()
 	for i := range 500 {
-		if _, err := s.Take(ctx, takeRequest{Want: pc(int64(i%3), int64(i%5)), InFlight: pc(int64(i%7), 0)}); err != nil {
+		if _, err := s.Take(ctx, takeRequest{Want: pc(int64(i%3), int64(i%5)), InFlight: pc(int64(i%7), 0), Limits: windowLimits}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,23 +155,26 @@ func TestFailoverStore(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
-	primary := newRedisStore(client, windowLimits, redisStoreOptions{KeyPrefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, Heartbeat: time.Second})
-	local := newMemoryStore(Limits{AccountRPM: 60, InFlight: 5, BulkInFlight: 1}, nil)
+	primary := newRedisStore(client, redisStoreOptions{KeyPrefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, Heartbeat: time.Second})
+	local := newMemoryStore(nil)
+	// Every call carries the fleet's limits and the per-replica fallback's.
+	lims := takeRequest{Limits: windowLimits, LocalLimits: Limits{AccountRPM: 60, InFlight: 5, BulkInFlight: 1}}
+	want := func(i, b int64) takeRequest { r := lims; r.Want = pc(i, b); return r }
 	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
 	logs := &lockedBuffer{}
 	fs := newFailoverStore(primary, local, OnErrorLocal, ping, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
 	t.Cleanup(fs.Close)
 	ctx := t.Context()
-	if r, err := fs.Take(ctx, takeRequest{Want: pc(5, 0)}); err != nil || r.Granted != pc(5, 0) || fs.Degraded() {
+	if r, err := fs.Take(ctx, want(5, 0)); err != nil || r.Granted != pc(5, 0) || fs.Degraded() {
 		t.Fatalf("with Redis: %v %v degraded=%v", r, err, fs.Degraded())
 	}
 	srv.Kill(t)
-	r, err := fs.Take(ctx, takeRequest{Want: pc(5, 0)})
+	r, err := fs.Take(ctx, want(5, 0))
 	if err != nil || !fs.Degraded() || r.Granted != pc(1, 0) { // the local window: 1 a second
 		t.Fatalf("Redis down: granted %v err %v degraded=%v; want the local store's 1, degraded", r.Granted, err, fs.Degraded())
 	}
 	for range 3 {
-		if _, err := fs.Take(ctx, takeRequest{Want: pc(1, 0)}); err != nil {
+		if _, err := fs.Take(ctx, takeRequest{Want: pc(1, 0), Limits: windowLimits}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,19 +183,19 @@ func TestFailoverStore(t *testing.T) {
 	}
 	srv.Restart(t)
 	waitUntil(t, "recovery", func() bool { return !fs.Degraded() })
-	if r, err := fs.Take(ctx, takeRequest{Want: pc(3, 0)}); err != nil || r.Granted != pc(3, 0) {
+	if r, err := fs.Take(ctx, want(3, 0)); err != nil || r.Granted != pc(3, 0) {
 		t.Fatalf("after recovery: %v %v", r, err)
 	}
 
 	closed := newFailoverStore(primary, local, OnErrorClosed, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	t.Cleanup(closed.Close)
 	srv.Kill(t)
-	if _, err := closed.Take(ctx, takeRequest{Want: pc(1, 0)}); !errors.Is(err, ErrStoreUnavailable) {
+	if _, err := closed.Take(ctx, want(1, 0)); !errors.Is(err, ErrStoreUnavailable) {
 		t.Fatalf("closed, Redis down: %v, want ErrStoreUnavailable", err)
 	}
 	open := newFailoverStore(primary, local, OnErrorOpen, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	t.Cleanup(open.Close)
-	if r, err := open.Take(ctx, takeRequest{Want: pc(1000, 1000)}); err != nil || r.Granted != pc(1000, 1000) {
+	if r, err := open.Take(ctx, want(1000, 1000)); err != nil || r.Granted != pc(1000, 1000) {
 		t.Fatalf("open, Redis down: %v %v, want everything", r, err)
 	}
 }
@@ -229,8 +232,8 @@ func countLines(s, sub string) int {
 
 func TestRedisStoreUpstreamConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	runUpstreamConformance(t, func(t *testing.T, l Limits, now func() time.Time) store {
-		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
+	runUpstreamConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
+		s := newTestRedisStore(t, srv, redistest.Prefix(t))
 		s.clock = now
 		return s
 	})
@@ -238,8 +241,8 @@ func TestRedisStoreUpstreamConformance(t *testing.T) {
 
 func TestRedisStoreTokenConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	runTokenConformance(t, func(t *testing.T, l Limits, now func() time.Time) store {
-		s := newTestRedisStore(t, srv, redistest.Prefix(t), l)
+	runTokenConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
+		s := newTestRedisStore(t, srv, redistest.Prefix(t))
 		s.clock = now
 		return s
 	})

@@ -45,20 +45,13 @@ type takeRequest struct {
 	// Corrections are, per class, real usage minus the estimates charged
 	// for requests that ended since the last call; added to this window.
 	Corrections PerClass
-	// Limits, when not zero, replaces the limits the store was built with:
-	// a configuration reload takes effect on the next call.
+	// Limits are what the store enforces in this call; they arrive with
+	// every call, never at construction, so a reload takes effect on the
+	// next one. A call with zero limits (a flush) grants nothing.
 	Limits Limits
-	// LocalLimits, when not zero, replaces a fallback store's per-replica
-	// limits (store.on_error local).
+	// LocalLimits are a fallback store's per-replica limits (store.on_error
+	// local), used in place of Limits while the shared store fails.
 	LocalLimits Limits
-}
-
-// limitsFor is req's limits, or def when the request carries none.
-func limitsFor(req takeRequest, def Limits) Limits {
-	if req.Limits != (Limits{}) {
-		return req.Limits
-	}
-	return def
 }
 
 // upstreamReport is the freshest account state a replica observed in the
