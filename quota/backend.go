@@ -26,9 +26,9 @@ type backend struct {
 	log      *slog.Logger
 
 	mu sync.Mutex
-	// capStores are the callers' caps' failover stores, closed with the
-	// backend.
-	capStores []*failoverStore
+	// capStores are the callers' caps' failover stores, by caller, until
+	// released; those left are closed with the backend.
+	capStores map[string]*failoverStore
 }
 
 // probeEvery is how often a degraded store tries Redis again.
@@ -74,9 +74,24 @@ func (b *backend) capStore(name string) store {
 	})
 	fs := b.failoverFor(primary)
 	b.mu.Lock()
-	b.capStores = append(b.capStores, fs)
+	if b.capStores == nil {
+		b.capStores = map[string]*failoverStore{}
+	}
+	b.capStores[name] = fs
 	b.mu.Unlock()
 	return fs
+}
+
+// releaseCapStore stops the probe of name's cap store, once its limiter is
+// gone; the Redis keys expire on their own.
+func (b *backend) releaseCapStore(name string) {
+	b.mu.Lock()
+	fs := b.capStores[name]
+	delete(b.capStores, name)
+	b.mu.Unlock()
+	if fs != nil {
+		fs.Close()
+	}
 }
 
 // warmTimeout bounds Warm: a first connection and TLS handshake may take

@@ -71,12 +71,23 @@ type callerCaps struct {
 	gates atomic.Pointer[map[string]capGate]
 
 	mu sync.Mutex // guards what follows
-	// all holds every cap limiter made: a caller whose cap is lifted keeps
-	// its limiter, unbounded, so the requests it holds release normally.
-	all     map[string]*limiter
+	// all holds the cap limiters, by caller. A caller whose cap is lifted
+	// keeps its limiter, unbounded, so the requests it holds release
+	// normally; the first reload after that at which it holds nothing
+	// drops it (see prune), so the map does not only grow.
+	all     map[string]*capLimiter
 	ctx     context.Context // set by Run
 	stopped bool
 	wg      sync.WaitGroup
+}
+
+// capLimiter is one caller's cap limiter and how to stop it.
+type capLimiter struct {
+	lim *limiter
+	// stop ends its Run (nil before callerCaps.Run starts it).
+	stop context.CancelFunc
+	// lifted says a reload lifted the cap: the gates no longer lead to it.
+	lifted bool
 }
 
 // capGate is one capped caller's limiter and configured cap.
@@ -88,7 +99,7 @@ type capGate struct {
 // newCallerCaps returns the caps of cfg's callers in front of class, with stores
 // from backend.
 func newCallerCaps(class *limiter, backend *backend, cfg Config, caps map[string]callerCap, log *slog.Logger) *callerCaps {
-	c := &callerCaps{class: class, backend: backend, log: log, all: map[string]*limiter{}}
+	c := &callerCaps{class: class, backend: backend, log: log, all: map[string]*capLimiter{}}
 	c.Reconfigure(cfg, caps)
 	return c
 }
@@ -131,31 +142,56 @@ func (c *callerCaps) Reconfigure(cfg Config, caps map[string]callerCap) {
 			continue
 		}
 		gcfg := cp.config(cfg)
-		g := c.all[name]
-		if g == nil {
-			g = newLimiter(gcfg, gcfg.Enforced(), c.backend.capStore(name), c.backend.Heartbeat,
+		cl := c.all[name]
+		if cl == nil {
+			g := newLimiter(gcfg, gcfg.Enforced(), c.backend.capStore(name), c.backend.Heartbeat,
 				c.log.With(slog.String("cap", name)))
 			g.quiet = true
-			c.all[name] = g
-			c.start(g)
+			cl = &capLimiter{lim: g}
+			c.all[name] = cl
+			c.start(cl)
 		} else {
-			g.Reconfigure(gcfg, gcfg.Enforced())
+			cl.lim.Reconfigure(gcfg, gcfg.Enforced())
 		}
-		now[name] = capGate{lim: g, cap: cp}
-	}
-	for name, g := range c.all {
-		if _, ok := now[name]; !ok {
-			gcfg := callerCap{}.config(cfg)
-			g.Reconfigure(gcfg, gcfg.Enforced())
-		}
+		cl.lifted = false
+		now[name] = capGate{lim: cl.lim, cap: cp}
 	}
 	c.gates.Store(&now)
+	for name, cl := range c.all {
+		if _, ok := now[name]; !ok {
+			c.prune(name, cl, cfg)
+		}
+	}
 }
 
-// start runs g if Run has started; guarded by mu.
-func (c *callerCaps) start(g *limiter) {
+// prune handles a cap no longer configured: the reload that lifts it
+// makes it unbounded, so its waiters go and its requests release
+// normally; a later reload finds it holding nothing and drops it, its
+// goroutine and its store's probe. (A request that read the gates before
+// the lifting reload may still reach it until then.) Guarded by mu.
+func (c *callerCaps) prune(name string, cl *capLimiter, cfg Config) {
+	if !cl.lifted {
+		cl.lifted = true
+		gcfg := callerCap{}.config(cfg)
+		cl.lim.Reconfigure(gcfg, gcfg.Enforced())
+		return
+	}
+	if cl.lim.occupied() != (PerClass{}) || cl.lim.Queued(classify.Interactive)+cl.lim.Queued(classify.Bulk) > 0 {
+		return
+	}
+	if cl.stop != nil {
+		cl.stop()
+	}
+	delete(c.all, name)
+	c.backend.releaseCapStore(name)
+}
+
+// start runs cl's limiter if Run has started; guarded by mu.
+func (c *callerCaps) start(cl *capLimiter) {
 	if c.ctx != nil && !c.stopped {
-		c.wg.Go(func() { _ = g.Run(c.ctx) })
+		ctx, cancel := context.WithCancel(c.ctx)
+		cl.stop = cancel
+		c.wg.Go(func() { _ = cl.lim.Run(ctx) })
 	}
 }
 
@@ -163,8 +199,8 @@ func (c *callerCaps) start(g *limiter) {
 func (c *callerCaps) Run(ctx context.Context) error {
 	c.mu.Lock()
 	c.ctx = ctx
-	for _, g := range c.all {
-		c.start(g)
+	for _, cl := range c.all {
+		c.start(cl)
 	}
 	c.mu.Unlock()
 	<-ctx.Done()

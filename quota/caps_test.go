@@ -236,3 +236,49 @@ func TestCapIsFleetWide(t *testing.T) {
 	res.lease.Release()
 	leases[1].Release()
 }
+
+// TestCapsLiftedAreDropped: a lifted cap lets its request go, keeps its
+// limiter while the request is in flight, and is dropped — limiter,
+// goroutine and Redis store — at the first reload that finds it holding
+// nothing; the caps map does not only grow.
+func TestCapsLiftedAreDropped(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := capConfig()
+	b := redisBackend(t, srv, redistest.Prefix(t), cfg)
+	r := startReplica(t, b, cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
+	ctx := t.Context()
+	lease, err := r.caps.Admit(ctx, runaway, classify.Interactive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() (limiters, stores int) {
+		r.caps.mu.Lock()
+		limiters = len(r.caps.all)
+		r.caps.mu.Unlock()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return limiters, len(b.capStores)
+	}
+	r.caps.Reconfigure(cfg, nil) // lifted
+	r.caps.Reconfigure(cfg, nil) // its request still in flight: kept
+	if l, s := held(); l != 1 || s != 1 {
+		t.Fatalf("with a request in flight: %d limiters, %d stores; want the lifted cap's kept", l, s)
+	}
+	lease.Release()
+	waitUntil(t, "the release to reach the cap's limiter", func() bool {
+		r.caps.mu.Lock()
+		defer r.caps.mu.Unlock()
+		return r.caps.all[runaway].lim.occupied() == PerClass{}
+	})
+	r.caps.Reconfigure(cfg, nil)
+	if l, s := held(); l != 0 || s != 0 {
+		t.Fatalf("idle and lifted: %d limiters, %d stores; want none", l, s)
+	}
+	// Capped again, it starts afresh.
+	r.caps.Reconfigure(cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
+	lease, err = r.caps.Admit(ctx, runaway, classify.Interactive, 0)
+	if err != nil {
+		t.Fatalf("capped again: %v", err)
+	}
+	lease.Release()
+}
