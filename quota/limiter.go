@@ -42,11 +42,9 @@ type limiter struct {
 
 	// inFlight counts this replica's leases not yet released, by class.
 	inFlight [classify.NumClasses]atomic.Int64
-	// fleetInFlight is the store's last word on the fleet's in-flight count.
-	fleetInFlight [classify.NumClasses]atomic.Int64
-	// upstreamHold is the store's last word on how long bulk is held on
-	// the upstream's word (a time.Duration).
-	upstreamHold atomic.Int64
+	// last is the store's last answer: the fleet's in flight, the hold,
+	// the window's use.
+	last lastAnswer
 	// corrections are token corrections not yet sent to the store.
 	corrections [classify.NumClasses]atomic.Int64
 	// tokensFreed says a correction gave tokens back since the loop looked.
@@ -54,17 +52,12 @@ type limiter struct {
 	// reconfigured says the limits changed since the loop looked: whatever
 	// blocked a class may not any more.
 	reconfigured atomic.Bool
-	// window is the store's last word on the current second's use.
-	window atomic.Pointer[WindowUse]
 
 	arrive chan struct{} // a waiter joined a queue
 	freed  chan struct{} // a lease was released, or the upstream reported
 
-	obsMu sync.Mutex
-	// obs is what the upstream said since the last store call (has: it
-	// said something); guarded by obsMu.
-	obs    upstreamState
-	obsHas bool
+	// pending is what the upstream said since the last store call.
+	pending pendingReport
 
 	// onStoreCall, when set (before Run), observes every store call.
 	onStoreCall func(d time.Duration, err error)
@@ -214,7 +207,7 @@ func (l *limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load()
 
 // FleetInFlight returns the store's last count of class c in flight across
 // the fleet (this replica's own count for an in-process store).
-func (l *limiter) FleetInFlight(c classify.Class) int64 { return l.fleetInFlight[c].Load() }
+func (l *limiter) FleetInFlight(c classify.Class) int64 { return l.last.fleetInFlight[c].Load() }
 
 // maxWait is class c's max_wait.
 func (l *limiter) maxWait(c classify.Class) time.Duration {
@@ -283,10 +276,7 @@ func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
 	if throttle > 0 {
 		throttleUntil = at.Add(throttle)
 	}
-	l.obsMu.Lock()
-	l.obs.merge(at, hold, throttleUntil)
-	l.obsHas = true
-	l.obsMu.Unlock()
+	l.pending.add(at, hold, throttleUntil)
 	if hold > 0 || throttle > 0 {
 		l.mu.Lock()
 		l.dropCreditsLocked(classify.Bulk)
@@ -295,33 +285,9 @@ func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
 	notify(l.freed)
 }
 
-// report takes what the upstream said since the last call, or nil.
-func (l *limiter) report(now time.Time) *upstreamReport {
-	l.obsMu.Lock()
-	defer l.obsMu.Unlock()
-	if !l.obsHas {
-		return nil
-	}
-	r := l.obs.report(now)
-	l.obs, l.obsHas = upstreamState{}, false
-	return r
-}
-
-// restoreReport puts back a report a failed call did not deliver, unless a
-// fresher one arrived meanwhile.
-func (l *limiter) restoreReport(r *upstreamReport, sent time.Time) {
-	if r == nil {
-		return
-	}
-	l.obsMu.Lock()
-	defer l.obsMu.Unlock()
-	l.obs.apply(r, sent)
-	l.obsHas = true
-}
-
 // Window returns the current window's use as of the store's last answer.
 func (l *limiter) Window() WindowUse {
-	if w := l.window.Load(); w != nil {
+	if w := l.last.window.Load(); w != nil {
 		return *w
 	}
 	return WindowUse{}
@@ -329,7 +295,7 @@ func (l *limiter) Window() WindowUse {
 
 // UpstreamHold returns how much longer bulk is held on the upstream's word,
 // as of the store's last answer.
-func (l *limiter) UpstreamHold() time.Duration { return time.Duration(l.upstreamHold.Load()) }
+func (l *limiter) UpstreamHold() time.Duration { return time.Duration(l.last.upstreamHold.Load()) }
 
 // occupied is the slots this replica holds in flight, for the store.
 // Credits count: the store granted them and counts them in flight.

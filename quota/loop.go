@@ -120,7 +120,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			st.pf.updateRate(now, &admitted)
 		}
 		lims := l.limits.Load()
-		req := takeRequest{Want: want, InFlight: l.occupied(), Upstream: l.report(now), Costs: l.costs(want, st),
+		req := takeRequest{Want: want, InFlight: l.occupied(), Upstream: l.pending.take(now), Costs: l.costs(want, st),
 			Limits: lims.enforced, LocalLimits: lims.local}
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
@@ -132,18 +132,14 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 		}
 		st.pending = false // the call carried every release and report so far
 		if err != nil {
-			l.restoreReport(req.Upstream, now)
+			l.pending.restore(req.Upstream, now)
 			for c, n := range req.Corrections {
 				l.corrections[c].Add(n)
 			}
 			l.storeFailed(ctx, st, err)
 			return
 		}
-		l.upstreamHold.Store(int64(res.UpstreamHold))
-		l.window.Store(&res.Window)
-		for c := range res.FleetInFlight {
-			l.fleetInFlight[c].Store(res.FleetInFlight[c])
-		}
+		l.last.set(res)
 		l.hand(res, want, st, now)
 		l.plan(&st.pf, res, lims.enforced)
 		more := false

@@ -1,0 +1,70 @@
+package quota
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// pendingReport is what the upstream said since the replica's last store
+// call, merged by upstreamState's one rule. It is safe for concurrent use;
+// the zero value holds nothing.
+type pendingReport struct {
+	mu  sync.Mutex
+	u   upstreamState
+	has bool
+}
+
+// add merges an observation made at at (see upstreamState.merge).
+func (p *pendingReport) add(at time.Time, hold time.Duration, throttleUntil time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.u.merge(at, hold, throttleUntil)
+	p.has = true
+}
+
+// take returns what is pending as a report sent at now, and empties it;
+// nil when nothing is.
+func (p *pendingReport) take(now time.Time) *upstreamReport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.has {
+		return nil
+	}
+	r := p.u.report(now)
+	p.u, p.has = upstreamState{}, false
+	return r
+}
+
+// restore puts back a report sent at sent that a failed call did not
+// deliver, merged with what arrived meanwhile.
+func (p *pendingReport) restore(r *upstreamReport, sent time.Time) {
+	if r == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.u.apply(r, sent)
+	p.has = true
+}
+
+// lastAnswer is the store's last word, read by metrics and /admin/state:
+// the fleet's in flight, the upstream hold and the window's use. It is
+// safe for concurrent use; the zero value has heard nothing.
+type lastAnswer struct {
+	fleetInFlight [classify.NumClasses]atomic.Int64
+	upstreamHold  atomic.Int64 // a time.Duration
+	window        atomic.Pointer[WindowUse]
+}
+
+// set records res.
+func (a *lastAnswer) set(res takeResult) {
+	a.upstreamHold.Store(int64(res.UpstreamHold))
+	w := res.Window
+	a.window.Store(&w)
+	for c := range res.FleetInFlight {
+		a.fleetInFlight[c].Store(res.FleetInFlight[c])
+	}
+}
