@@ -293,8 +293,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 		}
 		if p != nil {
 			side := "upstream"
-			if r.Context().Err() != nil {
-				side = "client"
+			if r.Context().Err() != nil || rec.clientFailed {
+				side = "client" // it left, or writing to it failed before that was noticed
 			}
 			h.m.cutShort.WithLabelValues(class, side).Inc()
 			panic(p)

@@ -18,6 +18,10 @@ type recorder struct {
 	refused string
 	// cancelled is set when the client left before any answer.
 	cancelled bool
+	// clientFailed is set when writing or flushing to the client failed:
+	// a response cut short then was cut by the client, even before its
+	// leaving cancels the request's context.
+	clientFailed bool
 }
 
 // WriteHeader implements http.ResponseWriter.
@@ -33,12 +37,25 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	if err != nil {
+		r.clientFailed = true
+	}
+	return n, err
 }
 
 // Flush implements http.Flusher for callers that type-assert.
-func (r *recorder) Flush() {
-	_ = http.NewResponseController(r.ResponseWriter).Flush()
+func (r *recorder) Flush() { _ = r.FlushError() }
+
+// FlushError flushes to the client and reports its failure, so
+// ReverseProxy (through http.ResponseController) stops a stream whose
+// client is gone.
+func (r *recorder) FlushError() error {
+	err := http.NewResponseController(r.ResponseWriter).Flush()
+	if err != nil {
+		r.clientFailed = true
+	}
+	return err
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
