@@ -67,19 +67,28 @@ func (u *recordingUpstream) saw(s string) bool {
 	return false
 }
 
-// rawStatus writes raw to addr and returns the status line's code and the
-// response's headers.
-func rawStatus(t *testing.T, addr, raw string) (int, http.Header) {
+// rawConn dials addr and writes raw as it is, with a 30 s deadline on the
+// connection, which is closed at cleanup.
+func rawConn(t *testing.T, addr, raw string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Close() }()
+	t.Cleanup(func() { _ = c.Close() })
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Write([]byte(raw)); err != nil {
+	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// rawStatus writes raw to addr and returns the status line's code and the
+// response's headers.
+func rawStatus(t *testing.T, addr, raw string) (int, http.Header) {
+	t.Helper()
+	c := rawConn(t, addr, raw)
+	defer func() { _ = c.Close() }()
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("%q: %v", strings.SplitN(raw, "\r\n", 2)[0], err)
@@ -95,16 +104,8 @@ func hostAddr(url string) string { return strings.TrimPrefix(url, "http://") }
 // SETTINGS frame (RFC 9113 section 6.5), or -1 if it sends none.
 func h2cMaxStreams(t *testing.T, addr string) int64 {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	// The client preface, then an empty SETTINGS frame.
-	if _, err := io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
-		t.Fatal(err)
-	}
+	c := rawConn(t, addr, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
 	var head [9]byte // length (3), type (1), flags (1), stream (4)
 	if _, err := io.ReadFull(c, head[:]); err != nil {
 		t.Fatal(err)
