@@ -18,7 +18,7 @@ var credentialHeaders = [...]string{"Authorization", "Api-Key", "X-Api-Key"}
 //
 // Credential does not retain h or the key and is safe for concurrent use.
 func Credential(h http.Header) (header string, key string, ok bool) {
-	if key, ok := bearer(h.Get(credentialHeaders[0])); ok {
+	if key, ok := BearerToken(h.Get(credentialHeaders[0])); ok {
 		return credentialHeaders[0], key, true
 	}
 	for _, name := range credentialHeaders[1:] {
@@ -29,8 +29,11 @@ func Credential(h http.Header) (header string, key string, ok bool) {
 	return "", "", false
 }
 
-// bearer extracts the token from an Authorization value "Bearer <token>".
-func bearer(v string) (string, bool) {
+// BearerToken extracts the token from an Authorization value
+// "Bearer <token>": the scheme matched case-insensitively (RFC 7235), the
+// token trimmed of spaces and tabs. ok is false for another scheme or an
+// empty token.
+func BearerToken(v string) (token string, ok bool) {
 	const scheme = "bearer"
 	v = trim(v)
 	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
@@ -60,7 +63,7 @@ func ConflictingCredentials(h http.Header) bool {
 		for _, v := range h.Values(name) {
 			key := trim(v)
 			if name == credentialHeaders[0] {
-				if token, ok := bearer(v); ok {
+				if token, ok := BearerToken(v); ok {
 					key = token
 				}
 			}

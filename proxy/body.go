@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 )
@@ -51,7 +49,6 @@ type body struct {
 	buf    []byte
 	budget *memBudget
 	held   int64 // bytes charged to the budget
-	once   sync.Once
 }
 
 // Bytes returns the body.
@@ -64,7 +61,7 @@ func (b *body) charge(n int64) { b.budget.force(n); b.held += n }
 
 // release gives the body's bytes back to the budget; later calls do
 // nothing.
-func (b *body) release() { b.once.Do(func() { b.budget.give(b.held) }) }
+func (b *body) release() { b.budget.give(b.held); b.held = 0 }
 
 // read returns r's body. The buffer grows as bytes arrive (never to the
 // declared length before they do), each growth charged to the budget:
@@ -152,7 +149,7 @@ func readError(err error) error {
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return errBodyTooLarge
 	}
-	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, os.ErrDeadlineExceeded) || (ok && ne.Timeout()) {
+	if isTimeout(err) { // os.ErrDeadlineExceeded is a net.Error timeout
 		return errBodyTimeout
 	}
 	return err

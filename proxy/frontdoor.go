@@ -40,23 +40,27 @@ func isUpgrade(r *http.Request) bool {
 // inspect checks what must hold of a request before anything else reads
 // it, and resolves its route. A non-nil refusal is the answer to give.
 func inspect(r *http.Request) (route, *refusal) {
-	anthropic := anthropicPath(r.URL.Path)
+	// A refused request has no route; its answer takes the shape of the
+	// provider its path names.
+	refuse := func(status int, reason, message string) (route, *refusal) {
+		f := &refusal{status: status, reason: reason, kind: "invalid_request_error", message: message}
+		if status == http.StatusMethodNotAllowed {
+			f.allow = allowedMethods
+		}
+		return route{anthropic: anthropicPath(r.URL.Path)}, f
+	}
 	switch {
 	case !methodAllowed(r.Method):
-		return route{anthropic: anthropic}, &refusal{status: http.StatusMethodNotAllowed, reason: reasonMethod,
-			kind: "invalid_request_error", message: "meterproxy: method " + r.Method + " is not used by the provider's API",
-			allow: allowedMethods}
+		return refuse(http.StatusMethodNotAllowed, reasonMethod, "meterproxy: method "+r.Method+" is not used by the provider's API")
 	case isUpgrade(r):
-		return route{anthropic: anthropic}, &refusal{status: http.StatusBadRequest, reason: reasonUpgrade,
-			kind: "invalid_request_error", message: "meterproxy: protocol upgrades (WebSocket, h2c) are not forwarded: a tunnel could not be metered"}
+		return refuse(http.StatusBadRequest, reasonUpgrade, "meterproxy: protocol upgrades (WebSocket, h2c) are not forwarded: a tunnel could not be metered")
 	case classify.ConflictingCredentials(r.Header):
-		return route{anthropic: anthropic}, &refusal{status: http.StatusBadRequest, reason: reasonConflictingCredentials,
-			kind: "invalid_request_error", message: "meterproxy: the request carries more than one credential (Authorization, api-key, x-api-key) with different values"}
+		return refuse(http.StatusBadRequest, reasonConflictingCredentials,
+			"meterproxy: the request carries more than one credential (Authorization, api-key, x-api-key) with different values")
 	}
 	rt, err := routeOf(r.URL)
 	if errors.Is(err, errNonCanonicalPath) {
-		return route{anthropic: anthropic}, &refusal{status: http.StatusBadRequest, reason: reasonNonCanonicalPath,
-			kind: "invalid_request_error", message: "meterproxy: the path is not canonical (dot segments, empty segments or encoded slashes)"}
+		return refuse(http.StatusBadRequest, reasonNonCanonicalPath, "meterproxy: the path is not canonical (dot segments, empty segments or encoded slashes)")
 	}
 	return rt, nil
 }

@@ -202,25 +202,44 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// bodyFailed answers a request whose body could not be read.
-func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
-	closeUnread(w, r)
-	f := refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
-		kind: "invalid_request_error", message: "meterproxy: could not read the request body"}
+// bodyRefusal is the answer to a body that failed on the client's side
+// (too large, too slow, no memory for it), whether found while reading it
+// whole or while it streamed upstream; ok is false for any other error.
+func bodyRefusal(err error, streamed bool) (f refusal, ok bool) {
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		f.status, f.reason, f.message = http.StatusRequestEntityTooLarge, reasonBodyTooLarge, "meterproxy: request body exceeds server.max_body_bytes"
-		if ex.rt.streamed() {
+		f = refusal{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooLarge, kind: "invalid_request_error",
+			message: "meterproxy: request body exceeds server.max_body_bytes"}
+		if streamed {
 			f.message = "meterproxy: request body exceeds server.max_upload_bytes"
 		}
 	case errors.Is(err, errBodyTimeout):
-		f.status, f.reason, f.message = http.StatusRequestTimeout, reasonBodyTimeout, "meterproxy: the request body did not arrive within server.body_read_timeout"
+		f = refusal{status: http.StatusRequestTimeout, reason: reasonBodyTimeout, kind: "invalid_request_error",
+			message: "meterproxy: the request body did not arrive within server.body_read_timeout"}
+		if streamed {
+			f.message = "meterproxy: the request body stalled for longer than server.body_read_timeout"
+		}
 	case errors.Is(err, errBodyMemory):
 		f = refusal{status: http.StatusServiceUnavailable, reason: reasonBodyMemory, kind: "api_error", retry: true, retryAfter: time.Second,
 			message: "meterproxy: too many request bodies in memory (server.max_body_memory_bytes); retry shortly"}
+	default:
+		return refusal{}, false
+	}
+	return f, true
+}
+
+// bodyFailed answers a request whose body could not be read.
+func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
+	closeUnread(w, r)
+	f, ok := bodyRefusal(err, ex.rt.streamed())
+	switch {
+	case ok:
 	case r.Context().Err() != nil:
 		h.cancelled(ex.res)
 		return
+	default:
+		f = refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
+			kind: "invalid_request_error", message: "meterproxy: could not read the request body"}
 	}
 	h.refuse(w, ex.rt, ex.res, f)
 }
@@ -328,25 +347,22 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	if ex != nil && ex.upload != nil && ex.upload.err() != nil {
 		err = ex.upload.err() // the client's side failed, not the upstream
 	}
-	if r.Context().Err() != nil && !errors.Is(err, errBodyTooLarge) && !errors.Is(err, errBodyTimeout) {
+	f, clientSide := bodyRefusal(err, true) // only a streamed body is still read here
+	if r.Context().Err() != nil && !clientSide {
 		if rec != nil {
 			rec.cancelled = true
 		}
 		return
 	}
-	f := refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
-		message: "meterproxy: the upstream could not be reached", retry: true}
 	switch {
-	case errors.Is(err, errBodyTooLarge): // a streamed upload ran over server.max_upload_bytes
+	case clientSide:
 		closeUnread(w, r)
-		f = refusal{status: http.StatusRequestEntityTooLarge, reason: reasonBodyTooLarge, kind: "invalid_request_error",
-			message: "meterproxy: request body exceeds server.max_upload_bytes"}
-	case errors.Is(err, errBodyTimeout): // a streamed upload stalled
-		closeUnread(w, r)
-		f = refusal{status: http.StatusRequestTimeout, reason: reasonBodyTimeout, kind: "invalid_request_error",
-			message: "meterproxy: the request body stalled for longer than server.body_read_timeout"}
 	case isTimeout(err):
-		f.status, f.reason, f.message = http.StatusGatewayTimeout, reasonTimeout, "meterproxy: the upstream did not answer in time"
+		f = refusal{status: http.StatusGatewayTimeout, reason: reasonTimeout, kind: "api_error",
+			message: "meterproxy: the upstream did not answer in time", retry: true}
+	default:
+		f = refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
+			message: "meterproxy: the upstream could not be reached", retry: true}
 	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	if rec != nil {

@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -168,11 +168,8 @@ func requireToken(token string) func(http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(token))
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			scheme, presented, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-			if !strings.EqualFold(scheme, "Bearer") {
-				presented = ""
-			}
-			got := sha256.Sum256([]byte(strings.TrimSpace(presented)))
+			presented, _ := classify.BearerToken(r.Header.Get("Authorization"))
+			got := sha256.Sum256([]byte(presented))
 			if token != "" && subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="meterproxy admin"`)
 				http.Error(w, "admin token required", http.StatusUnauthorized)

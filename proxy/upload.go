@@ -19,7 +19,7 @@ import (
 // handler writes its response, so an upstream that answers before it has
 // read the whole upload (an early 4xx) would cut the transport's copy of
 // the body and with it the response. Full duplex keeps the body readable
-// while the answer goes back. The returned stop must be called before the
+// while the answer goes back. The body's stop must be called before the
 // handler returns; after it the body no longer touches the connection's
 // deadline.
 func (b *bodyReader) streamBody(w http.ResponseWriter, r *http.Request, maxUpload int64) (*streamedBody, error) {
