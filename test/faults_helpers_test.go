@@ -533,6 +533,7 @@ type reading struct {
 	fds        float64 // process_open_fds
 	rss        float64
 	degraded   float64
+	storeErrs  float64 // meterproxy_store_errors_total
 }
 
 func read(m procs.Metrics) reading {
@@ -554,6 +555,7 @@ func read(m procs.Metrics) reading {
 	r.fds = m.Sum("process_open_fds", nil)
 	r.rss = m.Sum("process_resident_memory_bytes", nil)
 	r.degraded = m.Sum("meterproxy_store_degraded", nil)
+	r.storeErrs = m.Sum("meterproxy_store_errors_total", nil)
 	return r
 }
 
