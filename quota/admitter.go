@@ -7,7 +7,6 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 )
 
 // Admitter is quota's entry point: it admits each request against the
@@ -19,7 +18,6 @@ import (
 type Admitter struct {
 	backend *backend
 	limiter *limiter
-	caps    *callerCaps
 }
 
 // Deps are what an Admitter is built from besides its Config.
@@ -51,12 +49,11 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if err != nil {
 		return nil, err
 	}
-	limiter := newLimiter(cfg, cfg.Enforced(), backend.Store, backend.Heartbeat, d.Log)
+	limiter := newLimiter(cfg, cfg.Enforced(), capsOf(d.Callers), backend.Store, backend.Heartbeat, d.Log)
 	if backend.Shared {
 		limiter.enablePrefetch() // a Redis round trip per admission is worth saving
 	}
-	a := &Admitter{backend: backend, limiter: limiter,
-		caps: newCallerCaps(limiter, backend, cfg, capsOf(d.Callers), d.Log)}
+	a := &Admitter{backend: backend, limiter: limiter}
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
@@ -72,7 +69,7 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // under on_error "closed", ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
-	return a.caps.Admit(ctx, req.Caller, req.Class, req.Tokens)
+	return a.limiter.Admit(ctx, req)
 }
 
 // Observe records what the upstream said at at about the account: hold
@@ -84,20 +81,14 @@ func (a *Admitter) Observe(at time.Time, hold, throttle time.Duration) {
 
 // Reconfigure applies a reloaded configuration: classes, limits and the
 // callers' caps. Requests waiting or in flight keep their place and slot;
-// see limiter.Reconfigure and callerCaps.Reconfigure.
+// see limiter.Reconfigure.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
-	a.limiter.Reconfigure(cfg, cfg.Enforced())
-	a.caps.Reconfigure(cfg, capsOf(callers))
+	a.limiter.Reconfigure(cfg, cfg.Enforced(), capsOf(callers))
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
 // ErrClosed and tells the store what is still in flight. Call it once.
-func (a *Admitter) Run(ctx context.Context) error {
-	var g errgroup.Group
-	g.Go(func() error { return a.limiter.Run(ctx) })
-	g.Go(func() error { return a.caps.Run(ctx) })
-	return g.Wait()
-}
+func (a *Admitter) Run(ctx context.Context) error { return a.limiter.Run(ctx) }
 
 // Close stops probing Redis and closes its client. Call it after Run
 // returns.
@@ -142,7 +133,7 @@ func (a *Admitter) State() State {
 		FleetInFlight:       map[string]int64{},
 		Queued:              map[string]int{},
 		UpstreamHoldSeconds: a.limiter.UpstreamHold().Seconds(),
-		Caps:                a.caps.State(),
+		Caps:                a.limiter.capState(),
 	}
 	for _, c := range classify.Classes {
 		st.InFlight[c.String()] = a.limiter.InFlight(c)

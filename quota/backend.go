@@ -3,7 +3,6 @@ package quota
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,14 +20,7 @@ type backend struct {
 
 	failover *failoverStore
 	client   redis.UniversalClient
-	store    StoreConfig
-	replica  string
 	log      *slog.Logger
-
-	mu sync.Mutex
-	// capStores are the callers' caps' failover stores, by caller, until
-	// released; those left are closed with the backend.
-	capStores map[string]*failoverStore
 }
 
 // probeEvery is how often a degraded store tries Redis again.
@@ -40,7 +32,7 @@ const probeEvery = 250 * time.Millisecond
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
-		return &backend{Store: newMemoryStore(nil), store: cfg.Store, log: log}, nil
+		return &backend{Store: newMemoryStore(nil), log: log}, nil
 	}
 	client, err := newRedisClient(cfg.Store.RedisURL, cfg.Store.Timeout)
 	if err != nil {
@@ -50,48 +42,13 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 		KeyPrefix: cfg.Store.KeyPrefix, Timeout: cfg.Store.Timeout, Heartbeat: cfg.Store.Heartbeat,
 	})
 	b := &backend{Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
-		store: cfg.Store, replica: primary.Replica(), log: log.With(slog.String("replica", primary.Replica()))}
-	b.failover = b.failoverFor(primary)
+		log: log.With(slog.String("replica", primary.Replica()))}
+	// Behind the store.on_error policy, with an in-process store for the
+	// per-replica limits each call brings.
+	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
+	b.failover = newFailoverStore(primary, newMemoryStore(nil), cfg.Store.OnError, ping, probeEvery, b.log)
 	b.Store = b.failover
 	return b, nil
-}
-
-// failoverFor puts primary behind the store.on_error policy, with an
-// in-process store for the per-replica limits each call brings.
-func (b *backend) failoverFor(primary store) *failoverStore {
-	ping := func(ctx context.Context) error { return b.client.Ping(ctx).Err() }
-	return newFailoverStore(primary, newMemoryStore(nil), b.store.OnError, ping, probeEvery, b.log)
-}
-
-// capStore returns a store of its own for one caller's cap, keyed under
-// {key_prefix:cap:name} in Redis, behind the same store.on_error policy.
-func (b *backend) capStore(name string) store {
-	if !b.Shared {
-		return newMemoryStore(nil)
-	}
-	primary := newRedisStore(b.client, redisStoreOptions{
-		KeyPrefix: b.store.KeyPrefix + ":cap:" + name, Timeout: b.store.Timeout, Heartbeat: b.store.Heartbeat, Replica: b.replica,
-	})
-	fs := b.failoverFor(primary)
-	b.mu.Lock()
-	if b.capStores == nil {
-		b.capStores = map[string]*failoverStore{}
-	}
-	b.capStores[name] = fs
-	b.mu.Unlock()
-	return fs
-}
-
-// releaseCapStore stops the probe of name's cap store, once its limiter is
-// gone; the Redis keys expire on their own.
-func (b *backend) releaseCapStore(name string) {
-	b.mu.Lock()
-	fs := b.capStores[name]
-	delete(b.capStores, name)
-	b.mu.Unlock()
-	if fs != nil {
-		fs.Close()
-	}
 }
 
 // warmTimeout bounds Warm: a first connection and TLS handshake may take
@@ -130,10 +87,5 @@ func (b *backend) Close() error {
 		return nil
 	}
 	b.failover.Close()
-	b.mu.Lock()
-	for _, fs := range b.capStores {
-		fs.Close()
-	}
-	b.mu.Unlock()
 	return b.client.Close()
 }

@@ -1,20 +1,23 @@
 package quota
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"maps"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// callerCap bounds one caller fleet-wide, inside its class's limits
-// (callers[].max_in_flight and callers[].requests_per_minute). A zero
-// field is no bound.
+// Caller caps: a caller with callers[].max_in_flight or
+// callers[].requests_per_minute is bounded by them fleet-wide, inside its
+// class's limits. Its waiters stand in the class's queue like anyone
+// else's, and the same store call decides them: the store grants a capped
+// caller's waiter only while its cap has room, and passes over it to the
+// next waiter when it has none (grantInOrder), so a runaway caller waits
+// behind its own cap while the rest of its class goes on. A capped
+// caller's waiters have a queue bound of their own (the class's
+// max_queue), apart from the class's.
+
+// callerCap is one caller's configured cap; a zero field is no bound.
 type callerCap struct {
 	MaxInFlight       int64
 	RequestsPerMinute int64
@@ -36,186 +39,150 @@ func capsOf(callers []classify.Caller) map[string]callerCap {
 // small enough that Allowance and Lua's doubles stay exact.
 const unbounded = 1 << 40
 
-// config is the admission configuration of the cap's own limiter: one
-// account of the cap's size, both classes may take all of it, the classes'
-// max_wait and max_queue as base has them.
-func (cp callerCap) config(base Config) Config {
-	bound := func(v int64) int64 {
-		if v <= 0 {
-			return unbounded
+// capBounds are a cap as a store enforces it: a missing bound is
+// unbounded, and 0 admits nothing.
+type capBounds struct {
+	MaxInFlight       int64
+	RequestsPerMinute int64
+}
+
+// bounds are the cap across the fleet (replicas 1), or one replica's part
+// of it: divided by account.expected_replicas as Config.PerReplica
+// divides the account.
+func (cp callerCap) bounds(replicas int64) capBounds {
+	replicas = max(1, replicas)
+	b := capBounds{MaxInFlight: unbounded, RequestsPerMinute: unbounded}
+	if cp.MaxInFlight > 0 {
+		b.MaxInFlight = max(1, cp.MaxInFlight/replicas)
+	}
+	if cp.RequestsPerMinute > 0 {
+		b.RequestsPerMinute = part(cp.RequestsPerMinute, 1/float64(replicas))
+	}
+	return b
+}
+
+// capCount is one capped caller on this replica: its cap, its waiters
+// and its requests in flight. A cap lifted by a reload stays until the
+// store has heard its last request end (prune).
+type capCount struct {
+	name string
+
+	// Guarded by limiter.mu:
+	cap          callerCap // zero once lifted
+	fleet, local capBounds
+	queued       [classify.NumClasses]int // its waiters in the class queues
+
+	// inFlight counts its leases not yet released on this replica.
+	inFlight atomic.Int64
+	// fleetInFlight and sec are the store's last word: the fleet's count
+	// under the cap, and the window second it was granted in.
+	fleetInFlight, sec atomic.Int64
+
+	// Owned by the admission loop (under limiter.mu while it builds a
+	// call and hands out its grants):
+	reported int64                      // the in-flight count the store last heard
+	slot     int32                      // position in this call's Caps plus one; 0 when not in it
+	bounding bool                       // in this call, its waiters were listed under the cap (not lifted)
+	listed   int                        // its waiters listed in this call
+	grants   [classify.NumClasses]int64 // this call's grants not yet handed out
+	full     bool                       // this call found the cap full
+}
+
+func (cc *capCount) lifted() bool { return cc.cap == (callerCap{}) }
+
+// setCapsLocked applies the configured caps: a new cap starts at once, a
+// changed one applies from the next store call, a lifted one lets its
+// waiters go (they are granted as anyone's) and is pruned once the store
+// has heard its last request end.
+func (l *limiter) setCapsLocked(caps map[string]callerCap, replicas int64) {
+	if l.caps == nil {
+		l.caps = map[string]*capCount{}
+	}
+	for name, cc := range l.caps {
+		if _, ok := caps[name]; !ok {
+			cc.cap, cc.fleet, cc.local = callerCap{}, capBounds{}, capBounds{}
 		}
-		return v
 	}
-	cfg := base
-	cfg.Account = AccountConfig{RequestsPerMinute: bound(cp.RequestsPerMinute), MaxInFlight: bound(cp.MaxInFlight),
-		ExpectedReplicas: base.Account.ExpectedReplicas}
-	cfg.Classes.Interactive.Share, cfg.Classes.Interactive.Reserve = 1, 0
-	cfg.Classes.Bulk.Share, cfg.Classes.Bulk.Borrow = 1, false
-	return cfg
-}
-
-// callerCaps admits requests through their caller's cap, then through the class
-// limiter. A capped caller waits on a limiter of its own (in Redis, keys
-// of its own), so its waiters never stand in the class's FIFO ahead of
-// other callers: a runaway batch caller queues behind its own cap while
-// the rest of its class goes on. The whole wait stays within the class's
-// max_wait. Callers without a cap go straight to the class limiter, with
-// no extra store call. Safe for concurrent use.
-type callerCaps struct {
-	class   *limiter
-	backend *backend
-	log     *slog.Logger
-
-	// gates are the capped callers' limiters, by caller name; replaced
-	// whole by Reconfigure.
-	gates atomic.Pointer[map[string]capGate]
-
-	mu sync.Mutex // guards what follows
-	// all holds the cap limiters, by caller. A caller whose cap is lifted
-	// keeps its limiter, unbounded, so the requests it holds release
-	// normally; the first reload after that at which it holds nothing
-	// drops it (see prune), so the map does not only grow.
-	all     map[string]*capLimiter
-	ctx     context.Context // set by Run
-	stopped bool
-	wg      sync.WaitGroup
-}
-
-// capLimiter is one caller's cap limiter and how to stop it.
-type capLimiter struct {
-	lim *limiter
-	// stop ends its Run (nil before callerCaps.Run starts it).
-	stop context.CancelFunc
-	// lifted says a reload lifted the cap: the gates no longer lead to it.
-	lifted bool
-}
-
-// capGate is one capped caller's limiter and configured cap.
-type capGate struct {
-	lim *limiter
-	cap callerCap
-}
-
-// newCallerCaps returns the caps of cfg's callers in front of class, with stores
-// from backend.
-func newCallerCaps(class *limiter, backend *backend, cfg Config, caps map[string]callerCap, log *slog.Logger) *callerCaps {
-	c := &callerCaps{class: class, backend: backend, log: log, all: map[string]*capLimiter{}}
-	c.Reconfigure(cfg, caps)
-	return c
-}
-
-// Admit admits a request of caller and class: first under the caller's
-// cap, if it has one, then under the class, both within the class's
-// max_wait. The Lease releases both. A refusal by the cap is a
-// *RefusedError whose Caller is set.
-func (c *callerCaps) Admit(ctx context.Context, caller string, class classify.Class, tokens int64) (*Lease, error) {
-	gate, ok := (*c.gates.Load())[caller]
-	if !ok {
-		return c.class.Admit(ctx, class, tokens)
-	}
-	deadline := time.Now().Add(c.class.maxWait(class))
-	capLease, err := gate.lim.Admit(ctx, class, 0)
-	if err != nil {
-		if refused, ok := errors.AsType[*RefusedError](err); ok {
-			refused.Caller = caller
-		}
-		return nil, err
-	}
-	lease, err := c.class.admitBy(ctx, class, tokens, deadline)
-	if err != nil {
-		capLease.Release()
-		return nil, err
-	}
-	lease.cap = capLease
-	return lease, nil
-}
-
-// Reconfigure applies new caps and classes: a new cap starts at once, a
-// changed one applies from its store's next call, a lifted one lets its
-// waiters go. Requests in flight keep their slots.
-func (c *callerCaps) Reconfigure(cfg Config, caps map[string]callerCap) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := make(map[string]capGate, len(caps))
 	for name, cp := range caps {
-		if cp == (callerCap{}) {
+		cc := l.caps[name]
+		if cc == nil {
+			cc = &capCount{name: name}
+			l.caps[name] = cc
+		}
+		cc.cap, cc.fleet, cc.local = cp, cp.bounds(1), cp.bounds(replicas)
+	}
+}
+
+// capOfLocked is caller's cap, or nil when it has none.
+func (l *limiter) capOfLocked(caller string) *capCount {
+	if cc := l.caps[caller]; cc != nil && !cc.lifted() {
+		return cc
+	}
+	return nil
+}
+
+// capListBound is the most waiters of one capped caller worth listing in
+// a call: no more can be granted in one.
+func capListBound(cp callerCap) int {
+	n := int64(maxBatch)
+	if cp.MaxInFlight > 0 {
+		n = min(n, cp.MaxInFlight)
+	}
+	if cp.RequestsPerMinute > 0 {
+		n = min(n, cp.RequestsPerMinute/60+1)
+	}
+	return int(n)
+}
+
+// capsForCallLocked lists the caps this call concerns — those with
+// waiters, with requests in flight, or whose count the store has not yet
+// heard fall to zero — sets their slots, and prunes lifted caps the
+// store is done with.
+func (l *limiter) capsForCallLocked(buf []*capCount) []*capCount {
+	buf = buf[:0]
+	for name, cc := range l.caps {
+		cc.slot, cc.bounding, cc.listed, cc.grants, cc.full = 0, !cc.lifted(), 0, [classify.NumClasses]int64{}, false
+		busy := cc.queued != [classify.NumClasses]int{} || cc.inFlight.Load() != 0 || cc.reported != 0
+		if !busy {
+			if cc.lifted() {
+				delete(l.caps, name)
+			}
 			continue
 		}
-		gcfg := cp.config(cfg)
-		cl := c.all[name]
-		if cl == nil {
-			g := newLimiter(gcfg, gcfg.Enforced(), c.backend.capStore(name), c.backend.Heartbeat,
-				c.log.With(slog.String("cap", name)))
-			g.quiet = true
-			cl = &capLimiter{lim: g}
-			c.all[name] = cl
-			c.start(cl)
-		} else {
-			cl.lim.Reconfigure(gcfg, gcfg.Enforced())
+		buf = append(buf, cc)
+		cc.slot = int32(len(buf))
+	}
+	return buf
+}
+
+// capTakes is what the store hears of caps.
+func capTakes(caps []*capCount, buf []capTake) []capTake {
+	buf = buf[:0]
+	for _, cc := range caps {
+		ct := capTake{Name: cc.name, InFlight: cc.inFlight.Load(), Cap: cc.fleet, Local: cc.local}
+		if cc.lifted() {
+			ct.Cap = capBounds{MaxInFlight: unbounded, RequestsPerMinute: unbounded}
+			ct.Local = ct.Cap
 		}
-		cl.lifted = false
-		now[name] = capGate{lim: cl.lim, cap: cp}
+		buf = append(buf, ct)
 	}
-	c.gates.Store(&now)
-	for name, cl := range c.all {
-		if _, ok := now[name]; !ok {
-			c.prune(name, cl, cfg)
-		}
-	}
+	return buf
 }
 
-// prune handles a cap no longer configured: the reload that lifts it
-// makes it unbounded, so its waiters go and its requests release
-// normally; a later reload finds it holding nothing and drops it, its
-// goroutine and its store's probe. (A request that read the gates before
-// the lifting reload may still reach it until then.) Guarded by mu.
-func (c *callerCaps) prune(name string, cl *capLimiter, cfg Config) {
-	if !cl.lifted {
-		cl.lifted = true
-		gcfg := callerCap{}.config(cfg)
-		cl.lim.Reconfigure(gcfg, gcfg.Enforced())
-		return
+// retryAfter estimates when a capped caller's request behind ahead others
+// may go: by its rate when it has one, else a second.
+func (cp callerCap) retryAfter(ahead int) time.Duration {
+	if cp.RequestsPerMinute <= 0 {
+		return time.Second
 	}
-	if cl.lim.occupied() != (PerClass{}) || cl.lim.Queued(classify.Interactive)+cl.lim.Queued(classify.Bulk) > 0 {
-		return
-	}
-	if cl.stop != nil {
-		cl.stop()
-	}
-	delete(c.all, name)
-	c.backend.releaseCapStore(name)
-}
-
-// start runs cl's limiter if Run has started; guarded by mu.
-func (c *callerCaps) start(cl *capLimiter) {
-	if c.ctx != nil && !c.stopped {
-		ctx, cancel := context.WithCancel(c.ctx)
-		cl.stop = cancel
-		c.wg.Go(func() { _ = cl.lim.Run(ctx) })
-	}
-}
-
-// Run serves every cap until ctx ends, like limiter.Run. Call it once.
-func (c *callerCaps) Run(ctx context.Context) error {
-	c.mu.Lock()
-	c.ctx = ctx
-	for _, cl := range c.all {
-		c.start(cl)
-	}
-	c.mu.Unlock()
-	<-ctx.Done()
-	c.mu.Lock()
-	c.stopped = true
-	c.mu.Unlock()
-	c.wg.Wait()
-	return nil
+	return retryAfterAt(perSecond(cp.RequestsPerMinute), ahead)
 }
 
 // CapState is one capped caller's numbers, for metrics and /admin/state.
 type CapState struct {
 	MaxInFlight       int64 `json:"max_in_flight,omitempty"`
 	RequestsPerMinute int64 `json:"requests_per_minute,omitempty"`
-	// Queued is how many of its requests wait on this replica for the cap.
+	// Queued is how many of its requests wait on this replica.
 	Queued int `json:"queued"`
 	// InFlight is this replica's count under the cap; FleetInFlight the
 	// store's last word on the fleet's.
@@ -223,18 +190,18 @@ type CapState struct {
 	FleetInFlight int64 `json:"fleet_in_flight"`
 }
 
-// State returns the capped callers' numbers, by caller name.
-func (c *callerCaps) State() map[string]CapState {
-	gates := maps.Clone(*c.gates.Load())
-	out := make(map[string]CapState, len(gates))
-	for name, g := range gates {
-		st := CapState{MaxInFlight: g.cap.MaxInFlight, RequestsPerMinute: g.cap.RequestsPerMinute}
-		for _, cl := range classify.Classes {
-			st.Queued += g.lim.Queued(cl)
-			st.InFlight += g.lim.InFlight(cl)
-			st.FleetInFlight += g.lim.FleetInFlight(cl)
+// capState returns the capped callers' numbers, by caller name.
+func (l *limiter) capState() map[string]CapState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]CapState{}
+	for name, cc := range l.caps {
+		if cc.lifted() {
+			continue
 		}
-		out[name] = st
+		out[name] = CapState{MaxInFlight: cc.cap.MaxInFlight, RequestsPerMinute: cc.cap.RequestsPerMinute,
+			Queued: cc.queued[classify.Interactive] + cc.queued[classify.Bulk], InFlight: cc.inFlight.Load(),
+			FleetInFlight: cc.fleetInFlight.Load()}
 	}
 	return out
 }

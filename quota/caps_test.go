@@ -12,27 +12,34 @@ import (
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
-// replica is one limiter and its callerCaps over a backend, running until the
-// test ends.
+// replica is one limiter with callers' caps over a backend, running until
+// the test ends.
 type replica struct {
-	class *limiter
-	caps  *callerCaps
+	lim *limiter
 }
 
 func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCap) *replica {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	class := newLimiter(cfg, cfg.Enforced(), b.Store, b.Heartbeat, log)
-	r := &replica{class: class, caps: newCallerCaps(class, b, cfg, caps, log)}
+	r := &replica{lim: newLimiter(cfg, cfg.Enforced(), caps, b.Store, b.Heartbeat, slog.New(slog.DiscardHandler))}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = class.Run(ctx) })
-	wg.Go(func() { _ = r.caps.Run(ctx) })
+	wg.Go(func() { _ = r.lim.Run(ctx) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
 	})
 	return r
+}
+
+// admit admits an interactive request of caller.
+func (r *replica) admit(ctx context.Context, caller string) (*Lease, error) {
+	return r.lim.Admit(ctx, Request{Class: classify.Interactive, Caller: caller})
+}
+
+// cap is caller's cap state; ok is false when it has none.
+func (r *replica) cap(caller string) (CapState, bool) {
+	st, ok := r.lim.capState()[caller]
+	return st, ok
 }
 
 // capConfig: one class (interactive), plenty of account, a short max_wait.
@@ -45,10 +52,10 @@ func capConfig() Config {
 const runaway = "runaway"
 
 // admitAsync starts an Admit and returns where its result arrives.
-func admitAsync(ctx context.Context, c *callerCaps, caller string) <-chan admitResult {
+func admitAsync(ctx context.Context, r *replica, caller string) <-chan admitResult {
 	out := make(chan admitResult, 1)
 	go func() {
-		l, err := c.Admit(ctx, caller, classify.Interactive, 0)
+		l, err := r.admit(ctx, caller)
 		out <- admitResult{l, err}
 	}()
 	return out
@@ -68,7 +75,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		cfg := capConfig()
 		cfg.Classes.Interactive.MaxWait = 10 * time.Second
 		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
-		first, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		first, err := r.admit(t.Context(), runaway)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,10 +83,10 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 	}
 	t.Run("a capped caller waits behind its own cap, not in the class's line", func(t *testing.T) {
 		r, _, first := holdingCap(t)
-		second := admitAsync(t.Context(), r.caps, runaway)
-		waitUntil(t, "the runaway's second request to wait on its cap", func() bool { return r.caps.State()[runaway].Queued == 1 })
+		second := admitAsync(t.Context(), r, runaway)
+		waitUntil(t, "the runaway's second request to wait on its cap", func() bool { return capOf(r, runaway).Queued == 1 })
 		// Another caller of the same class goes at once.
-		other, err := r.caps.Admit(t.Context(), "other", classify.Interactive, 0)
+		other, err := r.admit(t.Context(), "other")
 		if err != nil {
 			t.Fatalf("an uncapped caller behind a capped one: %v", err)
 		}
@@ -95,24 +102,24 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		if !res.lease.Held() {
 			t.Error("the second request waited on the cap but is not reported held")
 		}
-		if st := r.caps.State()[runaway]; st.InFlight != 1 || st.MaxInFlight != 1 {
+		if st := capOf(r, runaway); st.InFlight != 1 || st.MaxInFlight != 1 {
 			t.Errorf("cap state %+v, want 1 in flight of 1", st)
 		}
 		res.lease.Release()
-		waitUntil(t, "the cap's slot to come back", func() bool { return r.caps.State()[runaway].InFlight == 0 })
-		if n := r.class.InFlight(classify.Interactive); n != 0 {
+		waitUntil(t, "the cap's slot to come back", func() bool { return capOf(r, runaway).InFlight == 0 })
+		if n := r.lim.InFlight(classify.Interactive); n != 0 {
 			t.Errorf("class in flight %d after every release", n)
 		}
 	})
 	t.Run("a cap refusal names the caller", func(t *testing.T) {
 		cfg := capConfig()
 		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
-		held, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		held, err := r.admit(t.Context(), runaway)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer held.Release()
-		_, err = r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		_, err = r.admit(t.Context(), runaway)
 		refused, ok := errors.AsType[*RefusedError](err)
 		if !ok || refused.Caller != runaway || !errors.Is(err, ErrWaitTimeout) {
 			t.Fatalf("Admit over the cap = %v, want a max_wait refusal naming %q", err, runaway)
@@ -122,17 +129,17 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		cfg := capConfig()
 		cfg.Account.MaxInFlight = 1
 		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 5}})
-		blocker, err := r.caps.Admit(t.Context(), "other", classify.Interactive, 0)
+		blocker, err := r.admit(t.Context(), "other")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer blocker.Release()
-		_, err = r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		_, err = r.admit(t.Context(), runaway)
 		refused, ok := errors.AsType[*RefusedError](err)
 		if !ok || refused.Caller != "" || !errors.Is(err, ErrWaitTimeout) {
 			t.Fatalf("Admit with the class full = %v, want the class's max_wait refusal", err)
 		}
-		waitUntil(t, "the cap's slot to come back", func() bool { return r.caps.State()[runaway].InFlight == 0 })
+		waitUntil(t, "the cap's slot to come back", func() bool { return capOf(r, runaway).InFlight == 0 })
 	})
 	t.Run("requests_per_minute spaces the caller's admissions", func(t *testing.T) {
 		cfg := capConfig()
@@ -140,11 +147,11 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {RequestsPerMinute: 60}})
 		var secs []int64
 		for range 3 {
-			l, err := r.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+			l, err := r.admit(t.Context(), runaway)
 			if err != nil {
 				t.Fatal(err)
 			}
-			secs = append(secs, r.caps.gate(runaway).Window().Sec)
+			secs = append(secs, r.lim.caps[runaway].sec.Load())
 			l.Release()
 		}
 		if secs[0] == secs[1] || secs[1] == secs[2] {
@@ -154,22 +161,25 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 	t.Run("lifting a cap lets its waiters go", func(t *testing.T) {
 		r, cfg, first := holdingCap(t)
 		defer first.Release()
-		second := admitAsync(t.Context(), r.caps, runaway)
-		waitUntil(t, "the second request to wait on the cap", func() bool { return r.caps.State()[runaway].Queued == 1 })
-		r.caps.Reconfigure(cfg, nil)
+		second := admitAsync(t.Context(), r, runaway)
+		waitUntil(t, "the second request to wait on the cap", func() bool { return capOf(r, runaway).Queued == 1 })
+		r.lim.Reconfigure(cfg, cfg.Enforced(), nil)
 		res := <-second
 		if res.err != nil {
 			t.Fatalf("waiter after the cap was lifted: %v", res.err)
 		}
 		res.lease.Release()
-		if _, ok := r.caps.State()[runaway]; ok {
+		if _, ok := r.cap(runaway); ok {
 			t.Error("a lifted cap is still reported")
 		}
 	})
 }
 
-// gate is caller's cap limiter, for tests.
-func (c *callerCaps) gate(caller string) *limiter { return (*c.gates.Load())[caller].lim }
+// capOf is caller's cap state, for tests.
+func capOf(r *replica, caller string) CapState {
+	st, _ := r.cap(caller)
+	return st
+}
 
 func TestCapsInProcess(t *testing.T) {
 	runCapsSuite(t, func(t *testing.T, cfg Config) *backend {
@@ -212,15 +222,15 @@ func TestCapIsFleetWide(t *testing.T) {
 	b := startReplica(t, redisBackend(t, srv, prefix, cfg), cfg, caps)
 	var leases []*Lease
 	for range 2 {
-		l, err := a.caps.Admit(t.Context(), runaway, classify.Interactive, 0)
+		l, err := a.admit(t.Context(), runaway)
 		if err != nil {
 			t.Fatal(err)
 		}
 		leases = append(leases, l)
 	}
-	waiting := admitAsync(t.Context(), b.caps, runaway)
+	waiting := admitAsync(t.Context(), b, runaway)
 	waitUntil(t, "replica b to see the cap full", func() bool {
-		st := b.caps.State()[runaway]
+		st := capOf(b, runaway)
 		return st.Queued == 1 && st.FleetInFlight == 2
 	})
 	select {
@@ -238,45 +248,34 @@ func TestCapIsFleetWide(t *testing.T) {
 }
 
 // TestCapsLiftedAreDropped: a lifted cap lets its request go, keeps its
-// limiter while the request is in flight, and is dropped — limiter,
-// goroutine and Redis store — at the first reload that finds it holding
-// nothing; the caps map does not only grow.
+// count while the request is in flight, and is dropped once the store has
+// heard that request end: the caps map does not only grow, and no cap
+// has a limiter, goroutine or store of its own.
 func TestCapsLiftedAreDropped(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := capConfig()
 	b := redisBackend(t, srv, redistest.Prefix(t), cfg)
 	r := startReplica(t, b, cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
 	ctx := t.Context()
-	lease, err := r.caps.Admit(ctx, runaway, classify.Interactive, 0)
+	lease, err := r.admit(ctx, runaway)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := func() (limiters, stores int) {
-		r.caps.mu.Lock()
-		limiters = len(r.caps.all)
-		r.caps.mu.Unlock()
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return limiters, len(b.capStores)
+	held := func() int {
+		r.lim.mu.Lock()
+		defer r.lim.mu.Unlock()
+		return len(r.lim.caps)
 	}
-	r.caps.Reconfigure(cfg, nil) // lifted
-	r.caps.Reconfigure(cfg, nil) // its request still in flight: kept
-	if l, s := held(); l != 1 || s != 1 {
-		t.Fatalf("with a request in flight: %d limiters, %d stores; want the lifted cap's kept", l, s)
+	r.lim.Reconfigure(cfg, cfg.Enforced(), nil) // lifted
+	r.lim.Reconfigure(cfg, cfg.Enforced(), nil)
+	if n := held(); n != 1 {
+		t.Fatalf("with a request in flight: %d caps kept; want the lifted cap's", n)
 	}
 	lease.Release()
-	waitUntil(t, "the release to reach the cap's limiter", func() bool {
-		r.caps.mu.Lock()
-		defer r.caps.mu.Unlock()
-		return r.caps.all[runaway].lim.occupied() == PerClass{}
-	})
-	r.caps.Reconfigure(cfg, nil)
-	if l, s := held(); l != 0 || s != 0 {
-		t.Fatalf("idle and lifted: %d limiters, %d stores; want none", l, s)
-	}
+	waitUntil(t, "the lifted cap to be dropped once the store heard its request end", func() bool { return held() == 0 })
 	// Capped again, it starts afresh.
-	r.caps.Reconfigure(cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
-	lease, err = r.caps.Admit(ctx, runaway, classify.Interactive, 0)
+	r.lim.Reconfigure(cfg, cfg.Enforced(), map[string]callerCap{runaway: {MaxInFlight: 1}})
+	lease, err = r.admit(ctx, runaway)
 	if err != nil {
 		t.Fatalf("capped again: %v", err)
 	}

@@ -207,7 +207,7 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 	s := newStore(t, tokenLimits, func() time.Time { return now })
 	for i, st := range steps {
 		now = base.Add(st.at)
-		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Costs: st.costs, Corrections: st.corr, Limits: tokenLimits})
+		res, err := s.Take(context.Background(), takeRequest{Want: st.want, Waiters: listed(st.costs), Corrections: st.corr, Limits: tokenLimits})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -219,4 +219,15 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 
 func TestMemoryStoreTokenConformance(t *testing.T) {
 	runTokenConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) })
+}
+
+// listed lists uncapped waiters with costs, per class.
+func listed(costs [2][]int64) [2][]queued {
+	var out [2][]queued
+	for c, cs := range costs {
+		for _, cost := range cs {
+			out[c] = append(out[c], queued{Cost: cost})
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"fmt"
+	"github.com/meterproxy/meterproxy/classify"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -88,13 +89,42 @@ func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, 
 	}
 	switch s.policy {
 	case OnErrorOpen:
-		return takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.InFlight, req.Want)}, nil
+		return grantEverything(req), nil
 	case OnErrorClosed:
 		return takeResult{}, ErrStoreUnavailable
 	default:
 		req.Limits = req.LocalLimits
+		if len(req.Caps) > 0 {
+			caps := make([]capTake, len(req.Caps))
+			for k, ct := range req.Caps {
+				ct.Cap = ct.Local
+				caps[k] = ct
+			}
+			req.Caps = caps
+		}
 		return s.local.Take(ctx, req)
 	}
+}
+
+// grantEverything answers req as store.on_error "open" does: every
+// waiter goes, capped or not.
+func grantEverything(req takeRequest) takeResult {
+	res := takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.InFlight, req.Want)}
+	if len(req.Caps) > 0 {
+		res.Caps = make([]capResult, len(req.Caps))
+		for c, ws := range req.Waiters {
+			for _, w := range ws {
+				if w.Cap > 0 {
+					res.Caps[w.Cap-1].Granted[c]++
+				}
+			}
+		}
+		for k, ct := range req.Caps {
+			g := res.Caps[k].Granted
+			res.Caps[k].FleetInFlight = ct.InFlight + g[classify.Interactive] + g[classify.Bulk]
+		}
+	}
+	return res
 }
 
 func addPerClass(a, b PerClass) PerClass {

@@ -26,13 +26,12 @@ type limiter struct {
 	// heartbeat is the longest the loop stays silent towards the store; 0
 	// means it only calls when there is something to ask or release.
 	heartbeat time.Duration
-	// quiet skips the heartbeat while nothing is in flight: a caller's cap
-	// has no gauge to keep fresh, and an idle one need not keep its slots.
-	quiet bool
 
 	mu      sync.Mutex
 	classes [classify.NumClasses]classQueue
 	closed  bool
+	// caps are the capped callers (caps.go), by name.
+	caps map[string]*capCount
 	// credits are grants taken ahead of demand; guarded by mu.
 	credits credits
 	// prefetch, set before Run, lets the loop take credits.
@@ -72,20 +71,23 @@ type classQueue struct {
 	q        queue
 	maxWait  time.Duration
 	maxQueue int
+	// capped counts the waiters in q that a caller's cap bounds: they have
+	// a queue bound of their own, apart from max_queue's.
+	capped int
 	// shortfalls counts store calls that left this class's waiters queued;
 	// a waiter that saw one (joined before it, or while short) was held.
 	shortfalls uint64
 	short      bool
 }
 
-// newLimiter returns a limiter for cfg's classes over store; limits are the ones
-// the store enforces, used to estimate Retry-After. heartbeat is how often
-// the loop calls the store when idle (0: never), so a shared store knows
-// the replica is alive.
-func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration, log *slog.Logger) *limiter {
+// newLimiter returns a limiter for cfg's classes and the callers' caps over
+// store; limits are the ones the store enforces, used to estimate
+// Retry-After. heartbeat is how often the loop calls the store when idle
+// (0: never), so a shared store knows the replica is alive.
+func newLimiter(cfg Config, limits Limits, caps map[string]callerCap, store store, heartbeat time.Duration, log *slog.Logger) *limiter {
 	l := &limiter{store: store, log: log, heartbeat: heartbeat,
 		arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
-	l.Reconfigure(cfg, limits)
+	l.Reconfigure(cfg, limits, caps)
 	return l
 }
 
@@ -94,15 +96,17 @@ type limitSet struct {
 	enforced, local Limits
 }
 
-// Reconfigure applies a new configuration's classes and limits (what the
-// store enforces; the per-replica fallback is derived from cfg). Waiting
-// and admitted requests keep their place and their slot: the new queue
-// bounds and max_wait apply to requests that arrive from now on, the new
-// limits from the store's next call. Safe to call while serving.
-func (l *limiter) Reconfigure(cfg Config, limits Limits) {
+// Reconfigure applies a new configuration's classes, limits (what the
+// store enforces; the per-replica fallback is derived from cfg) and
+// callers' caps. Waiting and admitted requests keep their place and their
+// slot: the new queue bounds and max_wait apply to requests that arrive
+// from now on, the new limits and caps from the store's next call. Safe to
+// call while serving.
+func (l *limiter) Reconfigure(cfg Config, limits Limits, caps map[string]callerCap) {
 	l.limits.Store(&limitSet{enforced: limits, local: cfg.PerReplica()})
 	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
 	l.mu.Lock()
+	l.setCapsLocked(caps, cfg.Account.ExpectedReplicas)
 	l.dropCreditsLocked(classify.Classes[:]...) // taken under the old limits
 	l.classes[classify.Interactive].maxWait, l.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	l.classes[classify.Bulk].maxWait, l.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
@@ -111,42 +115,41 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits) {
 	notify(l.freed) // a waiter blocked under the old limits may go now
 }
 
-// Admit waits until a request of class c, estimated at tokens tokens, may
-// go upstream and returns its Lease, which the caller must Release when the
-// upstream exchange ends. With account.tokens_per_minute set the estimate
-// is charged to the class's token window, and Lease.Correct settles it. It
-// returns a *RefusedError when the queue is full or max_wait passes,
-// ErrStoreUnavailable when the store failed under on_error "closed",
-// ErrClosed after Run has stopped, or the context's error if ctx ends first.
-func (l *limiter) Admit(ctx context.Context, c classify.Class, tokens int64) (*Lease, error) {
-	return l.admitBy(ctx, c, tokens, time.Time{})
-}
-
-// admitBy is Admit with the wait ending at deadline when that comes before
-// max_wait does; a zero deadline means max_wait alone.
-func (l *limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, deadline time.Time) (*Lease, error) {
+// Admit waits until req may go upstream and returns its Lease, which the
+// caller must Release when the upstream exchange ends. With
+// account.tokens_per_minute set the estimate is charged to the class's
+// token window, and Lease.Correct settles it. It returns a *RefusedError
+// when a queue is full or max_wait passes (Caller set when the caller's
+// own cap kept it), ErrStoreUnavailable when the store failed under
+// on_error "closed", ErrClosed after Run has stopped, or the context's
+// error if ctx ends first.
+func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
+	c := req.Class
 	cq := &l.classes[c]
 	l.mu.Lock()
 	maxWait := cq.maxWait
-	if !deadline.IsZero() {
-		maxWait = min(maxWait, time.Until(deadline))
-	}
 	if l.closed {
 		l.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if l.prefetch && l.takeCreditLocked(c, time.Now()) {
+	cc := l.capOfLocked(req.Caller)
+	if cc == nil && l.prefetch && l.takeCreditLocked(c, time.Now()) {
 		l.mu.Unlock()
 		l.admitted[c].Add(1)
 		return &Lease{l: l, class: c}, nil
 	}
-	w := &waiter{done: make(chan struct{}), cost: max(0, tokens)}
-	if n := cq.q.n; n >= cq.maxQueue {
+	switch {
+	case cc != nil && cc.queued[c] >= cq.maxQueue:
+		l.mu.Unlock()
+		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, Caller: cc.name, RetryAfter: cc.cap.retryAfter(cc.queued[c])}
+	case cc == nil && cq.q.n-cq.capped >= cq.maxQueue:
+		n := cq.q.n - cq.capped
 		l.mu.Unlock()
 		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: l.retryAfter(c, n)}
 	}
+	w := &waiter{done: make(chan struct{}), cost: max(0, req.Tokens), cap: cc}
 	w.gen, w.held = cq.shortfalls, cq.short
-	cq.q.push(w)
+	l.enqueueLocked(c, w)
 	l.mu.Unlock()
 	notify(l.arrive)
 
@@ -158,7 +161,7 @@ func (l *limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, d
 		if w.err != nil {
 			return nil, w.err
 		}
-		return &Lease{l: l, class: c, held: w.held, cost: w.cost}, nil
+		return w.lease(l, c), nil
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-timer.C:
@@ -171,23 +174,52 @@ func (l *limiter) admitBy(ctx context.Context, c classify.Class, tokens int64, d
 // timeout is kept; one that raced a cancellation is handed back.
 func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error) {
 	l.mu.Lock()
-	granted, held, werr := w.granted, w.held, w.err
-	l.classes[c].q.remove(w)
+	granted, werr, capWait := w.granted, w.err, w.capWait
+	l.dequeueLocked(c, w)
 	ahead := l.classes[c].q.n
+	var capped callerCap
+	if w.cap != nil {
+		capped, ahead = w.cap.cap, w.cap.queued[c]
+	}
 	l.mu.Unlock()
 	timedOut := errors.Is(cause, ErrWaitTimeout)
 	switch {
 	case granted && timedOut:
-		return &Lease{l: l, class: c, held: held, cost: w.cost}, nil
+		return w.lease(l, c), nil
 	case granted:
-		l.release(c)
+		w.lease(l, c).Release()
 		return nil, cause
 	case werr != nil:
 		return nil, werr
+	case timedOut && capWait:
+		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, Caller: w.cap.name, RetryAfter: capped.retryAfter(ahead)}
 	case timedOut:
 		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, RetryAfter: l.retryAfter(c, ahead)}
 	default:
 		return nil, cause
+	}
+}
+
+// enqueueLocked adds w to class c's queue.
+func (l *limiter) enqueueLocked(c classify.Class, w *waiter) {
+	cq := &l.classes[c]
+	cq.q.push(w)
+	if w.cap != nil {
+		cq.capped++
+		w.cap.queued[c]++
+	}
+}
+
+// dequeueLocked takes w out of class c's queue, if it is still in it.
+func (l *limiter) dequeueLocked(c classify.Class, w *waiter) {
+	if !w.queued {
+		return
+	}
+	cq := &l.classes[c]
+	cq.q.remove(w)
+	if w.cap != nil {
+		cq.capped--
+		w.cap.queued[c]--
 	}
 }
 
@@ -209,13 +241,6 @@ func (l *limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load()
 // the fleet (this replica's own count for an in-process store).
 func (l *limiter) FleetInFlight(c classify.Class) int64 { return l.last.fleetInFlight[c].Load() }
 
-// maxWait is class c's max_wait.
-func (l *limiter) maxWait(c classify.Class) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.classes[c].maxWait
-}
-
 // Lease is one admitted request's claim on an in-flight slot.
 type Lease struct {
 	l        *limiter
@@ -224,8 +249,8 @@ type Lease struct {
 	cost     int64
 	released atomic.Bool
 	settled  atomic.Bool
-	// cap is the slot the request holds under its caller's cap, or nil.
-	cap *Lease
+	// cap is the caller's cap the request holds a slot under, or nil.
+	cap *capCount
 }
 
 // Correct settles the token charge with the request's real usage: the
@@ -246,22 +271,18 @@ func (s *Lease) Correct(tokens int64) {
 
 // Held reports whether the request had to wait for a later window or a
 // released slot before it was admitted.
-func (s *Lease) Held() bool { return s.held || (s.cap != nil && s.cap.held) }
+func (s *Lease) Held() bool { return s.held }
 
 // Release returns the slot. It never blocks on the store: the admission
 // loop tells the store on its next call. Calls after the first do nothing.
 func (s *Lease) Release() {
 	if s.released.CompareAndSwap(false, true) {
-		s.l.release(s.class)
+		s.l.inFlight[s.class].Add(-1)
 		if s.cap != nil {
-			s.cap.Release()
+			s.cap.inFlight.Add(-1)
 		}
+		notify(s.l.freed)
 	}
-}
-
-func (l *limiter) release(c classify.Class) {
-	l.inFlight[c].Add(-1)
-	notify(l.freed)
 }
 
 // Observe records what the upstream's headers said at at: bulk must be held
@@ -320,7 +341,12 @@ func (l *limiter) retryAfter(c classify.Class, ahead int) time.Duration {
 			rpm = lim.AccountRPM - lim.ReserveRPM
 		}
 	}
-	rate := perSecond(rpm)
+	return retryAfterAt(perSecond(rpm), ahead)
+}
+
+// retryAfterAt is when a request behind ahead others may go at rate a
+// second, at least a second and at most an hour.
+func retryAfterAt(rate float64, ahead int) time.Duration {
 	if rate <= 0 {
 		return time.Hour
 	}

@@ -28,7 +28,7 @@ func testConfig() Config {
 func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store, prefetch bool) {
 	start := func(t *testing.T, cfg Config) *limiter {
 		t.Helper()
-		l := newLimiter(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
+		l := newLimiter(cfg, cfg.Limits(), nil, newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
 		if prefetch {
 			l.enablePrefetch()
 		}
@@ -52,7 +52,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		var wg sync.WaitGroup
 		for i := range 3 {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+				lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
 				if err != nil {
 					t.Error(err)
 					return
@@ -74,10 +74,10 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		for range 2 {
-			wg.Go(func() { _, _ = l.Admit(ctx, classify.Bulk, 0) })
+			wg.Go(func() { _, _ = l.Admit(ctx, Request{Class: classify.Bulk}) })
 		}
 		waitUntil(t, "two bulk waiters", func() bool { return l.Queued(classify.Bulk) == 2 })
-		if _, err := l.Admit(ctx, classify.Bulk, 0); !errors.Is(err, ErrQueueFull) {
+		if _, err := l.Admit(ctx, Request{Class: classify.Bulk}); !errors.Is(err, ErrQueueFull) {
 			t.Errorf("third: %v, want ErrQueueFull", err)
 		}
 		cancel()
@@ -87,7 +87,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		cfg := testConfig()
 		cfg.Classes.Bulk.MaxWait = 100 * time.Millisecond
 		l := start(t, cfg)
-		_, err := l.Admit(t.Context(), classify.Bulk, 0)
+		_, err := l.Admit(t.Context(), Request{Class: classify.Bulk})
 		var refused *RefusedError
 		if !errors.As(err, &refused) || !errors.Is(err, ErrWaitTimeout) || refused.RetryAfter < time.Second {
 			t.Errorf("got %v, want ErrWaitTimeout with RetryAfter >= 1s", err)
@@ -100,7 +100,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		l := start(t, testConfig())
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
-		go func() { _, err := l.Admit(ctx, classify.Bulk, 0); errc <- err }()
+		go func() { _, err := l.Admit(ctx, Request{Class: classify.Bulk}); errc <- err }()
 		waitUntil(t, "a bulk waiter", func() bool { return l.Queued(classify.Bulk) == 1 })
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -114,8 +114,8 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		cfg := testConfig()
 		cfg.Account.MaxInFlight = 2
 		l := start(t, cfg)
-		a, errA := l.Admit(t.Context(), classify.Interactive, 0)
-		b, errB := l.Admit(t.Context(), classify.Interactive, 0)
+		a, errA := l.Admit(t.Context(), Request{Class: classify.Interactive})
+		b, errB := l.Admit(t.Context(), Request{Class: classify.Interactive})
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
@@ -136,7 +136,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 func admitLater(t *testing.T, l *limiter, c classify.Class) <-chan *Lease {
 	got := make(chan *Lease, 1)
 	go func() {
-		lease, err := l.Admit(t.Context(), c, 0)
+		lease, err := l.Admit(t.Context(), Request{Class: c})
 		if err != nil {
 			t.Error(err)
 		}

@@ -18,7 +18,7 @@ func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
 	store := newMemoryStore(nil)
-	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, limits, nil, store, 0, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -52,7 +52,7 @@ func TestLimiterFIFO(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range at {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+				lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
 				if err != nil {
 					t.Errorf("request %d: %v", i, err)
 					return
@@ -84,7 +84,7 @@ func TestLimiterMaxWait(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range errs {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+				lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
 				if err == nil {
 					lease.Release()
 				}
@@ -104,7 +104,7 @@ func TestLimiterMaxWait(t *testing.T) {
 		var late [3]error
 		for i := range late {
 			wg.Go(func() {
-				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+				lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
 				if err == nil {
 					lease.Release()
 				}
@@ -135,14 +135,14 @@ func TestLimiterMaxQueue(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		for range 2 { // bulk has no allowance at all: both wait
-			wg.Go(func() { _, _ = l.Admit(ctx, classify.Bulk, 0) })
+			wg.Go(func() { _, _ = l.Admit(ctx, Request{Class: classify.Bulk}) })
 		}
 		synctest.Wait()
 		if q := l.Queued(classify.Bulk); q != 2 {
 			t.Fatalf("queued %d, want 2", q)
 		}
 		start := time.Now()
-		_, err := l.Admit(ctx, classify.Bulk, 0)
+		_, err := l.Admit(ctx, Request{Class: classify.Bulk})
 		if !errors.Is(err, ErrQueueFull) || time.Since(start) != 0 {
 			t.Fatalf("third bulk request: %v after %s, want ErrQueueFull at once", err, time.Since(start))
 		}
@@ -156,7 +156,7 @@ func TestLimiterDisconnectLeavesQueue(t *testing.T) {
 		l, _ := testLimiter(t, smallConfig())
 		ctx, cancel := context.WithCancel(t.Context())
 		errc := make(chan error, 1)
-		go func() { _, err := l.Admit(ctx, classify.Bulk, 0); errc <- err }()
+		go func() { _, err := l.Admit(ctx, Request{Class: classify.Bulk}); errc <- err }()
 		synctest.Wait()
 		if q := l.Queued(classify.Bulk); q != 1 {
 			t.Fatalf("queued %d, want 1", q)
@@ -178,8 +178,8 @@ func TestLimiterInFlightRelease(t *testing.T) {
 		cfg.Account.RequestsPerMinute = 6000
 		cfg.Account.MaxInFlight = 2
 		l, _ := testLimiter(t, cfg)
-		a, errA := l.Admit(t.Context(), classify.Interactive, 0)
-		b, errB := l.Admit(t.Context(), classify.Interactive, 0)
+		a, errA := l.Admit(t.Context(), Request{Class: classify.Interactive})
+		b, errB := l.Admit(t.Context(), Request{Class: classify.Interactive})
 		if errA != nil || errB != nil {
 			t.Fatal(errA, errB)
 		}
@@ -206,12 +206,12 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), nil, newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()
 		errc := make(chan error, 1)
-		go func() { _, err := l.Admit(t.Context(), classify.Bulk, 0); errc <- err }()
+		go func() { _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); errc <- err }()
 		synctest.Wait()
 		cancel()
 		if err := <-errc; !errors.Is(err, ErrClosed) {
@@ -220,7 +220,7 @@ func TestLimiterCloseRefusesWaiters(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		if _, err := l.Admit(t.Context(), classify.Bulk, 0); !errors.Is(err, ErrClosed) {
+		if _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); !errors.Is(err, ErrClosed) {
 			t.Errorf("Admit after Run: %v, want ErrClosed", err)
 		}
 	})
@@ -237,14 +237,14 @@ func TestLimiterHoldsBulkOnUpstreamWord(t *testing.T) {
 		l.Observe(start, 2*time.Second, 0) // the upstream says: below the reserve for 2 s
 		bulk := make(chan time.Duration, 1)
 		go func() {
-			lease, err := l.Admit(t.Context(), classify.Bulk, 0)
+			lease, err := l.Admit(t.Context(), Request{Class: classify.Bulk})
 			if err != nil {
 				t.Error(err)
 			}
 			lease.Release()
 			bulk <- time.Since(start)
 		}()
-		lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+		lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
 		if err != nil || time.Since(start) > releaseDelay {
 			t.Fatalf("interactive: %v after %s, want admitted at once", err, time.Since(start))
 		}
@@ -267,7 +267,7 @@ func TestLimiterReconfigureWakesBlockedWaiters(t *testing.T) {
 		cfg.Account.RequestsPerMinute = 6000
 		cfg.Account.MaxInFlight = 1
 		l, _ := testLimiter(t, cfg)
-		a, err := l.Admit(t.Context(), classify.Interactive, 0)
+		a, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +276,7 @@ func TestLimiterReconfigureWakesBlockedWaiters(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		cfg.Account.MaxInFlight = 2
-		l.Reconfigure(cfg, cfg.PerReplica())
+		l.Reconfigure(cfg, cfg.PerReplica(), nil)
 		b := <-got
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("admitted %s after the bound was raised, want at once", waited)

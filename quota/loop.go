@@ -33,9 +33,11 @@ type loopState struct {
 	// of; pending says one is waiting.
 	releases *time.Timer
 	pending  bool
-	// costs are reused buffers for takeRequest.Costs.
-	costs [classify.NumClasses][]int64
-	pf    prefetchState
+	// waiters, caps and capTakes are reused buffers for the call's lists.
+	waiters  [classify.NumClasses][]queued
+	caps     []*capCount
+	capTakes []capTake
+	pf       prefetchState
 	// gen is the credits' generation when the current call's want was
 	// made, and waiting how many of want were waiters, not spare.
 	gen     uint64
@@ -64,14 +66,20 @@ func (l *limiter) Run(ctx context.Context) error {
 			l.flush(context.WithoutCancel(ctx))
 			return nil
 		case <-l.arrive:
+			// A class held only by capped callers' caps has room for anyone else.
+			for c, b := range st.blocked {
+				if b == blockedByCap {
+					st.blocked[c] = notBlocked
+				}
+			}
 		case <-l.freed:
-			// Released slots: a class held by the in-flight bound may go
-			// now; otherwise the store hears of them, and of the upstream's
-			// reports, with the next call, or after releaseDelay.
+			// Released slots: a class held by the in-flight bound or a cap
+			// may go now; otherwise the store hears of them, and of the
+			// upstream's reports, with the next call, or after releaseDelay.
 			tokens := l.tokensFreed.Swap(false)
 			all := l.reconfigured.Swap(false)
 			for c, b := range st.blocked {
-				if all || b == blockedByInFlight || (tokens && b == blockedByWindow) {
+				if all || b == blockedByInFlight || b == blockedByCap || (tokens && b == blockedByWindow) {
 					st.blocked[c] = notBlocked
 				}
 			}
@@ -96,7 +104,7 @@ func (l *limiter) Run(ctx context.Context) error {
 			st.blocked = [classify.NumClasses]blocker{}
 			force = l.expireCredits(time.Now()) // the store must hear they are back
 		case <-beat:
-			force = time.Since(st.lastCall) >= l.heartbeat && (!l.quiet || l.occupied() != PerClass{})
+			force = time.Since(st.lastCall) >= l.heartbeat
 		}
 		l.round(ctx, st, force)
 	}
@@ -105,7 +113,8 @@ func (l *limiter) Run(ctx context.Context) error {
 // round calls the store until every class is served or blocked.
 func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 	for {
-		want := l.wants(st)
+		req := l.ask(st)
+		want := req.Want
 		if want == (PerClass{}) && !force {
 			return
 		}
@@ -120,8 +129,8 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			st.pf.updateRate(now, &admitted)
 		}
 		lims := l.limits.Load()
-		req := takeRequest{Want: want, InFlight: l.occupied(), Upstream: l.pending.take(now), Costs: l.costs(want, st),
-			Limits: lims.enforced, LocalLimits: lims.local}
+		req.InFlight, req.Upstream = l.occupied(), l.pending.take(now)
+		req.Limits, req.LocalLimits = lims.enforced, lims.local
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
 		}
@@ -140,7 +149,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			return
 		}
 		l.last.set(res)
-		l.hand(res, want, st, now)
+		l.hand(req, res, st, now)
 		l.plan(&st.pf, res, lims.enforced)
 		more := false
 		for c := range want {
@@ -165,55 +174,66 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 	}
 }
 
-// maxBatch bounds one call's grants per class when tokens are enforced, so
-// the list of estimates sent stays small.
-const maxBatch = 4096
-
-// wants is how many of each class to ask for: every waiter of a class that
-// is not blocked.
-func (l *limiter) wants(st *loopState) PerClass {
-	var want PerClass
+// ask builds the next call under mu. Per class, every waiter of a class
+// that is not blocked is asked for; when tokens are enforced or a waiter
+// is capped, they are listed in the order grants go to them (at most
+// maxBatch, and no more of one capped caller than its cap can grant in a
+// call), else counted, with spare credits on top (prefetch.go). The caps
+// the call concerns go with it.
+func (l *limiter) ask(st *loopState) takeRequest {
+	var req takeRequest
+	tokens := l.limits.Load().enforced.AccountTPM > 0
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	st.caps = l.capsForCallLocked(st.caps)
 	st.waiting = PerClass{}
-	for c := range want {
-		if st.blocked[c] == notBlocked {
-			want[c] = int64(l.classes[c].q.n)
-			if l.limits.Load().enforced.AccountTPM > 0 {
-				want[c] = min(want[c], maxBatch)
-			}
-			st.waiting[c] = want[c]
-			// Top the credits up when a waiter calls anyway, or when they
-			// ran low while requests kept coming; not on every wake-up.
-			n := l.admitted[c].Load()
-			if want[c] > 0 || (n != st.pf.seen[c] && l.credits.lowLocked(classify.Class(c))) {
-				st.pf.seen[c] = n
-				want[c] += max(0, st.pf.spare[c]-l.credits.n[c])
-			}
+	for c := range req.Want {
+		if st.blocked[c] != notBlocked {
+			continue
+		}
+		cq := &l.classes[c]
+		if tokens || cq.capped > 0 {
+			st.waiters[c] = l.listLocked(classify.Class(c), st.waiters[c])
+			req.Waiters[c] = st.waiters[c]
+			req.Want[c] = int64(len(req.Waiters[c]))
+			st.waiting[c] = req.Want[c]
+			continue
+		}
+		req.Want[c] = int64(cq.q.n)
+		st.waiting[c] = req.Want[c]
+		// Top the credits up when a waiter calls anyway, or when they
+		// ran low while requests kept coming; not on every wake-up.
+		n := l.admitted[c].Load()
+		if req.Want[c] > 0 || (n != st.pf.seen[c] && l.credits.lowLocked(classify.Class(c))) {
+			st.pf.seen[c] = n
+			req.Want[c] += max(0, st.pf.spare[c]-l.credits.n[c])
 		}
 	}
+	st.capTakes = capTakes(st.caps, st.capTakes)
+	req.Caps = st.capTakes
 	st.gen = l.credits.gen
-	return want
+	return req
 }
 
-// costs lists the token estimates of the first want waiters of each class,
-// reusing the loop's buffers; nil when tokens are not enforced. Waiters
-// that leave meanwhile only shorten the grant.
-func (l *limiter) costs(want PerClass, st *loopState) [classify.NumClasses][]int64 {
-	var out [classify.NumClasses][]int64
-	if l.limits.Load().enforced.AccountTPM <= 0 {
-		return out
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for c := range out {
-		buf := st.costs[c][:0]
-		for w := l.classes[c].q.head; w != nil && int64(len(buf)) < want[c]; w = w.next {
-			buf = append(buf, w.cost)
+// maxBatch bounds the waiters listed in one call per class.
+const maxBatch = 4096
+
+// listLocked lists class c's waiters in the order grants go to them: first
+// come, first served.
+func (l *limiter) listLocked(c classify.Class, buf []queued) []queued {
+	buf = buf[:0]
+	for w := l.classes[c].q.head; w != nil && len(buf) < maxBatch; w = w.next {
+		q := queued{Cost: w.cost}
+		if cc := w.cap; cc != nil && cc.bounding {
+			if cc.listed >= capListBound(cc.cap) {
+				continue // more than its cap can take in one call
+			}
+			cc.listed++
+			q.Cap = cc.slot
 		}
-		st.costs[c], out[c] = buf, buf
+		buf = append(buf, q)
 	}
-	return out
+	return buf
 }
 
 // storeFailed handles a failed Take: under on_error "closed" every waiter
@@ -241,37 +261,39 @@ func (st *loopState) arm(d time.Duration) {
 	st.timer.Reset(d)
 }
 
-// hand gives each class's grants to its oldest waiters; grants nobody is
-// left to take become credits when the call asked for spare ones (sent is
-// when it was sent), and are released at once otherwise.
-func (l *limiter) hand(res takeResult, want PerClass, st *loopState, sent time.Time) {
+// hand gives each class's grants to its waiters in the order the call
+// listed them (oldest first), a capped caller's only as many as its cap
+// was granted; grants nobody is left to take become credits when the call
+// asked for spare ones (sent is when it was sent), and are released at
+// once otherwise.
+func (l *limiter) hand(req takeRequest, res takeResult, st *loopState, sent time.Time) {
 	var excess PerClass
 	l.mu.Lock()
+	anyFull := l.settleCapsLocked(req, res, st)
 	stale := st.gen != l.credits.gen // credits were dropped while the call was out
 	if res.UpstreamHold > 0 {
 		l.dropCreditsLocked(classify.Bulk) // the store holds bulk now; InFlight tells it on the next call
 	}
 	for c := range res.Granted {
 		cq := &l.classes[c]
-		var given int64
 		limit := res.Granted[c]
 		if stale {
 			limit = min(limit, st.waiting[c]) // spare grants predate the drop: none to newcomers
 		}
-		for given < limit {
-			w := cq.q.pop()
-			if w == nil {
-				break
+		// Past the grants, the walk goes on only to mark the waiters of a
+		// full cap, as far as the call listed.
+		var given int64
+		seen := 0
+		for w := cq.q.head; w != nil && (given < limit || (anyFull && seen < maxBatch)); seen++ {
+			next := w.next
+			if l.grantLocked(classify.Class(c), w, given < limit) {
+				given++
 			}
-			w.granted = true
-			w.held = w.held || w.gen != cq.shortfalls
-			// Counted before the waiter can run: its Release must never
-			// find the count without it (it went to -1 for a moment).
-			l.inFlight[c].Add(1)
-			close(w.done)
-			given++
+			w = next
 		}
-		short := res.Granted[c] < want[c]
+		// A class is short when it had no room; a waiter left for its
+		// own cap does not make it so (it is held all the same).
+		short := res.Granted[c] < req.Want[c] && res.Blocker[c] != blockedByCap
 		if short {
 			cq.shortfalls++
 		}
@@ -292,12 +314,67 @@ func (l *limiter) hand(res takeResult, want PerClass, st *loopState, sent time.T
 	}
 }
 
+// grantLocked admits w if grant is set, unless its caller's cap was
+// granted no more of class c in this call: then it stays, marked as held
+// (and as waiting on its cap when the store found the cap full). It
+// reports whether it admitted w.
+func (l *limiter) grantLocked(c classify.Class, w *waiter, grant bool) bool {
+	cq := &l.classes[c]
+	if cc := w.cap; cc != nil && (cc.slot == 0 || cc.bounding) {
+		if cc.grants[c] == 0 {
+			w.held = true // not granted by this call: it waits
+			w.capWait = cc.full
+			return false
+		}
+		if !grant {
+			return false
+		}
+		cc.grants[c]--
+		w.capSlot = true
+		cc.inFlight.Add(1)
+	} else if !grant {
+		return false
+	}
+	l.dequeueLocked(c, w)
+	w.granted = true
+	w.held = w.held || w.gen != cq.shortfalls
+	// Counted before the waiter can run: its Release must never find the
+	// count without it (it went to -1 for a moment).
+	l.inFlight[c].Add(1)
+	close(w.done)
+	return true
+}
+
+// settleCapsLocked records the store's answer for the call's caps: what
+// it heard, the fleet's counts, and the grants to hand out. It reports
+// whether any cap was full.
+func (l *limiter) settleCapsLocked(req takeRequest, res takeResult, st *loopState) (anyFull bool) {
+	for k, cc := range st.caps {
+		if k >= len(res.Caps) {
+			break
+		}
+		r := res.Caps[k]
+		cc.grants, cc.full = r.Granted, r.Full
+		anyFull = anyFull || r.Full
+		cc.reported = req.Caps[k].InFlight + r.Granted[classify.Interactive] + r.Granted[classify.Bulk]
+		cc.fleetInFlight.Store(r.FleetInFlight)
+		if r.Granted != (PerClass{}) {
+			cc.sec.Store(res.Window.Sec)
+		}
+		if cc.lifted() && cc.reported == 0 && cc.inFlight.Load() == 0 && cc.queued == [classify.NumClasses]int{} {
+			delete(l.caps, cc.name) // the store has heard its last request end
+		}
+	}
+	return anyFull
+}
+
 // refuseAll ends every waiter with err.
 func (l *limiter) refuseAll(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.classes {
-		for w := l.classes[c].q.pop(); w != nil; w = l.classes[c].q.pop() {
+		for w := l.classes[c].q.head; w != nil; w = l.classes[c].q.head {
+			l.dequeueLocked(classify.Class(c), w)
 			w.err = err
 			close(w.done)
 		}
@@ -318,7 +395,10 @@ func (l *limiter) close() {
 func (l *limiter) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := l.store.Take(ctx, takeRequest{InFlight: l.occupied()}); err != nil {
+	l.mu.Lock()
+	caps := capTakes(l.capsForCallLocked(nil), nil)
+	l.mu.Unlock()
+	if _, err := l.store.Take(ctx, takeRequest{InFlight: l.occupied(), Caps: caps}); err != nil {
 		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))
 	}
 }

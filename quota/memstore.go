@@ -24,6 +24,10 @@ type memoryStore struct {
 	// because an interactive request was left waiting.
 	starvedThrough int64
 	upstream       upstreamState
+	// capSec and capUsed are the capped callers' use of second capSec, by
+	// name; their in-flight counts are what each call says (one replica).
+	capSec  int64
+	capUsed map[string]int64
 }
 
 // newMemoryStore returns an in-process store, reading the time from now
@@ -32,7 +36,7 @@ func newMemoryStore(now func() time.Time) *memoryStore {
 	if now == nil {
 		now = time.Now
 	}
-	return &memoryStore{now: now, starvedThrough: math.MinInt64}
+	return &memoryStore{now: now, starvedThrough: math.MinInt64, capUsed: map[string]int64{}}
 }
 
 // Take implements Store.
@@ -58,7 +62,26 @@ func (s *memoryStore) take(now time.Time, req takeRequest) takeResult {
 	}
 	s.upstream.apply(req.Upstream, now)
 	res := takeResult{UpstreamHold: s.upstream.hold(now)}
-	res.Granted, res.Blocker = grantAll(req.Limits, sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight)
+	if sec != s.capSec {
+		s.capSec = sec
+		clear(s.capUsed)
+	}
+	var rooms []capRoom
+	if len(req.Caps) > 0 {
+		res.Caps = make([]capResult, len(req.Caps))
+		rooms = make([]capRoom, len(req.Caps))
+		for k, ct := range req.Caps {
+			rooms[k] = newCapRoom(ct.Cap, sec, s.capUsed[ct.Name], ct.InFlight, &res.Caps[k])
+		}
+	}
+	res.Granted, res.Blocker = grantAll(req.Limits, sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight, rooms)
+	for k, ct := range req.Caps {
+		n := res.Caps[k].Granted[classify.Interactive] + res.Caps[k].Granted[classify.Bulk]
+		res.Caps[k].FleetInFlight = ct.InFlight + n
+		if n > 0 {
+			s.capUsed[ct.Name] += n
+		}
+	}
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
 	res.FleetInFlight = s.inFlight
 	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}

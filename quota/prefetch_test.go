@@ -16,7 +16,7 @@ import (
 // counts its store calls.
 func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*limiter, *atomic.Int64) {
 	t.Helper()
-	l := newLimiter(cfg, cfg.Limits(), newTestRedisStore(t, srv, redistest.Prefix(t)), time.Second, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, cfg.Limits(), nil, newTestRedisStore(t, srv, redistest.Prefix(t)), time.Second, slog.New(slog.DiscardHandler))
 	l.enablePrefetch()
 	calls := &atomic.Int64{}
 	l.OnStoreCall(func(time.Duration, error) { calls.Add(1) })
@@ -36,7 +36,7 @@ func admitFor(t *testing.T, l *limiter, c classify.Class, workers int, d time.Du
 	for range workers {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				lease, err := l.Admit(t.Context(), c, 0)
+				lease, err := l.Admit(t.Context(), Request{Class: c})
 				if err != nil {
 					t.Error(err)
 					return
@@ -82,7 +82,7 @@ func TestPrefetchNeverExceedsTheWindow(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				lease, err := l.Admit(t.Context(), classify.Interactive, 0)
+				lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
 				if err != nil {
 					return // max_wait at the end of the run
 				}
@@ -121,7 +121,7 @@ func TestPrefetchDropsBulkCreditsOnAHold(t *testing.T) {
 	credits := l.credits.n[classify.Bulk]
 	l.mu.Unlock()
 	l.Observe(time.Now(), time.Minute, 0)
-	lease, err := l.Admit(t.Context(), classify.Bulk, 0)
+	lease, err := l.Admit(t.Context(), Request{Class: classify.Bulk})
 	if err == nil {
 		lease.Release()
 		t.Fatalf("bulk admitted during an upstream hold (it had %d credits before the hold)", credits)
@@ -150,7 +150,7 @@ func BenchmarkPrefetchPaced(b *testing.B) {
 	for b.Loop() {
 		<-tick.C // pacing the arrivals, not waiting for anything
 		wg.Go(func() {
-			lease, err := l.Admit(b.Context(), classify.Bulk, 0)
+			lease, err := l.Admit(b.Context(), Request{Class: classify.Bulk})
 			if err != nil {
 				b.Error(err)
 				return

@@ -1,5 +1,7 @@
 package quota
 
+import "github.com/meterproxy/meterproxy/classify"
+
 // waiter is one request waiting for admission. Its fields are guarded by
 // limiter.mu, except done, which is closed once on grant.
 type waiter struct {
@@ -17,6 +19,22 @@ type waiter struct {
 	// gen is its class's shortfall count (classQueue.shortfalls) when the
 	// waiter joined.
 	gen uint64
+	// cap is its caller's cap, or nil; capWait says the last store call
+	// passed it over because the cap was full.
+	cap     *capCount
+	capWait bool
+	// capSlot says its grant took a slot under its cap.
+	capSlot bool
+}
+
+// lease is the Lease of a granted waiter; it holds a slot under the
+// caller's cap unless a reload lifted the cap while it waited.
+func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
+	s := &Lease{l: l, class: c, held: w.held, cost: w.cost}
+	if w.capSlot {
+		s.cap = w.cap
+	}
+	return s
 }
 
 // queue is an intrusive FIFO of waiters; removal from the middle is O(1)

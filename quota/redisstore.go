@@ -72,7 +72,8 @@ func newRedisStore(client redis.Scripter, o redisStoreOptions) *redisStore {
 	tag := "{" + o.KeyPrefix + "}"
 	return &redisStore{
 		client:       client,
-		keys:         []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream"},
+		keys: []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream",
+			tag + ":capwindow", tag + ":capinflight"},
 		replica:      replica,
 		replicaTTL:   3 * o.Heartbeat,
 		timeout:      o.Timeout,
@@ -94,8 +95,11 @@ func (s *redisStore) Take(ctx context.Context, req takeRequest) (takeResult, err
 
 // take.lua's arguments by position, 0-based into its ARGV (which Lua
 // counts from 1): the script's ARG table names the same positions, and
-// TestTakeScriptPositions holds the two equal. The interactive then the
-// bulk token estimates follow argCostsI.
+// TestTakeScriptPositions holds the two equal. After argCaps (how many
+// caps) come argsPerCap values per cap (name, in flight here, max in
+// flight, per minute), then per class, interactive first, the number of
+// listed waiters and two values per waiter (its cap's position from 1, or
+// 0; its token estimate).
 const (
 	argReplica = iota
 	argWantI
@@ -120,8 +124,9 @@ const (
 	argReserveTPM
 	argCorrectionI
 	argCorrectionB
-	argCostsI
+	argCaps
 	numArgs
+	argsPerCap = 4
 )
 
 // take.lua's reply by position, 0-based; the script's REPLY table names
@@ -142,6 +147,9 @@ const (
 	replyTokensB
 	replyLeftMs
 	replyLen
+	// Each cap's answer follows: granted interactive, granted bulk, the
+	// fleet's count in flight under it, and 1 when it was full.
+	replyPerCap = 4
 )
 
 // take is Take, also returning the window (Unix second) the script used.
@@ -162,7 +170,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 		age, hold, throttle = strconv.FormatInt(u.Age.Milliseconds(), 10), u.Hold.Milliseconds(), u.ThrottleFor.Milliseconds()
 	}
 	const I, B = classify.Interactive, classify.Bulk
-	args := make([]any, numArgs, numArgs+len(req.Costs[I])+len(req.Costs[B]))
+	args := make([]any, numArgs, numArgs+argsPerCap*len(req.Caps)+2+2*(len(req.Waiters[I])+len(req.Waiters[B])))
 	args[argReplica] = s.replica
 	args[argWantI], args[argWantB] = req.Want[I], req.Want[B]
 	args[argInFlightI], args[argInFlightB] = req.InFlight[I], req.InFlight[B]
@@ -173,10 +181,14 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	args[argUpstreamAge], args[argUpstreamHold], args[argUpstreamThrottle] = age, hold, throttle
 	args[argAccountTPM], args[argBulkTPM], args[argReserveTPM] = l.AccountTPM, l.BulkTPM, l.ReserveTPM
 	args[argCorrectionI], args[argCorrectionB] = req.Corrections[I], req.Corrections[B]
-	args[argCostsI] = len(req.Costs[I])
-	for _, costs := range req.Costs {
-		for _, c := range costs {
-			args = append(args, c)
+	args[argCaps] = len(req.Caps)
+	for _, ct := range req.Caps {
+		args = append(args, ct.Name, ct.InFlight, ct.Cap.MaxInFlight, ct.Cap.RequestsPerMinute)
+	}
+	for _, ws := range req.Waiters {
+		args = append(args, len(ws))
+		for _, w := range ws {
+			args = append(args, w.Cap, w.Cost)
 		}
 	}
 	reply, err := takeScript.Run(ctx, s.client, s.keys, args...).Int64Slice()
@@ -186,23 +198,24 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 		}
 		return takeResult{}, 0, fmt.Errorf("quota: redis take: %w", err)
 	}
-	res, err := parseTake(reply)
+	res, err := parseTake(reply, len(req.Caps))
 	if err != nil {
 		return takeResult{}, 0, err
 	}
 	return res, reply[replySec], nil
 }
 
-// parseTake reads take.lua's reply, checking its shape.
-func parseTake(r []int64) (takeResult, error) {
-	if len(r) != replyLen {
-		return takeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want %d", len(r), replyLen)
+// parseTake reads take.lua's reply to a call with caps caps, checking its
+// shape.
+func parseTake(r []int64, caps int) (takeResult, error) {
+	if want := replyLen + replyPerCap*caps; len(r) != want {
+		return takeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want %d", len(r), want)
 	}
 	const I, B = classify.Interactive, classify.Bulk
 	var res takeResult
 	res.Granted[I], res.Granted[B] = r[replyGrantedI], r[replyGrantedB]
 	for c, v := range [...]int64{r[replyBlockerI], r[replyBlockerB]} {
-		if v < 0 || v > int64(blockedByUpstream) {
+		if v < 0 || v > int64(blockedByCap) {
 			return takeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", v)
 		}
 		res.Blocker[c] = blocker(v)
@@ -215,5 +228,12 @@ func parseTake(r []int64) (takeResult, error) {
 	res.UpstreamHold = time.Duration(r[replyHoldMs]) * time.Millisecond
 	// Milliseconds are floored, so the second may end up to 1 ms sooner.
 	res.SecondLeft = max(0, time.Duration(r[replyLeftMs]-1)*time.Millisecond)
+	if caps > 0 {
+		res.Caps = make([]capResult, caps)
+		for k := range res.Caps {
+			v := r[replyLen+replyPerCap*k:]
+			res.Caps[k] = capResult{Granted: PerClass{v[0], v[1]}, FleetInFlight: v[2], Full: v[3] == 1}
+		}
+	}
 	return res, nil
 }

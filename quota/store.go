@@ -39,9 +39,15 @@ type takeRequest struct {
 	// Upstream is what the upstream's own headers said since the last call,
 	// or nil.
 	Upstream *upstreamReport
-	// Costs are, per class, the token estimates of the first waiters in
-	// order (at most Want of them); nil when tokens are not enforced.
-	Costs [classify.NumClasses][]int64
+	// Waiters are, per class, the waiters to grant, in the order grants go
+	// to them: each one's capped caller (an index into Caps) and token
+	// estimate. When set, Want is its length. Nil when tokens are not
+	// enforced and no waiter of the class is capped: Want alone says how
+	// many, all uncapped.
+	Waiters [classify.NumClasses][]queued
+	// Caps are the capped callers this call concerns: those with waiters
+	// in Waiters, and those whose in-flight count the store must hear.
+	Caps []capTake
 	// Corrections are, per class, real usage minus the estimates charged
 	// for requests that ended since the last call; added to this window.
 	Corrections PerClass
@@ -52,6 +58,37 @@ type takeRequest struct {
 	// LocalLimits are a fallback store's per-replica limits (store.on_error
 	// local), used in place of Limits while the shared store fails.
 	LocalLimits Limits
+}
+
+// queued is one waiter in a takeRequest.
+type queued struct {
+	// Cap is its caller's position in takeRequest.Caps plus one; 0 for a
+	// caller without a cap.
+	Cap int32
+	// Cost is its token estimate (0 when tokens are not enforced).
+	Cost int64
+}
+
+// capTake is one capped caller in a takeRequest.
+type capTake struct {
+	Name string
+	// InFlight is how many of its requests this replica has in flight now
+	// (absolute), not counting what this call grants.
+	InFlight int64
+	// Cap is what the store enforces across the fleet; Local the
+	// per-replica fallback (store.on_error local). A bound of unbounded is
+	// none.
+	Cap, Local capBounds
+}
+
+// capResult is a store's answer for one capTake.
+type capResult struct {
+	// Granted is how many of its waiters were granted, by class.
+	Granted PerClass
+	// FleetInFlight is its count in flight across the fleet after the call.
+	FleetInFlight int64
+	// Full says its cap left one of its waiters waiting.
+	Full bool
 }
 
 // upstreamReport is the freshest account state a replica observed in the
@@ -86,6 +123,9 @@ const (
 	// the account below the interactive reserve, or answered 429; more is
 	// possible after RetryAfter.
 	blockedByUpstream
+	// blockedByCap means only capped callers' own caps left waiters of the
+	// class waiting: the class itself has room for anyone else.
+	blockedByCap
 )
 
 // takeResult is a Store's answer.
@@ -109,6 +149,8 @@ type takeResult struct {
 	// SecondLeft is what was left of the window's second when the store
 	// decided, by the store's clock: grants are charged to that second.
 	SecondLeft time.Duration
+	// Caps answer takeRequest.Caps, position for position.
+	Caps []capResult
 }
 
 // WindowUse is what each class has used of one second's allowance.
@@ -189,97 +231,144 @@ type window struct {
 // grantAll applies the partition rules of DESIGN.md to one call, both
 // classes, interactive first, and returns the grants. used and inFlight are
 // updated in place; inFlight is the fleet's. borrow says bulk may borrow
-// (it is on and no interactive request waits anywhere). The Redis store's
+// (it is on and no interactive request waits anywhere). caps are the
+// capped callers' rooms, by takeRequest.Caps position. The Redis store's
 // take.lua is the same procedure; the conformance suite holds them equal.
-func grantAll(l Limits, sec int64, req takeRequest, bulkHeld bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]blocker) {
+func grantAll(l Limits, sec int64, req takeRequest, bulkHeld bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []capRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
 	const I, B = classify.Interactive, classify.Bulk
 	want, used, tok := req.Want, &win.used, &win.tokens
 	for c := range tok {
 		tok[c] = max(0, tok[c]+req.Corrections[c])
 	}
+	tokensOn := l.AccountTPM > 0
 	account := Allowance(sec, l.AccountRPM)
 	tAccount := Allowance(sec, l.AccountTPM)
-	wroom := account - used[I] - used[B]
-	froom := l.InFlight - inFlight[I] - inFlight[B]
-	granted[I], blocker[I] = take(want[I], wroom, froom)
-	granted[I], blocker[I] = takeTokens(l, req.Costs[I], granted[I], blocker[I], tAccount-tok[I]-tok[B], false, &tok[I])
+	granted[I], blocker[I] = grantInOrder(I, req.Waiters[I], want[I], account-used[I]-used[B], l.InFlight-inFlight[I]-inFlight[B],
+		tokenRoom{on: tokensOn, room: tAccount - tok[I] - tok[B], used: &tok[I]}, caps)
 	used[I] += granted[I]
 	inFlight[I] += granted[I]
+	// A waiter left for its own cap does not stop bulk borrowing: the
+	// class had room for it.
+	short := granted[I] < want[I] && blocker[I] != blockedByCap
 
 	if bulkHeld {
 		if want[B] > 0 {
 			blocker[B] = blockedByUpstream
 		}
-		borrow(granted[I] < want[I]) // interactive's standing is recorded all the same
+		borrow(short) // interactive's standing is recorded all the same
 		return granted, blocker
 	}
 	total, totalInFlight, totalTokens := used[I]+used[B], inFlight[I]+inFlight[B], tok[I]+tok[B]
-	wroom = Allowance(sec, l.BulkRPM) - used[B]
-	froom = l.BulkInFlight - inFlight[B]
+	wroom := Allowance(sec, l.BulkRPM) - used[B]
+	froom := l.BulkInFlight - inFlight[B]
 	troom := Allowance(sec, l.BulkTPM) - tok[B]
-	if l.Borrow && borrow(granted[I] < want[I]) {
+	if l.Borrow && borrow(short) {
 		wroom = max(wroom, account-Allowance(sec, l.ReserveRPM)-total)
 		froom = max(froom, l.InFlight-l.ReserveInFlight-totalInFlight)
 		troom = max(troom, tAccount-Allowance(sec, l.ReserveTPM)-totalTokens)
 	}
-	wroom = min(wroom, account-total)
-	froom = min(froom, l.InFlight-totalInFlight)
-	troom = min(troom, tAccount-totalTokens)
-	granted[B], blocker[B] = take(want[B], wroom, froom)
-	granted[B], blocker[B] = takeTokens(l, req.Costs[B], granted[B], blocker[B], troom, true, &tok[B])
+	granted[B], blocker[B] = grantInOrder(B, req.Waiters[B], want[B], min(wroom, account-total), min(froom, l.InFlight-totalInFlight),
+		tokenRoom{on: tokensOn, strict: true, room: min(troom, tAccount-totalTokens), used: &tok[B]}, caps)
 	used[B] += granted[B]
 	inFlight[B] += granted[B]
 	return granted, blocker
 }
 
-// takeTokens trims a grant of g requests to the longest first-come prefix
-// whose token estimates fit room, charging them to *used. Interactive is
-// let through while any room is left: a second overshoots by at most one
-// request. Bulk (strict) takes only what fits, so it never reaches into the
-// reserve — except that its first request of a second goes if any room is
-// left, so no request is too large to ever go.
-func takeTokens(l Limits, costs []int64, g int64, b blocker, room int64, strict bool, used *int64) (int64, blocker) {
-	if l.AccountTPM <= 0 {
-		return g, b
-	}
-	first := *used == 0
-	var n int64
-	for n < g && n < int64(len(costs)) && room > 0 {
-		if strict && costs[n] > room && (!first || n > 0) {
-			room = 0 // the next in line does not fit: later ones wait their turn
-			break
-		}
-		room -= costs[n]
-		*used += costs[n]
-		n++
-	}
-	if n < g && room <= 0 {
-		return n, blockedByWindow
-	}
-	return n, b
+// tokenRoom is one class's token room in a call, when tokens are
+// enforced (on). Interactive is let through while any room is left: a
+// second overshoots by at most one request. Bulk (strict) takes only what
+// fits, so it never reaches into the reserve — except that its first
+// request of a second goes if any room is left, so no request is too
+// large to ever go. used is the class's tokens in the window.
+type tokenRoom struct {
+	on, strict bool
+	room       int64
+	used       *int64
 }
 
-// take grants what both rooms allow and says which one stopped it.
-func take(want, windowRoom, inFlightRoom int64) (int64, blocker) {
-	g := max(0, min(want, windowRoom, inFlightRoom))
-	switch {
-	case g == want:
-		return g, notBlocked
-	case windowRoom <= g:
-		return g, blockedByWindow
-	default:
-		return g, blockedByInFlight
+// capRoom is what one capped caller may still take in a call: requests in
+// its window and slots under its in-flight bound. res is where its answer
+// goes.
+type capRoom struct {
+	window, inFlight int64
+	res              *capResult
+}
+
+// newCapRoom is the room of a caller capped at b, with used requests in
+// the window of second sec and fleet in flight, answering in res.
+func newCapRoom(b capBounds, sec, used, fleet int64, res *capResult) capRoom {
+	return capRoom{window: Allowance(sec, b.RequestsPerMinute) - used, inFlight: b.MaxInFlight - fleet, res: res}
+}
+
+func (r *capRoom) full() bool { return r.window <= 0 || r.inFlight <= 0 }
+
+func (r *capRoom) take(c classify.Class) {
+	r.window--
+	r.inFlight--
+	r.res.Granted[c]++
+}
+
+// grantInOrder grants class c's waiters in order while the class has room:
+// wroom requests in the window, froom in flight and, when tokens are
+// enforced, tk's tokens. A capped caller's waiter is passed over once its
+// cap is full, and the next one goes. Without a list (ws nil, tokens not
+// enforced) want uncapped requests are granted as the rooms allow. It
+// says which room stopped it; blockedByCap when only caps did. This is
+// the one place the order of grants is decided: the limiter lists its
+// waiters in the order they are to go, and take.lua's grantInOrder mirrors
+// this function.
+func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk tokenRoom, caps []capRoom) (int64, blocker) {
+	var n int64
+	stop := func() (int64, blocker) {
+		if wroom <= n {
+			return n, blockedByWindow
+		}
+		return n, blockedByInFlight
 	}
+	if ws == nil && !tk.on {
+		n = max(0, min(want, wroom, froom))
+		if n == want {
+			return n, notBlocked
+		}
+		return stop()
+	}
+	first := tk.on && *tk.used == 0
+	capped := false
+	for _, w := range ws {
+		if n >= min(wroom, froom) {
+			return stop()
+		}
+		if w.Cap > 0 && caps[w.Cap-1].full() {
+			caps[w.Cap-1].res.Full = true
+			capped = true
+			continue
+		}
+		if tk.on {
+			if tk.room <= 0 || (tk.strict && w.Cost > tk.room && (!first || n > 0)) {
+				return n, blockedByWindow // the next in line does not fit: later ones wait their turn
+			}
+			tk.room -= w.Cost
+			*tk.used += w.Cost
+		}
+		n++
+		if w.Cap > 0 {
+			caps[w.Cap-1].take(c)
+		}
+	}
+	if capped {
+		return n, blockedByCap
+	}
+	return n, notBlocked
 }
 
 // retryAfter is when a call blocked as blocker may succeed, at now: the next
-// window, inFlightPoll for the in-flight bound if that is sooner, or the end
-// of the upstream hold.
+// window, inFlightPoll for an in-flight bound (the account's or a cap's) if
+// that is sooner, or the end of the upstream hold.
 func retryAfter(now time.Time, blocker [classify.NumClasses]blocker, inFlightPoll, upstreamHold time.Duration) time.Duration {
 	var d time.Duration
 	for _, b := range blocker {
 		next := untilNextSecond(now)
-		if b == blockedByInFlight && inFlightPoll > 0 {
+		if (b == blockedByInFlight || b == blockedByCap) && inFlightPoll > 0 {
 			next = min(next, inFlightPoll)
 		}
 		if b == blockedByUpstream {

@@ -9,6 +9,10 @@
 --   4 starved   ZSET  replica -> last second in which an interactive request waited
 --   5 upstream  HASH  at, hold, throttle (ms)   the freshest upstream observation
 --                     and until when bulk is held on the upstream's word
+--   6 capwindow HASH  sec, n|<caller>            what each capped caller used of the
+--                                                  current second
+--   7 capinflight HASH t|<caller>                each capped caller's fleet total in flight
+--                     r|<replica>|<caller>       each replica's own count
 -- ARGV (by name in ARG below; redisstore.go's arg* constants are the same
 -- positions, and TestTakeScriptPositions holds them equal):
 --   1 replica id
@@ -24,18 +28,26 @@
 --      the observation, 0 lifts an older hold); 18 429 hold (ms from now, 0 none)
 --   19,20,21 tokens per minute: account (0: not enforced), bulk, reserve
 --   22,23 token corrections interactive, bulk (real usage minus estimates)
---   24 n: how many interactive costs follow; then n interactive token
---      estimates, then the bulk ones (first waiters first)
+--   24 k: how many capped callers follow, four values each: name, this
+--      replica's count in flight under the cap (absolute), max in flight,
+--      requests per minute (2^40 for no bound)
+--   then per class, interactive first: n, how many waiters are listed, and
+--      two values per waiter in the order grants go to them: its caller's
+--      cap (1..k, 0 for none) and its token estimate. n = 0 with tokens not
+--      enforced means the want counts uncapped waiters.
 -- Reply (by name in REPLY below, mirrored by redisstore.go's reply*
 -- constants): {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec,
 --         fleet_i, fleet_b, hold_ms, used_i, used_b, tokens_i, tokens_b, left_ms}
 --   left_ms: what is left of the window's second, by Redis's clock.
---   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held).
+--   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held), 4 only
+--   capped callers' caps.
+--   Then four values per capped caller: granted interactive, granted bulk,
+--   the fleet's count in flight under its cap, 1 if the cap was full.
 --
 -- The script runs in phases, one function each, in this order: the clock,
 -- reaping dead replicas, this replica's in-flight count, the window, the
--- upstream's word, interactive's grant, bulk's grant, saving, and the
--- reply with its retry hint.
+-- upstream's word, the caps' rooms, interactive's grant, bulk's grant,
+-- saving, and the reply with its retry hint.
 
 local ARG = {
   replica = 1, want_i = 2, want_b = 3, inflight_i = 4, inflight_b = 5,
@@ -44,7 +56,7 @@ local ARG = {
   borrow = 12, replica_ttl = 13, clock = 14, inflight_poll = 15,
   upstream_age = 16, upstream_hold = 17, upstream_throttle = 18,
   account_tpm = 19, bulk_tpm = 20, reserve_tpm = 21,
-  correction_i = 22, correction_b = 23, costs_i = 24,
+  correction_i = 22, correction_b = 23, caps = 24,
 }
 local REPLY = {
   granted_i = 1, granted_b = 2, blocker_i = 3, blocker_b = 4, retry_ms = 5, sec = 6,
@@ -54,7 +66,7 @@ local REPLY = {
 local function arg(name) return ARGV[ARG[name]] end
 local function num(name) return tonumber(ARGV[ARG[name]]) end
 
-local kwin, kinf, khb, kstarved, kup = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local kwin, kinf, khb, kstarved, kup, kcapwin, kcapinf = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local rid = arg('replica')
 local want = {num('want_i'), num('want_b')}
 local held = {num('inflight_i'), num('inflight_b')}
@@ -65,9 +77,19 @@ local borrowOn = arg('borrow') == '1'
 local ttl = num('replica_ttl')
 local poll = num('inflight_poll')
 local field = {'i', 'b'}
-local nI = num('costs_i')
-local costStart = {ARG.costs_i + 1, ARG.costs_i + 1 + nI}
-local costEnd = {ARG.costs_i + nI, #ARGV}
+
+-- The capped callers, then each class's list of waiters (ARGV positions).
+local caps, lists = {}, {}
+local pos = ARG.caps + 1
+for k = 1, num('caps') do
+  caps[k] = {name = ARGV[pos], held = tonumber(ARGV[pos + 1]), maxIF = tonumber(ARGV[pos + 2]),
+    rpm = tonumber(ARGV[pos + 3]), granted = {0, 0}, full = 0}
+  pos = pos + 4
+end
+for c = 1, 2 do
+  lists[c] = {first = pos + 1, n = tonumber(ARGV[pos])}
+  pos = pos + 1 + 2 * lists[c].n
+end
 
 -- Phase: the clock. Windows follow Redis TIME unless a test sets it.
 local function clock()
@@ -78,15 +100,27 @@ end
 local nowMs = clock()
 local sec = math.floor(nowMs / 1000)
 
--- Phase: replicas whose heartbeat expired stop counting.
+-- Phase: replicas whose heartbeat expired stop counting, under the
+-- account and under every cap.
 local function reapDead()
   local dead = redis.call('ZRANGEBYSCORE', khb, '-inf', nowMs)
+  local capFields
   for _, r in ipairs(dead) do
     if r ~= rid then
       for c = 1, 2 do
         local n = tonumber(redis.call('HGET', kinf, r .. ':' .. field[c]) or '0')
         if n ~= 0 then redis.call('HINCRBY', kinf, field[c], -n) end
         redis.call('HDEL', kinf, r .. ':' .. field[c])
+      end
+      capFields = capFields or redis.call('HKEYS', kcapinf)
+      local prefix = 'r|' .. r .. '|'
+      for _, f in ipairs(capFields) do
+        if string.sub(f, 1, #prefix) == prefix then
+          local tf = 't|' .. string.sub(f, #prefix + 1)
+          local left = tonumber(redis.call('HGET', kcapinf, tf) or '0') - tonumber(redis.call('HGET', kcapinf, f) or '0')
+          if left > 0 then redis.call('HSET', kcapinf, tf, left) else redis.call('HDEL', kcapinf, tf) end
+          redis.call('HDEL', kcapinf, f)
+        end
       end
       redis.call('ZREM', khb, r)
       redis.call('ZREM', kstarved, r)
@@ -144,29 +178,6 @@ local total = assertInFlight()
 local used, tok = readWindow()
 local holdMs = mergeUpstream()
 
--- Trims a grant of g to the first waiters whose token estimates fit room.
--- Interactive goes while any room is left (one request may overshoot);
--- bulk (strict) only takes what fits, but for its first request of a
--- second, so none is too large to ever go. Same as store.go's takeTokens.
-local function takeTokens(c, g, b, room, strict)
-  if accountTPM <= 0 then return g, b end
-  local first = tok[c] == 0
-  local n = 0
-  local i = costStart[c]
-  while n < g and i <= costEnd[c] and room > 0 do
-    local cost = tonumber(ARGV[i])
-    if strict and cost > room and not (first and n == 0) then
-      room = 0
-      break
-    end
-    room = room - cost
-    tok[c] = tok[c] + cost
-    n, i = n + 1, i + 1
-  end
-  if n < g and room <= 0 then return n, 1 end
-  return n, b
-end
-
 -- floor((t+1)·r) − floor(t·r) with r = rpm/60; periodic in t with period 60,
 -- so t = sec mod 60 keeps every product exact.
 local function allowance(rpm)
@@ -176,11 +187,62 @@ local function allowance(rpm)
   return (a - math.fmod(a, 60)) / 60 - (b - math.fmod(b, 60)) / 60
 end
 
-local function grant(wanted, wroom, froom)
-  local g = math.max(0, math.min(wanted, wroom, froom))
-  if g == wanted then return g, 0 end
-  if wroom <= g then return g, 1 end
-  return g, 2
+-- Phase: each capped caller's room, in its window and in flight; this
+-- replica's count under it is what it says it holds.
+local function readCaps()
+  local fresh = tonumber(redis.call('HGET', kcapwin, 'sec')) == sec
+  for _, cp in ipairs(caps) do
+    local old = tonumber(redis.call('HGET', kcapinf, 'r|' .. rid .. '|' .. cp.name) or '0')
+    cp.fleet = math.max(0, tonumber(redis.call('HGET', kcapinf, 't|' .. cp.name) or '0') - old + cp.held)
+    local used = 0
+    if fresh then used = tonumber(redis.call('HGET', kcapwin, 'n|' .. cp.name) or '0') end
+    cp.wroom, cp.froom = allowance(cp.rpm) - used, cp.maxIF - cp.fleet
+  end
+end
+
+-- Grants class c's listed waiters in order while the class has room:
+-- wroom requests in the window, froom in flight and, when tokens are
+-- enforced, troom tokens (strict: bulk takes only what fits, but for its
+-- first request of a second). A capped caller's waiter is passed over once
+-- its cap is full. With no list and tokens not enforced, want uncapped
+-- requests go as the rooms allow. Same as store.go's grantInOrder.
+local function grantInOrder(c, want, wroom, froom, troom, strict)
+  local n = 0
+  local function stop()
+    if wroom <= n then return n, 1 end
+    return n, 2
+  end
+  local list = lists[c]
+  if list.n == 0 and accountTPM <= 0 then
+    n = math.max(0, math.min(want, wroom, froom))
+    if n == want then return n, 0 end
+    return stop()
+  end
+  local first = tok[c] == 0
+  local capped = false
+  local i = list.first
+  for _ = 1, list.n do
+    local k, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+    i = i + 2
+    if n >= math.min(wroom, froom) then return stop() end
+    local cp = caps[k]
+    if cp and (cp.wroom <= 0 or cp.froom <= 0) then
+      cp.full, capped = 1, true
+    else
+      if accountTPM > 0 then
+        if troom <= 0 or (strict and cost > troom and not (first and n == 0)) then return n, 1 end
+        troom = troom - cost
+        tok[c] = tok[c] + cost
+      end
+      n = n + 1
+      if cp then
+        cp.wroom, cp.froom = cp.wroom - 1, cp.froom - 1
+        cp.granted[c] = cp.granted[c] + 1
+      end
+    end
+  end
+  if capped then return n, 4 end
+  return n, 0
 end
 
 local granted, blocker = {0, 0}, {0, 0}
@@ -190,11 +252,11 @@ local TA = allowance(accountTPM)
 -- Phase: interactive takes any free capacity of the second; a shortfall
 -- marks this replica starved, which stops bulk borrowing fleet-wide.
 local function grantInteractive()
-  granted[1], blocker[1] = grant(want[1], A - used[1] - used[2], limIF - total[1] - total[2])
-  granted[1], blocker[1] = takeTokens(1, granted[1], blocker[1], TA - tok[1] - tok[2], false)
+  granted[1], blocker[1] = grantInOrder(1, want[1], A - used[1] - used[2], limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
   used[1] = used[1] + granted[1]
   total[1] = total[1] + granted[1]
-  if granted[1] < want[1] then
+  -- A waiter left for its own cap does not stop borrowing: the class had room.
+  if granted[1] < want[1] and blocker[1] ~= 4 then
     redis.call('ZADD', kstarved, sec + 1, rid)
   elseif want[1] > 0 then
     redis.call('ZREM', kstarved, rid)
@@ -217,13 +279,14 @@ local function grantBulk()
     froom = math.max(froom, limIF - reserveIF - inAll)
     troom = math.max(troom, TA - allowance(reserveTPM) - tokAll)
   end
-  granted[2], blocker[2] = grant(want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll))
-  granted[2], blocker[2] = takeTokens(2, granted[2], blocker[2], math.min(troom, TA - tokAll), true)
+  granted[2], blocker[2] = grantInOrder(2, want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll),
+    math.min(troom, TA - tokAll), true)
   used[2] = used[2] + granted[2]
   total[2] = total[2] + granted[2]
 end
 
--- Phase: the window, the in-flight counts and this replica's heartbeat.
+-- Phase: the window, the in-flight counts, this replica's heartbeat, and
+-- the capped callers' windows and counts.
 local function save()
   redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2], 'ti', tok[1], 'tb', tok[2])
   redis.call('PEXPIRE', kwin, 5000)
@@ -234,6 +297,21 @@ local function save()
   redis.call('PEXPIRE', kinf, keep)
   redis.call('PEXPIRE', khb, keep)
   redis.call('PEXPIRE', kstarved, keep)
+  if #caps == 0 then return end
+  if tonumber(redis.call('HGET', kcapwin, 'sec')) ~= sec then
+    redis.call('DEL', kcapwin)
+    redis.call('HSET', kcapwin, 'sec', sec)
+  end
+  for _, cp in ipairs(caps) do
+    local g = cp.granted[1] + cp.granted[2]
+    if g > 0 then redis.call('HINCRBY', kcapwin, 'n|' .. cp.name, g) end
+    cp.fleet = cp.fleet + g
+    local mine, tf = 'r|' .. rid .. '|' .. cp.name, 't|' .. cp.name
+    if cp.held + g > 0 then redis.call('HSET', kcapinf, mine, cp.held + g) else redis.call('HDEL', kcapinf, mine) end
+    if cp.fleet > 0 then redis.call('HSET', kcapinf, tf, cp.fleet) else redis.call('HDEL', kcapinf, tf) end
+  end
+  redis.call('PEXPIRE', kcapwin, 5000)
+  redis.call('PEXPIRE', kcapinf, keep)
 end
 
 -- Phase: when asking again can succeed for a blocked class.
@@ -242,7 +320,7 @@ local function retryHint()
   for c = 1, 2 do
     if blocker[c] ~= 0 then
       local r = 1000 - nowMs % 1000
-      if blocker[c] == 2 and poll > 0 and poll < r then r = poll end
+      if (blocker[c] == 2 or blocker[c] == 4) and poll > 0 and poll < r then r = poll end
       if blocker[c] == 3 then r = math.max(1, holdMs) end
       if retry == 0 or r < retry then retry = r end
     end
@@ -250,6 +328,7 @@ local function retryHint()
   return retry
 end
 
+readCaps()
 grantInteractive()
 grantBulk()
 save()
@@ -263,4 +342,10 @@ reply[REPLY.hold_ms] = holdMs
 reply[REPLY.used_i], reply[REPLY.used_b] = used[1], used[2]
 reply[REPLY.tokens_i], reply[REPLY.tokens_b] = tok[1], tok[2]
 reply[REPLY.left_ms] = 1000 - nowMs % 1000
+for _, cp in ipairs(caps) do
+  reply[#reply + 1] = cp.granted[1]
+  reply[#reply + 1] = cp.granted[2]
+  reply[#reply + 1] = cp.fleet
+  reply[#reply + 1] = cp.full
+end
 return reply
