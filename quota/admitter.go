@@ -10,8 +10,9 @@ import (
 )
 
 // Admitter is quota's entry point: it admits each request against the
-// account — through its caller's cap, if the caller has one, then through
-// its class's share of the one-second windows and the in-flight bound —
+// account — its class's share of the one-second windows and the
+// in-flight bound, and its caller's cap if the caller has one, decided
+// together —
 // over the store the configuration names (in process, or Redis for a
 // fleet). It is safe for concurrent use. Admit may be called before Run
 // starts; waiters are served once it does.

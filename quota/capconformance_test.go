@@ -29,7 +29,9 @@ var capsUnder = []capBounds{{MaxInFlight: 2, RequestsPerMinute: unbounded}, {Max
 // its in-flight count is what the replica says it holds.
 func runCapConformance(t *testing.T, newStore newStoreFunc) {
 	const A, B = 1, 2
-	full := func(i, b, fleet int64) capResult { return capResult{Granted: pc(i, b), FleetInFlight: fleet, Full: true} }
+	full := func(i, b, fleet int64) capResult {
+		return capResult{Granted: pc(i, b), FleetInFlight: fleet, Full: true}
+	}
 	room := func(i, b, fleet int64) capResult { return capResult{Granted: pc(i, b), FleetInFlight: fleet} }
 	steps := []capStep{
 		{0, [2][]int32{{A, A, A, 0, B, B, B, B, 0}, nil}, []int64{0, 0}, pc(7, 0), [2]blocker{blockedByCap, nb},

@@ -3,20 +3,22 @@
 // An Admitter (New) admits each Request — a class (classify.Interactive or
 // classify.Bulk), a caller and a token estimate — against the account: a
 // partitioned allowance counted in one-second windows and a bound on
-// requests in flight, through the caller's own cap first if it has one.
+// requests in flight, and the caller's own cap if it has one (caps.go).
 // Requests that cannot be admitted at once wait, first in first out within
 // their class, for at most their class's max_wait in a queue of at most
 // max_queue; the Lease they get is released when the upstream exchange
 // ends. Observe feeds it the provider's word: bulk is held while the
 // account is below the interactive reserve, or after a 429.
 //
-// Inside, one admission loop (limiter.Run) serves both classes: it asks its
-// store, in one call, for as many grants as there are waiters of either
-// class, like a group commit, and reports releases in the same call, so a
-// store that lives in Redis costs one round trip per batch rather than per
-// request; far from every limit it takes credits ahead of demand
-// (credits.go). memoryStore serves a single replica; redisStore a fleet,
-// behind a failoverStore that applies store.on_error when Redis fails.
-// callerCaps puts a limiter of its own in front of the class limiter for
-// each capped caller.
+// Inside, one admission loop (limiter.Run, loop.go) serves both classes:
+// it asks its store, in one call, for as many grants as there are waiters
+// of either class, like a group commit, and reports releases in the same
+// call, so a store that lives in Redis costs one round trip per batch
+// rather than per request; far from every limit it takes credits ahead of
+// demand (credits.go, prefetch.go). The store decides which waiters go in
+// one function, grantInOrder (store.go): in the order the loop lists
+// them, a capped caller's passed over while its cap is full. memoryStore
+// serves a single replica; redisStore a fleet, with take.lua doing the
+// same in one script call, behind a failoverStore that applies
+// store.on_error when Redis fails.
 package quota

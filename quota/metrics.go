@@ -92,7 +92,7 @@ func newCapCollector(a *Admitter) *capCollector {
 	return &capCollector{
 		a: a,
 		queued: prometheus.NewDesc("meterproxy_caller_queue_depth",
-			"Requests of a capped caller waiting on this replica for the caller's own cap, by caller.", label, nil),
+			"Requests of a capped caller waiting on this replica, by caller.", label, nil),
 		inFlight: prometheus.NewDesc("meterproxy_caller_in_flight",
 			"Requests in flight under a capped caller's cap across the fleet, at the store's last answer, by caller.", label, nil),
 		limit: prometheus.NewDesc("meterproxy_caller_in_flight_limit",

@@ -71,7 +71,7 @@ func newRedisStore(client redis.Scripter, o redisStoreOptions) *redisStore {
 	}
 	tag := "{" + o.KeyPrefix + "}"
 	return &redisStore{
-		client:       client,
+		client: client,
 		keys: []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream",
 			tag + ":capwindow", tag + ":capinflight"},
 		replica:      replica,
