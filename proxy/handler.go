@@ -155,7 +155,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if live.Shadow {
-		defer h.shadowAdmit(r.Context(), res, ex.cost)()
+		defer h.shadowAdmit(r.Context(), ex.request())()
 	} else {
 		lease, ok := h.admit(w, r, ex, start)
 		if !ok {
@@ -248,7 +248,7 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchang
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
 	res := ex.res
 	class := res.Class.String()
-	lease, err := h.admitter.Admit(r.Context(), quota.Request{Class: res.Class, Caller: res.Caller, Tokens: ex.cost})
+	lease, err := h.admitter.Admit(r.Context(), ex.request())
 	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
 	if err == nil {
 		outcome := admitAdmitted

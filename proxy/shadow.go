@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
 )
 
@@ -25,13 +24,13 @@ var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shado
 // func, called when the response ends, releases the slot the shadow
 // admission took, or abandons its wait, so the limiter's counts follow the
 // real traffic.
-func (h *Handler) shadowAdmit(ctx context.Context, res classify.Result, cost int64) func() {
-	c := res.Class
+func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
+	c := req.Class
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lease, err := h.admitter.Admit(ctx, quota.Request{Class: c, Caller: res.Caller, Tokens: cost})
+		lease, err := h.admitter.Admit(ctx, req)
 		outcome := shadowOther
 		var refused *quota.RefusedError
 		switch {

@@ -19,6 +19,9 @@ type exchange struct {
 	live *Live // the configuration the request started under
 	res  classify.Result
 	rt   route
+	// pool is the admission pool the request draws on (quota.Request.Pool);
+	// "" is the account, the only one for now.
+	pool string
 	// spent says the request spent this account (the proxy's own key, or
 	// a configured caller's): only then may its response's rate-limit
 	// headers move the account's state.
@@ -33,6 +36,11 @@ type exchange struct {
 	lease *quota.Lease
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
+}
+
+// request is what admission is asked for the exchange.
+func (ex *exchange) request() quota.Request {
+	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Tokens: ex.cost}
 }
 
 type exchangeKey struct{}
@@ -97,7 +105,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 		hold = 0
 	}
 	hold = min(hold, h.maxHold)
-	h.admitter.Observe(now, hold, throttle)
+	h.admitter.Observe(ex.pool, now, hold, throttle)
 }
 
 // meteredBody feeds a copy of every byte read to a usage.Meter, and reports

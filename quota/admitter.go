@@ -7,6 +7,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 )
 
 // Admitter is quota's entry point: it admits each request against the
@@ -18,6 +19,9 @@ import (
 // starts; waiters are served once it does.
 type Admitter struct {
 	backend *backend
+	// pools are the pools' limiters, by pool name (pool.go); fixed at New.
+	pools map[string]*limiter
+	// limiter is the account's pool, which metrics and State show.
 	limiter *limiter
 }
 
@@ -34,6 +38,9 @@ type Deps struct {
 
 // Request is one request to admit.
 type Request struct {
+	// Pool names the pool it draws on; "" (or a pool not configured) is
+	// the account. The account is the only pool for now.
+	Pool  string
 	Class classify.Class
 	// Caller is the configured caller's name, or classify.UnknownCaller.
 	Caller string
@@ -50,11 +57,12 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if err != nil {
 		return nil, err
 	}
-	limiter := newLimiter(cfg, cfg.Enforced(), capsOf(d.Callers), backend.Store, backend.Heartbeat, d.Log)
+	account := newLimiter(cfg, cfg.Enforced(), capsOf(d.Callers), backend.Store, backend.Heartbeat, d.Log)
+	account.pool = accountPool
 	if backend.Shared {
-		limiter.enablePrefetch() // a Redis round trip per admission is worth saving
+		account.enablePrefetch() // a Redis round trip per admission is worth saving
 	}
-	a := &Admitter{backend: backend, limiter: limiter}
+	a := &Admitter{backend: backend, limiter: account, pools: map[string]*limiter{accountPool: account}}
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
@@ -70,26 +78,46 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // under on_error "closed", ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
-	return a.limiter.Admit(ctx, req)
+	return a.pool(req.Pool).Admit(ctx, req)
 }
 
-// Observe records what the upstream said at at about the account: hold
-// bulk for hold (remaining below the reserve), and for throttle (a 429's
-// retry hint). The fleet hears of it with the next store call.
-func (a *Admitter) Observe(at time.Time, hold, throttle time.Duration) {
-	a.limiter.Observe(at, hold, throttle)
+// pool is the limiter of the pool named name: the account's when name is
+// not configured.
+func (a *Admitter) pool(name string) *limiter {
+	if l, ok := a.pools[name]; ok {
+		return l
+	}
+	return a.limiter
+}
+
+// Observe records what the upstream said at at about pool (as Request.Pool
+// names it), in answer to a request drawn on it: hold bulk for hold
+// (remaining below the reserve), and for throttle (a 429's retry hint).
+// The fleet hears of it with the next store call.
+func (a *Admitter) Observe(pool string, at time.Time, hold, throttle time.Duration) {
+	a.pool(pool).Observe(at, hold, throttle)
 }
 
 // Reconfigure applies a reloaded configuration: classes, limits and the
 // callers' caps. Requests waiting or in flight keep their place and slot;
 // see limiter.Reconfigure.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
-	a.limiter.Reconfigure(cfg, cfg.Enforced(), capsOf(callers))
+	caps := capsOf(callers)
+	for _, l := range a.pools {
+		l.Reconfigure(cfg, cfg.Enforced(), caps)
+	}
 }
 
-// Run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and tells the store what is still in flight. Call it once.
-func (a *Admitter) Run(ctx context.Context) error { return a.limiter.Run(ctx) }
+// Run serves every pool's queues until ctx ends, then refuses every
+// waiter with ErrClosed and tells the store what is still in flight. Call
+// it once.
+func (a *Admitter) Run(ctx context.Context) error {
+	var g errgroup.Group
+	for _, l := range a.pools {
+		g.Go(func() error { return l.Run(ctx) })
+	}
+	return g.Wait()
+}
 
 // Close stops probing Redis and closes its client. Call it after Run
 // returns.

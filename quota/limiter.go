@@ -12,14 +12,16 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// limiter admits requests against a Store. Each class has a FIFO queue; one
-// admission loop serves both, asking the store for as many grants as there
-// are waiters, both classes and every release in one call. It is safe for
-// concurrent use. Admit may be called before Run starts; waiters are served
-// once it does.
+// limiter admits requests to one pool against a Store. Each class has a
+// FIFO queue; one admission loop serves both, asking the store for as many
+// grants as there are waiters, both classes and every release in one call.
+// It is safe for concurrent use. Admit may be called before Run starts;
+// waiters are served once it does.
 type limiter struct {
 	store store
-	log   *slog.Logger
+	// pool is the pool the limiter admits to (pool.go); set before Run.
+	pool string
+	log  *slog.Logger
 	// limits are what the store enforces and the per-replica fallback;
 	// replaced whole by Reconfigure.
 	limits atomic.Pointer[limitSet]

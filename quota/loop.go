@@ -129,7 +129,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			st.pf.updateRate(now, &admitted)
 		}
 		lims := l.limits.Load()
-		req.InFlight, req.Upstream = l.occupied(), l.pending.take(now)
+		req.Pool, req.InFlight, req.Upstream = l.pool, l.occupied(), l.pending.take(now)
 		req.Limits, req.LocalLimits = lims.enforced, lims.local
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
@@ -398,7 +398,7 @@ func (l *limiter) flush(ctx context.Context) {
 	l.mu.Lock()
 	caps := capTakes(l.capsForCallLocked(nil), nil)
 	l.mu.Unlock()
-	if _, err := l.store.Take(ctx, takeRequest{InFlight: l.occupied(), Caps: caps}); err != nil {
+	if _, err := l.store.Take(ctx, takeRequest{Pool: l.pool, InFlight: l.occupied(), Caps: caps}); err != nil {
 		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))
 	}
 }

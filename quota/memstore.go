@@ -12,12 +12,17 @@ import (
 var _ store = (*memoryStore)(nil)
 
 // memoryStore is the in-process Store for a single replica: the counters
-// live in this process and are lost with it. It is safe for concurrent use;
-// its zero value is not usable, call NewMemoryStore.
+// live in this process, per pool, and are lost with it. It is safe for
+// concurrent use; its zero value is not usable, call newMemoryStore.
 type memoryStore struct {
 	now func() time.Time
 
-	mu       sync.Mutex
+	mu    sync.Mutex
+	pools map[string]*memoryPool
+}
+
+// memoryPool is one pool's counters in a memoryStore.
+type memoryPool struct {
 	win      window
 	inFlight PerClass
 	// starvedThrough is the last second in which bulk may not borrow
@@ -36,7 +41,7 @@ func newMemoryStore(now func() time.Time) *memoryStore {
 	if now == nil {
 		now = time.Now
 	}
-	return &memoryStore{now: now, starvedThrough: math.MinInt64, capUsed: map[string]int64{}}
+	return &memoryStore{now: now, pools: map[string]*memoryPool{}}
 }
 
 // Take implements Store.
@@ -47,6 +52,15 @@ func (s *memoryStore) Take(_ context.Context, req takeRequest) (takeResult, erro
 func (s *memoryStore) take(now time.Time, req takeRequest) takeResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	p := s.pools[req.Pool]
+	if p == nil {
+		p = &memoryPool{starvedThrough: math.MinInt64, capUsed: map[string]int64{}}
+		s.pools[req.Pool] = p
+	}
+	return p.take(now, req)
+}
+
+func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 	sec := now.Unix()
 	if sec != s.win.sec {
 		s.win = window{sec: sec}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -32,10 +33,12 @@ var errStoreTimeout = errors.New("quota: redis call exceeded store.timeout")
 // replica's clock. Each replica's count carries a heartbeat; a replica that
 // stops calling (a crash) stops counting after its TTL.
 //
-// A limiter calls Take from one goroutine; redisStore holds no lock.
+// Each pool's limiter calls Take from one goroutine; redisStore holds
+// no state but the pools' key names.
 type redisStore struct {
 	client  redis.Scripter
-	keys    []string
+	prefix  string
+	keys    sync.Map // pool name -> []string, its keys (poolKeys)
 	replica string
 	// replicaTTL is how long a silent replica keeps its slots.
 	replicaTTL time.Duration
@@ -69,11 +72,9 @@ func newRedisStore(client redis.Scripter, o redisStoreOptions) *redisStore {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		replica = hex.EncodeToString(b[:])
 	}
-	tag := "{" + o.KeyPrefix + "}"
 	return &redisStore{
-		client: client,
-		keys: []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream",
-			tag + ":capwindow", tag + ":capinflight"},
+		client:       client,
+		prefix:       o.KeyPrefix,
 		replica:      replica,
 		replicaTTL:   3 * o.Heartbeat,
 		timeout:      o.Timeout,
@@ -84,8 +85,14 @@ func newRedisStore(client redis.Scripter, o redisStoreOptions) *redisStore {
 // Replica returns this replica's id, as it appears in Redis.
 func (s *redisStore) Replica() string { return s.replica }
 
-// Keys returns the Redis keys the store uses.
-func (s *redisStore) Keys() []string { return append([]string(nil), s.keys...) }
+// Keys returns the Redis keys the store uses for pool.
+func (s *redisStore) Keys(pool string) []string {
+	if k, ok := s.keys.Load(pool); ok {
+		return k.([]string)
+	}
+	k, _ := s.keys.LoadOrStore(pool, poolKeys(s.prefix, pool))
+	return k.([]string)
+}
 
 // Take implements Store with one script call.
 func (s *redisStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
@@ -191,7 +198,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 			args = append(args, w.Cap, w.Cost)
 		}
 	}
-	reply, err := takeScript.Run(ctx, s.client, s.keys, args...).Int64Slice()
+	reply, err := takeScript.Run(ctx, s.client, s.Keys(req.Pool), args...).Int64Slice()
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)

@@ -11,10 +11,10 @@ import (
 // PerClass holds one number per class, indexed by classify.Class.
 type PerClass [classify.NumClasses]int64
 
-// store holds the counters admission decisions are made on: the current
-// one-second window and the requests in flight. A limiter calls Take from
-// one goroutine at a time, so a store may keep per-replica state without
-// locking against itself; memoryStore is nonetheless safe for concurrent use.
+// store holds the counters admission decisions are made on, per pool: the
+// current one-second window and the requests in flight. Each pool's
+// limiter calls Take from one goroutine at a time; stores are safe for
+// concurrent use across pools.
 type store interface {
 	// Take records that this replica holds req.InFlight requests in flight
 	// (absolute, by class), then grants up to req.Want admissions per class,
@@ -31,6 +31,9 @@ var ErrStoreUnavailable = errors.New("quota: store unavailable")
 
 // takeRequest asks a Store for admissions.
 type takeRequest struct {
+	// Pool is the pool the call is for (pool.go); accountPool for the
+	// account.
+	Pool string
 	// Want is how many requests of each class are waiting.
 	Want PerClass
 	// InFlight is how many requests of each class this replica has in flight
