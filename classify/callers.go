@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // Caller is one configured client of the proxy, identified by its API key.
@@ -33,7 +35,7 @@ type Caller struct {
 }
 
 // ValidateCallers reports every problem in callers at once, each naming its
-// key (for example "callers[1].key_sha256"). getenv resolves KeyEnv; a nil
+// key relative to the list (for example "[1].key_sha256"; see configcheck). getenv resolves KeyEnv; a nil
 // getenv behaves as an empty environment. Errors never contain a key, a
 // key's hash or any part of either. ValidateCallers is safe for concurrent
 // use if getenv is.
@@ -59,22 +61,20 @@ func compileCallers(callers []Caller, getenv func(string) string) ([]entry, erro
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
+	var p configcheck.Problems
+	bad := p.Add
 	entries := make([]entry, 0, len(callers))
 	names := make(map[string]int, len(callers))
 	hashes := make(map[[sha256.Size]byte]int, len(callers))
 	for i, c := range callers {
-		key := fmt.Sprintf("callers[%d]", i)
+		key := fmt.Sprintf("[%d]", i)
 		switch j, dup := names[c.Name]; {
 		case c.Name == "":
 			bad(key+".name", "must not be empty")
 		case c.Name == UnknownCaller:
 			bad(key+".name", "%q is reserved for callers not in this list", UnknownCaller)
 		case dup:
-			bad(key+".name", "duplicate of callers[%d].name %q", j, c.Name)
+			bad(key+".name", "duplicate of %s %q", configcheck.Ref(fmt.Sprintf("[%d].name", j)), c.Name)
 		default:
 			names[c.Name] = i
 		}
@@ -89,17 +89,17 @@ func compileCallers(callers []Caller, getenv func(string) string) ([]entry, erro
 		}
 		hash, field, err := callerHash(c, getenv)
 		if err != nil {
-			bad(key+field, "%w", err)
+			bad(key+field, "%v", err)
 			continue
 		}
 		if j, dup := hashes[hash]; dup {
-			bad(key+field, "same key as callers[%d]", j)
+			bad(key+field, "same key as %s", configcheck.Ref(fmt.Sprintf("[%d]", j)))
 			continue
 		}
 		hashes[hash] = i
 		entries = append(entries, entry{name: c.Name, hash: hash, class: c.Class, mayClaim: c.MayClaimInteractive})
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return entries, nil

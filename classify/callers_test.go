@@ -3,6 +3,8 @@ package classify
 import (
 	"strings"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 func TestValidateCallers(t *testing.T) {
@@ -65,7 +67,7 @@ func TestValidateCallers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidateCallers(tt.callers, env(tt.env))
+			err := configcheck.Under("callers", ValidateCallers(tt.callers, env(tt.env)))
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("ValidateCallers() = %v, want nil", err)
@@ -89,7 +91,7 @@ func TestValidateCallers(t *testing.T) {
 }
 
 func TestValidateCallersNilGetenv(t *testing.T) {
-	err := ValidateCallers([]Caller{{Name: "a", KeyEnv: "K"}}, nil)
+	err := configcheck.Under("callers", ValidateCallers([]Caller{{Name: "a", KeyEnv: "K"}}, nil))
 	if err == nil || !strings.Contains(err.Error(), "callers[0].key_env: environment variable K is empty or unset") {
 		t.Fatalf("ValidateCallers(nil getenv) = %v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // UnknownCaller is Result.Caller for a request whose key matches no
@@ -42,14 +44,15 @@ type Classifier struct {
 	callers      []entry
 }
 
-// New validates cfg and callers (reporting every problem of both at once)
+// New validates cfg and callers (reporting every problem of both at once,
+// named as the configuration file names them: under classify and callers)
 // and returns a Classifier. Keys named by key_env are read through getenv
 // and hashed here, once; a nil getenv behaves as an empty environment.
 // New keeps no reference to cfg, callers or getenv.
 func New(cfg Config, callers []Caller, getenv func(string) string) (*Classifier, error) {
 	cfgErr := cfg.Validate()
 	entries, callersErr := compileCallers(callers, getenv)
-	if err := errors.Join(cfgErr, callersErr); err != nil {
+	if err := errors.Join(configcheck.Under("classify", cfgErr), configcheck.Under("callers", callersErr)); err != nil {
 		return nil, err
 	}
 	return &Classifier{

@@ -1,10 +1,11 @@
 package classify
 
 import (
-	"errors"
 	"fmt"
 	"net/textproto"
 	"strings"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // UnknownCallers is what happens to a request whose key is no configured
@@ -74,13 +75,12 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem in c at once, each naming its full key
-// (for example "classify.paths[0].prefix"). It does not modify c.
+// Validate reports every problem in c at once, each naming its key
+// relative to Config (for example "paths[0].prefix"; see configcheck). It
+// does not modify c.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("classify.%s: "+format, append([]any{key}, args...)...))
-	}
+	var p configcheck.Problems
+	bad := p.Add
 	switch {
 	case c.Header == "":
 		bad("header", "must not be empty")
@@ -100,13 +100,13 @@ func (c Config) Validate() error {
 		if !strings.HasPrefix(p.Prefix, "/") {
 			bad(key+".prefix", "must start with \"/\", got %q", p.Prefix)
 		} else if j := shadowedBy(c.Paths[:i], p.Prefix); j >= 0 {
-			bad(key+".prefix", "never matches: classify.paths[%d].prefix %q comes first", j, c.Paths[j].Prefix)
+			bad(key+".prefix", "never matches: %s %q comes first", configcheck.Ref(fmt.Sprintf("paths[%d].prefix", j)), c.Paths[j].Prefix)
 		}
 		if !p.Class.Valid() {
 			bad(key+".class", "must be \"interactive\" or \"bulk\", got %s", p.Class)
 		}
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 // shadowedBy returns the index of the first rule in earlier whose prefix

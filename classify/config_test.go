@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -66,7 +68,7 @@ func TestConfigValidate(t *testing.T) {
 			cfg := DefaultConfig()
 			tt.mod(&cfg)
 			before := cloneConfig(cfg)
-			err := cfg.Validate()
+			err := configcheck.Under("classify", cfg.Validate())
 			if !reflect.DeepEqual(cfg, before) {
 				t.Errorf("Validate changed the config: %+v, was %+v", cfg, before)
 			}

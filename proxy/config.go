@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // ServerConfig is the listening side. The YAML keys are the koanf tags.
@@ -107,20 +107,18 @@ func DefaultUpstreamConfig() UpstreamConfig {
 	}
 }
 
-// Validate reports every problem at once, each naming its config key. It
-// changes nothing.
+// Validate reports every problem at once, each naming its key relative to
+// Config (server.…, upstream.…; see configcheck). It changes nothing.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
+	var p configcheck.Problems
+	bad := p.Add
 	if c.Server.Listen == "" {
 		bad("server.listen", "must not be empty")
 	}
 	if c.Server.AdminListen == "" {
 		bad("server.admin_listen", "must not be empty")
 	} else if c.Server.AdminListen == c.Server.Listen && !strings.HasSuffix(c.Server.Listen, ":0") {
-		bad("server.admin_listen", "must differ from server.listen")
+		bad("server.admin_listen", "must differ from %s", configcheck.Ref("server.listen"))
 	}
 	if c.Server.ShutdownGrace < 0 {
 		bad("server.shutdown_grace", "must be >= 0, got %s", c.Server.ShutdownGrace)
@@ -132,8 +130,8 @@ func (c Config) Validate() error {
 		bad("server.max_upload_bytes", "must be > 0, got %d", c.Server.MaxUploadBytes)
 	}
 	if c.Server.MaxBodyMemoryBytes < c.Server.MaxBodyBytes {
-		bad("server.max_body_memory_bytes", "must be >= server.max_body_bytes (%d), or no body of the largest size could ever be read; got %d",
-			c.Server.MaxBodyBytes, c.Server.MaxBodyMemoryBytes)
+		bad("server.max_body_memory_bytes", "must be >= %s (%d), or no body of the largest size could ever be read; got %d",
+			configcheck.Ref("server.max_body_bytes"), c.Server.MaxBodyBytes, c.Server.MaxBodyMemoryBytes)
 	}
 	if c.Server.BodyReadTimeout <= 0 {
 		bad("server.body_read_timeout", "must be > 0, got %s", c.Server.BodyReadTimeout)
@@ -155,5 +153,5 @@ func (c Config) Validate() error {
 	if c.Upstream.MaxConnections < 0 {
 		bad("upstream.max_connections", "must be >= 0 (0 = derived from the in-flight bound), got %d", c.Upstream.MaxConnections)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }

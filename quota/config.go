@@ -1,10 +1,10 @@
 package quota
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"time"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // Config is the admission configuration: the account, its partition between
@@ -104,13 +104,12 @@ func DefaultConfig() Config {
 // shareEpsilon absorbs float noise such as 0.8+0.2 > 1.
 const shareEpsilon = 1e-9
 
-// Validate reports every problem at once, each naming its config key. It
-// changes nothing.
+// Validate reports every problem at once, each naming its key relative to
+// Config (account.…, classes.…, store.…; see configcheck). It changes
+// nothing.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
+	var p configcheck.Problems
+	bad := p.Add
 	a := c.Account
 	if a.RequestsPerMinute <= 0 {
 		bad("account.requests_per_minute", "must be > 0, got %d", a.RequestsPerMinute)
@@ -124,17 +123,18 @@ func (c Config) Validate() error {
 	if a.ExpectedReplicas < 1 {
 		bad("account.expected_replicas", "must be >= 1, got %d", a.ExpectedReplicas)
 	} else if a.MaxInFlight > 0 && a.MaxInFlight < a.ExpectedReplicas {
-		bad("account.max_in_flight", "must be >= account.expected_replicas (%d) so every replica may send, got %d", a.ExpectedReplicas, a.MaxInFlight)
+		bad("account.max_in_flight", "must be >= %s (%d) so every replica may send, got %d", configcheck.Ref("account.expected_replicas"), a.ExpectedReplicas, a.MaxInFlight)
 	}
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
 	checkFraction(bad, "classes.interactive.reserve", ic.Reserve)
 	checkFraction(bad, "classes.bulk.share", bc.Share)
 	if ic.Share+bc.Share > 1+shareEpsilon {
-		bad("classes.bulk.share", "classes.interactive.share + classes.bulk.share must be <= 1, got %g", ic.Share+bc.Share)
+		bad("classes.bulk.share", "%s + %s must be <= 1, got %g", configcheck.Ref("classes.interactive.share"), configcheck.Ref("classes.bulk.share"), ic.Share+bc.Share)
 	}
 	if bc.Share+ic.Reserve > 1+shareEpsilon {
-		bad("classes.interactive.reserve", "classes.bulk.share + classes.interactive.reserve must be <= 1 or bulk's own share eats the reserve, got %g", bc.Share+ic.Reserve)
+		bad("classes.interactive.reserve", "%s + %s must be <= 1 or bulk's own share eats the reserve, got %g",
+			configcheck.Ref("classes.bulk.share"), configcheck.Ref("classes.interactive.reserve"), bc.Share+ic.Reserve)
 	}
 	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
@@ -155,7 +155,7 @@ func (c Config) Validate() error {
 	if c.Store.Heartbeat <= 0 {
 		bad("store.heartbeat", "must be > 0, got %s", c.Store.Heartbeat)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 func checkFraction(bad func(string, string, ...any), key string, v float64) {

@@ -18,6 +18,7 @@ import (
 	"github.com/knadh/koanf/providers/structs"
 	"github.com/knadh/koanf/v2"
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/quota"
 )
@@ -141,31 +142,37 @@ func loadConfig(path string, environ []string, getenv func(string) string) (Conf
 	return cfg, nil
 }
 
+// validate checks every section, each under its key in the file (the
+// sections report keys relative to themselves; see configcheck), and what
+// spans sections.
 func (c Config) validate(getenv func(string) string) error {
-	var errs []error
-	errs = append(errs, c.proxy().Validate(), c.quota().Validate(), c.Classify.Validate(),
-		classify.ValidateCallers(c.Callers, getenv))
+	var p configcheck.Problems
 	if c.Upstream.APIKey != "" && c.Classify.UnknownCallers == classify.UnknownForward && !c.Upstream.KeyForUnknownCallers {
-		errs = append(errs, errors.New("upstream.key_for_unknown_callers: upstream.api_key is set and "+
+		p.Add("upstream.key_for_unknown_callers", "upstream.api_key is set and "+
 			"classify.unknown_callers is forward, so anyone who reaches the proxy, with no key or any key, "+
 			"would spend the account under the provider key (and a capped caller could escape its cap by "+
 			"dropping its own): set classify.unknown_callers: reject, or set "+
-			"upstream.key_for_unknown_callers: true if that is what you want"))
+			"upstream.key_for_unknown_callers: true if that is what you want")
 	}
 	if !c.Mode.Valid() {
-		errs = append(errs, fmt.Errorf("mode: must be enforce or shadow, got %q", c.Mode))
+		p.Add("mode", "must be enforce or shadow, got %q", c.Mode)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		errs = append(errs, fmt.Errorf("log.level: must be debug, info, warn or error, got %q", c.Log.Level))
+		p.Add("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "auto", "text", "json":
 	default:
-		errs = append(errs, fmt.Errorf("log.format: must be auto, text or json, got %q", c.Log.Format))
+		p.Add("log.format", "must be auto, text or json, got %q", c.Log.Format)
 	}
-	return errors.Join(errs...)
+	return errors.Join(
+		c.proxy().Validate(), // server, upstream: sections at the top
+		c.quota().Validate(), // account, classes, store: sections at the top
+		configcheck.Under("classify", c.Classify.Validate()),
+		configcheck.Under("callers", classify.ValidateCallers(c.Callers, getenv)),
+		p.Err())
 }
 
 // leafKeys returns the configurable keys: every flattened key of the

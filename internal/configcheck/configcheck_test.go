@@ -1,0 +1,28 @@
+package configcheck
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestUnder(t *testing.T) {
+	var p Problems
+	p.Add("header", "must not be empty")
+	p.Add("paths[1].prefix", "never matches: %s %q comes first", Ref("paths[0].prefix"), "/v1")
+	other := errors.New("not a problem")
+	err := Under("classify", errors.Join(p.Err(), other))
+	want := "classify.header: must not be empty\n" +
+		`classify.paths[1].prefix: never matches: classify.paths[0].prefix "/v1" comes first` + "\n" +
+		"not a problem"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Under = %q, want %q", err, want)
+	}
+	var list Problems
+	list.Add("[1].name", "duplicate of %s", Ref("[0].name"))
+	if got := Under("callers", list.Err()).Error(); got != "callers[1].name: duplicate of callers[0].name" {
+		t.Fatalf("a list's keys: %q", got)
+	}
+	if Under("x", nil) != nil || (&Problems{}).Err() != nil {
+		t.Fatal("no problems must be nil")
+	}
+}
