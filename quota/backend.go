@@ -38,9 +38,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	primary := newRedisStore(client, redisStoreOptions{
-		KeyPrefix: cfg.Store.KeyPrefix, Timeout: cfg.Store.Timeout, Heartbeat: cfg.Store.Heartbeat,
-	})
+	primary := newRedisStore(client, cfg.Store)
 	b := &backend{Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
 		log: log.With(slog.String("replica", primary.Replica()))}
 	// Behind the store.on_error policy, with an in-process store for the

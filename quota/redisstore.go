@@ -50,34 +50,19 @@ type redisStore struct {
 	clock func() time.Time
 }
 
-// redisStoreOptions configures a redisStore.
-type redisStoreOptions struct {
-	// KeyPrefix becomes the {hash tag} of every key.
-	KeyPrefix string
-	// Timeout bounds each call (store.timeout).
-	Timeout time.Duration
-	// Heartbeat is how often the replica calls when idle (store.heartbeat);
-	// its slots expire after three heartbeats without a call.
-	Heartbeat time.Duration
-	// Replica names this replica; empty means a random id.
-	Replica string
-}
-
-// newRedisStore returns a store on client; each call brings the fleet
-// limits it enforces.
-func newRedisStore(client redis.Scripter, o redisStoreOptions) *redisStore {
-	replica := o.Replica
-	if replica == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		replica = hex.EncodeToString(b[:])
-	}
+// newRedisStore returns a store on client under cfg's key_prefix, calls
+// bounded by its timeout, and this replica's slots expiring after three
+// heartbeats without a call; each call brings the fleet limits it
+// enforces. The replica's id is random.
+func newRedisStore(client redis.Scripter, cfg StoreConfig) *redisStore {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return &redisStore{
 		client:       client,
-		prefix:       o.KeyPrefix,
-		replica:      replica,
-		replicaTTL:   3 * o.Heartbeat,
-		timeout:      o.Timeout,
+		prefix:       cfg.KeyPrefix,
+		replica:      hex.EncodeToString(b[:]),
+		replicaTTL:   3 * cfg.Heartbeat,
+		timeout:      cfg.Timeout,
 		inFlightPoll: 25 * time.Millisecond,
 	}
 }

@@ -19,7 +19,7 @@ import (
 // heartbeat and a generous timeout (the race detector slows calls).
 func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string) *redisStore {
 	t.Helper()
-	return newRedisStore(srv.Client(t), redisStoreOptions{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
+	return newRedisStore(srv.Client(t), StoreConfig{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
 }
 
 func TestRedisStoreConformance(t *testing.T) {
@@ -163,7 +163,7 @@ func TestFailoverStore(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
-	primary := newRedisStore(client, redisStoreOptions{KeyPrefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, Heartbeat: time.Second})
+	primary := newRedisStore(client, StoreConfig{KeyPrefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, Heartbeat: time.Second})
 	local := newMemoryStore(nil)
 	// Every call carries the fleet's limits and the per-replica fallback's.
 	lims := takeRequest{Limits: windowLimits, LocalLimits: Limits{AccountRPM: 60, InFlight: 5, BulkInFlight: 1}}
