@@ -11,8 +11,8 @@ import (
 // capStep is one Take with capped callers and what it must answer.
 type capStep struct {
 	at      time.Duration
-	list    [2][]int32 // each class's waiters, by cap position (0: uncapped)
-	held    []int64    // this replica's in flight under each cap
+	list    [2][]int // each class's waiters, by cap position (0: uncapped)
+	held    []int64  // this replica's in flight under each cap
 	granted PerClass
 	blocker [2]blocker
 	caps    []capResult
@@ -34,17 +34,17 @@ func runCapConformance(t *testing.T, newStore newStoreFunc) {
 	}
 	room := func(i, b, fleet int64) capResult { return capResult{Granted: pc(i, b), FleetInFlight: fleet} }
 	steps := []capStep{
-		{0, [2][]int32{{A, A, A, 0, B, B, B, B, 0}, nil}, []int64{0, 0}, pc(7, 0), [2]blocker{blockedByCap, nb},
+		{0, [2][]int{{A, A, A, 0, B, B, B, B, 0}, nil}, []int64{0, 0}, pc(7, 0), [2]blocker{blockedByCap, nb},
 			[]capResult{full(2, 0, 2), full(3, 0, 3)}},
 		// Interactive was left only to its caps: bulk still borrows (10-3-7 = 0 beyond its own 2).
-		{10 * time.Millisecond, [2][]int32{nil, {A, 0, 0, 0}}, []int64{2, 3}, pc(0, 2), [2]blocker{nb, bw},
+		{10 * time.Millisecond, [2][]int{nil, {A, 0, 0, 0}}, []int64{2, 3}, pc(0, 2), [2]blocker{nb, bw},
 			[]capResult{full(0, 0, 2), room(0, 0, 3)}},
 		// One request left in the window: the class, not the cap, stops the second.
-		{20 * time.Millisecond, [2][]int32{{A, A}, nil}, []int64{1, 3}, pc(1, 0), [2]blocker{bw, nb},
+		{20 * time.Millisecond, [2][]int{{A, A}, nil}, []int64{1, 3}, pc(1, 0), [2]blocker{bw, nb},
 			[]capResult{room(1, 0, 2), room(0, 0, 3)}},
-		{time.Second, [2][]int32{{B, B, B, B}, nil}, []int64{2, 0}, pc(3, 0), [2]blocker{blockedByCap, nb},
+		{time.Second, [2][]int{{B, B, B, B}, nil}, []int64{2, 0}, pc(3, 0), [2]blocker{blockedByCap, nb},
 			[]capResult{room(0, 0, 2), full(3, 0, 3)}},
-		{time.Second + 10*time.Millisecond, [2][]int32{{0, 0, 0, 0, 0, 0, 0, 0}, nil}, []int64{0, 0}, pc(7, 0), [2]blocker{bw, nb},
+		{time.Second + 10*time.Millisecond, [2][]int{{0, 0, 0, 0, 0, 0, 0, 0}, nil}, []int64{0, 0}, pc(7, 0), [2]blocker{bw, nb},
 			[]capResult{room(0, 0, 0), room(0, 0, 0)}},
 	}
 	base := time.Unix(1_700_000_000, 0)

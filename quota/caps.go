@@ -81,7 +81,7 @@ type capCount struct {
 	// Owned by the admission loop (under limiter.mu while it builds a
 	// call and hands out its grants):
 	reported int64                      // the in-flight count the store last heard
-	slot     int32                      // position in this call's Caps plus one; 0 when not in it
+	slot     int                        // position in this call's Caps plus one; 0 when not in it
 	bounding bool                       // in this call, its waiters were listed under the cap (not lifted)
 	listed   int                        // its waiters listed in this call
 	grants   [classify.NumClasses]int64 // this call's grants not yet handed out
@@ -150,7 +150,7 @@ func (l *limiter) capsForCallLocked(buf []*capCount) []*capCount {
 			continue
 		}
 		buf = append(buf, cc)
-		cc.slot = int32(len(buf))
+		cc.slot = len(buf)
 	}
 	return buf
 }

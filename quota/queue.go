@@ -73,11 +73,3 @@ func (q *queue) remove(w *waiter) {
 	w.prev, w.next, w.queued = nil, nil, false
 	q.n--
 }
-
-func (q *queue) pop() *waiter {
-	w := q.head
-	if w != nil {
-		q.remove(w)
-	}
-	return w
-}

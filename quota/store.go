@@ -67,7 +67,7 @@ type takeRequest struct {
 type queued struct {
 	// Cap is its caller's position in takeRequest.Caps plus one; 0 for a
 	// caller without a cap.
-	Cap int32
+	Cap int
 	// Cost is its token estimate (0 when tokens are not enforced).
 	Cost int64
 }

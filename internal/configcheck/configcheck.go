@@ -56,7 +56,7 @@ func Under(section string, err error) error {
 	list := flatten(err, nil)
 	out := make([]error, 0, len(list))
 	for _, e := range list {
-		p, ok := e.(*Problem)
+		p, ok := errors.AsType[*Problem](e)
 		if !ok {
 			out = append(out, e)
 			continue
