@@ -80,19 +80,6 @@ func runCapConformance(t *testing.T, newStore newStoreFunc) {
 	}
 }
 
-func TestMemoryStoreCapConformance(t *testing.T) {
-	runCapConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) })
-}
-
-func TestRedisStoreCapConformance(t *testing.T) {
-	srv := redistest.Start(t)
-	runCapConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
-		s := newTestRedisStore(t, srv, redistest.Prefix(t))
-		s.clock = now
-		return s
-	})
-}
-
 // TestRedisCapReplicaExpiry: a replica that dies holding slots under a
 // cap stops counting against it once its heartbeat expires.
 func TestRedisCapReplicaExpiry(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // newStoreFunc builds a Store enforcing l, whose windows follow now.
@@ -124,12 +125,6 @@ func runSteps(t *testing.T, newStore newStoreFunc, l Limits, steps []conformance
 	}
 }
 
-func TestMemoryStoreConformance(t *testing.T) {
-	runStoreConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store {
-		return newMemoryStore(now)
-	})
-}
-
 // upstreamStep is one Take carrying an upstream report.
 type upstreamStep struct {
 	at      time.Duration
@@ -170,10 +165,6 @@ func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 			t.Fatalf("step %d: RetryAfter %s, want the hold %s", i, res.RetryAfter, st.hold)
 		}
 	}
-}
-
-func TestMemoryStoreUpstreamConformance(t *testing.T) {
-	runUpstreamConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) })
 }
 
 // tokenLimits: requests and in flight far from binding; 10 tokens a second
@@ -217,10 +208,6 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 	}
 }
 
-func TestMemoryStoreTokenConformance(t *testing.T) {
-	runTokenConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) })
-}
-
 // listed lists uncapped waiters with costs, per class.
 func listed(costs [2][]int64) [2][]queued {
 	var out [2][]queued
@@ -230,4 +217,33 @@ func listed(costs [2][]int64) [2][]queued {
 		}
 	}
 	return out
+}
+
+// TestStoreConformance runs every behaviour suite on both stores: the
+// in-process one and Redis's take.lua, which must decide alike.
+func TestStoreConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	stores := []struct {
+		name string
+		new  newStoreFunc
+	}{
+		{"memory", func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) }},
+		{"redis", func(t *testing.T, _ Limits, now func() time.Time) store {
+			s := newTestRedisStore(t, srv, redistest.Prefix(t))
+			s.clock = now
+			return s
+		}},
+	}
+	suites := []struct {
+		name string
+		run  func(*testing.T, newStoreFunc)
+	}{
+		{"partition", runStoreConformance}, {"upstream", runUpstreamConformance}, {"tokens", runTokenConformance},
+		{"caps", runCapConformance}, {"pools", runPoolConformance},
+	}
+	for _, st := range stores {
+		for _, su := range suites {
+			t.Run(st.name+"/"+su.name, func(t *testing.T) { su.run(t, st.new) })
+		}
+	}
 }

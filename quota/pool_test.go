@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // runPoolConformance: every pool is an account of its own in one store —
@@ -38,21 +36,11 @@ func runPoolConformance(t *testing.T, newStore newStoreFunc) {
 	}
 }
 
-func TestMemoryStorePools(t *testing.T) {
-	runPoolConformance(t, func(_ *testing.T, _ Limits, now func() time.Time) store { return newMemoryStore(now) })
-}
-
-// TestRedisStorePools also checks each pool has keys of its own, in a
-// hash slot of its own.
-func TestRedisStorePools(t *testing.T) {
-	srv := redistest.Start(t)
-	prefix := redistest.Prefix(t)
-	var s *redisStore
-	runPoolConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
-		s = newTestRedisStore(t, srv, prefix)
-		s.clock = now
-		return s
-	})
+// TestRedisPoolKeys: each pool has keys of its own, in a hash slot of its
+// own; the account keeps {key_prefix}.
+func TestRedisPoolKeys(t *testing.T) {
+	prefix := "meterproxy"
+	s := newRedisStore(nil, StoreConfig{KeyPrefix: prefix, Timeout: time.Second, Heartbeat: time.Second})
 	account, other := s.Keys(accountPool), s.Keys("gpt-4o")
 	if !strings.HasPrefix(account[0], "{"+prefix+"}:") || !strings.HasPrefix(other[0], "{"+prefix+":pool:gpt-4o}:") {
 		t.Fatalf("keys %v and %v", account, other)

@@ -22,15 +22,6 @@ func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string) *redi
 	return newRedisStore(srv.Client(t), StoreConfig{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second})
 }
 
-func TestRedisStoreConformance(t *testing.T) {
-	srv := redistest.Start(t)
-	runStoreConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
-		s := newTestRedisStore(t, srv, redistest.Prefix(t))
-		s.clock = now
-		return s
-	})
-}
-
 // TestLimiterOverRedis runs the limiter behaviour tests over the Redis
 // store: FIFO, max_wait, max_queue, disconnect, in-flight release.
 func TestLimiterOverRedis(t *testing.T) {
@@ -236,24 +227,6 @@ func countLines(s, sub string) int {
 		}
 	}
 	return n
-}
-
-func TestRedisStoreUpstreamConformance(t *testing.T) {
-	srv := redistest.Start(t)
-	runUpstreamConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
-		s := newTestRedisStore(t, srv, redistest.Prefix(t))
-		s.clock = now
-		return s
-	})
-}
-
-func TestRedisStoreTokenConformance(t *testing.T) {
-	srv := redistest.Start(t)
-	runTokenConformance(t, func(t *testing.T, _ Limits, now func() time.Time) store {
-		s := newTestRedisStore(t, srv, redistest.Prefix(t))
-		s.clock = now
-		return s
-	})
 }
 
 // waitUntil is poll.Until.
