@@ -175,11 +175,11 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 }
 
 // ask builds the next call under mu. Per class, every waiter of a class
-// that is not blocked is asked for; when tokens are enforced or a waiter
-// is capped, they are listed in the order grants go to them (at most
-// maxBatch, and no more of one capped caller than its cap can grant in a
-// call), else counted, with spare credits on top (prefetch.go). The caps
-// the call concerns go with it.
+// that is not blocked is asked for, with spare credits on top
+// (prefetch.go); when tokens are enforced or a waiter is capped, they are
+// listed in the order grants go to them (at most maxBatch, and no more of
+// one capped caller than its cap can grant in a call), spares last. The
+// caps the call concerns go with it.
 func (l *limiter) ask(st *loopState) takeRequest {
 	var req takeRequest
 	tokens := l.limits.Load().enforced.AccountTPM > 0
@@ -192,21 +192,27 @@ func (l *limiter) ask(st *loopState) takeRequest {
 			continue
 		}
 		cq := &l.classes[c]
-		if tokens || cq.capped > 0 {
+		listed := tokens || cq.capped > 0
+		if listed {
 			st.waiters[c] = l.listLocked(classify.Class(c), st.waiters[c])
-			req.Waiters[c] = st.waiters[c]
-			req.Want[c] = int64(len(req.Waiters[c]))
-			st.waiting[c] = req.Want[c]
-			continue
+			st.waiting[c] = int64(len(st.waiters[c]))
+		} else {
+			st.waiting[c] = int64(cq.q.n)
 		}
-		req.Want[c] = int64(cq.q.n)
-		st.waiting[c] = req.Want[c]
 		// Top the credits up when a waiter calls anyway, or when they
 		// ran low while requests kept coming; not on every wake-up.
+		spare := int64(0)
 		n := l.admitted[c].Load()
-		if req.Want[c] > 0 || (n != st.pf.seen[c] && l.credits.lowLocked(classify.Class(c))) {
+		if st.waiting[c] > 0 || (n != st.pf.seen[c] && l.credits.lowLocked(classify.Class(c))) {
 			st.pf.seen[c] = n
-			req.Want[c] += max(0, st.pf.spare[c]-l.credits.n[c])
+			spare = max(0, st.pf.spare[c]-l.credits.n[c]) // 0 while tokens are enforced (plan)
+		}
+		req.Want[c] = st.waiting[c] + spare
+		if listed {
+			for range spare {
+				st.waiters[c] = append(st.waiters[c], queued{}) // uncapped, for anyone
+			}
+			req.Waiters[c] = st.waiters[c]
 		}
 	}
 	st.capTakes = capTakes(st.caps, st.capTakes)

@@ -17,7 +17,8 @@ import (
 // used. They expire with the store's second (a credit of second S is never
 // spent in S+1), are dropped when the upstream holds bulk or the limits
 // change, and are not taken at all near a limit, while tokens are enforced
-// (a credit's cost is unknown), or while anyone waits (FIFO).
+// (a credit's cost is unknown), or while anyone waits (FIFO) but a capped
+// caller held by its own cap.
 
 const (
 	// maxSpare bounds the credits asked for per class and call.
@@ -46,9 +47,10 @@ type prefetchState struct {
 }
 
 // takeCreditLocked admits a request of class c from the credits, if any
-// are valid and nobody of its class waits.
+// are valid and nobody of its class waits but capped callers (who wait on
+// their caps, not on the class).
 func (l *limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
-	if l.classes[c].q.n > 0 {
+	if cq := &l.classes[c]; cq.q.n > cq.capped {
 		return false // first come, first served
 	}
 	took, dropped := l.credits.takeLocked(c, now)
@@ -120,7 +122,7 @@ func (l *limiter) plan(p *prefetchState, res takeResult, lim Limits) {
 		return
 	}
 	for c := range p.spare {
-		if res.Blocker[c] != notBlocked {
+		if b := res.Blocker[c]; b != notBlocked && b != blockedByCap {
 			continue
 		}
 		if c == int(B) {
