@@ -1,0 +1,172 @@
+package quota
+
+import (
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// window is the state of one second: what each class has used of it, in
+// requests and in tokens.
+type window struct {
+	sec    int64
+	used   PerClass
+	tokens PerClass
+}
+
+// grantAll applies the partition rules of DESIGN.md to one call, both
+// classes, interactive first, and returns the grants. used and inFlight are
+// updated in place; inFlight is the fleet's. borrow says bulk may borrow
+// (it is on and no interactive request waits anywhere). caps are the
+// capped callers' rooms, by takeRequest.Caps position. The Redis store's
+// take.lua is the same procedure; the conformance suite holds them equal.
+func grantAll(l Limits, sec int64, req takeRequest, bulkHeld bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []capRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
+	const I, B = classify.Interactive, classify.Bulk
+	want, used, tok := req.Want, &win.used, &win.tokens
+	for c := range tok {
+		tok[c] = max(0, tok[c]+req.Corrections[c])
+	}
+	tokensOn := l.AccountTPM > 0
+	account := Allowance(sec, l.AccountRPM)
+	tAccount := Allowance(sec, l.AccountTPM)
+	granted[I], blocker[I] = grantInOrder(I, req.Waiters[I], want[I], account-used[I]-used[B], l.InFlight-inFlight[I]-inFlight[B],
+		tokenRoom{on: tokensOn, room: tAccount - tok[I] - tok[B], used: &tok[I]}, caps)
+	used[I] += granted[I]
+	inFlight[I] += granted[I]
+	// A waiter left for its own cap does not stop bulk borrowing: the
+	// class had room for it.
+	short := granted[I] < want[I] && blocker[I] != blockedByCap
+
+	if bulkHeld {
+		if want[B] > 0 {
+			blocker[B] = blockedByUpstream
+		}
+		borrow(short) // interactive's standing is recorded all the same
+		return granted, blocker
+	}
+	total, totalInFlight, totalTokens := used[I]+used[B], inFlight[I]+inFlight[B], tok[I]+tok[B]
+	wroom := Allowance(sec, l.BulkRPM) - used[B]
+	froom := l.BulkInFlight - inFlight[B]
+	troom := Allowance(sec, l.BulkTPM) - tok[B]
+	if l.Borrow && borrow(short) {
+		wroom = max(wroom, account-Allowance(sec, l.ReserveRPM)-total)
+		froom = max(froom, l.InFlight-l.ReserveInFlight-totalInFlight)
+		troom = max(troom, tAccount-Allowance(sec, l.ReserveTPM)-totalTokens)
+	}
+	granted[B], blocker[B] = grantInOrder(B, req.Waiters[B], want[B], min(wroom, account-total), min(froom, l.InFlight-totalInFlight),
+		tokenRoom{on: tokensOn, strict: true, room: min(troom, tAccount-totalTokens), used: &tok[B]}, caps)
+	used[B] += granted[B]
+	inFlight[B] += granted[B]
+	return granted, blocker
+}
+
+// tokenRoom is one class's token room in a call, when tokens are
+// enforced (on). Interactive is let through while any room is left: a
+// second overshoots by at most one request. Bulk (strict) takes only what
+// fits, so it never reaches into the reserve — except that its first
+// request of a second goes if any room is left, so no request is too
+// large to ever go. used is the class's tokens in the window.
+type tokenRoom struct {
+	on, strict bool
+	room       int64
+	used       *int64
+}
+
+// capRoom is what one capped caller may still take in a call: requests in
+// its window and slots under its in-flight bound. res is where its answer
+// goes.
+type capRoom struct {
+	window, inFlight int64
+	res              *capResult
+}
+
+// newCapRoom is the room of a caller capped at b, with used requests in
+// the window of second sec and fleet in flight, answering in res.
+func newCapRoom(b capBounds, sec, used, fleet int64, res *capResult) capRoom {
+	return capRoom{window: Allowance(sec, b.RequestsPerMinute) - used, inFlight: b.MaxInFlight - fleet, res: res}
+}
+
+func (r *capRoom) full() bool { return r.window <= 0 || r.inFlight <= 0 }
+
+func (r *capRoom) take(c classify.Class) {
+	r.window--
+	r.inFlight--
+	r.res.Granted[c]++
+}
+
+// grantInOrder grants class c's waiters in order while the class has room:
+// wroom requests in the window, froom in flight and, when tokens are
+// enforced, tk's tokens. A capped caller's waiter is passed over once its
+// cap is full, and the next one goes. Without a list (ws nil, tokens not
+// enforced) want uncapped requests are granted as the rooms allow. It
+// says which room stopped it; blockedByCap when only caps did. This is
+// the one place the order of grants is decided: the limiter lists its
+// waiters in the order they are to go, and take.lua's grantInOrder mirrors
+// this function.
+func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk tokenRoom, caps []capRoom) (int64, blocker) {
+	var n int64
+	stop := func() (int64, blocker) {
+		if wroom <= n {
+			return n, blockedByWindow
+		}
+		return n, blockedByInFlight
+	}
+	if ws == nil && !tk.on {
+		n = max(0, min(want, wroom, froom))
+		if n == want {
+			return n, notBlocked
+		}
+		return stop()
+	}
+	first := tk.on && *tk.used == 0
+	capped := false
+	for _, w := range ws {
+		if n >= min(wroom, froom) {
+			return stop()
+		}
+		if w.Cap > 0 && caps[w.Cap-1].full() {
+			caps[w.Cap-1].res.Full = true
+			capped = true
+			continue
+		}
+		if tk.on {
+			if tk.room <= 0 || (tk.strict && w.Cost > tk.room && (!first || n > 0)) {
+				return n, blockedByWindow // the next in line does not fit: later ones wait their turn
+			}
+			tk.room -= w.Cost
+			*tk.used += w.Cost
+		}
+		n++
+		if w.Cap > 0 {
+			caps[w.Cap-1].take(c)
+		}
+	}
+	if capped {
+		return n, blockedByCap
+	}
+	return n, notBlocked
+}
+
+// retryAfter is when a call blocked as blocker may succeed, at now: the next
+// window, inFlightPoll for an in-flight bound (the account's or a cap's) if
+// that is sooner, or the end of the upstream hold.
+func retryAfter(now time.Time, blocker [classify.NumClasses]blocker, inFlightPoll, upstreamHold time.Duration) time.Duration {
+	var d time.Duration
+	for _, b := range blocker {
+		next := untilNextSecond(now)
+		if (b == blockedByInFlight || b == blockedByCap) && inFlightPoll > 0 {
+			next = min(next, inFlightPoll)
+		}
+		if b == blockedByUpstream {
+			next = max(upstreamHold, time.Millisecond)
+		}
+		if b != notBlocked && (d == 0 || next < d) {
+			d = next
+		}
+	}
+	return d
+}
+
+func untilNextSecond(now time.Time) time.Duration {
+	return now.Truncate(time.Second).Add(time.Second).Sub(now)
+}

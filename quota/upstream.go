@@ -1,0 +1,61 @@
+package quota
+
+import "time"
+
+// upstreamState is what is known of the upstream's word on the account,
+// in one clock: the freshest observation's time and the hold it announced
+// (remaining below the reserve), and the end of the latest 429's retry
+// hint. The replica keeps one of what it saw since its last store call, a
+// store one of everything it heard, in its own clock. merge is the one
+// rule; take.lua's upstream phase mirrors it, and the conformance suite
+// holds the two equal. The zero value knows nothing.
+type upstreamState struct {
+	observedAt, holdUntil, throttleUntil time.Time
+}
+
+// merge adds an observation made at at that holds bulk for hold after it
+// (0: the account is above the reserve, which lifts an older hold) and,
+// by a 429, until throttleUntil (zero: none). The freshest observation's
+// hold wins; a 429's hold is lifted by none but a later end.
+func (u *upstreamState) merge(at time.Time, hold time.Duration, throttleUntil time.Time) {
+	if at.After(u.observedAt) {
+		u.observedAt, u.holdUntil = at, time.Time{}
+		if hold > 0 {
+			u.holdUntil = at.Add(hold)
+		}
+	}
+	if throttleUntil.After(u.throttleUntil) {
+		u.throttleUntil = throttleUntil
+	}
+}
+
+// report is u as a report sent at now, in durations relative to it, so
+// the store reads it on its own clock.
+func (u *upstreamState) report(now time.Time) *upstreamReport {
+	r := &upstreamReport{Age: max(0, now.Sub(u.observedAt)), ThrottleFor: max(0, u.throttleUntil.Sub(now))}
+	if !u.holdUntil.IsZero() {
+		r.Hold = u.holdUntil.Sub(u.observedAt)
+	}
+	return r
+}
+
+// apply merges a report received at now; a nil report changes nothing.
+func (u *upstreamState) apply(r *upstreamReport, now time.Time) {
+	if r == nil {
+		return
+	}
+	var throttleUntil time.Time
+	if r.ThrottleFor > 0 {
+		throttleUntil = now.Add(r.ThrottleFor)
+	}
+	u.merge(now.Add(-r.Age), r.Hold, throttleUntil)
+}
+
+// hold is how much longer bulk is held at now.
+func (u *upstreamState) hold(now time.Time) time.Duration {
+	until := u.holdUntil
+	if u.throttleUntil.After(until) {
+		until = u.throttleUntil
+	}
+	return max(0, until.Sub(now))
+}
