@@ -187,7 +187,7 @@ func (m *metrics) countTokens(res classify.Result, u usage.Usage) {
 func (m *metrics) observeUpstream(o ratelimit.Observation) {
 	for _, k := range []struct {
 		kind string
-		w    ratelimit.Window
+		w    ratelimit.Bucket
 	}{{"requests", o.Requests}, {"tokens", o.Tokens}} {
 		if !k.w.Known() {
 			continue

@@ -22,21 +22,21 @@ type State struct {
 // UpstreamState is the provider's last report, as parsed.
 type UpstreamState struct {
 	ObservedAt time.Time    `json:"observed_at"`
-	Requests   WindowReport `json:"requests"`
-	Tokens     WindowReport `json:"tokens"`
+	Requests   BucketReport `json:"requests"`
+	Tokens     BucketReport `json:"tokens"`
 	RetryAfter float64      `json:"retry_after_seconds,omitempty"`
 	Status     int          `json:"status"`
 }
 
-// WindowReport is one dimension of a report; -1 means unknown.
-type WindowReport struct {
+// BucketReport is one dimension of a report; -1 means unknown.
+type BucketReport struct {
 	Limit        int64   `json:"limit"`
 	Remaining    int64   `json:"remaining"`
 	ResetSeconds float64 `json:"reset_seconds"`
 }
 
-func windowReport(w ratelimit.Window) WindowReport {
-	r := WindowReport{Limit: w.Limit, Remaining: w.Remaining, ResetSeconds: -1}
+func bucketReport(w ratelimit.Bucket) BucketReport {
+	r := BucketReport{Limit: w.Limit, Remaining: w.Remaining, ResetSeconds: -1}
 	if w.Reset >= 0 {
 		r.ResetSeconds = w.Reset.Seconds()
 	}
@@ -50,7 +50,7 @@ type lastReport struct {
 }
 
 func (l *lastReport) set(o ratelimit.Observation, status int, at time.Time) {
-	u := &UpstreamState{ObservedAt: at, Requests: windowReport(o.Requests), Tokens: windowReport(o.Tokens), Status: status}
+	u := &UpstreamState{ObservedAt: at, Requests: bucketReport(o.Requests), Tokens: bucketReport(o.Tokens), Status: status}
 	if o.RetryAfter > 0 {
 		u.RetryAfter = o.RetryAfter.Seconds()
 	}

@@ -31,11 +31,11 @@ const (
 
 // anthropic reads the anthropic-ratelimit-* dialect. tokens is the "most
 // restrictive limit currently in effect", whose meaning shifts with
-// workspace limits; input and output are the stable per-direction windows.
-func anthropic(h http.Header, now time.Time) (requests, tokens, input, output Window) {
-	requests = readWindow(h, now, hdrAnLimitRequests, hdrAnRemainingRequests, hdrAnResetRequests)
-	tokens = readWindow(h, now, hdrAnLimitTokens, hdrAnRemainingTokens, hdrAnResetTokens)
-	input = readWindow(h, now, hdrAnLimitInputTokens, hdrAnRemainingInputTokens, hdrAnResetInputTokens)
-	output = readWindow(h, now, hdrAnLimitOutputTokens, hdrAnRemainingOutputTokens, hdrAnResetOutputTokens)
+// workspace limits; input and output are the stable per-direction buckets.
+func anthropic(h http.Header, now time.Time) (requests, tokens, input, output Bucket) {
+	requests = readBucket(h, now, hdrAnLimitRequests, hdrAnRemainingRequests, hdrAnResetRequests)
+	tokens = readBucket(h, now, hdrAnLimitTokens, hdrAnRemainingTokens, hdrAnResetTokens)
+	input = readBucket(h, now, hdrAnLimitInputTokens, hdrAnRemainingInputTokens, hdrAnResetInputTokens)
+	output = readBucket(h, now, hdrAnLimitOutputTokens, hdrAnRemainingOutputTokens, hdrAnResetOutputTokens)
 	return requests, tokens, input, output
 }

@@ -24,14 +24,14 @@ func header(kv ...string) http.Header {
 	return h
 }
 
-// win is a terse Window literal for tables.
-func win(limit, remaining int64, reset time.Duration) Window {
-	return Window{Limit: limit, Remaining: remaining, Reset: reset}
+// win is a terse Bucket literal for tables.
+func win(limit, remaining int64, reset time.Duration) Bucket {
+	return Bucket{Limit: limit, Remaining: remaining, Reset: reset}
 }
 
-// checkWindow fails t unless every field of w is unknown or in range, and a
+// checkBucket fails t unless every field of w is unknown or in range, and a
 // window with neither count is entirely unknown.
-func checkWindow(t *testing.T, name string, w Window) {
+func checkBucket(t *testing.T, name string, w Bucket) {
 	t.Helper()
 	if w.Limit != -1 && w.Limit <= 0 {
 		t.Errorf("%s: Limit %d is neither -1 nor positive", name, w.Limit)
@@ -42,7 +42,7 @@ func checkWindow(t *testing.T, name string, w Window) {
 	if w.Reset != -1 && (w.Reset < 0 || w.Reset > MaxDuration) {
 		t.Errorf("%s: Reset %v is neither -1 nor in [0, %v]", name, w.Reset, MaxDuration)
 	}
-	if !w.reported() && w != unknownWindow() {
+	if !w.reported() && w != unknownBucket() {
 		t.Errorf("%s: %+v has no count but is not entirely unknown", name, w)
 	}
 	if w.Known() && (w.Limit <= 0 || w.Remaining < 0) {
@@ -50,14 +50,14 @@ func checkWindow(t *testing.T, name string, w Window) {
 	}
 }
 
-// checkObservation applies checkWindow to every dimension of o and bounds
+// checkObservation applies checkBucket to every dimension of o and bounds
 // its retry hint.
 func checkObservation(t *testing.T, o Observation) {
 	t.Helper()
-	checkWindow(t, "Requests", o.Requests)
-	checkWindow(t, "Tokens", o.Tokens)
-	checkWindow(t, "InputTokens", o.InputTokens)
-	checkWindow(t, "OutputTokens", o.OutputTokens)
+	checkBucket(t, "Requests", o.Requests)
+	checkBucket(t, "Tokens", o.Tokens)
+	checkBucket(t, "InputTokens", o.InputTokens)
+	checkBucket(t, "OutputTokens", o.OutputTokens)
 	if o.RetryAfter != -1 && (o.RetryAfter < 0 || o.RetryAfter > MaxDuration) {
 		t.Errorf("RetryAfter %v is neither -1 nor in [0, %v]", o.RetryAfter, MaxDuration)
 	}

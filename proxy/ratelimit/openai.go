@@ -39,17 +39,17 @@ const (
 )
 
 // openAI reads the x-ratelimit-* dialect: requests, tokens and the
-// project-scoped tokens window.
-func openAI(h http.Header, now time.Time) (requests, tokens, projectTokens Window) {
-	requests = readWindow(h, now, hdrLimitRequests, hdrRemainingRequests, hdrResetRequests)
-	tokens = readWindow(h, now, hdrLimitTokens, hdrRemainingTokens, hdrResetTokens)
-	projectTokens = readWindow(h, now, hdrLimitProjectTokens, hdrRemainingProjectTokens, hdrResetProjectTokens)
+// project-scoped tokens bucket.
+func openAI(h http.Header, now time.Time) (requests, tokens, projectTokens Bucket) {
+	requests = readBucket(h, now, hdrLimitRequests, hdrRemainingRequests, hdrResetRequests)
+	tokens = readBucket(h, now, hdrLimitTokens, hdrRemainingTokens, hdrResetTokens)
+	projectTokens = readBucket(h, now, hdrLimitProjectTokens, hdrRemainingProjectTokens, hdrResetProjectTokens)
 	return requests, tokens, projectTokens
 }
 
 // azureLegacy reads Azure's x-rate-limit-* spelling of the same headers.
-func azureLegacy(h http.Header, now time.Time) (requests, tokens Window) {
-	requests = readWindow(h, now, hdrAzLimitRequests, hdrAzRemainingRequests, hdrAzResetRequests)
-	tokens = readWindow(h, now, hdrAzLimitTokens, hdrAzRemainingTokens, hdrAzResetTokens)
+func azureLegacy(h http.Header, now time.Time) (requests, tokens Bucket) {
+	requests = readBucket(h, now, hdrAzLimitRequests, hdrAzRemainingRequests, hdrAzResetRequests)
+	tokens = readBucket(h, now, hdrAzLimitTokens, hdrAzRemainingTokens, hdrAzResetTokens)
 	return requests, tokens
 }

@@ -47,25 +47,25 @@ func Parse(h http.Header, now time.Time) Observation {
 	return o
 }
 
-// first returns the first Window that reported a count, or an unknown one.
-func first(ws ...Window) Window {
+// first returns the first Bucket that reported a count, or an unknown one.
+func first(ws ...Bucket) Bucket {
 	for _, w := range ws {
 		if w.reported() {
 			return w
 		}
 	}
-	return unknownWindow()
+	return unknownBucket()
 }
 
-// readWindow reads one dimension from the three canonical header names of
+// readBucket reads one dimension from the three canonical header names of
 // one spelling.
-func readWindow(h http.Header, now time.Time, limit, remaining, reset string) Window {
-	w := Window{Limit: parseCount(get(h, limit)), Remaining: parseCount(get(h, remaining)), Reset: -1}
+func readBucket(h http.Header, now time.Time, limit, remaining, reset string) Bucket {
+	w := Bucket{Limit: parseCount(get(h, limit)), Remaining: parseCount(get(h, remaining)), Reset: -1}
 	if w.Limit == 0 {
 		w.Limit = -1
 	}
 	if !w.reported() {
-		return unknownWindow()
+		return unknownBucket()
 	}
 	if d, ok := ParseReset(get(h, reset), now); ok {
 		w.Reset = d

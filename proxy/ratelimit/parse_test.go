@@ -34,8 +34,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(60, 59, time.Second),
 				Tokens:       win(150000, 149984, 6*time.Minute),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   56 * time.Second,
 			},
 		},
@@ -57,8 +57,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(5000, 4999, 12*time.Millisecond),
 				Tokens:       win(800000, 799986, time.Millisecond),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -75,8 +75,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(60, 59, time.Second),
 				Tokens:       win(60000, 57000, 3*time.Second),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -100,10 +100,10 @@ func TestParse(t *testing.T) {
 				"x-ratelimit-reset-tokens_usage_based", "1h",
 			},
 			want: Observation{
-				Requests:     unknownWindow(),
+				Requests:     unknownBucket(),
 				Tokens:       win(150000, 149984, 6*time.Minute),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -121,8 +121,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(60, 59, 10*time.Second),
 				Tokens:       win(150000, 149984, 300*time.Second),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   2 * time.Second,
 			},
 		},
@@ -139,8 +139,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(60, 0, 10*time.Second),
 				Tokens:       win(150000, 1200, 55*time.Second),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -156,9 +156,9 @@ func TestParse(t *testing.T) {
 			},
 			want: Observation{
 				Requests:     win(-1, 119, -1),
-				Tokens:       unknownWindow(), // a reset alone has no count
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				Tokens:       unknownBucket(), // a reset alone has no count
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -180,8 +180,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(60, 59, -1), // fields never mixed across spellings
 				Tokens:       win(150000, 1200, -1),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -198,9 +198,9 @@ func TestParse(t *testing.T) {
 			},
 			want: Observation{
 				Requests:     win(100, 99, time.Minute),
-				Tokens:       unknownWindow(),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				Tokens:       unknownBucket(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -213,8 +213,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(-1, 45, -1),
 				Tokens:       win(-1, 0, -1),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -262,8 +262,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(50, 49, 47*time.Second),
 				Tokens:       win(40000, 40000, 0),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -276,9 +276,9 @@ func TestParse(t *testing.T) {
 				"anthropic-ratelimit-output-tokens-reset", "2025-08-21T07:40:30-05:00",
 			},
 			want: Observation{
-				Requests:     unknownWindow(),
-				Tokens:       unknownWindow(),
-				InputTokens:  unknownWindow(),
+				Requests:     unknownBucket(),
+				Tokens:       unknownBucket(),
+				InputTokens:  unknownBucket(),
 				OutputTokens: win(16000, 0, 30*time.Second),
 				RetryAfter:   30 * time.Second,
 			},
@@ -298,8 +298,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(1000, 999, time.Minute+26400*time.Millisecond),
 				Tokens:       win(6000, 5992, 80*time.Millisecond),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -317,8 +317,8 @@ func TestParse(t *testing.T) {
 			want: Observation{
 				Requests:     win(14400, 14370, 2*time.Minute+59560*time.Millisecond),
 				Tokens:       win(18000, 0, 7660*time.Millisecond),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   2 * time.Second,
 			},
 		},
@@ -331,9 +331,9 @@ func TestParse(t *testing.T) {
 			},
 			want: Observation{
 				Requests:     win(60, 59, time.Second),
-				Tokens:       unknownWindow(),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				Tokens:       unknownBucket(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -357,10 +357,10 @@ func TestParse(t *testing.T) {
 				"x-ratelimit-reset-tokens", "garbage",
 			},
 			want: Observation{
-				Requests:     unknownWindow(),
+				Requests:     unknownBucket(),
 				Tokens:       win(-1, 0, -1),
-				InputTokens:  unknownWindow(),
-				OutputTokens: unknownWindow(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
 				RetryAfter:   -1,
 			},
 		},
@@ -407,7 +407,7 @@ func TestParseFirstValueWins(t *testing.T) {
 
 func TestUnknown(t *testing.T) {
 	o := Unknown()
-	for name, w := range map[string]Window{
+	for name, w := range map[string]Bucket{
 		"Requests": o.Requests, "Tokens": o.Tokens, "InputTokens": o.InputTokens, "OutputTokens": o.OutputTokens,
 	} {
 		if w != win(-1, -1, -1) || w.Known() {
@@ -422,13 +422,13 @@ func TestUnknown(t *testing.T) {
 func TestWindowKnown(t *testing.T) {
 	tests := []struct {
 		name string
-		w    Window
+		w    Bucket
 		want bool
 	}{
 		{"both counts", win(60, 59, -1), true},
 		{"exhausted", win(60, 0, time.Second), true},
-		{"unknown", unknownWindow(), false},
-		{"zero value", Window{}, false},
+		{"unknown", unknownBucket(), false},
+		{"zero value", Bucket{}, false},
 		{"remaining only", win(-1, 45, -1), false},
 		{"limit only", win(16000, -1, -1), false},
 	}

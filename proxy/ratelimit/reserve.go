@@ -14,12 +14,12 @@ const defaultHold = time.Second
 // below but its Reset is unknown, BelowReserve uses a conservative default
 // of 1s for it. A fraction of 0, a negative fraction or NaN is never below.
 // hold is at most [MaxDuration], and may be 0 with below true when the
-// upstream says the window is already replenishing.
+// upstream says the bucket is already replenishing.
 //
 // Anthropic rounds remaining tokens to the nearest thousand, so a reserve
 // of fewer than about 1,000 tokens is below its measurement resolution.
 func (o Observation) BelowReserve(fraction float64) (hold time.Duration, below bool) {
-	for _, w := range [...]Window{o.Requests, o.Tokens, o.InputTokens, o.OutputTokens} {
+	for _, w := range [...]Bucket{o.Requests, o.Tokens, o.InputTokens, o.OutputTokens} {
 		if !w.Known() || !(float64(w.Remaining) < fraction*float64(w.Limit)) {
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 
 func TestBelowReserve(t *testing.T) {
 	// obs builds an Observation from requests and tokens windows.
-	obs := func(requests, tokens Window) Observation {
+	obs := func(requests, tokens Bucket) Observation {
 		o := Unknown()
 		o.Requests, o.Tokens = requests, tokens
 		return o
@@ -24,18 +24,18 @@ func TestBelowReserve(t *testing.T) {
 		{"tokens below", obs(win(60, 59, time.Second), win(150000, 1000, 300*time.Second)), 0.2, 300 * time.Second, true},
 		{"both below takes the longest reset", obs(win(60, 0, 10*time.Second), win(150000, 0, 55*time.Second)), 0.2, 55 * time.Second, true},
 		{"longest reset of the below ones only", obs(win(60, 0, 10*time.Second), win(150000, 149984, time.Hour)), 0.2, 10 * time.Second, true},
-		{"at the reserve is not below", obs(win(100, 20, time.Second), unknownWindow()), 0.2, 0, false},
-		{"one under the reserve", obs(win(100, 19, time.Second), unknownWindow()), 0.2, time.Second, true},
-		{"unknown reset holds 1s", obs(win(60, 0, -1), unknownWindow()), 0.2, time.Second, true},
-		{"zero reset holds 0", obs(win(60, 0, 0), unknownWindow()), 0.2, 0, true},
-		{"oversized reset capped", obs(win(60, 0, 48*time.Hour), unknownWindow()), 0.2, MaxDuration, true},
+		{"at the reserve is not below", obs(win(100, 20, time.Second), unknownBucket()), 0.2, 0, false},
+		{"one under the reserve", obs(win(100, 19, time.Second), unknownBucket()), 0.2, time.Second, true},
+		{"unknown reset holds 1s", obs(win(60, 0, -1), unknownBucket()), 0.2, time.Second, true},
+		{"zero reset holds 0", obs(win(60, 0, 0), unknownBucket()), 0.2, 0, true},
+		{"oversized reset capped", obs(win(60, 0, 48*time.Hour), unknownBucket()), 0.2, MaxDuration, true},
 		{"unknown never below", Unknown(), 0.9, 0, false},
 		{"zero value never below", Observation{}, 0.9, 0, false},
-		{"azure sentinel never below", obs(win(100, 99, time.Minute), unknownWindow()), 0.5, 0, false},
+		{"azure sentinel never below", obs(win(100, 99, time.Minute), unknownBucket()), 0.5, 0, false},
 		{"remaining-only never below", obs(win(-1, 0, -1), win(-1, 0, time.Second)), 0.5, 0, false},
-		{"limit-only never below", obs(win(60, -1, time.Second), unknownWindow()), 0.5, 0, false},
+		{"limit-only never below", obs(win(60, -1, time.Second), unknownBucket()), 0.5, 0, false},
 		{"reserve 0 never below even when exhausted", obs(win(60, 0, time.Second), win(150000, 0, time.Minute)), 0, 0, false},
-		{"negative reserve never below", obs(win(60, 0, time.Second), unknownWindow()), -1, 0, false},
+		{"negative reserve never below", obs(win(60, 0, time.Second), unknownBucket()), -1, 0, false},
 		{
 			"anthropic output tokens below",
 			Observation{
@@ -49,7 +49,7 @@ func TestBelowReserve(t *testing.T) {
 		},
 		{
 			"retry hint alone is not a reserve",
-			Observation{Requests: unknownWindow(), Tokens: unknownWindow(), InputTokens: unknownWindow(), OutputTokens: unknownWindow(), RetryAfter: time.Minute},
+			Observation{Requests: unknownBucket(), Tokens: unknownBucket(), InputTokens: unknownBucket(), OutputTokens: unknownBucket(), RetryAfter: time.Minute},
 			0.5, 0, false,
 		},
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// ParseReset reads one reset value as the time until the window is full
+// ParseReset reads one reset value as the time until the bucket is full
 // again, measured from now, the response's receipt time. It accepts
 //
 //   - a Go duration, as OpenAI and Groq send: "1s", "6m0s", "12ms", "7.66s",

@@ -8,37 +8,39 @@ import "time"
 // hold traffic forever.
 const MaxDuration = 24 * time.Hour
 
-// Window is one dimension's state as the upstream reported it. Unknown
+// Bucket is the provider's rate-limit bucket for one dimension (requests
+// or tokens), as the upstream reported it: meterproxy's own one-second
+// windows are quota's, the provider's buckets are these. Unknown
 // fields are -1.
 //
-// A Window from [Parse] is either entirely unknown or has a positive Limit
+// A Bucket from [Parse] is either entirely unknown or has a positive Limit
 // or a non-negative Remaining (or both); a reset reported without either
-// count describes nothing and is dropped. The zero Window is not Known.
-type Window struct {
+// count describes nothing and is dropped. The zero Bucket is not Known.
+type Bucket struct {
 	Limit     int64         // -1 unknown
 	Remaining int64         // -1 unknown
-	Reset     time.Duration // time until the window is full again (relative to the response's receipt); -1 unknown
+	Reset     time.Duration // time until the bucket is full again (relative to the response's receipt); -1 unknown
 }
 
 // Known reports whether both counts were reported, which is what a reserve
 // needs: Limit > 0 && Remaining >= 0.
-func (w Window) Known() bool { return w.Limit > 0 && w.Remaining >= 0 }
+func (w Bucket) Known() bool { return w.Limit > 0 && w.Remaining >= 0 }
 
 // reported reports whether the upstream said anything countable about w.
-func (w Window) reported() bool { return w.Limit > 0 || w.Remaining >= 0 }
+func (w Bucket) reported() bool { return w.Limit > 0 || w.Remaining >= 0 }
 
-// unknownWindow returns a Window with every field unknown.
-func unknownWindow() Window { return Window{Limit: -1, Remaining: -1, Reset: -1} }
+// unknownBucket returns a Bucket with every field unknown.
+func unknownBucket() Bucket { return Bucket{Limit: -1, Remaining: -1, Reset: -1} }
 
 // Observation is everything one response's headers said.
 //
-// Tokens is the provider's combined token window (for Anthropic, "the most
+// Tokens is the provider's combined token bucket (for Anthropic, "the most
 // restrictive limit currently in effect"); InputTokens and OutputTokens are
 // Anthropic's separate families. Use [Unknown], not the zero value, for
 // "nothing was reported": the zero Observation is never below a reserve but
 // its RetryAfter of 0 reads as "retry now".
 type Observation struct {
-	Requests, Tokens, InputTokens, OutputTokens Window
+	Requests, Tokens, InputTokens, OutputTokens Bucket
 	// RetryAfter is the upstream's retry hint (retry-after-ms preferred over retry-after); -1 none.
 	RetryAfter time.Duration
 }
@@ -46,10 +48,10 @@ type Observation struct {
 // Unknown returns an Observation in which every field is -1.
 func Unknown() Observation {
 	return Observation{
-		Requests:     unknownWindow(),
-		Tokens:       unknownWindow(),
-		InputTokens:  unknownWindow(),
-		OutputTokens: unknownWindow(),
+		Requests:     unknownBucket(),
+		Tokens:       unknownBucket(),
+		InputTokens:  unknownBucket(),
+		OutputTokens: unknownBucket(),
 		RetryAfter:   -1,
 	}
 }
