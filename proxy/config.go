@@ -67,6 +67,10 @@ type UpstreamConfig struct {
 	// MaxHold bounds how long one response's rate-limit headers or 429 may
 	// hold bulk, whatever reset or retry-after it announces.
 	MaxHold time.Duration `koanf:"max_hold"`
+	// Refill is how the provider's buckets refill, which decides how long
+	// its headers hold bulk once the account is below the reserve: auto
+	// (by dialect), continuous or window. See refillOf.
+	Refill Refill `koanf:"refill"`
 }
 
 // Config is the proxy's part of the configuration.
@@ -104,6 +108,7 @@ func DefaultUpstreamConfig() UpstreamConfig {
 		// Long enough for any per-minute bucket to refill; a report of
 		// hours (or a caller's forged 429) holds no longer.
 		MaxHold: 5 * time.Minute,
+		Refill:  RefillAuto,
 	}
 }
 
@@ -146,6 +151,9 @@ func (c Config) Validate() error {
 	}
 	if c.Upstream.ResponseHeaderTimeout <= 0 {
 		bad("upstream.response_header_timeout", "must be > 0, got %s", c.Upstream.ResponseHeaderTimeout)
+	}
+	if !c.Upstream.Refill.Valid() {
+		bad("upstream.refill", "must be auto, continuous or window, got %q", c.Upstream.Refill)
 	}
 	if c.Upstream.MaxHold <= 0 {
 		bad("upstream.max_hold", "must be > 0, got %s", c.Upstream.MaxHold)

@@ -58,6 +58,8 @@ type Live struct {
 	// Reserve is classes.interactive.reserve: bulk is held while the
 	// upstream reports less than this fraction of a limit remaining.
 	Reserve float64
+	// Refill is upstream.refill: how long such a hold lasts (refillOf).
+	Refill Refill
 	// EnforceTokens says account.tokens_per_minute is set: requests are
 	// charged a token estimate at admission and corrected at the end.
 	EnforceTokens bool
@@ -296,6 +298,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 	rec := &recorder{ResponseWriter: w}
 	class := res.Class.String()
 	start := time.Now()
+	if ex := exchangeOf(r.Context()); ex != nil {
+		ex.sent = start
+	}
 	defer func() {
 		p := recover()
 		end := time.Now()

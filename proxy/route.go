@@ -30,7 +30,10 @@ const (
 type route struct {
 	api       usage.API
 	anthropic bool
-	kind      routeKind
+	// azure says the path is Azure OpenAI's (/openai/deployments/…,
+	// /openai/v1/…), whose buckets refill in windows (refillOf).
+	azure bool
+	kind  routeKind
 }
 
 // streamed reports whether the body streams through instead of being read
@@ -59,7 +62,7 @@ func routeOf(u *url.URL) (route, error) {
 			return route{}, errNonCanonicalPath
 		}
 	}
-	rt := route{api: usage.APIForPath(p), anthropic: anthropicPath(p)}
+	rt := route{api: usage.APIForPath(p), anthropic: anthropicPath(p), azure: under(p, "/openai")}
 	switch {
 	case under(p, "/v1/batches"), under(p, "/v1/messages/batches"):
 		rt.kind = routeBatch

@@ -22,6 +22,9 @@ type exchange struct {
 	// pool is the admission pool the request draws on (quota.Request.Pool);
 	// "" is the account, the only one for now.
 	pool string
+	// sent is when the request went upstream: the provider's headers on
+	// its response describe the account as of then.
+	sent time.Time
 	// spent says the request spent this account (the proxy's own key, or
 	// a configured caller's): only then may its response's rate-limit
 	// headers move the account's state.
@@ -100,12 +103,30 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	}
 	h.last.set(obs, resp.StatusCode, now)
 	reserve := ex.live.Reserve
-	hold, below := obs.BelowReserve(reserve)
+	hold, below := obs.BelowReserve(reserve, refillOf(ex.live.Refill, ex.rt, ratelimit.AzureSpelling(resp.Header)))
 	if !below {
 		hold = 0
 	}
 	hold = min(hold, h.maxHold)
-	h.admitter.Observe(ex.pool, now, hold, throttle)
+	// The observation is dated when the request was sent, not when its
+	// response came back: the provider debited the account in the order
+	// requests reached it, so of two responses the one sent later is the
+	// fresher word, even when it arrives first (a response above the
+	// reserve that was sent earlier must not lift the hold a later one
+	// set). Holds still end when the response said, counted from its
+	// receipt.
+	at := now
+	if !ex.sent.IsZero() && ex.sent.Before(now) {
+		at = ex.sent
+	}
+	lead := now.Sub(at)
+	if hold > 0 {
+		hold += lead
+	}
+	if throttle > 0 {
+		throttle += lead
+	}
+	h.admitter.Observe(ex.pool, at, hold, throttle)
 }
 
 // meteredBody feeds a copy of every byte read to a usage.Meter, and reports

@@ -135,9 +135,10 @@ type upstreamStep struct {
 	hold    time.Duration // remaining upstream hold after the call
 }
 
-// runUpstreamConformance: the freshest upstream observation decides the
-// reserve hold; a 429's hold is kept whatever fresher reports say;
-// interactive is never held.
+// runUpstreamConformance: a clearly fresher upstream observation decides
+// the reserve hold, observations of the same moment keep its latest end;
+// a 429's hold is kept whatever fresher reports say; interactive is never
+// held.
 func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 	sec := time.Second
 	steps := []upstreamStep{
@@ -148,6 +149,11 @@ func runUpstreamConformance(t *testing.T, newStore newStoreFunc) {
 		{2500 * time.Millisecond, &upstreamReport{ThrottleFor: 3 * sec}, pc(2, 1), pc(2, 0), [2]blocker{nb, blockedByUpstream}, 3 * sec},
 		{3 * sec, &upstreamReport{}, pc(0, 1), pc(0, 0), [2]blocker{nb, blockedByUpstream}, 2500 * time.Millisecond}, // a 429 hold stays
 		{5600 * time.Millisecond, nil, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0},
+		{7 * sec, &upstreamReport{Hold: 3 * sec}, pc(0, 1), pc(0, 0), [2]blocker{nb, blockedByUpstream}, 3 * sec},
+		// The same moment (500 ms later), a shorter hold: the later end stands.
+		{7500 * time.Millisecond, &upstreamReport{Hold: sec}, pc(0, 1), pc(0, 0), [2]blocker{nb, blockedByUpstream}, 2500 * time.Millisecond},
+		// Clearly fresher and above the reserve: lifted.
+		{8600 * time.Millisecond, &upstreamReport{}, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0},
 	}
 	base := time.Unix(1_700_000_000, 0)
 	var now time.Time

@@ -153,17 +153,24 @@ local function readWindow()
   return used, tok
 end
 
--- Phase: the upstream's word, merged as store.go's upstreamState.merge does:
--- the freshest observation decides the reserve hold; a 429's hold only
--- ever grows. Returns how long bulk is held from now (ms).
+-- Phase: the upstream's word, merged as upstream.go's upstreamState.merge
+-- does: a clearly fresher observation (more than SIMULTANEOUS_MS later)
+-- decides the reserve hold, one made at the same moment can only make it
+-- end later, an older one changes nothing; a 429's hold only ever grows.
+-- Returns how long bulk is held from now (ms).
+local SIMULTANEOUS_MS = 1000
 local function mergeUpstream()
   local up = redis.call('HMGET', kup, 'at', 'hold', 'throttle')
   local upAt, upHold, upThrottle = tonumber(up[1]) or 0, tonumber(up[2]) or 0, tonumber(up[3]) or 0
   if arg('upstream_age') ~= '' then
     local at = nowMs - num('upstream_age')
-    if at > upAt then
-      upAt, upHold = at, 0
-      if num('upstream_hold') > 0 then upHold = at + num('upstream_hold') end
+    local hold = 0
+    if num('upstream_hold') > 0 then hold = at + num('upstream_hold') end
+    if at > upAt + SIMULTANEOUS_MS then
+      upAt, upHold = at, hold
+    elseif at >= upAt - SIMULTANEOUS_MS then
+      if at > upAt then upAt = at end
+      if hold > upHold then upHold = hold end
     end
     local th = num('upstream_throttle')
     if th > 0 and nowMs + th > upThrottle then upThrottle = nowMs + th end

@@ -13,15 +13,34 @@ type upstreamState struct {
 	observedAt, holdUntil, throttleUntil time.Time
 }
 
+// simultaneous is how close two observations are to describe the same
+// moment of the provider's bucket. Responses to requests sent together
+// (a batch of grants, several replicas) come back in any order, and the
+// one the provider debited last — the lowest remaining, the longest hold —
+// need not be the last to arrive; so among them the latest end of a hold
+// wins, while a clearly fresher word (more than this later) replaces it.
+const simultaneous = time.Second
+
 // merge adds an observation made at at that holds bulk for hold after it
 // (0: the account is above the reserve, which lifts an older hold) and,
-// by a 429, until throttleUntil (zero: none). The freshest observation's
-// hold wins; a 429's hold is lifted by none but a later end.
+// by a 429, until throttleUntil (zero: none). An observation clearly
+// fresher than the freshest so far replaces its hold; one made at the same
+// moment (within simultaneous) can only make it end later; a clearly older
+// one changes nothing. A 429's hold is lifted by none but a later end.
 func (u *upstreamState) merge(at time.Time, hold time.Duration, throttleUntil time.Time) {
-	if at.After(u.observedAt) {
-		u.observedAt, u.holdUntil = at, time.Time{}
-		if hold > 0 {
-			u.holdUntil = at.Add(hold)
+	var until time.Time
+	if hold > 0 {
+		until = at.Add(hold)
+	}
+	switch {
+	case at.After(u.observedAt.Add(simultaneous)):
+		u.observedAt, u.holdUntil = at, until
+	case !at.Before(u.observedAt.Add(-simultaneous)):
+		if at.After(u.observedAt) {
+			u.observedAt = at
+		}
+		if until.After(u.holdUntil) {
+			u.holdUntil = until
 		}
 	}
 	if throttleUntil.After(u.throttleUntil) {

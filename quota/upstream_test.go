@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// TestUpstreamMerge pins the one merge rule of the upstream's word: the
-// freshest observation's hold wins (a fresher one above the reserve lifts
-// it), a 429's hold is lifted by none but a later end, and a report
-// carries it across clocks unchanged.
+// TestUpstreamMerge pins the one merge rule of the upstream's word: a
+// clearly fresher observation's hold wins (one above the reserve lifts
+// it), among observations of the same moment the latest end wins, a 429's
+// hold is lifted by none but a later end, and a report carries it across
+// clocks unchanged.
 func TestUpstreamMerge(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
@@ -21,7 +22,12 @@ func TestUpstreamMerge(t *testing.T) {
 	if !u.holdUntil.Equal(at(10)) {
 		t.Errorf("an older observation lifted the hold: until %v", u.holdUntil)
 	}
-	u.merge(at(1), 0, at(30)) // fresher and above the reserve, and a 429 for 29 s
+	u.merge(at(0.5), 12*time.Second, time.Time{}) // the same moment, a longer hold: it ends later
+	u.merge(at(0.8), time.Second, time.Time{})    // the same moment, a shorter one: no change
+	if !u.holdUntil.Equal(at(12.5)) || !u.observedAt.Equal(at(0.8)) {
+		t.Errorf("simultaneous observations: hold until %v observed %v, want the latest end 12.5 s, observed 0.8 s", u.holdUntil, u.observedAt)
+	}
+	u.merge(at(1.9), 0, at(30)) // clearly fresher and above the reserve, and a 429 for 28 s
 	if !u.holdUntil.IsZero() || !u.throttleUntil.Equal(at(30)) {
 		t.Errorf("fresher observation: hold until %v, throttle until %v", u.holdUntil, u.throttleUntil)
 	}

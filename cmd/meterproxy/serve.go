@@ -88,7 +88,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 // live is the reloadable part of cfg.
 func live(cfg Config, classifier *classify.Classifier) proxy.Live {
 	return proxy.Live{
-		Classifier: classifier, ClassHeader: cfg.Classify.Header, Reserve: cfg.Classes.Interactive.Reserve,
+		Classifier: classifier, ClassHeader: cfg.Classify.Header, Reserve: cfg.Classes.Interactive.Reserve, Refill: cfg.Upstream.Refill,
 		EnforceTokens: cfg.Account.TokensPerMinute > 0, InjectStreamUsage: cfg.Upstream.InjectStreamUsage,
 		ConfigVersion: cfg.version(), Shadow: cfg.Mode == ModeShadow,
 	}

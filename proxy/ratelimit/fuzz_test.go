@@ -110,11 +110,13 @@ func FuzzParse(f *testing.F) {
 		}
 		o := Parse(h, time.Unix(nowUnix, 0))
 		checkObservation(t, o)
-		if hold, below := o.BelowReserve(0); below || hold != 0 {
-			t.Fatalf("BelowReserve(0) = (%v, %v) for %+v, want (0, false)", hold, below, o)
-		}
-		if hold, below := o.BelowReserve(1); hold < 0 || hold > MaxDuration || (!below && hold != 0) {
-			t.Fatalf("BelowReserve(1) = (%v, %v) for %+v", hold, below, o)
+		for _, refill := range []Refill{RefillContinuous, RefillWindow} {
+			if hold, below := o.BelowReserve(0, refill); below || hold != 0 {
+				t.Fatalf("BelowReserve(0, %s) = (%v, %v) for %+v, want (0, false)", refill, hold, below, o)
+			}
+			if hold, below := o.BelowReserve(1, refill); hold < 0 || hold > MaxDuration || (!below && hold != 0) {
+				t.Fatalf("BelowReserve(1, %s) = (%v, %v) for %+v", refill, hold, below, o)
+			}
 		}
 	})
 }

@@ -53,3 +53,16 @@ func azureLegacy(h http.Header, now time.Time) (requests, tokens Bucket) {
 	tokens = readBucket(h, now, hdrAzLimitTokens, hdrAzRemainingTokens, hdrAzResetTokens)
 	return requests, tokens
 }
+
+// AzureSpelling reports whether h carries Azure's x-rate-limit-* spelling,
+// which only Azure OpenAI sends: the dialect of a response whose path does
+// not say it.
+func AzureSpelling(h http.Header) bool {
+	for _, name := range [...]string{hdrAzLimitRequests, hdrAzRemainingRequests, hdrAzResetRequests,
+		hdrAzLimitTokens, hdrAzRemainingTokens, hdrAzResetTokens} {
+		if _, ok := h[name]; ok {
+			return true
+		}
+	}
+	return false
+}

@@ -8,27 +8,25 @@ import "time"
 const defaultHold = time.Second
 
 // BelowReserve reports whether any known dimension has Remaining < fraction
-// × Limit, and the longest Reset among those dimensions (the time until the
-// account is above the reserve again). Unknown dimensions never count, nor
-// does a dimension that reported only one of its counts. If a dimension is
-// below but its Reset is unknown, BelowReserve uses a conservative default
-// of 1s for it. A fraction of 0, a negative fraction or NaN is never below.
-// hold is at most [MaxDuration], and may be 0 with below true when the
-// upstream says the bucket is already replenishing.
+// × Limit, and how long until every such dimension is back at its reserve
+// under refill (see untilAbove): with a continuous refill that is the part
+// of the reset it takes to climb back to fraction × Limit, with a window
+// the whole reset. Unknown dimensions never count, nor does a dimension
+// that reported only one of its counts. If a dimension is below but its
+// Reset is unknown, BelowReserve uses a conservative default of 1s for it.
+// A fraction of 0, a negative fraction or NaN is never below. hold is at
+// most [MaxDuration], and may be 0 with below true when the upstream says
+// the bucket is already replenishing.
 //
 // Anthropic rounds remaining tokens to the nearest thousand, so a reserve
 // of fewer than about 1,000 tokens is below its measurement resolution.
-func (o Observation) BelowReserve(fraction float64) (hold time.Duration, below bool) {
+func (o Observation) BelowReserve(fraction float64, refill Refill) (hold time.Duration, below bool) {
 	for _, w := range [...]Bucket{o.Requests, o.Tokens, o.InputTokens, o.OutputTokens} {
 		if !w.Known() || !(float64(w.Remaining) < fraction*float64(w.Limit)) {
 			continue
 		}
 		below = true
-		reset := w.Reset
-		if reset < 0 {
-			reset = defaultHold
-		}
-		hold = max(hold, min(reset, MaxDuration))
+		hold = max(hold, untilAbove(w, fraction, refill))
 	}
 	return hold, below
 }

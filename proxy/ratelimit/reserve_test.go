@@ -5,6 +5,8 @@ import (
 	"time"
 )
 
+// TestBelowReserve: with a window refill a dimension below its reserve is
+// held for its whole reset.
 func TestBelowReserve(t *testing.T) {
 	// obs builds an Observation from requests and tokens windows.
 	obs := func(requests, tokens Bucket) Observation {
@@ -55,7 +57,7 @@ func TestBelowReserve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hold, below := tt.o.BelowReserve(tt.fraction)
+			hold, below := tt.o.BelowReserve(tt.fraction, RefillWindow)
 			if hold != tt.hold || below != tt.below {
 				t.Errorf("BelowReserve(%v) = (%v, %v), want (%v, %v)", tt.fraction, hold, below, tt.hold, tt.below)
 			}
@@ -67,7 +69,7 @@ func TestBelowReserveNaN(t *testing.T) {
 	o := Unknown()
 	o.Requests = win(60, 0, time.Second)
 	var zero float64
-	if hold, below := o.BelowReserve(zero / zero); below || hold != 0 {
+	if hold, below := o.BelowReserve(zero/zero, RefillContinuous); below || hold != 0 {
 		t.Errorf("BelowReserve(NaN) = (%v, %v), want (0, false)", hold, below)
 	}
 }
@@ -84,8 +86,62 @@ func TestAzureSentinelNeverHolds(t *testing.T) {
 		t.Fatalf("Tokens = %+v, want unknown", o.Tokens)
 	}
 	for _, fraction := range []float64{0.01, 0.5, 1} {
-		if hold, below := o.BelowReserve(fraction); below {
+		if hold, below := o.BelowReserve(fraction, RefillContinuous); below {
 			t.Errorf("BelowReserve(%v) = (%v, true), want not below", fraction, hold)
 		}
+	}
+}
+
+// TestBelowReserveContinuous: with a continuous refill from Remaining to
+// Limit over Reset, a dimension below its reserve is held only until it is
+// back at the reserve: Reset × (reserve·Limit − Remaining) / (Limit −
+// Remaining); the longest such wait among the dimensions below decides.
+func TestBelowReserveContinuous(t *testing.T) {
+	obs := func(requests, tokens Bucket) Observation {
+		o := Unknown()
+		o.Requests, o.Tokens = requests, tokens
+		return o
+	}
+	tests := []struct {
+		name     string
+		o        Observation
+		fraction float64
+		hold     time.Duration
+		below    bool
+	}{
+		// 12,000 tokens a minute, a tenth left: full in 54 s at 200 a
+		// second, back at the reserve (2,400) in 6 s.
+		{"issue 13's case: a tenth left, reserve 0.2", obs(unknownBucket(), win(12000, 1200, 54*time.Second)), 0.2, 6 * time.Second, true},
+		{"empty, reserve 0.2: a fifth of the reset", obs(win(100, 0, time.Minute), unknownBucket()), 0.2, 12 * time.Second, true},
+		{"one under the reserve", obs(win(100, 19, 81*time.Second), unknownBucket()), 0.2, time.Second, true},
+		{"reserve 1: the whole reset", obs(win(100, 40, 36*time.Second), unknownBucket()), 1, 36 * time.Second, true},
+		{"at the reserve is not below", obs(win(100, 20, 48*time.Second), unknownBucket()), 0.2, 0, false},
+		{"above the reserve is not below", obs(win(100, 90, 6*time.Second), unknownBucket()), 0.2, 0, false},
+		{"limit = remaining is not below", obs(win(100, 100, 0), unknownBucket()), 0.2, 0, false},
+		{"the longest of the dimensions below", obs(win(100, 0, time.Minute), win(12000, 1200, 54*time.Second)), 0.2, 12 * time.Second, true},
+		{"reset 0: refilling now", obs(win(100, 0, 0), unknownBucket()), 0.2, 0, true},
+		{"unknown reset holds 1s", obs(win(100, 0, -1), unknownBucket()), 0.2, time.Second, true},
+		{"oversized reset capped before the share", obs(win(100, 0, 48*time.Hour), unknownBucket()), 0.5, MaxDuration / 2, true},
+		{"unknown counts never below", obs(win(-1, 0, time.Minute), win(100, -1, time.Minute)), 0.5, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hold, below := tt.o.BelowReserve(tt.fraction, RefillContinuous)
+			if hold != tt.hold || below != tt.below {
+				t.Errorf("BelowReserve(%v, continuous) = (%v, %v), want (%v, %v)", tt.fraction, hold, below, tt.hold, tt.below)
+			}
+		})
+	}
+}
+
+// TestHoldUnderEitherRefill: the same reading holds shorter under a
+// continuous refill than under a window, and never longer.
+func TestHoldUnderEitherRefill(t *testing.T) {
+	o := Unknown()
+	o.Tokens = win(12000, 1200, 54*time.Second)
+	cont, _ := o.BelowReserve(0.2, RefillContinuous)
+	window, _ := o.BelowReserve(0.2, RefillWindow)
+	if cont != 6*time.Second || window != 54*time.Second {
+		t.Fatalf("continuous %v, window %v; want 6s and 54s", cont, window)
 	}
 }

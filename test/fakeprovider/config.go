@@ -28,6 +28,10 @@ type Config struct {
 	// TPM is the token-per-minute limit reported in headers; it is
 	// reported, never enforced. Zero means not reported.
 	TPM int
+	// TPMStart is the token bucket's level at start and after Reset, as a
+	// fraction of TPM: an account partly spent before the run. Zero (or
+	// 1 and above) means full.
+	TPMStart float64
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool
 	// NoLog keeps no request log (Requests returns none; Stats and
@@ -59,6 +63,7 @@ func (c Config) Validate() error {
 	check("chunk_interval", c.ChunkInterval < 0, c.ChunkInterval)
 	check("rpm", c.RPM < 0, c.RPM)
 	check("tpm", c.TPM < 0, c.TPM)
+	check("tpm_start", c.TPMStart < 0, c.TPMStart)
 	return errors.Join(errs...)
 }
 

@@ -16,6 +16,10 @@ type Request struct {
 	// Status is the status answered; 0 while the request is in progress or
 	// when the client left before any response was written.
 	Status int
+	// TokensRemaining is what the token bucket had left after this
+	// request's debit, as its headers report it; -1 when tokens are not
+	// reported.
+	TokensRemaining int
 }
 
 // Stats are totals since New or the last Reset. Once every request has
@@ -57,7 +61,7 @@ type arrival struct {
 // arrive logs a request and, when limited, debits the buckets, all at
 // instant now.
 func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited bool) arrival {
-	rec := &Request{Method: r.Method, Path: r.URL.Path, Arrived: now}
+	rec := &Request{Method: r.Method, Path: r.URL.Path, Arrived: now, TokensRemaining: -1}
 	if !p.cfg.NoLog {
 		rec.Header = r.Header.Clone()
 	}
@@ -77,6 +81,9 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 	if limited {
 		a.admitted, a.requests = p.requests.admit(now)
 		a.tokens = p.tokens.spend(now, promptTokens(body))
+		if a.tokens.limit > 0 {
+			rec.TokensRemaining = a.tokens.remaining
+		}
 	}
 	return a
 }
@@ -157,4 +164,7 @@ func (p *Provider) resetLocked() {
 	p.stats = Stats{ByPath: make(map[string]int)}
 	p.requests = newBucket(p.cfg.RPM)
 	p.tokens = newBucket(p.cfg.TPM)
+	if f := p.cfg.TPMStart; f > 0 && f < 1 {
+		p.tokens.level *= f
+	}
 }
