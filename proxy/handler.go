@@ -133,7 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
 		return
 	}
-	ex := &exchange{res: res, rt: rt, live: live, spent: h.apiKey != "" || res.Known}
+	ex := &exchange{res: res, rt: rt, dialect: dialectOf(rt, h.target), live: live, spent: h.apiKey != "" || res.Known}
 	if rt.streamed() {
 		h.serveStreamed(w, r, ex)
 		return
@@ -153,7 +153,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
 	if live.EnforceTokens {
-		ex.cost = ex.inputEstimate + usage.MaxOutput(payload)
+		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, payload)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if live.Shadow {

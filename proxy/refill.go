@@ -35,9 +35,9 @@ func (r *Refill) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// refillOf is the refill model of a response to a request on rt, whose
-// headers use Azure's x-rate-limit-* spelling when azureSpelling, under the
-// operator's choice r. With auto:
+// refillOf is the refill model of a response from a provider of dialect
+// d, whose headers use Azure's x-rate-limit-* spelling when azureSpelling,
+// under the operator's choice r. With auto:
 //
 //   - Anthropic: continuous. Its docs: "The API uses the token bucket
 //     algorithm … your capacity is continuously replenished up to your
@@ -47,21 +47,21 @@ func (r *Refill) UnmarshalText(b []byte) error {
 //     continuous. OpenAI documents the same token bucket, and
 //     x-ratelimit-reset-* as the time until the limit "resets to its
 //     initial state", i.e. is full.
-//   - Azure OpenAI (a path under /openai/, or the x-rate-limit-* spelling
-//     only Azure sends): window. Azure documents no continuous refill; it
-//     "evaluates the rate of incoming requests over a small period of time,
-//     typically 1 or 10 seconds", so what a response reports comes back at
-//     its reset, and its resets are short (10 s in its own example).
-//     Holding to the reset costs at most that window and never sends
-//     requests Azure would refuse; an operator who knows better sets
-//     upstream.refill: continuous.
-func refillOf(r Refill, rt route, azureSpelling bool) ratelimit.Refill {
+//   - Azure OpenAI (or the x-rate-limit-* spelling only Azure sends):
+//     window. Azure documents no continuous refill; it "evaluates the rate
+//     of incoming requests over a small period of time, typically 1 or 10
+//     seconds", so what a response reports comes back at its reset, and
+//     its resets are short (10 s in its own example). Holding to the reset
+//     costs at most that window and never sends requests Azure would
+//     refuse; an operator who knows better sets upstream.refill:
+//     continuous.
+func refillOf(r Refill, d dialect, azureSpelling bool) ratelimit.Refill {
 	switch {
 	case r == RefillContinuous || r == RefillWindow:
 		return ratelimit.Refill(r)
-	case rt.azure || azureSpelling:
+	case azureSpelling:
 		return ratelimit.RefillWindow
 	default:
-		return ratelimit.RefillContinuous
+		return d.refill()
 	}
 }

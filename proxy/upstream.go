@@ -33,10 +33,14 @@ type exchange struct {
 	// injected says meterproxy added stream_options.include_usage, so the
 	// usage chunk the caller did not ask for must be stripped.
 	injected bool
-	// cost is the token estimate charged at admission (0 when tokens are
-	// not enforced); lease settles it with the real usage.
-	cost  int64
-	lease *quota.Lease
+	// cost is the tokens charged at admission (0 when tokens are not
+	// enforced), as the dialect charges them; when settle is set, lease
+	// settles it with the real usage.
+	cost   int64
+	settle bool
+	// dialect is the provider family the request goes to.
+	dialect dialect
+	lease   *quota.Lease
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
 }
@@ -67,7 +71,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
 		done: func(u usage.Usage) {
 			h.m.countTokens(ex.res, u)
-			if ex.lease != nil {
+			if ex.lease != nil && ex.settle {
 				ex.lease.Correct(u.Total())
 			}
 		},
@@ -103,7 +107,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	}
 	h.last.set(obs, resp.StatusCode, now)
 	reserve := ex.live.Reserve
-	hold, below := obs.BelowReserve(reserve, refillOf(ex.live.Refill, ex.rt, ratelimit.AzureSpelling(resp.Header)))
+	hold, below := obs.BelowReserve(reserve, refillOf(ex.live.Refill, ex.dialect, ratelimit.AzureSpelling(resp.Header)))
 	if !below {
 		hold = 0
 	}

@@ -36,3 +36,18 @@ func MaxOutput(body []byte) int64 {
 	}
 	return most
 }
+
+// BestOf reads best_of from a request body's top level (legacy
+// completions: the server generates that many and returns the best), or 1
+// when it is absent, not a number above 1, or the body is not a JSON
+// object.
+func BestOf(body []byte) int64 {
+	doc := gjson.Parse(view(body))
+	if !doc.IsObject() {
+		return 1
+	}
+	if v := doc.Get("best_of"); v.Type == gjson.Number {
+		return max(1, count(v))
+	}
+	return 1
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/meterproxy/meterproxy/proxy/ratelimit"
+	"github.com/meterproxy/meterproxy/proxy/usage"
+)
+
+// dialect is the provider family a request goes to: how its buckets refill
+// (refillOf) and how it charges tokens (charge). It is resolved per request
+// from the path and the upstream's host, once.
+type dialect uint8
+
+const (
+	// dialectCompatible is an OpenAI-compatible server other than OpenAI's
+	// own (vLLM, Groq, a gateway): how it counts tokens is not documented.
+	dialectCompatible dialect = iota
+	// dialectOpenAI is api.openai.com.
+	dialectOpenAI
+	// dialectAzure is Azure OpenAI: a path under /openai/, or a host under
+	// openai.azure.com.
+	dialectAzure
+	// dialectAnthropic is Anthropic's Messages API.
+	dialectAnthropic
+)
+
+func (d dialect) String() string {
+	return [...]string{"openai-compatible", "openai", "azure", "anthropic"}[d]
+}
+
+// dialectOf resolves the dialect of a request on rt to upstream.
+func dialectOf(rt route, upstream *url.URL) dialect {
+	host := strings.ToLower(upstream.Hostname())
+	switch {
+	case rt.anthropic:
+		return dialectAnthropic
+	case rt.azure || strings.HasSuffix(host, ".openai.azure.com"):
+		return dialectAzure
+	case host == "api.openai.com":
+		return dialectOpenAI
+	default:
+		return dialectCompatible
+	}
+}
+
+// charge is what admission charges a request to the token windows (with
+// account.tokens_per_minute set), and whether the charge is settled to the
+// usage the response reports, as the dialect's provider counts it:
+//
+//   - OpenAI charges "the maximum of max_tokens and the estimated number of
+//     tokens based on the character count of your request", at admission,
+//     and gives nothing back when the response is short: so does
+//     meterproxy (no settling). Settling down would admit more than the
+//     provider accepts, and its bucket would drain.
+//   - Azure OpenAI charges an estimate of the prompt plus max_tokens (times
+//     best_of), "not the same as the token count used for billing", at
+//     admission, and settles nothing either.
+//   - Anthropic estimates input tokens at the start and adjusts them, and
+//     counts output tokens as they are generated; "max_tokens does not
+//     factor" in. So the charge is the input estimate, settled to the input
+//     and output the response reports.
+//   - Any other OpenAI-compatible server: the input estimate plus the most
+//     output the request allows, settled to the reported usage (the
+//     estimate is the safe side; the settling gives back what was not
+//     used).
+//
+// input is the request's input estimate (usage.EstimateInput).
+func (d dialect) charge(input int64, body []byte) (cost int64, settle bool) {
+	switch d {
+	case dialectOpenAI:
+		return max(input, usage.MaxOutput(body)), false
+	case dialectAzure:
+		return input + usage.MaxOutput(body)*usage.BestOf(body), false
+	case dialectAnthropic:
+		return input, true
+	default:
+		return input + usage.MaxOutput(body), true
+	}
+}
+
+// refill is the dialect's refill model under upstream.refill auto; see
+// refillOf.
+func (d dialect) refill() ratelimit.Refill {
+	if d == dialectAzure {
+		return ratelimit.RefillWindow
+	}
+	return ratelimit.RefillContinuous
+}

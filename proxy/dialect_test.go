@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"net/url"
+	"testing"
+)
+
+// TestDialectOf: the provider family from the path and the upstream host.
+func TestDialectOf(t *testing.T) {
+	tests := []struct {
+		upstream, path string
+		want           dialect
+	}{
+		{"https://api.openai.com", "/v1/chat/completions", dialectOpenAI},
+		{"https://API.OpenAI.com:443", "/v1/responses", dialectOpenAI},
+		{"https://my-resource.openai.azure.com", "/v1/chat/completions", dialectAzure},
+		{"https://gateway.internal", "/openai/deployments/gpt-4o/chat/completions", dialectAzure},
+		{"https://api.anthropic.com", "/v1/messages", dialectAnthropic},
+		{"https://gateway.internal", "/v1/messages", dialectAnthropic},
+		{"http://vllm:8000", "/v1/chat/completions", dialectCompatible},
+		{"https://api.groq.com/openai", "/v1/chat/completions", dialectCompatible},
+		{"https://api.openai.com.evil.example", "/v1/chat/completions", dialectCompatible},
+	}
+	for _, tt := range tests {
+		u, err := url.Parse(tt.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := routeOf(&url.URL{Path: tt.path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dialectOf(rt, u); got != tt.want {
+			t.Errorf("dialectOf(%s, %s) = %s, want %s", tt.path, tt.upstream, got, tt.want)
+		}
+	}
+}
+
+// TestChargeByDialect: what admission charges and whether it is settled,
+// as each provider counts tokens (see dialect.charge).
+func TestChargeByDialect(t *testing.T) {
+	const input = 50
+	tests := []struct {
+		d      dialect
+		body   string
+		cost   int64
+		settle bool
+	}{
+		// OpenAI: the larger of max_tokens and the input estimate, never given back.
+		{dialectOpenAI, `{"model":"m","max_tokens":1000}`, 1000, false},
+		{dialectOpenAI, `{"model":"m","max_completion_tokens":20}`, input, false},
+		{dialectOpenAI, `{"model":"m"}`, input, false},
+		// Azure: the prompt plus max_tokens times best_of, never given back.
+		{dialectAzure, `{"model":"m","max_tokens":1000}`, input + 1000, false},
+		{dialectAzure, `{"prompt":"p","max_tokens":100,"best_of":3}`, input + 300, false},
+		// Anthropic: input only at admission (max_tokens does not count), settled.
+		{dialectAnthropic, `{"model":"c","max_tokens":4096}`, input, true},
+		// Anything else: the estimate and the most output allowed, settled.
+		{dialectCompatible, `{"model":"m","max_tokens":1000}`, input + 1000, true},
+		{dialectCompatible, `not json`, input, true},
+	}
+	for _, tt := range tests {
+		cost, settle := tt.d.charge(input, []byte(tt.body))
+		if cost != tt.cost || settle != tt.settle {
+			t.Errorf("%s charge of %s = (%d, settle %v), want (%d, %v)", tt.d, tt.body, cost, settle, tt.cost, tt.settle)
+		}
+	}
+}
