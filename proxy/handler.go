@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -244,6 +245,34 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchang
 			kind: "invalid_request_error", message: "meterproxy: could not read the request body"}
 	}
 	h.refuse(w, ex.rt, ex.res, f)
+	if f.reason == reasonBodyMemory || f.reason == reasonBodyTooLarge {
+		linger(w, r)
+	}
+}
+
+// lingerTime and lingerBytes bound how long and how much of a refused
+// HTTP/1 body linger reads.
+const (
+	lingerTime  = 500 * time.Millisecond
+	lingerBytes = 256 << 10
+)
+
+// linger reads and throws away what the client still sends of a refused
+// HTTP/1 body, once the answer is out, for at most lingerTime and
+// lingerBytes. A client still writing its body when the connection closes
+// gets a reset, and a reset drops the answer waiting unread in its socket:
+// it would see "broken pipe" instead of the 503 or 413 that says why. The
+// connection closes afterwards all the same (closeUnread).
+func linger(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 || r.Body == nil {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, r.Body, lingerBytes)
 }
 
 // admit waits for admission; when it fails the answer is already written.
