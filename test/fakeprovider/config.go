@@ -28,6 +28,11 @@ type Config struct {
 	// TPM is the token-per-minute limit reported in headers; it is
 	// reported, never enforced. Zero means not reported.
 	TPM int
+	// EnforceTPM makes TPM a limit: each request is charged as its
+	// provider charges it (charge.go) and refused with 429 when the bucket
+	// has less than that; Anthropic's output tokens are charged as they are
+	// generated. Off, TPM is only reported, charged the prompt.
+	EnforceTPM bool
 	// TPMStart is the token bucket's level at start and after Reset, as a
 	// fraction of TPM: an account partly spent before the run. Zero (or
 	// 1 and above) means full.

@@ -5,6 +5,8 @@
 // It answers
 //
 //	POST /v1/chat/completions   OpenAI chat completions (JSON or SSE)
+//	POST /openai/deployments/{name}/chat/completions, /openai/v1/chat/completions
+//	                            the same, as Azure OpenAI (its headers: resets in bare seconds)
 //	POST /v1/embeddings         OpenAI embeddings
 //	POST /v1/responses          OpenAI Responses API (JSON or SSE)
 //	POST /v1/messages           Anthropic Messages (JSON or SSE)
@@ -20,8 +22,10 @@
 //
 // Like a provider, it rate-limits with a token bucket of [Config.RPM]
 // requests refilled continuously, debits refused requests too, and reports
-// its state in x-ratelimit-* (OpenAI paths) or anthropic-ratelimit-*
-// (/v1/messages…) headers on every response. Batch endpoints have their own
+// its state in x-ratelimit-* (OpenAI and Azure paths) or
+// anthropic-ratelimit-* (/v1/messages…) headers on every response. With
+// [Config.EnforceTPM] its token bucket is a limit too, charged as each
+// provider charges (charge.go). Batch endpoints have their own
 // quota at real providers, so they are neither debited nor limited here.
 //
 // # Fault knobs

@@ -44,13 +44,30 @@ type api uint8
 const (
 	openAI api = iota
 	anthropic
+	// azure is Azure OpenAI: OpenAI's bodies under /openai/deployments/{name}/…
+	// or /openai/v1/…, its headers with resets in bare seconds.
+	azure
 )
 
 func apiFor(path string) api {
-	if path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/") {
+	switch {
+	case path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/"):
 		return anthropic
+	case strings.HasPrefix(path, "/openai/"):
+		return azure
 	}
 	return openAI
+}
+
+// azureChatPath reports whether path is Azure's chat completions: under a
+// deployment, or on the v1 API.
+func azureChatPath(path string) bool {
+	if path == "/openai/v1/chat/completions" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
+	name, tail, _ := strings.Cut(rest, "/")
+	return ok && name != "" && tail == "chat/completions"
 }
 
 // exchange is one request being answered.
@@ -77,8 +94,8 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { p.finish(x.arr, x.status, x.outcome) }()
 	x.setHeaders()
 	if !x.arr.admitted {
-		setRetryAfter(w.Header(), x.arr.requests.retry)
-		x.fail(http.StatusTooManyRequests, "Rate limit reached for requests. Please try again later.")
+		setRetryAfter(w.Header(), max(x.arr.requests.retry, x.arr.tokens.retry))
+		x.fail(http.StatusTooManyRequests, "Rate limit reached. Please try again later.")
 		return
 	}
 	if readErr != nil {
@@ -106,12 +123,16 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (x *exchange) setHeaders() {
 	h := x.w.Header()
 	id := fmt.Sprintf("req_%016x", x.arr.seq)
-	if x.api == anthropic {
+	switch x.api {
+	case anthropic:
 		setAnthropicLimitHeaders(h, x.now, x.arr.requests, x.arr.tokens)
 		h.Set("request-id", id)
 		return
+	case azure:
+		setAzureLimitHeaders(h, x.arr.requests, x.arr.tokens)
+	default:
+		setOpenAILimitHeaders(h, x.arr.requests, x.arr.tokens)
 	}
-	setOpenAILimitHeaders(h, x.arr.requests, x.arr.tokens)
 	h.Set("x-request-id", id)
 }
 
@@ -143,6 +164,9 @@ func (x *exchange) route() {
 		"/v1/messages/batches": x.anthropicBatch,
 	}
 	h, ok := handlers[x.r.URL.Path]
+	if azureChatPath(x.r.URL.Path) {
+		h, ok = x.chat, true
+	}
 	switch {
 	case !ok:
 		x.fail(http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", x.r.Method, x.r.URL.Path))

@@ -67,6 +67,23 @@ func (b *bucket) spend(now time.Time, n int) limitState {
 	return b.state()
 }
 
+// take debits n units at now if the bucket holds them, and reports
+// whether it did; a refused charge debits nothing and says when n will be
+// there.
+func (b *bucket) take(now time.Time, n int) (bool, limitState) {
+	if b.capacity == 0 {
+		return true, limitState{}
+	}
+	b.refill(now)
+	if b.level < float64(n) {
+		st := b.state()
+		st.retry = b.secondsFor(float64(n) - b.level)
+		return false, st
+	}
+	b.level -= float64(n)
+	return true, b.state()
+}
+
 func (b *bucket) state() limitState {
 	st := limitState{
 		limit:     int(b.capacity),
@@ -99,6 +116,21 @@ func setOpenAILimitHeaders(h http.Header, req, tok limitState) {
 		h.Set("x-ratelimit-limit-"+kind, strconv.Itoa(st.limit))
 		h.Set("x-ratelimit-remaining-"+kind, strconv.Itoa(st.remaining))
 		h.Set("x-ratelimit-reset-"+kind, st.untilFull.String())
+	}
+	set("requests", req)
+	set("tokens", tok)
+}
+
+// setAzureLimitHeaders writes the x-ratelimit-* family as Azure OpenAI
+// does: resets in bare seconds ("10", "300"), rounded up.
+func setAzureLimitHeaders(h http.Header, req, tok limitState) {
+	set := func(kind string, st limitState) {
+		if st.limit == 0 {
+			return
+		}
+		h.Set("x-ratelimit-limit-"+kind, strconv.Itoa(st.limit))
+		h.Set("x-ratelimit-remaining-"+kind, strconv.Itoa(st.remaining))
+		h.Set("x-ratelimit-reset-"+kind, strconv.FormatInt(int64(math.Ceil(st.untilFull.Seconds())), 10))
 	}
 	set("requests", req)
 	set("tokens", tok)

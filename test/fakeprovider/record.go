@@ -80,7 +80,12 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 	a := arrival{rec: rec, gen: p.gen, seq: p.seq, admitted: true}
 	if limited {
 		a.admitted, a.requests = p.requests.admit(now)
-		a.tokens = p.tokens.spend(now, promptTokens(body))
+		if p.cfg.EnforceTPM {
+			ok, st := p.tokens.take(now, admissionCharge(apiFor(r.URL.Path), body))
+			a.admitted, a.tokens = a.admitted && ok, st
+		} else {
+			a.tokens = p.tokens.spend(now, promptTokens(body))
+		}
 		if a.tokens.limit > 0 {
 			rec.TokensRemaining = a.tokens.remaining
 		}

@@ -1,0 +1,53 @@
+package fakeprovider
+
+import "time"
+
+// How each provider charges a request to its tokens-per-minute bucket, as
+// their documentation says (and independently of meterproxy's own model):
+//
+//   - OpenAI: at admission, "the maximum of max_tokens and the estimated
+//     number of tokens based on the character count of your request";
+//     nothing comes back when the response is short.
+//   - Azure OpenAI: at admission, the prompt plus max_tokens (times
+//     best_of); nothing comes back either.
+//   - Anthropic: input tokens estimated at admission; output tokens as they
+//     are generated, max_tokens not counted.
+//
+// Token counts here are a quarter of the body's bytes (promptTokens) for
+// the prompt, and one per generated word.
+
+// chargeOutput charges Anthropic's output tokens, n of them generated at
+// now, when TPM is enforced: after admission, never refusing.
+func (p *Provider) chargeOutput(now time.Time, n int) {
+	if !p.cfg.EnforceTPM {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tokens.spend(now, n)
+}
+
+// chargeFields are the request fields a charge reads.
+type chargeFields struct {
+	MaxTokens           int `json:"max_tokens"`
+	MaxCompletionTokens int `json:"max_completion_tokens"`
+	MaxOutputTokens     int `json:"max_output_tokens"`
+	BestOf              int `json:"best_of"`
+}
+
+// admissionCharge is what a request on a's path costs the token bucket
+// when it arrives.
+func admissionCharge(a api, body []byte) int {
+	prompt := promptTokens(body)
+	var f chargeFields
+	_ = decodeLenient(body, &f) // a body that is not JSON is charged its prompt
+	maxOut := max(f.MaxTokens, f.MaxCompletionTokens, f.MaxOutputTokens)
+	switch a {
+	case azure:
+		return prompt + maxOut*max(1, f.BestOf)
+	case anthropic:
+		return prompt
+	default:
+		return max(prompt, maxOut)
+	}
+}
