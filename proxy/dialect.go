@@ -58,9 +58,12 @@ func dialectOf(rt route, upstream *url.URL) dialect {
 //     best_of), "not the same as the token count used for billing", at
 //     admission, and settles nothing either.
 //   - Anthropic estimates input tokens at the start and adjusts them, and
-//     counts output tokens as they are generated; "max_tokens does not
-//     factor" in. So the charge is the input estimate, settled to the input
-//     and output the response reports.
+//     counts output tokens as they are generated, against limits of their
+//     own; "max_tokens does not factor" in. Until meterproxy keeps separate
+//     input and output budgets, one combined budget must cover output that
+//     is only known at the end, so Anthropic is charged like any other
+//     server below: reserving max_tokens holds room the output may take,
+//     and settling gives back what it did not.
 //   - Any other OpenAI-compatible server: the input estimate plus the most
 //     output the request allows, settled to the reported usage (the
 //     estimate is the safe side; the settling gives back what was not
@@ -73,8 +76,6 @@ func (d dialect) charge(input int64, body []byte) (cost int64, settle bool) {
 		return max(input, usage.MaxOutput(body)), false
 	case dialectAzure:
 		return input + usage.MaxOutput(body)*usage.BestOf(body), false
-	case dialectAnthropic:
-		return input, true
 	default:
 		return input + usage.MaxOutput(body), true
 	}

@@ -53,8 +53,9 @@ func TestChargeByDialect(t *testing.T) {
 		// Azure: the prompt plus max_tokens times best_of, never given back.
 		{dialectAzure, `{"model":"m","max_tokens":1000}`, input + 1000, false},
 		{dialectAzure, `{"prompt":"p","max_tokens":100,"best_of":3}`, input + 300, false},
-		// Anthropic: input only at admission (max_tokens does not count), settled.
-		{dialectAnthropic, `{"model":"c","max_tokens":4096}`, input, true},
+		// Anthropic, until input and output have budgets of their own: the
+		// estimate and max_tokens, settled.
+		{dialectAnthropic, `{"model":"c","max_tokens":4096}`, input + 4096, true},
 		// Anything else: the estimate and the most output allowed, settled.
 		{dialectCompatible, `{"model":"m","max_tokens":1000}`, input + 1000, true},
 		{dialectCompatible, `not json`, input, true},
