@@ -71,6 +71,9 @@ type UpstreamConfig struct {
 	// its headers hold bulk once the account is below the reserve: auto
 	// (by dialect), continuous or window. See refillOf.
 	Refill Refill `koanf:"refill"`
+	// Provider is the provider behind URL (auto: told by path and host);
+	// see dialectOf.
+	Provider Provider `koanf:"provider"`
 }
 
 // Config is the proxy's part of the configuration.
@@ -107,8 +110,9 @@ func DefaultUpstreamConfig() UpstreamConfig {
 		ResponseHeaderTimeout: 10 * time.Minute,
 		// Long enough for any per-minute bucket to refill; a report of
 		// hours (or a caller's forged 429) holds no longer.
-		MaxHold: 5 * time.Minute,
-		Refill:  RefillAuto,
+		MaxHold:  5 * time.Minute,
+		Refill:   RefillAuto,
+		Provider: ProviderAuto,
 	}
 }
 
@@ -151,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.Upstream.ResponseHeaderTimeout <= 0 {
 		bad("upstream.response_header_timeout", "must be > 0, got %s", c.Upstream.ResponseHeaderTimeout)
+	}
+	if !c.Upstream.Provider.Valid() {
+		bad("upstream.provider", "must be auto, openai, azure, anthropic or openai-compatible, got %q", c.Upstream.Provider)
 	}
 	if !c.Upstream.Refill.Valid() {
 		bad("upstream.refill", "must be auto, continuous or window, got %q", c.Upstream.Refill)

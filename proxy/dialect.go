@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -26,12 +27,52 @@ const (
 	dialectAnthropic
 )
 
-func (d dialect) String() string {
-	return [...]string{"openai-compatible", "openai", "azure", "anthropic"}[d]
+var dialectNames = [...]string{"openai-compatible", "openai", "azure", "anthropic"}
+
+func (d dialect) String() string { return dialectNames[d] }
+
+// Provider is upstream.provider: the provider behind upstream.url, which
+// decides how its buckets refill and how it charges tokens. auto tells it
+// from each request's path and the upstream's host (dialectOf); set it
+// when the upstream is a gateway in front of one provider.
+type Provider string
+
+// ProviderAuto is upstream.provider's default.
+const ProviderAuto Provider = "auto"
+
+// dialect is p's dialect, and false for auto.
+func (p Provider) dialect() (dialect, bool) {
+	for d, name := range dialectNames {
+		if string(p) == name {
+			return dialect(d), true
+		}
+	}
+	return 0, false
 }
 
-// dialectOf resolves the dialect of a request on rt to upstream.
-func dialectOf(rt route, upstream *url.URL) dialect {
+// Valid reports whether p is auto or one of the providers.
+func (p Provider) Valid() bool {
+	_, ok := p.dialect()
+	return ok || p == ProviderAuto
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler, so a config file that
+// names another provider is refused at load, by key.
+func (p *Provider) UnmarshalText(b []byte) error {
+	v := Provider(b)
+	if !v.Valid() {
+		return fmt.Errorf("must be auto, openai, azure, anthropic or openai-compatible, got %q", b)
+	}
+	*p = v
+	return nil
+}
+
+// dialectOf resolves the dialect of a request on rt to upstream, unless
+// the operator named the provider.
+func dialectOf(p Provider, rt route, upstream *url.URL) dialect {
+	if d, ok := p.dialect(); ok {
+		return d
+	}
 	host := strings.ToLower(upstream.Hostname())
 	switch {
 	case rt.anthropic:

@@ -30,9 +30,29 @@ func TestDialectOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := dialectOf(rt, u); got != tt.want {
+		if got := dialectOf(ProviderAuto, rt, u); got != tt.want {
 			t.Errorf("dialectOf(%s, %s) = %s, want %s", tt.path, tt.upstream, got, tt.want)
 		}
+	}
+}
+
+// TestProviderOverrides: upstream.provider names the dialect of every
+// request, whatever the path or host.
+func TestProviderOverrides(t *testing.T) {
+	rt, err := routeOf(&url.URL{Path: "/v1/chat/completions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &url.URL{Scheme: "http", Host: "127.0.0.1:8081"}
+	for p, want := range map[Provider]dialect{"openai": dialectOpenAI, "azure": dialectAzure, "anthropic": dialectAnthropic,
+		"openai-compatible": dialectCompatible, ProviderAuto: dialectCompatible} {
+		if got := dialectOf(p, rt, local); got != want {
+			t.Errorf("upstream.provider %s: dialect %s, want %s", p, got, want)
+		}
+	}
+	var p Provider
+	if err := p.UnmarshalText([]byte("bedrock")); err == nil {
+		t.Error("upstream.provider: bedrock accepted")
 	}
 }
 

@@ -31,7 +31,7 @@ func TestRefillOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := refillOf(tt.mode, dialectOf(rt, &url.URL{Host: "upstream.example"}), tt.azureSpelling); got != tt.want {
+		if got := refillOf(tt.mode, dialectOf(ProviderAuto, rt, &url.URL{Host: "upstream.example"}), tt.azureSpelling); got != tt.want {
 			t.Errorf("refillOf(%s, %s, azure spelling %v) = %s, want %s", tt.mode, tt.path, tt.azureSpelling, got, tt.want)
 		}
 	}
