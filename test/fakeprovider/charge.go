@@ -17,14 +17,15 @@ import "time"
 // the prompt, and one per generated word.
 
 // chargeOutput charges Anthropic's output tokens, n of them generated at
-// now, when TPM is enforced: after admission, never refusing.
-func (p *Provider) chargeOutput(now time.Time, n int) {
+// now for rec, when TPM is enforced: after admission, never refusing.
+func (p *Provider) chargeOutput(rec *Request, now time.Time, n int) {
 	if !p.cfg.EnforceTPM {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tokens.spend(now, n)
+	rec.TokensCharged += n
 }
 
 // chargeFields are the request fields a charge reads.

@@ -20,6 +20,10 @@ type Request struct {
 	// request's debit, as its headers report it; -1 when tokens are not
 	// reported.
 	TokensRemaining int
+	// TokensCharged is what the request cost the token bucket under
+	// EnforceTPM: its admission charge, and Anthropic's output as
+	// generated; 0 when it was refused or tokens are not enforced.
+	TokensCharged int
 }
 
 // Stats are totals since New or the last Reset. Once every request has
@@ -81,8 +85,12 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 	if limited {
 		a.admitted, a.requests = p.requests.admit(now)
 		if p.cfg.EnforceTPM {
-			ok, st := p.tokens.take(now, admissionCharge(apiFor(r.URL.Path), body))
+			charge := admissionCharge(apiFor(r.URL.Path), body)
+			ok, st := p.tokens.take(now, charge)
 			a.admitted, a.tokens = a.admitted && ok, st
+			if ok {
+				rec.TokensCharged = charge
+			}
 		} else {
 			a.tokens = p.tokens.spend(now, promptTokens(body))
 		}
