@@ -98,28 +98,53 @@ func dialectOf(p Provider, rt route, upstream *url.URL) dialect {
 //   - Azure OpenAI charges an estimate of the prompt plus max_tokens (times
 //     best_of), "not the same as the token count used for billing", at
 //     admission, and settles nothing either.
-//   - Anthropic estimates input tokens at the start and adjusts them, and
-//     counts output tokens as they are generated, against limits of their
-//     own; "max_tokens does not factor" in. Until meterproxy keeps separate
-//     input and output budgets, one combined budget must cover output that
-//     is only known at the end, so Anthropic is charged like any other
-//     server below: reserving max_tokens holds room the output may take,
-//     and settling gives back what it did not.
+//   - Anthropic limits input tokens (ITPM, "estimated at the beginning of
+//     each request, and the estimate is adjusted during the request") and
+//     output tokens (OTPM, "evaluated in real time"; "max_tokens does not
+//     factor" in) apart. account.tokens_per_minute is then its input
+//     budget: the charge is the input estimate, settled to the input the
+//     response reports. Output is held back by Anthropic's own word: its
+//     anthropic-ratelimit-output-tokens-* headers hold bulk below the
+//     reserve like any other bucket (see observe).
 //   - Any other OpenAI-compatible server: the input estimate plus the most
 //     output the request allows, settled to the reported usage (the
 //     estimate is the safe side; the settling gives back what was not
 //     used).
 //
 // input is the request's input estimate (usage.EstimateInput).
-func (d dialect) charge(input int64, body []byte) (cost int64, settle bool) {
+func (d dialect) charge(input int64, body []byte) (cost int64, settle settling) {
 	switch d {
 	case dialectOpenAI:
-		return max(input, usage.MaxOutput(body)), false
+		return max(input, usage.MaxOutput(body)), settleNone
 	case dialectAzure:
-		return input + usage.MaxOutput(body)*usage.BestOf(body), false
+		return input + usage.MaxOutput(body)*usage.BestOf(body), settleNone
+	case dialectAnthropic:
+		return input, settleInput
 	default:
-		return input + usage.MaxOutput(body), true
+		return input + usage.MaxOutput(body), settleTotal
 	}
+}
+
+// settling is what a charge is settled to when the response reports its
+// usage.
+type settling uint8
+
+const (
+	// settleNone keeps the admission charge: the provider gives nothing
+	// back.
+	settleNone settling = iota
+	// settleTotal settles to input plus output.
+	settleTotal
+	// settleInput settles to the input alone: the budget is input tokens.
+	settleInput
+)
+
+// of is the usage u settles a charge to.
+func (s settling) of(u usage.Usage) int64 {
+	if s == settleInput {
+		return u.Input
+	}
+	return u.Total()
 }
 
 // refill is the dialect's refill model under upstream.refill auto; see

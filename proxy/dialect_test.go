@@ -60,30 +60,30 @@ func TestProviderOverrides(t *testing.T) {
 // as each provider counts tokens (see dialect.charge).
 func TestChargeByDialect(t *testing.T) {
 	const input = 50
+	const none, total, inputOnly = settleNone, settleTotal, settleInput
 	tests := []struct {
 		d      dialect
 		body   string
 		cost   int64
-		settle bool
+		settle settling
 	}{
 		// OpenAI: the larger of max_tokens and the input estimate, never given back.
-		{dialectOpenAI, `{"model":"m","max_tokens":1000}`, 1000, false},
-		{dialectOpenAI, `{"model":"m","max_completion_tokens":20}`, input, false},
-		{dialectOpenAI, `{"model":"m"}`, input, false},
+		{dialectOpenAI, `{"model":"m","max_tokens":1000}`, 1000, none},
+		{dialectOpenAI, `{"model":"m","max_completion_tokens":20}`, input, none},
+		{dialectOpenAI, `{"model":"m"}`, input, none},
 		// Azure: the prompt plus max_tokens times best_of, never given back.
-		{dialectAzure, `{"model":"m","max_tokens":1000}`, input + 1000, false},
-		{dialectAzure, `{"prompt":"p","max_tokens":100,"best_of":3}`, input + 300, false},
-		// Anthropic, until input and output have budgets of their own: the
-		// estimate and max_tokens, settled.
-		{dialectAnthropic, `{"model":"c","max_tokens":4096}`, input + 4096, true},
+		{dialectAzure, `{"model":"m","max_tokens":1000}`, input + 1000, none},
+		{dialectAzure, `{"prompt":"p","max_tokens":100,"best_of":3}`, input + 300, none},
+		// Anthropic: the input budget, settled to the input; max_tokens does not count.
+		{dialectAnthropic, `{"model":"c","max_tokens":4096}`, input, inputOnly},
 		// Anything else: the estimate and the most output allowed, settled.
-		{dialectCompatible, `{"model":"m","max_tokens":1000}`, input + 1000, true},
-		{dialectCompatible, `not json`, input, true},
+		{dialectCompatible, `{"model":"m","max_tokens":1000}`, input + 1000, total},
+		{dialectCompatible, `not json`, input, total},
 	}
 	for _, tt := range tests {
 		cost, settle := tt.d.charge(input, []byte(tt.body))
 		if cost != tt.cost || settle != tt.settle {
-			t.Errorf("%s charge of %s = (%d, settle %v), want (%d, %v)", tt.d, tt.body, cost, settle, tt.cost, tt.settle)
+			t.Errorf("%s charge of %s = (%d, settling %d), want (%d, %d)", tt.d, tt.body, cost, settle, tt.cost, tt.settle)
 		}
 	}
 }

@@ -34,10 +34,10 @@ type exchange struct {
 	// usage chunk the caller did not ask for must be stripped.
 	injected bool
 	// cost is the tokens charged at admission (0 when tokens are not
-	// enforced), as the dialect charges them; when settle is set, lease
-	// settles it with the real usage.
+	// enforced), as the dialect charges them; settle says what lease
+	// settles it to when the response reports its usage.
 	cost   int64
-	settle bool
+	settle settling
 	// dialect is the provider family the request goes to.
 	dialect dialect
 	lease   *quota.Lease
@@ -71,8 +71,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
 		done: func(u usage.Usage) {
 			h.m.countTokens(ex.res, u)
-			if ex.lease != nil && ex.settle {
-				ex.lease.Correct(u.Total())
+			if ex.lease != nil && ex.settle != settleNone {
+				ex.lease.Correct(ex.settle.of(u))
 			}
 		},
 	}
