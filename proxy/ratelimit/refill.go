@@ -1,9 +1,6 @@
 package ratelimit
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Refill is how a provider's bucket comes back, which decides how long a
 // dimension below a reserve stays below it.
@@ -20,19 +17,6 @@ const (
 	// everything at it.
 	RefillWindow Refill = "window"
 )
-
-// Valid reports whether r is one of the models.
-func (r Refill) Valid() bool { return r == RefillContinuous || r == RefillWindow }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (r *Refill) UnmarshalText(b []byte) error {
-	v := Refill(b)
-	if !v.Valid() {
-		return fmt.Errorf("must be continuous or window, got %q", b)
-	}
-	*r = v
-	return nil
-}
 
 // untilAbove is how long a bucket b, known and below fraction of its
 // limit, takes to be back at fraction·limit under refill: the whole reset

@@ -14,13 +14,7 @@ func TestBelowReserve(t *testing.T) {
 		o.Requests, o.Tokens = requests, tokens
 		return o
 	}
-	tests := []struct {
-		name     string
-		o        Observation
-		fraction float64
-		hold     time.Duration
-		below    bool
-	}{
+	tests := []reserveCase{
 		{"healthy", obs(win(60, 59, time.Second), win(150000, 149984, 6*time.Minute)), 0.2, 0, false},
 		{"requests below", obs(win(60, 5, 10*time.Second), win(150000, 149984, 6*time.Minute)), 0.2, 10 * time.Second, true},
 		{"tokens below", obs(win(60, 59, time.Second), win(150000, 1000, 300*time.Second)), 0.2, 300 * time.Second, true},
@@ -55,11 +49,25 @@ func TestBelowReserve(t *testing.T) {
 			0.5, 0, false,
 		},
 	}
+	runReserveTable(t, RefillWindow, tests)
+}
+
+// reserveCase is one row of a BelowReserve table.
+type reserveCase struct {
+	name     string
+	o        Observation
+	fraction float64
+	hold     time.Duration
+	below    bool
+}
+
+func runReserveTable(t *testing.T, refill Refill, tests []reserveCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hold, below := tt.o.BelowReserve(tt.fraction, RefillWindow)
+			hold, below := tt.o.BelowReserve(tt.fraction, refill)
 			if hold != tt.hold || below != tt.below {
-				t.Errorf("BelowReserve(%v) = (%v, %v), want (%v, %v)", tt.fraction, hold, below, tt.hold, tt.below)
+				t.Errorf("BelowReserve(%v, %s) = (%v, %v), want (%v, %v)", tt.fraction, refill, hold, below, tt.hold, tt.below)
 			}
 		})
 	}
@@ -102,13 +110,7 @@ func TestBelowReserveContinuous(t *testing.T) {
 		o.Requests, o.Tokens = requests, tokens
 		return o
 	}
-	tests := []struct {
-		name     string
-		o        Observation
-		fraction float64
-		hold     time.Duration
-		below    bool
-	}{
+	tests := []reserveCase{
 		// 12,000 tokens a minute, a tenth left: full in 54 s at 200 a
 		// second, back at the reserve (2,400) in 6 s.
 		{"issue 13's case: a tenth left, reserve 0.2", obs(unknownBucket(), win(12000, 1200, 54*time.Second)), 0.2, 6 * time.Second, true},
@@ -124,14 +126,7 @@ func TestBelowReserveContinuous(t *testing.T) {
 		{"oversized reset capped before the share", obs(win(100, 0, 48*time.Hour), unknownBucket()), 0.5, MaxDuration / 2, true},
 		{"unknown counts never below", obs(win(-1, 0, time.Minute), win(100, -1, time.Minute)), 0.5, 0, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			hold, below := tt.o.BelowReserve(tt.fraction, RefillContinuous)
-			if hold != tt.hold || below != tt.below {
-				t.Errorf("BelowReserve(%v, continuous) = (%v, %v), want (%v, %v)", tt.fraction, hold, below, tt.hold, tt.below)
-			}
-		})
-	}
+	runReserveTable(t, RefillContinuous, tests)
 }
 
 // TestHoldUnderEitherRefill: the same reading holds shorter under a

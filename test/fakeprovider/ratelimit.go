@@ -109,13 +109,19 @@ func (b *bucket) secondsFor(units float64) time.Duration {
 // setOpenAILimitHeaders writes the x-ratelimit-* family; reset values are
 // Go durations, as OpenAI sends them.
 func setOpenAILimitHeaders(h http.Header, req, tok limitState) {
+	setXRateLimitHeaders(h, req, tok, time.Duration.String)
+}
+
+// setXRateLimitHeaders writes the x-ratelimit-* family, with reset values
+// as reset formats them.
+func setXRateLimitHeaders(h http.Header, req, tok limitState, reset func(time.Duration) string) {
 	set := func(kind string, st limitState) {
 		if st.limit == 0 {
 			return
 		}
 		h.Set("x-ratelimit-limit-"+kind, strconv.Itoa(st.limit))
 		h.Set("x-ratelimit-remaining-"+kind, strconv.Itoa(st.remaining))
-		h.Set("x-ratelimit-reset-"+kind, st.untilFull.String())
+		h.Set("x-ratelimit-reset-"+kind, reset(st.untilFull))
 	}
 	set("requests", req)
 	set("tokens", tok)
@@ -124,16 +130,9 @@ func setOpenAILimitHeaders(h http.Header, req, tok limitState) {
 // setAzureLimitHeaders writes the x-ratelimit-* family as Azure OpenAI
 // does: resets in bare seconds ("10", "300"), rounded up.
 func setAzureLimitHeaders(h http.Header, req, tok limitState) {
-	set := func(kind string, st limitState) {
-		if st.limit == 0 {
-			return
-		}
-		h.Set("x-ratelimit-limit-"+kind, strconv.Itoa(st.limit))
-		h.Set("x-ratelimit-remaining-"+kind, strconv.Itoa(st.remaining))
-		h.Set("x-ratelimit-reset-"+kind, strconv.FormatInt(int64(math.Ceil(st.untilFull.Seconds())), 10))
-	}
-	set("requests", req)
-	set("tokens", tok)
+	setXRateLimitHeaders(h, req, tok, func(d time.Duration) string {
+		return strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10)
+	})
 }
 
 // setAnthropicLimitHeaders writes the anthropic-ratelimit-* family; reset
