@@ -8,12 +8,6 @@ import (
 // TestBelowReserve: with a window refill a dimension below its reserve is
 // held for its whole reset.
 func TestBelowReserve(t *testing.T) {
-	// obs builds an Observation from requests and tokens windows.
-	obs := func(requests, tokens Bucket) Observation {
-		o := Unknown()
-		o.Requests, o.Tokens = requests, tokens
-		return o
-	}
 	tests := []reserveCase{
 		{"healthy", obs(win(60, 59, time.Second), win(150000, 149984, 6*time.Minute)), 0.2, 0, false},
 		{"requests below", obs(win(60, 5, 10*time.Second), win(150000, 149984, 6*time.Minute)), 0.2, 10 * time.Second, true},
@@ -50,6 +44,13 @@ func TestBelowReserve(t *testing.T) {
 		},
 	}
 	runReserveTable(t, RefillWindow, tests)
+}
+
+// obs builds an Observation from requests and tokens buckets.
+func obs(requests, tokens Bucket) Observation {
+	o := Unknown()
+	o.Requests, o.Tokens = requests, tokens
+	return o
 }
 
 // reserveCase is one row of a BelowReserve table.
@@ -105,11 +106,6 @@ func TestAzureSentinelNeverHolds(t *testing.T) {
 // back at the reserve: Reset × (reserve·Limit − Remaining) / (Limit −
 // Remaining); the longest such wait among the dimensions below decides.
 func TestBelowReserveContinuous(t *testing.T) {
-	obs := func(requests, tokens Bucket) Observation {
-		o := Unknown()
-		o.Requests, o.Tokens = requests, tokens
-		return o
-	}
 	tests := []reserveCase{
 		// 12,000 tokens a minute, a tenth left: full in 54 s at 200 a
 		// second, back at the reserve (2,400) in 6 s.
