@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // TestProviderAccounting runs meterproxy for 90 s against an upstream that
@@ -31,24 +32,31 @@ import (
 // For Anthropic, account.tokens_per_minute is its input budget and its
 // own headers hold output back (proxy/dialect.go); charged as one combined
 // budget reserving max_tokens, bulk got 3% of what Anthropic's accounting
-// left it (91 requests charged 2,548 tokens of 88,496). Azure and a Redis
-// fleet are issue 13's next steps.
+// left it (91 requests charged 2,548 tokens of 88,496). Each runs through
+// one replica and through a fleet of three on one Redis. Azure is issue
+// 13's next step.
 func TestProviderAccounting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("90 s runs; skipped with -short")
 	}
+	srv := redistest.Start(t)
 	for _, tc := range []struct{ name, provider, path, body string }{
 		{"openai", "openai", "/v1/chat/completions", `{"model":"m","max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`},
 		{"anthropic", "anthropic", "/v1/messages", `{"model":"c","max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			runProviderAccounting(t, tc.provider, tc.path, tc.body)
-		})
+		for _, replicas := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d replicas", tc.name, replicas), func(t *testing.T) {
+				t.Parallel()
+				runProviderAccounting(t, srv, replicas, tc.provider, tc.path, tc.body)
+			})
+		}
 	}
 }
 
-func runProviderAccounting(t *testing.T, provider, path, bodyFormat string) {
+// runProviderAccounting is one run through replicas meterproxy replicas
+// (one in process; more on srv, a fleet), the traffic spread over them as
+// a load balancer would.
+func runProviderAccounting(t *testing.T, srv *redistest.Server, replicas int, provider, path, bodyFormat string) {
 	const (
 		tpm         = 60000 // 1,000 a second
 		start       = 0.3
@@ -62,6 +70,11 @@ func runProviderAccounting(t *testing.T, provider, path, bodyFormat string) {
 	fake := fakeprovider.New(fakeprovider.Config{TPM: tpm, TPMStart: start, EnforceTPM: true, Latency: 20 * time.Millisecond})
 	up := startUpstream(t, fake)
 	cfg := baseConfig(up.URL)
+	if replicas > 1 {
+		cfg = fleetConfig(up.URL, srv, redistest.Prefix(t))
+		cfg.set("store.timeout", "1s") // about the provider's accounting, not Redis faults
+		cfg.set("account.expected_replicas", replicas)
+	}
 	cfg.set("upstream.provider", provider)
 	cfg.set("account.requests_per_minute", 60000)
 	cfg.set("account.tokens_per_minute", tpm)
@@ -69,7 +82,12 @@ func runProviderAccounting(t *testing.T, provider, path, bodyFormat string) {
 	cfg.set("classes.bulk.max_wait", "2m") // held, not refused: the flood outlasts the run
 	cfg.set("classes.interactive.max_wait", "30s")
 	cfg.withCallers()
-	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	urls := make([]string, replicas)
+	for i := range urls {
+		urls[i] = startProxy(t, cfg, fleetEnv, chatKey, importKey).URL + path
+	}
+	var next atomic.Int64
+	proxyURL := func() string { return urls[int(next.Add(1))%len(urls)] }
 	bulkBody, chatBody, otherBody := fmt.Sprintf(bodyFormat, 2000), fmt.Sprintf(bodyFormat, 100), fmt.Sprintf(bodyFormat, 500)
 
 	client := newClient(t, bulkWorkers+8)
@@ -99,7 +117,7 @@ func runProviderAccounting(t *testing.T, provider, path, bodyFormat string) {
 	for range bulkWorkers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				send(ctx, "bulk", p.URL+path, importKey, bulkBody)
+				send(ctx, "bulk", proxyURL(), importKey, bulkBody)
 			}
 		})
 	}
@@ -122,7 +140,7 @@ func runProviderAccounting(t *testing.T, provider, path, bodyFormat string) {
 	}
 	tick(chatEvery, func() {
 		chatSent.Add(1)
-		send(t.Context(), "interactive", p.URL+path, chatKey, chatBody)
+		send(t.Context(), "interactive", proxyURL(), chatKey, chatBody)
 	})
 	tick(otherEvery, func() { send(t.Context(), "other", up.URL+path, otherKey, otherBody) })
 	wg.Wait()
