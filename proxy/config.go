@@ -72,7 +72,7 @@ type UpstreamConfig struct {
 	// (by dialect), continuous or window. See refillOf.
 	Refill Refill `koanf:"refill"`
 	// Provider is the provider behind URL (auto: told by path and host);
-	// see dialectOf.
+	// see upstreamDialect.
 	Provider Provider `koanf:"provider"`
 }
 

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 )
 
@@ -33,7 +32,7 @@ func (d dialect) String() string { return dialectNames[d] }
 
 // Provider is upstream.provider: the provider behind upstream.url, which
 // decides how its buckets refill and how it charges tokens. auto tells it
-// from each request's path and the upstream's host (dialectOf); set it
+// from each request's path and the upstream's host (upstreamDialect); set it
 // when the upstream is a gateway in front of one provider.
 type Provider string
 
@@ -67,22 +66,43 @@ func (p *Provider) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// dialectOf resolves the dialect of a request on rt to upstream, unless
-// the operator named the provider.
-func dialectOf(p Provider, rt route, upstream *url.URL) dialect {
+// upstreamDialect is what upstream.provider and upstream.url say of every
+// request, resolved once when the handler is built: the dialect itself when
+// the provider is named, else the host's, which a request's path may
+// override.
+type upstreamDialect struct {
+	host  dialect
+	named bool
+}
+
+// newUpstreamDialect resolves p and upstream's host.
+func newUpstreamDialect(p Provider, upstream *url.URL) upstreamDialect {
 	if d, ok := p.dialect(); ok {
-		return d
+		return upstreamDialect{host: d, named: true}
 	}
 	host := strings.ToLower(upstream.Hostname())
 	switch {
+	case strings.HasSuffix(host, ".openai.azure.com"):
+		return upstreamDialect{host: dialectAzure}
+	case host == "api.openai.com":
+		return upstreamDialect{host: dialectOpenAI}
+	default:
+		return upstreamDialect{host: dialectCompatible}
+	}
+}
+
+// of is the dialect of a request on rt: the named provider's, else
+// Anthropic's or Azure's when the path says so, else the host's.
+func (u upstreamDialect) of(rt route) dialect {
+	switch {
+	case u.named:
+		return u.host
 	case rt.anthropic:
 		return dialectAnthropic
-	case rt.azure || strings.HasSuffix(host, ".openai.azure.com"):
+	case rt.azure:
 		return dialectAzure
-	case host == "api.openai.com":
-		return dialectOpenAI
 	default:
-		return dialectCompatible
+		return u.host
 	}
 }
 
@@ -145,13 +165,4 @@ func (s settling) of(u usage.Usage) int64 {
 		return u.Input
 	}
 	return u.Total()
-}
-
-// refill is the dialect's refill model under upstream.refill auto; see
-// refillOf.
-func (d dialect) refill() ratelimit.Refill {
-	if d == dialectAzure {
-		return ratelimit.RefillWindow
-	}
-	return ratelimit.RefillContinuous
 }

@@ -30,8 +30,8 @@ func TestDialectOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := dialectOf(ProviderAuto, rt, u); got != tt.want {
-			t.Errorf("dialectOf(%s, %s) = %s, want %s", tt.path, tt.upstream, got, tt.want)
+		if got := newUpstreamDialect(ProviderAuto, u).of(rt); got != tt.want {
+			t.Errorf("dialect of %s to %s = %s, want %s", tt.path, tt.upstream, got, tt.want)
 		}
 	}
 }
@@ -46,7 +46,7 @@ func TestProviderOverrides(t *testing.T) {
 	local := &url.URL{Scheme: "http", Host: "127.0.0.1:8081"}
 	for p, want := range map[Provider]dialect{"openai": dialectOpenAI, "azure": dialectAzure, "anthropic": dialectAnthropic,
 		"openai-compatible": dialectCompatible, ProviderAuto: dialectCompatible} {
-		if got := dialectOf(p, rt, local); got != want {
+		if got := newUpstreamDialect(p, local).of(rt); got != want {
 			t.Errorf("upstream.provider %s: dialect %s, want %s", p, got, want)
 		}
 	}

@@ -29,7 +29,7 @@ type Handler struct {
 	m         *metrics
 	log       *slog.Logger
 	target    *url.URL
-	provider  Provider
+	dialect   upstreamDialect
 	apiKey    string
 	maxUpload int64
 	maxHold   time.Duration
@@ -90,7 +90,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	bodies := newBodyReader(cfg.Server)
 	h := &Handler{
-		admitter: d.Admitter, log: d.Log, target: target, provider: cfg.Upstream.Provider,
+		admitter: d.Admitter, log: d.Log, target: target, dialect: newUpstreamDialect(cfg.Upstream.Provider, target),
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies,
 		m:      newMetrics(d.Registry, d.Live.Classifier.Callers(), bodies.budget),
@@ -135,7 +135,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
 		return
 	}
-	ex := &exchange{res: res, rt: rt, dialect: dialectOf(h.provider, rt, h.target), live: live, spent: h.apiKey != "" || res.Known}
+	ex := &exchange{res: res, rt: rt, dialect: h.dialect.of(rt), live: live, spent: h.apiKey != "" || res.Known}
 	if rt.streamed() {
 		h.serveStreamed(w, r, ex)
 		return

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 )
@@ -35,9 +36,8 @@ func (r *Refill) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// refillOf is the refill model of a response from a provider of dialect
-// d, whose headers use Azure's x-rate-limit-* spelling when azureSpelling,
-// under the operator's choice r. With auto:
+// refillOf is the refill model of a response with headers h from a
+// provider of dialect d, under the operator's choice r. With auto:
 //
 //   - Anthropic: continuous. Its docs: "The API uses the token bucket
 //     algorithm … your capacity is continuously replenished up to your
@@ -55,13 +55,13 @@ func (r *Refill) UnmarshalText(b []byte) error {
 //     costs at most that window and never sends requests Azure would
 //     refuse; an operator who knows better sets upstream.refill:
 //     continuous.
-func refillOf(r Refill, d dialect, azureSpelling bool) ratelimit.Refill {
+func refillOf(r Refill, d dialect, h http.Header) ratelimit.Refill {
 	switch {
 	case r == RefillContinuous || r == RefillWindow:
 		return ratelimit.Refill(r)
-	case azureSpelling:
+	case d == dialectAzure || ratelimit.AzureSpelling(h):
 		return ratelimit.RefillWindow
 	default:
-		return d.refill()
+		return ratelimit.RefillContinuous
 	}
 }

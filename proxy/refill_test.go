@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"net/url"
 	"testing"
 
@@ -31,7 +32,12 @@ func TestRefillOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := refillOf(tt.mode, dialectOf(ProviderAuto, rt, &url.URL{Host: "upstream.example"}), tt.azureSpelling); got != tt.want {
+		h := http.Header{}
+		if tt.azureSpelling {
+			h.Set("X-Rate-Limit-Remaining-Tokens", "5")
+		}
+		d := newUpstreamDialect(ProviderAuto, &url.URL{Host: "upstream.example"}).of(rt)
+		if got := refillOf(tt.mode, d, h); got != tt.want {
 			t.Errorf("refillOf(%s, %s, azure spelling %v) = %s, want %s", tt.mode, tt.path, tt.azureSpelling, got, tt.want)
 		}
 	}

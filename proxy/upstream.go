@@ -106,11 +106,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 		return
 	}
 	h.last.set(obs, resp.StatusCode, now)
-	reserve := ex.live.Reserve
-	hold, below := obs.BelowReserve(reserve, refillOf(ex.live.Refill, ex.dialect, ratelimit.AzureSpelling(resp.Header)))
-	if !below {
-		hold = 0
-	}
+	hold, _ := obs.BelowReserve(ex.live.Reserve, refillOf(ex.live.Refill, ex.dialect, resp.Header)) // 0 when above
 	hold = min(hold, h.maxHold)
 	// The observation is dated when the request was sent, not when its
 	// response came back: the provider debited the account in the order

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // capStep is one Take with capped callers and what it must answer.
@@ -83,13 +81,7 @@ func runCapConformance(t *testing.T, newStore newStoreFunc) {
 // TestRedisCapReplicaExpiry: a replica that dies holding slots under a
 // cap stops counting against it once its heartbeat expires.
 func TestRedisCapReplicaExpiry(t *testing.T) {
-	srv := redistest.Start(t)
-	prefix := redistest.Prefix(t)
-	var now time.Time
-	clock := func() time.Time { return now }
-	dead := newTestRedisStore(t, srv, prefix)
-	live := newTestRedisStore(t, srv, prefix)
-	dead.clock, live.clock = clock, clock
+	dead, live, advance := expiringPair(t)
 	ctx := t.Context()
 	capped := func(held int64, n int) takeRequest {
 		req := takeRequest{Limits: windowLimits, Want: pc(int64(n), 0),
@@ -99,15 +91,14 @@ func TestRedisCapReplicaExpiry(t *testing.T) {
 		}
 		return req
 	}
-	now = time.Unix(1_700_000_000, 0)
 	if r, _ := dead.Take(ctx, capped(0, 2)); r.Granted != pc(2, 0) {
 		t.Fatalf("dead replica got %v", r.Granted)
 	}
-	now = now.Add(2 * time.Second) // within 3 heartbeats: still counted
+	advance(2 * time.Second) // within 3 heartbeats: still counted
 	if r, _ := live.Take(ctx, capped(0, 1)); r.Granted != pc(0, 0) || r.Caps[0].FleetInFlight != 2 {
 		t.Fatalf("before expiry: live got %v, cap %+v; want nothing, 2 in flight", r.Granted, r.Caps[0])
 	}
-	now = now.Add(2 * time.Second) // 4 s of silence > 3 s TTL
+	advance(2 * time.Second) // 4 s of silence > 3 s TTL
 	if r, _ := live.Take(ctx, capped(0, 2)); r.Granted != pc(2, 0) || r.Caps[0].FleetInFlight != 2 {
 		t.Fatalf("after expiry: live got %v, cap %+v; want both", r.Granted, r.Caps[0])
 	}

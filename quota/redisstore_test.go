@@ -71,27 +71,34 @@ func TestRedisWindowsFollowRedisTime(t *testing.T) {
 // TestRedisReplicaExpiry: a replica that stops calling (a crash) stops
 // counting once its heartbeat TTL passes; the others then get its slots.
 func TestRedisReplicaExpiry(t *testing.T) {
-	srv := redistest.Start(t)
-	prefix := redistest.Prefix(t)
 	l := inFlightLimits
-	var now time.Time
-	clock := func() time.Time { return now }
-	dead := newTestRedisStore(t, srv, prefix)
-	live := newTestRedisStore(t, srv, prefix)
-	dead.clock, live.clock = clock, clock
+	dead, live, advance := expiringPair(t)
 	ctx := t.Context()
-	now = time.Unix(1_700_000_000, 0)
 	if r, _ := dead.Take(ctx, takeRequest{Want: pc(10, 0), Limits: l}); r.Granted != pc(10, 0) {
 		t.Fatalf("dead replica got %v", r.Granted)
 	}
-	now = now.Add(2 * time.Second) // within 3 heartbeats: still counted
+	advance(2 * time.Second) // within 3 heartbeats: still counted
 	if r, _ := live.Take(ctx, takeRequest{Want: pc(1, 0), Limits: l}); r.Granted != pc(0, 0) || r.FleetInFlight != pc(10, 0) {
 		t.Fatalf("before expiry: live got %v, fleet %v; want nothing, fleet 10", r.Granted, r.FleetInFlight)
 	}
-	now = now.Add(2 * time.Second) // 4 s of silence > 3 s TTL
+	advance(2 * time.Second) // 4 s of silence > 3 s TTL
 	if r, _ := live.Take(ctx, takeRequest{Want: pc(10, 0), Limits: l}); r.Granted != pc(10, 0) || r.FleetInFlight != pc(10, 0) {
 		t.Fatalf("after expiry: live got %v, fleet %v; want all 10", r.Granted, r.FleetInFlight)
 	}
+}
+
+// expiringPair is two replicas' stores on one Redis and one fake clock,
+// for a replica that dies (dead) and one that goes on (live); advance
+// moves the clock. The clock starts at a fixed instant.
+func expiringPair(t *testing.T) (dead, live *redisStore, advance func(time.Duration)) {
+	t.Helper()
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	dead, live = newTestRedisStore(t, srv, prefix), newTestRedisStore(t, srv, prefix)
+	dead.clock, live.clock = clock, clock
+	return dead, live, func(d time.Duration) { now = now.Add(d) }
 }
 
 // TestRedisScriptFlush: SCRIPT FLUSH costs a reload, not an error.
