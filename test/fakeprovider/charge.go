@@ -1,6 +1,9 @@
 package fakeprovider
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // How each provider charges a request to its tokens-per-minute bucket, as
 // their documentation says (and independently of meterproxy's own model):
@@ -11,19 +14,56 @@ import "time"
 //   - Azure OpenAI: at admission, the prompt plus max_tokens (times
 //     best_of); nothing comes back either.
 //   - Anthropic: input tokens estimated at admission; output tokens as they
-//     are generated, max_tokens not counted.
+//     are generated, max_tokens not counted — to a bucket of their own
+//     (OTPM) with Config.OutputTPM, which refuses new requests once spent.
 //
 // Token counts here are a quarter of the body's bytes (promptTokens) for
 // the prompt, and one per generated word.
 
+// limit debits a's buckets for a request on a's path with body, at now
+// (p.mu held): one request, and with EnforceTPM its token charge, taken
+// only when the request bucket and, for Anthropic with an output bucket,
+// the output bucket admit it. Without EnforceTPM the prompt is spent from
+// a reported-only bucket.
+func (p *Provider) limit(a *arrival, api api, body []byte, now time.Time) {
+	a.admitted, a.requests = p.requests.admit(now)
+	outputOK := true
+	if api == anthropic && p.cfg.EnforceTPM {
+		outputOK, a.output = p.output.positive(now)
+		a.admitted = a.admitted && outputOK
+	}
+	if !p.cfg.EnforceTPM {
+		a.tokens = p.tokens.spend(now, promptTokens(body))
+	} else if a.admitted {
+		charge := admissionCharge(api, body)
+		var ok bool
+		ok, a.tokens = p.tokens.take(now, charge)
+		a.admitted = ok
+		if ok {
+			a.rec.TokensCharged = charge
+		}
+	} else {
+		_, a.tokens = p.tokens.take(now, 0)
+	}
+	if a.tokens.limit > 0 {
+		a.rec.TokensRemaining = int(math.Floor(math.Max(p.tokens.level, 0)))
+	}
+}
+
 // chargeOutput charges Anthropic's output tokens, n of them generated at
-// now for rec, when TPM is enforced: after admission, never refusing.
+// now for rec, when TPM is enforced: to the output bucket when there is
+// one, else with the input to TPM; after admission, never refusing.
 func (p *Provider) chargeOutput(rec *Request, now time.Time, n int) {
 	if !p.cfg.EnforceTPM {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.cfg.OutputTPM > 0 {
+		p.output.owe(now, n)
+		rec.OutputCharged += n
+		return
+	}
 	p.tokens.spend(now, n)
 	rec.TokensCharged += n
 }

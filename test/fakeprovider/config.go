@@ -33,6 +33,21 @@ type Config struct {
 	// has less than that; Anthropic's output tokens are charged as they are
 	// generated. Off, TPM is only reported, charged the prompt.
 	EnforceTPM bool
+	// OutputTPM is Anthropic's output tokens per minute (OTPM), enforced
+	// with EnforceTPM: each reply's output is charged as it is generated
+	// (into debt, never refused), and a request that arrives while the
+	// output bucket is spent is refused with 429. TPM is then Anthropic's
+	// input limit (ITPM), and /v1/messages answers carry the input-tokens
+	// and output-tokens families. Zero: Anthropic's output is charged to
+	// TPM with its input, and only the tokens family is sent.
+	OutputTPM int
+	// Window makes the buckets refill in fixed windows of this length,
+	// each to its share of the minute, as Azure OpenAI evaluates requests
+	// "over a small period of time, typically 1 or 10 seconds": remaining
+	// is reported at the per-minute scale (the window's fraction left
+	// times the limit) and reset is the window's end. Zero refills
+	// continuously, as OpenAI and Anthropic do.
+	Window time.Duration
 	// TPMStart is the token bucket's level at start and after Reset, as a
 	// fraction of TPM: an account partly spent before the run. Zero (or
 	// 1 and above) means full.
@@ -69,6 +84,8 @@ func (c Config) Validate() error {
 	check("rpm", c.RPM < 0, c.RPM)
 	check("tpm", c.TPM < 0, c.TPM)
 	check("tpm_start", c.TPMStart < 0, c.TPMStart)
+	check("output_tpm", c.OutputTPM < 0, c.OutputTPM)
+	check("window", c.Window < 0, c.Window)
 	return errors.Join(errs...)
 }
 
@@ -79,6 +96,8 @@ func (c Config) withDefaults() Config {
 	c.ChunkInterval = max(c.ChunkInterval, 0)
 	c.RPM = max(c.RPM, 0)
 	c.TPM = max(c.TPM, 0)
+	c.OutputTPM = max(c.OutputTPM, 0)
+	c.Window = max(c.Window, 0)
 	if c.StreamChunks <= 0 {
 		c.StreamChunks = DefaultStreamChunks
 	}

@@ -25,7 +25,10 @@
 // its state in x-ratelimit-* (OpenAI and Azure paths) or
 // anthropic-ratelimit-* (/v1/messages…) headers on every response. With
 // [Config.EnforceTPM] its token bucket is a limit too, charged as each
-// provider charges (charge.go). Batch endpoints have their own
+// provider charges (charge.go); [Config.OutputTPM] gives Anthropic's output
+// a bucket of its own, and [Config.Window] refills the buckets in fixed
+// windows, as Azure OpenAI evaluates them. Anthropic's token remainders are
+// rounded to the nearest thousand, as Anthropic's are. Batch endpoints have their own
 // quota at real providers, so they are neither debited nor limited here.
 //
 // # Fault knobs

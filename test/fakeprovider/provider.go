@@ -23,7 +23,8 @@ type Provider struct {
 	arrivals map[int64]int // unix second → arrivals
 	stats    Stats
 	requests bucket // RPM
-	tokens   bucket // TPM, reported only
+	tokens   bucket // TPM: Anthropic's input with an output bucket
+	output   bucket // Anthropic's OTPM; unlimited unless Config.OutputTPM
 	seq      uint64 // arrivals ever, for request ids
 	gen      uint64 // Reset generation
 }
@@ -94,7 +95,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { p.finish(x.arr, x.status, x.outcome) }()
 	x.setHeaders()
 	if !x.arr.admitted {
-		setRetryAfter(w.Header(), max(x.arr.requests.retry, x.arr.tokens.retry))
+		setRetryAfter(w.Header(), max(x.arr.requests.retry, x.arr.tokens.retry, x.arr.output.retry))
 		x.fail(http.StatusTooManyRequests, "Rate limit reached. Please try again later.")
 		return
 	}
@@ -125,7 +126,7 @@ func (x *exchange) setHeaders() {
 	id := fmt.Sprintf("req_%016x", x.arr.seq)
 	switch x.api {
 	case anthropic:
-		setAnthropicLimitHeaders(h, x.now, x.arr.requests, x.arr.tokens)
+		setAnthropicLimitHeaders(h, x.now, x.arr.requests, x.arr.tokens, x.arr.output)
 		h.Set("request-id", id)
 		return
 	case azure:

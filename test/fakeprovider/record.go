@@ -17,13 +17,16 @@ type Request struct {
 	// when the client left before any response was written.
 	Status int
 	// TokensRemaining is what the token bucket had left after this
-	// request's debit, as its headers report it; -1 when tokens are not
-	// reported.
+	// request's debit (exact: Anthropic's headers round it); -1 when
+	// tokens are not reported.
 	TokensRemaining int
 	// TokensCharged is what the request cost the token bucket under
 	// EnforceTPM: its admission charge, and Anthropic's output as
 	// generated; 0 when it was refused or tokens are not enforced.
 	TokensCharged int
+	// OutputCharged is Anthropic's output charged to Config.OutputTPM as
+	// generated; 0 without an output bucket.
+	OutputCharged int
 }
 
 // Stats are totals since New or the last Reset. Once every request has
@@ -60,6 +63,7 @@ type arrival struct {
 	admitted bool       // the request bucket held a request
 	requests limitState // request bucket after the debit
 	tokens   limitState // token bucket after the debit
+	output   limitState // Anthropic's output bucket, when it has one
 }
 
 // arrive logs a request and, when limited, debits the buckets, all at
@@ -83,20 +87,7 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 	p.seq++
 	a := arrival{rec: rec, gen: p.gen, seq: p.seq, admitted: true}
 	if limited {
-		a.admitted, a.requests = p.requests.admit(now)
-		if p.cfg.EnforceTPM {
-			charge := admissionCharge(apiFor(r.URL.Path), body)
-			ok, st := p.tokens.take(now, charge)
-			a.admitted, a.tokens = a.admitted && ok, st
-			if ok {
-				rec.TokensCharged = charge
-			}
-		} else {
-			a.tokens = p.tokens.spend(now, promptTokens(body))
-		}
-		if a.tokens.limit > 0 {
-			rec.TokensRemaining = a.tokens.remaining
-		}
+		p.limit(&a, apiFor(r.URL.Path), body, now)
 	}
 	return a
 }
@@ -175,8 +166,9 @@ func (p *Provider) resetLocked() {
 	p.log = nil
 	p.arrivals = make(map[int64]int)
 	p.stats = Stats{ByPath: make(map[string]int)}
-	p.requests = newBucket(p.cfg.RPM)
-	p.tokens = newBucket(p.cfg.TPM)
+	p.requests = newBucket(p.cfg.RPM, p.cfg.Window)
+	p.tokens = newBucket(p.cfg.TPM, p.cfg.Window)
+	p.output = newBucket(p.cfg.OutputTPM, p.cfg.Window)
 	if f := p.cfg.TPMStart; f > 0 && f < 1 {
 		p.tokens.level *= f
 	}
