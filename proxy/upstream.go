@@ -71,9 +71,13 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
 		done: func(u usage.Usage) {
 			h.m.countTokens(ex.res, u)
-			if ex.lease != nil && ex.settle != settleNone {
+			if ex.lease == nil {
+				return
+			}
+			if ex.settle != settleNone {
 				ex.lease.Correct(ex.settle.of(u))
 			}
+			ex.lease.Spent(u.Output)
 		},
 	}
 	return nil

@@ -20,7 +20,11 @@ type AccountConfig struct {
 	// RequestsPerMinute is the account's request allowance, for the whole fleet.
 	RequestsPerMinute int64 `koanf:"requests_per_minute"`
 	// TokensPerMinute is the account's token allowance; 0 means not enforced.
+	// For Anthropic it is the input budget (ITPM).
 	TokensPerMinute int64 `koanf:"tokens_per_minute"`
+	// OutputTokensPerMinute is the account's output-token budget, charged
+	// the output responses report (Anthropic's OTPM); 0 means not enforced.
+	OutputTokensPerMinute int64 `koanf:"output_tokens_per_minute"`
 	// MaxInFlight bounds the requests in flight upstream, for the whole fleet.
 	MaxInFlight int64 `koanf:"max_in_flight"`
 	// ExpectedReplicas is how many replicas normally share the account; the
@@ -104,6 +108,11 @@ func DefaultConfig() Config {
 // shareEpsilon absorbs float noise such as 0.8+0.2 > 1.
 const shareEpsilon = 1e-9
 
+// maxOutputTPM bounds account.output_tokens_per_minute so the output
+// bucket's arithmetic (outputBucket, in 1/60000 token) stays exact in
+// take.lua's doubles; it is a thousand times Anthropic's largest tiers.
+const maxOutputTPM = 1_000_000_000
+
 // Validate reports every problem at once, each naming its key relative to
 // Config (account.…, classes.…, store.…; see configcheck). It changes
 // nothing.
@@ -116,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if a.TokensPerMinute < 0 {
 		bad("account.tokens_per_minute", "must be >= 0 (0 = not enforced), got %d", a.TokensPerMinute)
+	}
+	if a.OutputTokensPerMinute < 0 || a.OutputTokensPerMinute > maxOutputTPM {
+		bad("account.output_tokens_per_minute", "must be between 0 (not enforced) and %d, got %d", maxOutputTPM, a.OutputTokensPerMinute)
 	}
 	if a.MaxInFlight <= 0 {
 		bad("account.max_in_flight", "must be > 0, got %d", a.MaxInFlight)

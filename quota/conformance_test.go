@@ -245,7 +245,7 @@ func TestStoreConformance(t *testing.T) {
 		run  func(*testing.T, newStoreFunc)
 	}{
 		{"partition", runStoreConformance}, {"upstream", runUpstreamConformance}, {"tokens", runTokenConformance},
-		{"caps", runCapConformance}, {"pools", runPoolConformance},
+		{"caps", runCapConformance}, {"pools", runPoolConformance}, {"output", runOutputConformance},
 	}
 	for _, st := range stores {
 		for _, su := range suites {

@@ -16,11 +16,13 @@ type window struct {
 
 // grantAll applies the partition rules of DESIGN.md to one call, both
 // classes, interactive first, and returns the grants. used and inFlight are
-// updated in place; inFlight is the fleet's. borrow says bulk may borrow
+// updated in place; inFlight is the fleet's. held says a class gets
+// nothing: bulk on the upstream's word or the output budget, interactive
+// while the output budget is spent. borrow says bulk may borrow
 // (it is on and no interactive request waits anywhere). caps are the
 // capped callers' rooms, by takeRequest.Caps position. The Redis store's
 // take.lua is the same procedure; the conformance suite holds them equal.
-func grantAll(l Limits, sec int64, req takeRequest, bulkHeld bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []capRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
+func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []capRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
 	const I, B = classify.Interactive, classify.Bulk
 	want, used, tok := req.Want, &win.used, &win.tokens
 	for c := range tok {
@@ -29,15 +31,21 @@ func grantAll(l Limits, sec int64, req takeRequest, bulkHeld bool, borrow func(i
 	tokensOn := l.AccountTPM > 0
 	account := Allowance(sec, l.AccountRPM)
 	tAccount := Allowance(sec, l.AccountTPM)
-	granted[I], blocker[I] = grantInOrder(I, req.Waiters[I], want[I], account-used[I]-used[B], l.InFlight-inFlight[I]-inFlight[B],
-		tokenRoom{on: tokensOn, room: tAccount - tok[I] - tok[B], used: &tok[I]}, caps)
+	if held[I] {
+		if want[I] > 0 {
+			blocker[I] = blockedByOutput
+		}
+	} else {
+		granted[I], blocker[I] = grantInOrder(I, req.Waiters[I], want[I], account-used[I]-used[B], l.InFlight-inFlight[I]-inFlight[B],
+			tokenRoom{on: tokensOn, room: tAccount - tok[I] - tok[B], used: &tok[I]}, caps)
+	}
 	used[I] += granted[I]
 	inFlight[I] += granted[I]
 	// A waiter left for its own cap does not stop bulk borrowing: the
 	// class had room for it.
 	short := granted[I] < want[I] && blocker[I] != blockedByCap
 
-	if bulkHeld {
+	if held[B] {
 		if want[B] > 0 {
 			blocker[B] = blockedByUpstream
 		}
@@ -149,16 +157,20 @@ func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk to
 
 // retryAfter is when a call blocked as blocker may succeed, at now: the next
 // window, inFlightPoll for an in-flight bound (the account's or a cap's) if
-// that is sooner, or the end of the upstream hold.
-func retryAfter(now time.Time, blocker [classify.NumClasses]blocker, inFlightPoll, upstreamHold time.Duration) time.Duration {
+// that is sooner, the end of the upstream hold, or outputWait for a spent
+// output budget.
+func retryAfter(now time.Time, blocker [classify.NumClasses]blocker, inFlightPoll, upstreamHold, outputWait time.Duration) time.Duration {
 	var d time.Duration
 	for _, b := range blocker {
 		next := untilNextSecond(now)
 		if (b == blockedByInFlight || b == blockedByCap) && inFlightPoll > 0 {
 			next = min(next, inFlightPoll)
 		}
-		if b == blockedByUpstream {
+		switch b {
+		case blockedByUpstream:
 			next = max(upstreamHold, time.Millisecond)
+		case blockedByOutput:
+			next = max(outputWait, time.Millisecond)
 		}
 		if b != notBlocked && (d == 0 || next < d) {
 			d = next

@@ -48,6 +48,8 @@ type limiter struct {
 	last lastAnswer
 	// corrections are token corrections not yet sent to the store.
 	corrections [classify.NumClasses]atomic.Int64
+	// output is output tokens reported and not yet sent to the store.
+	output atomic.Int64
 	// tokensFreed says a correction gave tokens back since the loop looked.
 	tokensFreed atomic.Bool
 	// reconfigured says the limits changed since the loop looked: whatever
@@ -268,6 +270,15 @@ func (s *Lease) Correct(tokens int64) {
 			s.l.tokensFreed.Store(true) // room in this window for those waiting on tokens
 		}
 		notify(s.l.freed)
+	}
+}
+
+// Spent records the output tokens the request's response reported, for
+// account.output_tokens_per_minute; the store hears of them with the next
+// call. Without that budget it does nothing.
+func (s *Lease) Spent(output int64) {
+	if output > 0 && s.l.limits.Load().enforced.OutputTPM > 0 {
+		s.l.output.Add(output)
 	}
 }
 

@@ -23,6 +23,9 @@ type Limits struct {
 	// AccountTPM, BulkTPM and ReserveTPM are the token partition, per
 	// minute; AccountTPM 0 means tokens are not enforced.
 	AccountTPM, BulkTPM, ReserveTPM int64
+	// OutputTPM is the output-token budget per minute (0: not enforced),
+	// and ReserveOutputTPM the part of it bulk never takes.
+	OutputTPM, ReserveOutputTPM int64
 }
 
 // Limits returns the fleet-wide limits.
@@ -41,16 +44,18 @@ func (c Config) scaled(replicas int64) Limits {
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	inFlight := max(1, c.Account.MaxInFlight/replicas)
 	return Limits{
-		AccountRPM:      part(c.Account.RequestsPerMinute, inv),
-		BulkRPM:         part(c.Account.RequestsPerMinute, bc.Share*inv),
-		ReserveRPM:      part(c.Account.RequestsPerMinute, ic.Reserve*inv),
-		InFlight:        inFlight,
-		BulkInFlight:    part(inFlight, bc.Share),
-		ReserveInFlight: part(inFlight, ic.Reserve),
-		Borrow:          bc.Borrow,
-		AccountTPM:      part(c.Account.TokensPerMinute, inv),
-		BulkTPM:         part(c.Account.TokensPerMinute, bc.Share*inv),
-		ReserveTPM:      part(c.Account.TokensPerMinute, ic.Reserve*inv),
+		AccountRPM:       part(c.Account.RequestsPerMinute, inv),
+		BulkRPM:          part(c.Account.RequestsPerMinute, bc.Share*inv),
+		ReserveRPM:       part(c.Account.RequestsPerMinute, ic.Reserve*inv),
+		InFlight:         inFlight,
+		BulkInFlight:     part(inFlight, bc.Share),
+		ReserveInFlight:  part(inFlight, ic.Reserve),
+		Borrow:           bc.Borrow,
+		AccountTPM:       part(c.Account.TokensPerMinute, inv),
+		BulkTPM:          part(c.Account.TokensPerMinute, bc.Share*inv),
+		ReserveTPM:       part(c.Account.TokensPerMinute, ic.Reserve*inv),
+		OutputTPM:        part(c.Account.OutputTokensPerMinute, inv),
+		ReserveOutputTPM: part(c.Account.OutputTokensPerMinute, ic.Reserve*inv),
 	}
 }
 

@@ -134,6 +134,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
 		}
+		req.Output = l.output.Swap(0)
 		res, err := l.store.Take(ctx, req)
 		st.lastCall = time.Now()
 		if l.onStoreCall != nil {
@@ -145,6 +146,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			for c, n := range req.Corrections {
 				l.corrections[c].Add(n)
 			}
+			l.output.Add(req.Output)
 			l.storeFailed(ctx, st, err)
 			return
 		}

@@ -33,6 +33,7 @@ type memoryPool struct {
 	// name; their in-flight counts are what each call says (one replica).
 	capSec  int64
 	capUsed map[string]int64
+	output  outputBucket
 }
 
 // newMemoryStore returns an in-process store, reading the time from now
@@ -75,7 +76,9 @@ func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 		return sec > s.starvedThrough
 	}
 	s.upstream.apply(req.Upstream, now)
-	res := takeResult{UpstreamHold: s.upstream.hold(now)}
+	bulkMs, interactiveMs := s.output.take(now.UnixMilli(), req.Output, req.Limits.OutputTPM, req.Limits.ReserveOutputTPM)
+	res := takeResult{UpstreamHold: max(s.upstream.hold(now), time.Duration(bulkMs)*time.Millisecond)}
+	outputWait := time.Duration(interactiveMs) * time.Millisecond
 	if sec != s.capSec {
 		s.capSec = sec
 		clear(s.capUsed)
@@ -88,7 +91,8 @@ func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 			rooms[k] = newCapRoom(ct.Cap, sec, s.capUsed[ct.Name], ct.InFlight, &res.Caps[k])
 		}
 	}
-	res.Granted, res.Blocker = grantAll(req.Limits, sec, req, res.UpstreamHold > 0, borrow, &s.win, &s.inFlight, rooms)
+	held := [classify.NumClasses]bool{classify.Interactive: outputWait > 0, classify.Bulk: res.UpstreamHold > 0}
+	res.Granted, res.Blocker = grantAll(req.Limits, sec, req, held, borrow, &s.win, &s.inFlight, rooms)
 	for k, ct := range req.Caps {
 		n := res.Caps[k].Granted[classify.Interactive] + res.Caps[k].Granted[classify.Bulk]
 		res.Caps[k].FleetInFlight = ct.InFlight + n
@@ -96,7 +100,7 @@ func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 			s.capUsed[ct.Name] += n
 		}
 	}
-	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold)
+	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold, outputWait)
 	res.FleetInFlight = s.inFlight
 	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}
 	res.SecondLeft = untilNextSecond(now)

@@ -20,5 +20,5 @@ func poolKeys(prefix, pool string) []string {
 		tag = "{" + prefix + ":pool:" + pool + "}"
 	}
 	return []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream",
-		tag + ":capwindow", tag + ":capinflight"}
+		tag + ":capwindow", tag + ":capinflight", tag + ":output"}
 }

@@ -116,6 +116,9 @@ const (
 	argReserveTPM
 	argCorrectionI
 	argCorrectionB
+	argOutputTPM
+	argReserveOutputTPM
+	argOutput
 	argCaps
 	numArgs
 	argsPerCap = 4
@@ -173,6 +176,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	args[argUpstreamAge], args[argUpstreamHold], args[argUpstreamThrottle] = age, hold, throttle
 	args[argAccountTPM], args[argBulkTPM], args[argReserveTPM] = l.AccountTPM, l.BulkTPM, l.ReserveTPM
 	args[argCorrectionI], args[argCorrectionB] = req.Corrections[I], req.Corrections[B]
+	args[argOutputTPM], args[argReserveOutputTPM], args[argOutput] = l.OutputTPM, l.ReserveOutputTPM, req.Output
 	args[argCaps] = len(req.Caps)
 	for _, ct := range req.Caps {
 		args = append(args, ct.Name, ct.InFlight, ct.Cap.MaxInFlight, ct.Cap.RequestsPerMinute)
@@ -207,7 +211,7 @@ func parseTake(r []int64, caps int) (takeResult, error) {
 	var res takeResult
 	res.Granted[I], res.Granted[B] = r[replyGrantedI], r[replyGrantedB]
 	for c, v := range [...]int64{r[replyBlockerI], r[replyBlockerB]} {
-		if v < 0 || v > int64(blockedByCap) {
+		if v < 0 || v > int64(blockedByOutput) {
 			return takeResult{}, fmt.Errorf("quota: redis take: blocker %d out of range", v)
 		}
 		res.Blocker[c] = blocker(v)

@@ -54,6 +54,9 @@ type takeRequest struct {
 	// Corrections are, per class, real usage minus the estimates charged
 	// for requests that ended since the last call; added to this window.
 	Corrections PerClass
+	// Output is the output tokens responses reported since the last call,
+	// both classes, for the output budget (Limits.OutputTPM).
+	Output int64
 	// Limits are what the store enforces in this call; they arrive with
 	// every call, never at construction, so a reload takes effect on the
 	// next one. A call with zero limits (a flush) grants nothing.
@@ -129,6 +132,11 @@ const (
 	// blockedByCap means only capped callers' own caps left waiters of the
 	// class waiting: the class itself has room for anyone else.
 	blockedByCap
+	// blockedByOutput means interactive waits because the output budget
+	// is spent; more is possible after RetryAfter. (Bulk held by the
+	// output budget is blockedByUpstream: it is held as on the upstream's
+	// word.)
+	blockedByOutput
 )
 
 // takeResult is a Store's answer.
@@ -144,8 +152,8 @@ type takeResult struct {
 	// FleetInFlight is the in-flight count of every replica together, by
 	// class, after this call (for a single-replica store, this replica's).
 	FleetInFlight PerClass
-	// UpstreamHold is how much longer bulk is held on the upstream's word;
-	// 0 when it is not.
+	// UpstreamHold is how much longer bulk is held on the upstream's word
+	// or by the output budget; 0 when it is not.
 	UpstreamHold time.Duration
 	// Window is the current second's use after this call.
 	Window WindowUse

@@ -13,6 +13,9 @@
 --                                                  current second
 --   7 capinflight HASH t|<caller>                each capped caller's fleet total in flight
 --                     r|<replica>|<caller>       each replica's own count
+--   8 output    HASH  level, at                  the output budget's bucket: level in
+--                                                  1/60000 token, when it was brought up
+--                                                  to date (ms)
 -- ARGV (by name in ARG below; redisstore.go's arg* constants are the same
 -- positions, and TestTakeScriptPositions holds them equal):
 --   1 replica id
@@ -28,7 +31,9 @@
 --      the observation, 0 lifts an older hold); 18 429 hold (ms from now, 0 none)
 --   19,20,21 tokens per minute: account (0: not enforced), bulk, reserve
 --   22,23 token corrections interactive, bulk (real usage minus estimates)
---   24 k: how many capped callers follow, four values each: name, this
+--   24,25 output tokens per minute: budget (0: not enforced), reserve
+--   26 output tokens reported since the last call
+--   27 k: how many capped callers follow, four values each: name, this
 --      replica's count in flight under the cap (absolute), max in flight,
 --      requests per minute (2^40 for no bound)
 --   then per class, interactive first: n, how many waiters are listed, and
@@ -39,14 +44,15 @@
 -- constants): {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec,
 --         fleet_i, fleet_b, hold_ms, used_i, used_b, tokens_i, tokens_b, left_ms}
 --   left_ms: what is left of the window's second, by Redis's clock.
---   blocker: 0 none, 1 window, 2 in flight, 3 upstream (bulk held), 4 only
---   capped callers' caps.
+--   blocker: 0 none, 1 window, 2 in flight, 3 upstream or output budget
+--   (bulk held), 4 only capped callers' caps, 5 output budget spent
+--   (interactive held). hold_ms counts the output budget's bulk hold too.
 --   Then four values per capped caller: granted interactive, granted bulk,
 --   the fleet's count in flight under its cap, 1 if the cap was full.
 --
 -- The script runs in phases, one function each, in this order: the clock,
 -- reaping dead replicas, this replica's in-flight count, the window, the
--- upstream's word, the caps' rooms, interactive's grant, bulk's grant,
+-- upstream's word, the output budget, the caps' rooms, interactive's grant, bulk's grant,
 -- saving, and the reply with its retry hint.
 
 local ARG = {
@@ -56,7 +62,8 @@ local ARG = {
   borrow = 12, replica_ttl = 13, clock = 14, inflight_poll = 15,
   upstream_age = 16, upstream_hold = 17, upstream_throttle = 18,
   account_tpm = 19, bulk_tpm = 20, reserve_tpm = 21,
-  correction_i = 22, correction_b = 23, caps = 24,
+  correction_i = 22, correction_b = 23,
+  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, caps = 27,
 }
 local REPLY = {
   granted_i = 1, granted_b = 2, blocker_i = 3, blocker_b = 4, retry_ms = 5, sec = 6,
@@ -66,7 +73,7 @@ local REPLY = {
 local function arg(name) return ARGV[ARG[name]] end
 local function num(name) return tonumber(ARGV[ARG[name]]) end
 
-local kwin, kinf, khb, kstarved, kup, kcapwin, kcapinf = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local kwin, kinf, khb, kstarved, kup, kcapwin, kcapinf, kout = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local rid = arg('replica')
 local want = {num('want_i'), num('want_b')}
 local held = {num('inflight_i'), num('inflight_b')}
@@ -180,10 +187,44 @@ local function mergeUpstream()
   return math.max(0, math.max(upHold, upThrottle) - nowMs)
 end
 
+-- Phase: the output budget, as output.go's outputBucket.take: refilled at
+-- tpm units a millisecond (a unit is 1/60000 token) up to a minute's
+-- worth, debited the output reported, down to a minute's debt. Returns
+-- how long (ms) bulk is held (below the reserve) and interactive is held
+-- (nothing left).
+local OUTPUT_UNIT = 60000
+local function ceilDiv(a, b) return math.floor((a + b - 1) / b) end
+local function takeOutput()
+  local tpm = num('output_tpm')
+  if tpm <= 0 then
+    redis.call('DEL', kout)
+    return 0, 0
+  end
+  local full = tpm * OUTPUT_UNIT
+  local o = redis.call('HMGET', kout, 'level', 'at')
+  local level, at = tonumber(o[1]) or 0, tonumber(o[2]) or 0
+  if at == 0 then
+    level = full
+  elseif nowMs > at then
+    level = math.min(full, level + math.min(nowMs - at, OUTPUT_UNIT) * tpm)
+  end
+  at = math.max(at, nowMs)
+  level = math.max(level - num('output_spent') * OUTPUT_UNIT, -full)
+  redis.call('HSET', kout, 'level', string.format('%.0f', level), 'at', string.format('%.0f', at))
+  redis.call('PEXPIRE', kout, 120000)
+  local bulkMs, interactiveMs = 0, 0
+  local reserve = num('reserve_output_tpm') * OUTPUT_UNIT
+  if level < reserve then bulkMs = ceilDiv(reserve - level, tpm) end
+  if level <= 0 then interactiveMs = ceilDiv(1 - level, tpm) end
+  return bulkMs, interactiveMs
+end
+
 reapDead()
 local total = assertInFlight()
 local used, tok = readWindow()
 local holdMs = mergeUpstream()
+local outBulkMs, outInteractiveMs = takeOutput()
+holdMs = math.max(holdMs, outBulkMs)
 
 -- floor((t+1)·r) − floor(t·r) with r = rpm/60; periodic in t with period 60,
 -- so t = sec mod 60 keeps every product exact.
@@ -259,7 +300,11 @@ local TA = allowance(accountTPM)
 -- Phase: interactive takes any free capacity of the second; a shortfall
 -- marks this replica starved, which stops bulk borrowing fleet-wide.
 local function grantInteractive()
-  granted[1], blocker[1] = grantInOrder(1, want[1], A - used[1] - used[2], limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
+  if outInteractiveMs > 0 then
+    if want[1] > 0 then blocker[1] = 5 end
+  else
+    granted[1], blocker[1] = grantInOrder(1, want[1], A - used[1] - used[2], limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
+  end
   used[1] = used[1] + granted[1]
   total[1] = total[1] + granted[1]
   -- A waiter left for its own cap does not stop borrowing: the class had room.
@@ -329,6 +374,7 @@ local function retryHint()
       local r = 1000 - nowMs % 1000
       if (blocker[c] == 2 or blocker[c] == 4) and poll > 0 and poll < r then r = poll end
       if blocker[c] == 3 then r = math.max(1, holdMs) end
+      if blocker[c] == 5 then r = math.max(1, outInteractiveMs) end
       if retry == 0 or r < retry then retry = r end
     end
   end
