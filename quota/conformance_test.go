@@ -180,7 +180,8 @@ var tokenLimits = Limits{AccountRPM: 600000, BulkRPM: 120000, ReserveRPM: 180000
 
 // runTokenConformance: with tokens_per_minute, each class's token
 // estimates are charged to the window by the same partition rules, one
-// request may overshoot, and corrections settle the charge.
+// request may overshoot, and corrections settle the charge — a charge
+// settled down is room, even below zero, up to one second's allowance.
 func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 	type step struct {
 		at      time.Duration
@@ -192,12 +193,16 @@ func runTokenConformance(t *testing.T, newStore newStoreFunc) {
 	}
 	ms := time.Millisecond
 	steps := []step{
-		{0, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, 0), pc(0, 2), [2]blocker{nb, bw}},          // bulk borrows to 10-3 and takes only what fits
-		{10 * ms, pc(0, 2), [2][]int64{nil, {1, 1}}, pc(0, 0), pc(0, 1), [2]blocker{nb, bw}},       // the last token before the reserve
-		{20 * ms, pc(3, 0), [2][]int64{{1, 1, 2}, nil}, pc(0, 0), pc(3, 0), [2]blocker{nb, nb}},    // interactive takes the reserve; the last overshoots by 1
-		{30 * ms, pc(1, 0), [2][]int64{{3}, nil}, pc(0, -5), pc(1, 0), [2]blocker{nb, nb}},         // bulk used 5 less: room again
-		{time.Second, pc(0, 1), [2][]int64{nil, {50}}, pc(0, 0), pc(0, 1), [2]blocker{nb, nb}},     // bulk's first of a second goes, however large
-		{time.Second + ms, pc(1, 1), [2][]int64{{1}, {1}}, pc(0, 0), pc(0, 0), [2]blocker{bw, bw}}, // and spends the second
+		{0, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, 0), pc(0, 2), [2]blocker{nb, bw}},                            // bulk borrows to 10-3 and takes only what fits
+		{10 * ms, pc(0, 2), [2][]int64{nil, {1, 1}}, pc(0, 0), pc(0, 1), [2]blocker{nb, bw}},                         // the last token before the reserve
+		{20 * ms, pc(3, 0), [2][]int64{{1, 1, 2}, nil}, pc(0, 0), pc(3, 0), [2]blocker{nb, nb}},                      // interactive takes the reserve; the last overshoots by 1
+		{30 * ms, pc(1, 0), [2][]int64{{3}, nil}, pc(0, -5), pc(1, 0), [2]blocker{nb, nb}},                           // bulk used 5 less: room again
+		{time.Second, pc(0, 1), [2][]int64{nil, {50}}, pc(0, 0), pc(0, 1), [2]blocker{nb, nb}},                       // bulk's first of a second goes, however large
+		{time.Second + ms, pc(1, 1), [2][]int64{{1}, {1}}, pc(0, 0), pc(0, 0), [2]blocker{bw, bw}},                   // and spends the second
+		{3 * time.Second, pc(0, 3), [2][]int64{nil, {3, 3, 3}}, pc(0, -4), pc(0, 3), [2]blocker{nb, nb}},             // settled down: 4 of credit, room 11
+		{4 * time.Second, pc(0, 6), [2][]int64{nil, {3, 3, 3, 3, 3, 3}}, pc(0, -1000), pc(0, 5), [2]blocker{nb, bw}}, // credit bounded by a second: room 17
+		{4*time.Second + ms, pc(2, 0), [2][]int64{{3, 3}, nil}, pc(0, 0), pc(2, 0), [2]blocker{nb, nb}},              // bulk's net 5, then interactive overshoots to 11
+		{5 * time.Second, pc(0, 3), [2][]int64{nil, {3, 3, 1}}, pc(0, 0), pc(0, 2), [2]blocker{nb, bw}},              // the 1 over is carried, bulk's: room 10-3-1 = 6
 	}
 	base := time.Unix(1_700_000_000, 0)
 	var now time.Time

@@ -14,6 +14,23 @@ type window struct {
 	tokens PerClass
 }
 
+// next is the window of second sec after w. Token use past the
+// allowance (one request may overshoot a second) is carried into the
+// second that follows w as use, bulk's first, so the overshoot is paid
+// for and a run of seconds charges no more than its allowance; nothing
+// else carries: unused allowance and unspent credit are gone with w.
+func (w window) next(sec, tpm int64) window {
+	n := window{sec: sec}
+	if sec != w.sec+1 {
+		return n
+	}
+	if excess := w.tokens[classify.Interactive] + w.tokens[classify.Bulk] - Allowance(w.sec, tpm); excess > 0 {
+		n.tokens[classify.Bulk] = min(max(w.tokens[classify.Bulk], 0), excess)
+		n.tokens[classify.Interactive] = excess - n.tokens[classify.Bulk]
+	}
+	return n
+}
+
 // grantAll applies the partition rules of DESIGN.md to one call, both
 // classes, interactive first, and returns the grants. used and inFlight are
 // updated in place; inFlight is the fleet's. held says a class gets
@@ -25,12 +42,12 @@ type window struct {
 func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []capRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
 	const I, B = classify.Interactive, classify.Bulk
 	want, used, tok := req.Want, &win.used, &win.tokens
-	for c := range tok {
-		tok[c] = max(0, tok[c]+req.Corrections[c])
-	}
 	tokensOn := l.AccountTPM > 0
 	account := Allowance(sec, l.AccountRPM)
 	tAccount := Allowance(sec, l.AccountTPM)
+	for c := range tok {
+		tok[c] = settleTokens(tok[c], req.Corrections[c], tAccount)
+	}
 	if held[I] {
 		if want[I] > 0 {
 			blocker[I] = blockedByOutput
@@ -66,6 +83,19 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 	used[B] += granted[B]
 	inFlight[B] += granted[B]
 	return granted, blocker
+}
+
+// settleTokens is a class's token use in the window after correction
+// (real usage minus the estimates charged, for requests that ended since
+// the last call) is added to used, with tAccount the window's account
+// allowance. A charge settled down is room in this window, even below
+// zero — credit carried into the second the response ended in, where the
+// next requests spend it — but never more than one second's allowance, so
+// a burst of short answers cannot open a flood. Clamping at zero lost it:
+// at estimates of 36 for answers of 22, a second's 100 tokens carried only
+// 66 to the upstream.
+func settleTokens(used, correction, tAccount int64) int64 {
+	return max(-tAccount, used+correction)
 }
 
 // tokenRoom is one class's token room in a call, when tokens are
@@ -126,7 +156,7 @@ func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk to
 		}
 		return stop()
 	}
-	first := tk.on && *tk.used == 0
+	first := tk.on && *tk.used <= 0
 	capped := false
 	for _, w := range ws {
 		if n >= min(wroom, froom) {

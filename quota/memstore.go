@@ -64,7 +64,7 @@ func (s *memoryStore) take(now time.Time, req takeRequest) takeResult {
 func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 	sec := now.Unix()
 	if sec != s.win.sec {
-		s.win = window{sec: sec}
+		s.win = s.win.next(sec, req.Limits.AccountTPM)
 	}
 	s.inFlight = req.InFlight
 	borrow := func(interactiveShort bool) bool {
@@ -103,6 +103,9 @@ func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold, outputWait)
 	res.FleetInFlight = s.inFlight
 	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}
+	for c, n := range res.Window.Tokens {
+		res.Window.Tokens[c] = max(0, n) // credit is room, not use
+	}
 	res.SecondLeft = untilNextSecond(now)
 	return res
 }

@@ -146,17 +146,34 @@ local function assertInFlight()
   return total
 end
 
--- Phase: the current second's use, in requests and tokens, with the token
--- corrections applied.
+-- floor((t+1)·r) − floor(t·r) with r = rpm/60 for second s; periodic in
+-- t with period 60, so t = s mod 60 keeps every product exact.
+local function allowanceAt(s, rpm)
+  if rpm <= 0 then return 0 end
+  local t = s % 60
+  local a, b = (t + 1) * rpm, t * rpm
+  return (a - math.fmod(a, 60)) / 60 - (b - math.fmod(b, 60)) / 60
+end
+local function allowance(rpm) return allowanceAt(sec, rpm) end
+
+-- Phase: the current second's use, in requests and tokens; a new second
+-- starts with the last one's token overshoot.
 local function readWindow()
   local w = redis.call('HMGET', kwin, 'sec', 'i', 'b', 'ti', 'tb')
   local used, tok = {0, 0}, {0, 0}
   if tonumber(w[1]) == sec then
     used = {tonumber(w[2]) or 0, tonumber(w[3]) or 0}
     tok = {tonumber(w[4]) or 0, tonumber(w[5]) or 0}
+  elseif tonumber(w[1]) == sec - 1 then
+    -- The last second's token overshoot is carried as use, bulk's first
+    -- (grant.go's window.next).
+    local ti, tb = tonumber(w[4]) or 0, tonumber(w[5]) or 0
+    local excess = ti + tb - allowanceAt(sec - 1, accountTPM)
+    if excess > 0 then
+      local cb = math.min(math.max(tb, 0), excess)
+      tok = {excess - cb, cb}
+    end
   end
-  tok[1] = math.max(0, tok[1] + num('correction_i'))
-  tok[2] = math.max(0, tok[2] + num('correction_b'))
   return used, tok
 end
 
@@ -226,15 +243,6 @@ local holdMs = mergeUpstream()
 local outBulkMs, outInteractiveMs = takeOutput()
 holdMs = math.max(holdMs, outBulkMs)
 
--- floor((t+1)·r) − floor(t·r) with r = rpm/60; periodic in t with period 60,
--- so t = sec mod 60 keeps every product exact.
-local function allowance(rpm)
-  if rpm <= 0 then return 0 end
-  local t = sec % 60
-  local a, b = (t + 1) * rpm, t * rpm
-  return (a - math.fmod(a, 60)) / 60 - (b - math.fmod(b, 60)) / 60
-end
-
 -- Phase: each capped caller's room, in its window and in flight; this
 -- replica's count under it is what it says it holds.
 local function readCaps()
@@ -266,7 +274,7 @@ local function grantInOrder(c, want, wroom, froom, troom, strict)
     if n == want then return n, 0 end
     return stop()
   end
-  local first = tok[c] == 0
+  local first = tok[c] <= 0
   local capped = false
   local i = list.first
   for _ = 1, list.n do
@@ -296,6 +304,10 @@ end
 local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
 local TA = allowance(accountTPM)
+-- A charge settled down is room in this window, even below zero, down to
+-- one second's allowance (grant.go's settleTokens).
+tok[1] = math.max(-TA, tok[1] + num('correction_i'))
+tok[2] = math.max(-TA, tok[2] + num('correction_b'))
 
 -- Phase: interactive takes any free capacity of the second; a shortfall
 -- marks this replica starved, which stops bulk borrowing fleet-wide.
@@ -393,7 +405,7 @@ reply[REPLY.retry_ms], reply[REPLY.sec] = retryHint(), sec
 reply[REPLY.fleet_i], reply[REPLY.fleet_b] = total[1], total[2]
 reply[REPLY.hold_ms] = holdMs
 reply[REPLY.used_i], reply[REPLY.used_b] = used[1], used[2]
-reply[REPLY.tokens_i], reply[REPLY.tokens_b] = tok[1], tok[2]
+reply[REPLY.tokens_i], reply[REPLY.tokens_b] = math.max(0, tok[1]), math.max(0, tok[2]) -- credit is room, not use
 reply[REPLY.left_ms] = 1000 - nowMs % 1000
 for _, cp in ipairs(caps) do
   reply[#reply + 1] = cp.granted[1]

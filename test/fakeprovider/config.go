@@ -48,9 +48,9 @@ type Config struct {
 	// times the limit) and reset is the window's end. Zero refills
 	// continuously, as OpenAI and Anthropic do.
 	Window time.Duration
-	// TPMStart is the token bucket's level at start and after Reset, as a
-	// fraction of TPM: an account partly spent before the run. Zero (or
-	// 1 and above) means full.
+	// TPMStart is the token buckets' level (TPM's and OutputTPM's) at
+	// start and after Reset, as a fraction of full: an account partly
+	// spent before the run. Zero (or 1 and above) means full.
 	TPMStart float64
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool

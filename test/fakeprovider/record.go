@@ -171,5 +171,6 @@ func (p *Provider) resetLocked() {
 	p.output = newBucket(p.cfg.OutputTPM, p.cfg.Window)
 	if f := p.cfg.TPMStart; f > 0 && f < 1 {
 		p.tokens.level *= f
+		p.output.level *= f
 	}
 }
