@@ -123,9 +123,10 @@ func (u upstreamDialect) of(rt route) dialect {
 //     output tokens (OTPM, "evaluated in real time"; "max_tokens does not
 //     factor" in) apart. account.tokens_per_minute is then its input
 //     budget: the charge is the input estimate, settled to the input the
-//     response reports. Output is held back by Anthropic's own word: its
-//     anthropic-ratelimit-output-tokens-* headers hold bulk below the
-//     reserve like any other bucket (see observe).
+//     response reports. Output is charged after the fact to
+//     account.output_tokens_per_minute (Lease.Spent, in modifyResponse),
+//     and Anthropic's own anthropic-ratelimit-output-tokens-* headers
+//     hold bulk below the reserve like any other bucket (see observe).
 //   - Any other OpenAI-compatible server: the input estimate plus the most
 //     output the request allows, settled to the reported usage (the
 //     estimate is the safe side; the settling gives back what was not

@@ -100,6 +100,7 @@ type budget struct {
 // accountingRun is what one run's timing was.
 type accountingRun struct {
 	start, reserve float64
+	began          time.Time
 	runFor         time.Duration
 }
 
@@ -110,17 +111,12 @@ type accountingRun struct {
 // waits, so their every token is one bulk does not get); with fixed
 // windows, per window, what it had above the larger of the reserve and
 // what the others spent in it (they spend the reserve; what they leave of
-// it is gone at the window's end).
+// it is gone at the window's end). meterproxy spreads an allowance evenly
+// over its seconds, so a window the run ends in counts for the part of it
+// the run lasted; the first is what the account had left at the start.
 func (b budget) leftForBulk(log []fakeprovider.Request, who func(fakeprovider.Request) string, run accountingRun) float64 {
 	others := map[time.Time]float64{}
-	var first, last time.Time
 	for _, r := range log {
-		if first.IsZero() || r.Arrived.Before(first) {
-			first = r.Arrived
-		}
-		if r.Arrived.After(last) {
-			last = r.Arrived
-		}
 		if w := who(r); w == "interactive" || w == "other" {
 			others[r.Arrived.Truncate(max(b.window, time.Nanosecond))] += float64(b.charged(r))
 		}
@@ -134,13 +130,11 @@ func (b budget) leftForBulk(log []fakeprovider.Request, who func(fakeprovider.Re
 		return (run.start-run.reserve)*pm + run.runFor.Seconds()*pm/60 - spent
 	}
 	full := pm * b.window.Seconds() / 60
-	var left float64
-	for w := first.Truncate(b.window); !w.After(last); w = w.Add(b.window) {
-		level := full
-		if w.Equal(first.Truncate(b.window)) {
-			level *= run.start
-		}
-		left += max(0, level-max(run.reserve*full, others[w]))
+	first, end := run.began.Truncate(b.window), run.began.Add(run.runFor)
+	left := max(0, run.start*full-max(run.reserve*full, others[first]))
+	for w := first.Add(b.window); w.Before(end); w = w.Add(b.window) {
+		f := min(1, end.Sub(w).Seconds()/b.window.Seconds())
+		left += max(0, f*full-max(f*run.reserve*full, others[w]))
 	}
 	return left
 }
@@ -187,6 +181,7 @@ func runProviderAccounting(t *testing.T, srv *redistest.Server, replicas int, tc
 	bulkBody, chatBody, otherBody := fmt.Sprintf(bodyFormat, tc.bulkMax), fmt.Sprintf(bodyFormat, 100), fmt.Sprintf(bodyFormat, 500)
 
 	client := newClient(t, bulkWorkers+8)
+	began := time.Now()
 	ctx, stop := context.WithTimeout(t.Context(), runFor)
 	defer stop()
 	var (
@@ -267,7 +262,7 @@ func runProviderAccounting(t *testing.T, srv *redistest.Server, replicas int, tc
 		for _, r := range log {
 			charged[who(r)] += b.charged(r)
 		}
-		left := b.leftForBulk(log, who, accountingRun{start: start, reserve: reserve, runFor: runFor})
+		left := b.leftForBulk(log, who, accountingRun{start: start, reserve: reserve, began: began, runFor: runFor})
 		ratio := float64(charged["bulk"]) / left
 		t.Logf("%s: charged %v; the provider's accounting left %.0f above the reserve for bulk; bulk was charged %d (%.0f%%)",
 			b.name, charged, left, charged["bulk"], 100*ratio)
