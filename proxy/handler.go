@@ -154,6 +154,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
+	ex.pool = h.admitter.PoolFor(modelOf(rt, payload))
 	if live.EnforceTokens {
 		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, payload)
 	}
@@ -314,8 +315,11 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 	h.m.admissions.WithLabelValues(class, admitRefused).Inc()
 	f := refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
 		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
-	if errors.Is(err, quota.ErrStoreUnavailable) {
+	switch {
+	case errors.Is(err, quota.ErrStoreUnavailable):
 		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable and store.on_error is closed"
+	case errors.Is(err, quota.ErrPoolRemoved):
+		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"
 	}
 	h.refuse(w, ex.rt, res, f)
 	return nil, false

@@ -35,6 +35,8 @@ const (
 	// requests_per_minute) left no room in time, or its queue is full.
 	reasonCallerCap    = "caller_cap_exceeded"
 	reasonShuttingDown = "shutting_down"
+	// reasonPoolRemoved: a reload removed the pool the request waited in.
+	reasonPoolRemoved = "pool_removed"
 	// reasonStoreUnavailable: the store failed under store.on_error closed.
 	reasonStoreUnavailable = "store_unavailable"
 	reasonUnreachable      = "upstream_unreachable"
@@ -54,7 +56,7 @@ const (
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
-	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
+	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
 }
 

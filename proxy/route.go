@@ -33,7 +33,20 @@ type route struct {
 	// azure says the path is Azure OpenAI's (/openai/deployments/…,
 	// /openai/v1/…), whose buckets refill in windows (refillOf).
 	azure bool
-	kind  routeKind
+	// deployment is the Azure deployment an /openai/deployments/{name}/…
+	// path names: the model the request is for (modelOf).
+	deployment string
+	kind       routeKind
+}
+
+// modelOf is the model a request on rt with body is for: the Azure
+// deployment its path names, else the body's top-level model field; ""
+// when there is none (a malformed body, GET /v1/models).
+func modelOf(rt route, body []byte) string {
+	if rt.deployment != "" {
+		return rt.deployment
+	}
+	return usage.Model(body)
 }
 
 // streamed reports whether the body streams through instead of being read
@@ -63,6 +76,9 @@ func routeOf(u *url.URL) (route, error) {
 		}
 	}
 	rt := route{api: usage.APIForPath(p), anthropic: anthropicPath(p), azure: under(p, "/openai")}
+	if rest, ok := strings.CutPrefix(p, "/openai/deployments/"); ok {
+		rt.deployment, _, _ = strings.Cut(rest, "/")
+	}
 	switch {
 	case under(p, "/v1/batches"), under(p, "/v1/messages/batches"):
 		rt.kind = routeBatch

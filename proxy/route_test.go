@@ -86,3 +86,54 @@ func FuzzRouteOf(f *testing.F) {
 		}
 	})
 }
+
+// TestModelOf: the model a request is for, which picks its pool — an
+// Azure deployment from the path, else the body's top-level model field.
+func TestModelOf(t *testing.T) {
+	tests := []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"gpt-4o","messages":[]}`, "gpt-4o"},
+		{"/v1/responses", `{"model":"gpt-4.1","input":"hi"}`, "gpt-4.1"},
+		{"/v1/embeddings", `{"model":"text-embedding-3-small","input":"hi"}`, "text-embedding-3-small"},
+		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10}`, "claude-sonnet-4-5"},
+		{"/openai/deployments/chat-prod/chat/completions", `{"messages":[]}`, "chat-prod"},
+		{"/openai/deployments/chat-prod/chat/completions", `{"model":"ignored","messages":[]}`, "chat-prod"},
+		{"/openai/v1/chat/completions", `{"model":"my-deployment","messages":[]}`, "my-deployment"},
+		{"/v1/models", ``, ""},
+		{"/v1/chat/completions", `{"model":7}`, ""},
+		{"/v1/chat/completions", `{not json`, ""},
+	}
+	for _, tt := range tests {
+		u, err := url.ParseRequestURI(tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := routeOf(u)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.path, err)
+		}
+		if got := modelOf(rt, []byte(tt.body)); got != tt.want {
+			t.Errorf("%s %s: model %q, want %q", tt.path, tt.body, got, tt.want)
+		}
+	}
+}
+
+// FuzzModelOf: any path and body resolve to a model without panicking,
+// and never to more than the 512 bytes a pool could match.
+func FuzzModelOf(f *testing.F) {
+	f.Add("/v1/chat/completions", []byte(`{"model":"gpt-4o"}`))
+	f.Add("/openai/deployments/d/chat/completions", []byte(`{}`))
+	f.Add("/v1/messages", []byte(`{"model":"claude","messages":[[[[[`))
+	f.Fuzz(func(t *testing.T, path string, body []byte) {
+		u, err := url.ParseRequestURI(path)
+		if err != nil {
+			return
+		}
+		rt, err := routeOf(u)
+		if err != nil {
+			return
+		}
+		if m := modelOf(rt, body); len(m) > 512 && rt.deployment == "" {
+			t.Fatalf("model of %d bytes from the body", len(m))
+		}
+	})
+}

@@ -19,7 +19,7 @@ func TestAdminStateAndToken(t *testing.T) {
 	srv := NewServer(cfg, http.NotFoundHandler(), Admin{
 		Gatherer: prometheus.NewRegistry(),
 		State: func() State {
-			return State{ConfigVersion: "abc123", State: quota.State{Queued: map[string]int{"bulk": 3}}}
+			return State{ConfigVersion: "abc123", State: quota.State{PoolState: quota.PoolState{Queued: map[string]int{"bulk": 3}}}}
 		},
 	}, slog.New(slog.DiscardHandler))
 	pl, err := net.Listen("tcp", "127.0.0.1:0")

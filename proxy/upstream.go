@@ -19,8 +19,8 @@ type exchange struct {
 	live *Live // the configuration the request started under
 	res  classify.Result
 	rt   route
-	// pool is the admission pool the request draws on (quota.Request.Pool);
-	// "" is the account, the only one for now.
+	// pool is the admission pool the request draws on (quota.Request.Pool,
+	// resolved by Admitter.PoolFor from modelOf); "" is the account.
 	pool string
 	// sent is when the request went upstream: the provider's headers on
 	// its response describe the account as of then.

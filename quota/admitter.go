@@ -3,11 +3,12 @@ package quota
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 )
 
 // Admitter is quota's entry point: it admits each request against the
@@ -19,10 +20,28 @@ import (
 // starts; waiters are served once it does.
 type Admitter struct {
 	backend *backend
-	// pools are the pools' limiters, by pool name (pool.go); fixed at New.
-	pools map[string]*limiter
-	// limiter is the account's pool, which metrics and State show.
+	log     *slog.Logger
+	// cfg is the configuration in force, for PoolFor.
+	cfg atomic.Pointer[Config]
+	// limiter is the account's pool: every model no account.models entry
+	// matches.
 	limiter *limiter
+	// onStoreCall observes every pool's store calls (metrics).
+	onStoreCall func(time.Duration, error)
+
+	mu sync.Mutex
+	// pools are the pools' limiters, by pool name (pool.go), the account's
+	// under accountPool; Reconfigure adds and removes model pools.
+	pools map[string]*poolRun
+	// run is Run's context once it has started; nil before.
+	run context.Context
+	wg  sync.WaitGroup
+}
+
+// poolRun is one pool's limiter and how to stop it.
+type poolRun struct {
+	l    *limiter
+	stop context.CancelFunc // nil until it runs
 }
 
 // Deps are what an Admitter is built from besides its Config.
@@ -38,8 +57,8 @@ type Deps struct {
 
 // Request is one request to admit.
 type Request struct {
-	// Pool names the pool it draws on; "" (or a pool not configured) is
-	// the account. The account is the only pool for now.
+	// Pool names the pool it draws on (PoolFor); "" (or a pool not
+	// configured) is the account.
 	Pool  string
 	Class classify.Class
 	// Caller is the configured caller's name, or classify.UnknownCaller.
@@ -57,15 +76,46 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if err != nil {
 		return nil, err
 	}
-	account := newLimiter(cfg, cfg.Enforced(), capsOf(d.Callers), backend.Store, backend.Heartbeat, d.Log)
-	account.pool = accountPool
-	if backend.Shared {
-		account.enablePrefetch() // a Redis round trip per admission is worth saving
+	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{}}
+	a.cfg.Store(&cfg)
+	caps := capsOf(d.Callers)
+	for _, name := range poolNames(cfg) {
+		a.pools[name] = &poolRun{l: a.newPool(cfg, name, caps)}
 	}
-	a := &Admitter{backend: backend, limiter: account, pools: map[string]*limiter{accountPool: account}}
+	a.limiter = a.pools[accountPool].l
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
+
+// poolNames are cfg's pools: the account's, then account.models' in order.
+func poolNames(cfg Config) []string {
+	names := []string{accountPool}
+	for _, m := range cfg.Account.Models {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+// newPool returns the limiter of the pool named name under cfg.
+func (a *Admitter) newPool(cfg Config, name string, caps map[string]callerCap) *limiter {
+	pc := cfg.pool(name)
+	l := newLimiter(pc, pc.Enforced(), caps, a.backend.Store, a.backend.Heartbeat, a.log)
+	l.pool = name
+	l.OnStoreCall(func(d time.Duration, err error) {
+		if f := a.onStoreCall; f != nil {
+			f(d, err)
+		}
+	})
+	if a.backend.Shared {
+		l.enablePrefetch() // a Redis round trip per admission is worth saving
+	}
+	return l
+}
+
+// PoolFor names the pool a request for model draws on under the
+// configuration in force: the first account.models entry that matches,
+// else the account's ("").
+func (a *Admitter) PoolFor(model string) string { return a.cfg.Load().PoolFor(model) }
 
 // Warm connects to Redis and loads the script before the first request;
 // see backend.Warm. It does nothing in process.
@@ -84,8 +134,13 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 // pool is the limiter of the pool named name: the account's when name is
 // not configured.
 func (a *Admitter) pool(name string) *limiter {
-	if l, ok := a.pools[name]; ok {
-		return l
+	if name == accountPool {
+		return a.limiter
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.pools[name]; ok {
+		return p.l
 	}
 	return a.limiter
 }
@@ -98,13 +153,38 @@ func (a *Admitter) Observe(pool string, at time.Time, hold, throttle time.Durati
 	a.pool(pool).Observe(at, hold, throttle)
 }
 
-// Reconfigure applies a reloaded configuration: classes, limits and the
-// callers' caps. Requests waiting or in flight keep their place and slot;
-// see limiter.Reconfigure.
+// Reconfigure applies a reloaded configuration: classes, limits, the
+// callers' caps and the pools. Requests waiting or in flight in a pool
+// that stays keep their place and slot (see limiter.Reconfigure); a new
+// pool starts serving at once; a removed pool's waiters are refused with
+// ErrPoolRemoved — their model now draws on another pool, under limits
+// they were never queued for, so they are answered with a retry hint
+// rather than moved — and its requests in flight finish as they are.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 	caps := capsOf(callers)
-	for _, l := range a.pools {
-		l.Reconfigure(cfg, cfg.Enforced(), caps)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	keep := map[string]bool{}
+	for _, name := range poolNames(cfg) {
+		keep[name] = true
+		if p, ok := a.pools[name]; ok {
+			pc := cfg.pool(name)
+			p.l.Reconfigure(pc, pc.Enforced(), caps)
+			continue
+		}
+		p := &poolRun{l: a.newPool(cfg, name, caps)}
+		a.pools[name] = p
+		a.startLocked(p)
+	}
+	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist
+	for name, p := range a.pools {
+		if !keep[name] {
+			delete(a.pools, name)
+			p.l.closeWith(ErrPoolRemoved)
+			if p.stop != nil {
+				p.stop()
+			}
+		}
 	}
 }
 
@@ -112,11 +192,28 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 // waiter with ErrClosed and tells the store what is still in flight. Call
 // it once.
 func (a *Admitter) Run(ctx context.Context) error {
-	var g errgroup.Group
-	for _, l := range a.pools {
-		g.Go(func() error { return l.Run(ctx) })
+	a.mu.Lock()
+	a.run = ctx
+	for _, p := range a.pools {
+		a.startLocked(p)
 	}
-	return g.Wait()
+	a.mu.Unlock()
+	<-ctx.Done()
+	a.wg.Wait()
+	return nil
+}
+
+// startLocked runs p's limiter under Run's context, if Run has started.
+func (a *Admitter) startLocked(p *poolRun) {
+	if a.run == nil {
+		return
+	}
+	ctx, stop := context.WithCancel(a.run)
+	p.stop = stop
+	a.wg.Go(func() {
+		defer stop()
+		_ = p.l.Run(ctx) // it returns nil when ctx ends
+	})
 }
 
 // Close stops probing Redis and closes its client. Call it after Run
@@ -127,20 +224,31 @@ func (a *Admitter) Close() error { return a.backend.Close() }
 // fleet's with Redis, this replica's in process.
 func (a *Admitter) InFlightLimit() int64 { return a.limiter.InFlightLimit() }
 
-// State is admission's live numbers, for /admin/state.
+// State is admission's live numbers, for /admin/state: the account's
+// pool at the top level, every pool (the account's as "default") under
+// Pools.
 type State struct {
 	// Store is the store's kind and health.
 	Store StoreState `json:"store"`
+	PoolState
+	// Caps are the capped callers' numbers, by caller name.
+	Caps map[string]CapState `json:"caps"`
+	// Pools are every pool's numbers, by name; the account's is "default".
+	Pools map[string]PoolState `json:"pools"`
+}
+
+// PoolState is one pool's live numbers.
+type PoolState struct {
 	// Window is the current second's use, by class (index 0 interactive).
 	Window WindowUse `json:"window"`
 	// InFlight, FleetInFlight and Queued are by class name.
 	InFlight      map[string]int64 `json:"in_flight"`
 	FleetInFlight map[string]int64 `json:"fleet_in_flight"`
 	Queued        map[string]int   `json:"queued"`
+	// InFlightLimit is the in-flight bound the store enforces.
+	InFlightLimit int64 `json:"in_flight_limit"`
 	// UpstreamHoldSeconds is how much longer bulk is held on the upstream's word.
 	UpstreamHoldSeconds float64 `json:"upstream_hold_seconds"`
-	// Caps are the capped callers' numbers, by caller name.
-	Caps map[string]CapState `json:"caps"`
 }
 
 // StoreState is the store part of State.
@@ -156,18 +264,46 @@ func (a *Admitter) State() State {
 		mode = "redis"
 	}
 	st := State{
-		Store:               StoreState{Mode: mode, Degraded: a.backend.Degraded()},
-		Window:              a.limiter.Window(),
+		Store:     StoreState{Mode: mode, Degraded: a.backend.Degraded()},
+		PoolState: a.limiter.state(),
+		Caps:      a.limiter.capState(),
+		Pools:     map[string]PoolState{},
+	}
+	a.eachPool(func(name string, l *limiter) { st.Pools[name] = l.state() })
+	return st
+}
+
+// eachPool calls f for every pool, by its metric name (the account's is
+// DefaultPool), in no particular order.
+func (a *Admitter) eachPool(f func(name string, l *limiter)) {
+	a.mu.Lock()
+	pools := make(map[string]*limiter, len(a.pools))
+	for name, p := range a.pools {
+		if name == accountPool {
+			name = DefaultPool
+		}
+		pools[name] = p.l
+	}
+	a.mu.Unlock()
+	for name, l := range pools {
+		f(name, l)
+	}
+}
+
+// state is l's live numbers.
+func (l *limiter) state() PoolState {
+	st := PoolState{
+		Window:              l.Window(),
 		InFlight:            map[string]int64{},
 		FleetInFlight:       map[string]int64{},
 		Queued:              map[string]int{},
-		UpstreamHoldSeconds: a.limiter.UpstreamHold().Seconds(),
-		Caps:                a.limiter.capState(),
+		InFlightLimit:       l.InFlightLimit(),
+		UpstreamHoldSeconds: l.UpstreamHold().Seconds(),
 	}
 	for _, c := range classify.Classes {
-		st.InFlight[c.String()] = a.limiter.InFlight(c)
-		st.FleetInFlight[c.String()] = a.limiter.FleetInFlight(c)
-		st.Queued[c.String()] = a.limiter.Queued(c)
+		st.InFlight[c.String()] = l.InFlight(c)
+		st.FleetInFlight[c.String()] = l.FleetInFlight(c)
+		st.Queued[c.String()] = l.Queued(c)
 	}
 	return st
 }

@@ -30,6 +30,9 @@ type AccountConfig struct {
 	// ExpectedReplicas is how many replicas normally share the account; the
 	// in-process store enforces fleet limits divided by it.
 	ExpectedReplicas int64 `koanf:"expected_replicas"`
+	// Models are pools of their own for the models they match (first
+	// match wins); every other model draws on the account.
+	Models []ModelPool `koanf:"models"`
 }
 
 // InteractiveConfig is the interactive class: traffic a person waits on.
@@ -96,7 +99,7 @@ func (c Config) Enforced() Limits {
 // DefaultConfig returns the defaults documented in config.example.yaml.
 func DefaultConfig() Config {
 	return Config{
-		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1},
+		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1, Models: []ModelPool{}},
 		Classes: ClassesConfig{
 			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000},
 			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000},
@@ -120,23 +123,11 @@ func (c Config) Validate() error {
 	var p configcheck.Problems
 	bad := p.Add
 	a := c.Account
-	if a.RequestsPerMinute <= 0 {
-		bad("account.requests_per_minute", "must be > 0, got %d", a.RequestsPerMinute)
-	}
-	if a.TokensPerMinute < 0 {
-		bad("account.tokens_per_minute", "must be >= 0 (0 = not enforced), got %d", a.TokensPerMinute)
-	}
-	if a.OutputTokensPerMinute < 0 || a.OutputTokensPerMinute > maxOutputTPM {
-		bad("account.output_tokens_per_minute", "must be between 0 (not enforced) and %d, got %d", maxOutputTPM, a.OutputTokensPerMinute)
-	}
-	if a.MaxInFlight <= 0 {
-		bad("account.max_in_flight", "must be > 0, got %d", a.MaxInFlight)
-	}
 	if a.ExpectedReplicas < 1 {
 		bad("account.expected_replicas", "must be >= 1, got %d", a.ExpectedReplicas)
-	} else if a.MaxInFlight > 0 && a.MaxInFlight < a.ExpectedReplicas {
-		bad("account.max_in_flight", "must be >= %s (%d) so every replica may send, got %d", configcheck.Ref("account.expected_replicas"), a.ExpectedReplicas, a.MaxInFlight)
 	}
+	checkAllowance(bad, "account", a.RequestsPerMinute, a.TokensPerMinute, a.OutputTokensPerMinute, a.MaxInFlight, a.ExpectedReplicas)
+	c.validateModels(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
 	checkFraction(bad, "classes.interactive.reserve", ic.Reserve)
@@ -168,6 +159,24 @@ func (c Config) Validate() error {
 		bad("store.heartbeat", "must be > 0, got %s", c.Store.Heartbeat)
 	}
 	return p.Err()
+}
+
+// checkAllowance checks an account's or a pool's numbers, under key.
+func checkAllowance(bad func(string, string, ...any), key string, rpm, tpm, otpm, maxInFlight, replicas int64) {
+	if rpm <= 0 {
+		bad(key+".requests_per_minute", "must be > 0, got %d", rpm)
+	}
+	if tpm < 0 {
+		bad(key+".tokens_per_minute", "must be >= 0 (0 = not enforced), got %d", tpm)
+	}
+	if otpm < 0 || otpm > maxOutputTPM {
+		bad(key+".output_tokens_per_minute", "must be between 0 (not enforced) and %d, got %d", maxOutputTPM, otpm)
+	}
+	if maxInFlight <= 0 {
+		bad(key+".max_in_flight", "must be > 0, got %d", maxInFlight)
+	} else if replicas >= 1 && maxInFlight < replicas {
+		bad(key+".max_in_flight", "must be >= %s (%d) so every replica may send, got %d", configcheck.Ref("account.expected_replicas"), replicas, maxInFlight)
+	}
 }
 
 func checkFraction(bad func(string, string, ...any), key string, v float64) {

@@ -15,6 +15,9 @@ var (
 	ErrWaitTimeout = errors.New("quota: max wait exceeded")
 	// ErrClosed means the limiter has stopped.
 	ErrClosed = errors.New("quota: limiter closed")
+	// ErrPoolRemoved means a reload removed the pool the request waited
+	// in: retrying admits it to the pool its model draws on now.
+	ErrPoolRemoved = errors.New("quota: the request's pool was removed by a reload")
 )
 
 // RefusedError is a refusal by the limiter: the caller should answer 429

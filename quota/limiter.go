@@ -32,6 +32,8 @@ type limiter struct {
 	mu      sync.Mutex
 	classes [classify.NumClasses]classQueue
 	closed  bool
+	// closeErr is what Admit answers once closed.
+	closeErr error
 	// caps are the capped callers (caps.go), by name.
 	caps map[string]*capCount
 	// credits are grants taken ahead of demand; guarded by mu.
@@ -133,8 +135,9 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	l.mu.Lock()
 	maxWait := cq.maxWait
 	if l.closed {
+		err := l.closeErr
 		l.mu.Unlock()
-		return nil, ErrClosed
+		return nil, err
 	}
 	cc := l.capOfLocked(req.Caller)
 	if cc == nil && l.prefetch && l.takeCreditLocked(c, time.Now()) {

@@ -283,12 +283,20 @@ func (l *limiter) refuseAll(err error) {
 }
 
 // close refuses every waiter and every later Admit with ErrClosed.
-func (l *limiter) close() {
+func (l *limiter) close() { l.closeWith(ErrClosed) }
+
+// closeWith refuses every waiter and every later Admit with err; the first
+// call decides the error.
+func (l *limiter) closeWith(err error) {
 	l.mu.Lock()
-	l.closed = true
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed, l.closeErr = true, err
 	l.dropCreditsLocked(classify.Classes[:]...)
 	l.mu.Unlock()
-	l.refuseAll(ErrClosed)
+	l.refuseAll(err)
 }
 
 // flush tells the store what this replica still holds when the limiter

@@ -25,13 +25,13 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 	}, []string{"result"})
 	okCalls, errCalls := storeCalls.WithLabelValues("ok"), storeCalls.WithLabelValues("error")
-	a.limiter.OnStoreCall(func(d time.Duration, err error) {
+	a.onStoreCall = func(d time.Duration, err error) {
 		if err != nil {
 			errCalls.Observe(d.Seconds())
 			return
 		}
 		okCalls.Observe(d.Seconds())
-	})
+	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_upstream_hold_seconds",
 		Help: "How much longer bulk is held on the upstream's word (remaining below the interactive reserve, or a 429), as of the store's last answer.",

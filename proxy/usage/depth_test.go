@@ -23,6 +23,12 @@ func TestDeepNestingIsBounded(t *testing.T) {
 	if got := MaxOutput(body); got != 5 {
 		t.Errorf("MaxOutput = %d, want 5 (the field before the nesting)", got)
 	}
+	if got := Model(deepBody(`{"model":"gpt-4o","x":`)); got != "gpt-4o" {
+		t.Errorf("Model = %q, want gpt-4o (the field before the nesting)", got)
+	}
+	if got := Model(deepBody(`{"x":`)); got != "" {
+		t.Errorf("Model = %q past the nesting, want none", got)
+	}
 	if got := EstimateInput(body); got != int64(len(body)+3)/4 {
 		t.Errorf("EstimateInput = %d", got)
 	}

@@ -51,3 +51,24 @@ func BestOf(body []byte) int64 {
 	}
 	return 1
 }
+
+// maxModel bounds the model name Model returns: a longer one is no model
+// any pool names (quota bounds its patterns shorter), and matching it
+// would cost time for nothing.
+const maxModel = 512
+
+// Model reads the model field from a request body's top level (OpenAI
+// chat, completions, embeddings, Responses; Anthropic Messages), or ""
+// when it is absent, not a string, longer than 512 bytes, or the body is
+// not a JSON object. Like MaxOutput it reads only the top level: a value
+// nested however deep is skipped, not parsed.
+func Model(body []byte) string {
+	doc := gjson.Parse(view(body))
+	if !doc.IsObject() {
+		return ""
+	}
+	if v := doc.Get("model"); v.Type == gjson.String && len(v.Str) <= maxModel {
+		return v.Str
+	}
+	return ""
+}

@@ -1,6 +1,9 @@
 package usage
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestEstimateInput(t *testing.T) {
 	for _, tt := range []struct {
@@ -35,6 +38,29 @@ func TestMaxOutput(t *testing.T) {
 	} {
 		if got := MaxOutput([]byte(tt.body)); got != tt.want {
 			t.Errorf("%s: MaxOutput(%s) = %d, want %d", tt.name, tt.body, got, tt.want)
+		}
+	}
+}
+
+func TestModel(t *testing.T) {
+	long := `{"model":"` + strings.Repeat("m", 513) + `"}`
+	tests := []struct{ body, want string }{
+		{`{"model":"gpt-4o","messages":[]}`, "gpt-4o"},
+		{`{"messages":[{"role":"user","content":"hi","model":"x"}],"model":"claude-sonnet-4-5"}`, "claude-sonnet-4-5"},
+		{`{"messages":[{"model":"nested"}]}`, ""},
+		{`{"model":4}`, ""},
+		{`{"model":null}`, ""},
+		{`{"model":["gpt-4o"]}`, ""},
+		{`["model","gpt-4o"]`, ""},
+		{`not json`, ""},
+		{``, ""},
+		{`{"model":"gpt-4o"`, "gpt-4o"}, // truncated: the field is there; the upstream judges the rest
+		{`{"model":"gpt\u002d4o"}`, "gpt-4o"},
+		{long, ""},
+	}
+	for _, tt := range tests {
+		if got := Model([]byte(tt.body)); got != tt.want {
+			t.Errorf("Model(%.40q) = %q, want %q", tt.body, got, tt.want)
 		}
 	}
 }

@@ -1,0 +1,175 @@
+package quota
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// ModelPool is one entry of account.models: the models it matches draw on
+// a pool of their own — its own windows, in-flight bound, class partition,
+// upstream state and Redis keys — instead of the account's, as providers
+// keep limits per model (OpenAI), per model class (Anthropic) or per
+// deployment (Azure). The YAML keys are the koanf tags.
+type ModelPool struct {
+	// Name names the pool: its metric label, /admin/state entry and Redis
+	// keys. [a-z0-9_.-], unique, not "default" (the account's label).
+	Name string `koanf:"name"`
+	// Match lists the model names it takes, * a wildcard for any run of
+	// characters: the request's model field, or an Azure deployment.
+	Match []string `koanf:"match"`
+	// RequestsPerMinute, TokensPerMinute, OutputTokensPerMinute and
+	// MaxInFlight are the pool's, as the account's are for the account.
+	RequestsPerMinute     int64 `koanf:"requests_per_minute"`
+	TokensPerMinute       int64 `koanf:"tokens_per_minute"`
+	OutputTokensPerMinute int64 `koanf:"output_tokens_per_minute"`
+	MaxInFlight           int64 `koanf:"max_in_flight"`
+}
+
+// DefaultPool is the account's pool as metrics and /admin/state name it:
+// every model no account.models entry matches.
+const DefaultPool = "default"
+
+// poolName is what a pool's name must look like: it goes into Redis keys
+// and metric labels.
+var poolName = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+
+// maxPattern bounds a match pattern's length, and maxModelName the model
+// names matched against them: a longer one (from a hostile path or body)
+// draws on the account without being matched, so matching costs at most
+// maxPattern × maxModelName steps per pattern.
+const (
+	maxPattern   = 256
+	maxModelName = 512
+)
+
+// pool is the Config the pool named name enforces: the account's classes
+// and store, and the pool's own numbers; the account's for accountPool or
+// a name not configured.
+func (c Config) pool(name string) Config {
+	for _, m := range c.Account.Models {
+		if m.Name == name {
+			c.Account = AccountConfig{RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute,
+				OutputTokensPerMinute: m.OutputTokensPerMinute, MaxInFlight: m.MaxInFlight,
+				ExpectedReplicas: c.Account.ExpectedReplicas}
+			return c
+		}
+	}
+	c.Account.Models = nil
+	return c
+}
+
+// PoolFor names the pool a request for model draws on: the first
+// account.models entry one of whose patterns matches it, else accountPool
+// (the account's). An empty model (none found) is the account's.
+func (c Config) PoolFor(model string) string {
+	if model == "" || len(model) > maxModelName {
+		return accountPool // none, or longer than any pattern is worth matching against
+	}
+	for _, m := range c.Account.Models {
+		for _, p := range m.Match {
+			if globMatch(p, model) {
+				return m.Name
+			}
+		}
+	}
+	return accountPool
+}
+
+// validateModels checks account.models: names, patterns (none empty,
+// none that an earlier one already covers, so each can match), and each
+// pool's numbers as the account's are checked.
+func (c Config) validateModels(bad func(string, string, ...any)) {
+	seen := map[string]int{}
+	type earlier struct{ key, pattern string }
+	var patterns []earlier
+	for i, m := range c.Account.Models {
+		key := fmt.Sprintf("account.models[%d]", i)
+		switch {
+		case !poolName.MatchString(m.Name):
+			bad(key+".name", "must be 1 to 64 of a-z, 0-9, _, . and -, got %q", m.Name)
+		case m.Name == DefaultPool:
+			bad(key+".name", "%q names the account's own pool; choose another", m.Name)
+		default:
+			if j, dup := seen[m.Name]; dup {
+				bad(key+".name", "%q is already the name of account.models[%d]", m.Name, j)
+			}
+			seen[m.Name] = i
+		}
+		if len(m.Match) == 0 {
+			bad(key+".match", "must list at least one model name or pattern")
+		}
+		for j, p := range m.Match {
+			pkey := fmt.Sprintf("%s.match[%d]", key, j)
+			if err := checkPattern(p); err != "" {
+				bad(pkey, "%s, got %q", err, p)
+				continue
+			}
+			for _, e := range patterns {
+				if globCovers(e.pattern, p) {
+					bad(pkey, "%q can never match: %s (%q) matches every model it does, and the first match wins", p, e.key, e.pattern)
+					break
+				}
+			}
+			patterns = append(patterns, earlier{pkey, p})
+		}
+		checkAllowance(bad, key, m.RequestsPerMinute, m.TokensPerMinute, m.OutputTokensPerMinute, m.MaxInFlight, c.Account.ExpectedReplicas)
+	}
+}
+
+// checkPattern says what is wrong with a match pattern, or "".
+func checkPattern(p string) string {
+	switch {
+	case p == "":
+		return "must not be empty"
+	case len(p) > maxPattern:
+		return fmt.Sprintf("must be at most %d bytes", maxPattern)
+	case !utf8.ValidString(p):
+		return "must be UTF-8"
+	case strings.IndexFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
+		return "must not hold spaces or control characters"
+	}
+	return ""
+}
+
+// globMatch reports whether s matches pattern p, in which * stands for any
+// run of characters (none included) and every other byte for itself. It
+// backtracks only to the last star, so it is linear in len(p)·len(s) at
+// worst.
+func globMatch(p, s string) bool {
+	return globMatchFn(p, s, func(pc, sc byte, _ bool) bool { return pc == sc })
+}
+
+// globCovers reports whether every string q matches also matches p: p
+// matches q's text when q's stars are symbols only p's stars may stand
+// for.
+func globCovers(p, q string) bool {
+	return globMatchFn(p, q, func(pc, sc byte, _ bool) bool { return pc == sc && sc != '*' })
+}
+
+// globMatchFn is the matcher both use: a * in p takes any run of s;
+// another byte of p must equal the byte of s (eq).
+func globMatchFn(p, s string, eq func(pc, sc byte, star bool) bool) bool {
+	pi, si := 0, 0
+	star, mark := -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case pi < len(p) && eq(p[pi], s[si], false):
+			pi++
+			si++
+		case star >= 0:
+			mark++
+			pi, si = star+1, mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}

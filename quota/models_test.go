@@ -1,0 +1,131 @@
+package quota
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestPoolFor(t *testing.T) {
+	c := DefaultConfig()
+	c.Account.Models = []ModelPool{
+		{Name: "gpt-4o", Match: []string{"gpt-4o", "gpt-4o-2024-*"}},
+		{Name: "mini-group", Match: []string{"gpt-4o-mini*", "gpt-4.1-nano*"}},
+		{Name: "claude", Match: []string{"claude-*-4*"}},
+		{Name: "any-llama", Match: []string{"*llama*"}},
+	}
+	tests := []struct{ model, want string }{
+		{"gpt-4o", "gpt-4o"},
+		{"gpt-4o-2024-08-06", "gpt-4o"},
+		{"gpt-4o-mini", "mini-group"},
+		{"gpt-4o-mini-2024-07-18", "mini-group"},
+		{"gpt-4.1-nano", "mini-group"},
+		{"gpt-4o-audio-preview", accountPool}, // "gpt-4o" matches only itself
+		{"claude-sonnet-4-5", "claude"},
+		{"claude-3-haiku", accountPool},
+		{"Meta-Llama-3.1-8B", accountPool}, // case matters
+		{"meta/llama-3", "any-llama"},
+		{"", accountPool},
+		{"GPT-4O", accountPool},
+	}
+	for _, tt := range tests {
+		if got := c.PoolFor(tt.model); got != tt.want {
+			t.Errorf("PoolFor(%q) = %q, want %q", tt.model, got, tt.want)
+		}
+	}
+}
+
+func TestModelsValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		models []ModelPool
+		want   []string // each must appear in the error; none: valid
+	}{
+		{"valid", []ModelPool{
+			{Name: "gpt-4o", Match: []string{"gpt-4o", "gpt-4o-2*"}, RequestsPerMinute: 5000, MaxInFlight: 100},
+			{Name: "mini", Match: []string{"gpt-4o-mini*"}, RequestsPerMinute: 30000, MaxInFlight: 150},
+		}, nil},
+		{"empty match", []ModelPool{{Name: "a", RequestsPerMinute: 1, MaxInFlight: 1}},
+			[]string{"account.models[0].match: must list at least one model name or pattern"}},
+		{"duplicate names", []ModelPool{
+			{Name: "a", Match: []string{"x"}, RequestsPerMinute: 1, MaxInFlight: 1},
+			{Name: "a", Match: []string{"y"}, RequestsPerMinute: 1, MaxInFlight: 1},
+		}, []string{`account.models[1].name: "a" is already the name of account.models[0]`}},
+		{"bad names", []ModelPool{
+			{Name: "GPT 4", Match: []string{"x"}, RequestsPerMinute: 1, MaxInFlight: 1},
+			{Name: "default", Match: []string{"y"}, RequestsPerMinute: 1, MaxInFlight: 1},
+			{Name: "", Match: []string{"z"}, RequestsPerMinute: 1, MaxInFlight: 1},
+		}, []string{`account.models[0].name: must be 1 to 64 of a-z, 0-9, _, . and -, got "GPT 4"`,
+			`account.models[1].name: "default" names the account's own pool`, `account.models[2].name: must be 1 to 64`}},
+		{"invalid patterns", []ModelPool{{Name: "a", Match: []string{"", "gpt 4", strings.Repeat("x", 300)}, RequestsPerMinute: 1, MaxInFlight: 1}},
+			[]string{`account.models[0].match[0]: must not be empty`, `account.models[0].match[1]: must not hold spaces`,
+				`account.models[0].match[2]: must be at most 256 bytes`}},
+		{"covered by an earlier pattern", []ModelPool{
+			{Name: "all-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 1, MaxInFlight: 1},
+			{Name: "mini", Match: []string{"gpt-4o-mini*"}, RequestsPerMinute: 1, MaxInFlight: 1},
+		}, []string{`account.models[1].match[0]: "gpt-4o-mini*" can never match: account.models[0].match[0] ("gpt-4o*") matches every model it does`}},
+		{"covered within a pool", []ModelPool{{Name: "a", Match: []string{"*", "x"}, RequestsPerMinute: 1, MaxInFlight: 1}},
+			[]string{`account.models[0].match[1]: "x" can never match`}},
+		{"numbers", []ModelPool{{Name: "a", Match: []string{"x"}, RequestsPerMinute: 0, TokensPerMinute: -1, OutputTokensPerMinute: -1, MaxInFlight: 0}},
+			[]string{"account.models[0].requests_per_minute: must be > 0", "account.models[0].tokens_per_minute: must be >= 0",
+				"account.models[0].output_tokens_per_minute: must be between 0", "account.models[0].max_in_flight: must be > 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Account.Models = tt.models
+			err := c.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused a valid config: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted it")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// globRegexp is globMatch's meaning as a regular expression: * is .*,
+// everything else itself, anchored.
+func globRegexp(p string) *regexp.Regexp {
+	parts := strings.Split(p, "*")
+	for i := range parts {
+		parts[i] = regexp.QuoteMeta(parts[i])
+	}
+	return regexp.MustCompile(`^(?s:` + strings.Join(parts, ".*") + `)$`)
+}
+
+// FuzzGlob holds globMatch to its regular-expression meaning, and
+// globCovers to its promise: a string the covered pattern matches, the
+// covering one matches too.
+func FuzzGlob(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"gpt-4o*", "gpt-4o-mini*", "gpt-4o-mini-2024"},
+		{"*a*", "*a*a*", "banana"},
+		{"*ab*", "*a*b*", "axb"},
+		{"a*a", "a*", "ab"},
+		{"**", "x", ""},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	f.Fuzz(func(t *testing.T, p, q, s string) {
+		if len(p) > 64 || len(q) > 64 || len(s) > 256 || !utf8.ValidString(p) || !utf8.ValidString(s) {
+			return // patterns are valid UTF-8 (checkPattern); a byte-wise match of one needs no rune boundaries
+		}
+		if got, want := globMatch(p, s), globRegexp(p).MatchString(s); got != want {
+			t.Fatalf("globMatch(%q, %q) = %v, the regexp says %v", p, s, got, want)
+		}
+		if globCovers(p, q) && globMatch(q, s) && !globMatch(p, s) {
+			t.Fatalf("globCovers(%q, %q), yet %q matches only the second", p, q, s)
+		}
+	})
+}
