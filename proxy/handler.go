@@ -78,7 +78,7 @@ type Live struct {
 // progress finish under the one they started with. New caller names get
 // their metric series.
 func (h *Handler) Reconfigure(l Live) {
-	h.m.preinitCallers(l.Classifier.Callers())
+	h.m.preinitAll(h.admitter.Pools(), l.Classifier.Callers())
 	h.live.Store(&l)
 }
 
@@ -93,7 +93,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		admitter: d.Admitter, log: d.Log, target: target, dialect: newUpstreamDialect(cfg.Upstream.Provider, target),
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies,
-		m:      newMetrics(d.Registry, d.Live.Classifier.Callers(), bodies.budget),
+		m:      newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
 	}
 	h.live.Store(&d.Live)
 	h.rp = &httputil.ReverseProxy{
@@ -124,18 +124,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	live := h.live.Load()
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	rt, bad := inspect(r)
+	ex := &exchange{res: res, rt: rt, dialect: h.dialect.of(rt), live: live, spent: h.apiKey != "" || res.Known}
 	switch {
 	case bad != nil:
 		closeUnread(w, r)
-		h.refuse(w, rt, res, *bad)
+		h.refuse(w, ex, *bad)
 		return
 	case errors.Is(err, classify.ErrUnknownCaller):
 		closeUnread(w, r)
-		h.refuse(w, rt, res, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
+		h.refuse(w, ex, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
 		return
 	}
-	ex := &exchange{res: res, rt: rt, dialect: h.dialect.of(rt), live: live, spent: h.apiKey != "" || res.Known}
 	if rt.streamed() {
 		h.serveStreamed(w, r, ex)
 		return
@@ -154,7 +154,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
-	ex.pool = h.admitter.PoolFor(modelOf(rt, payload))
+	ex.pool, ex.pooled = h.admitter.PoolFor(modelOf(rt, payload)), true
 	if live.EnforceTokens {
 		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, payload)
 	}
@@ -191,7 +191,7 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 	if ex.rt.kind == routeUpload {
 		outcome = admitUpload
 	}
-	h.m.admissions.WithLabelValues(ex.res.Class.String(), outcome).Inc()
+	h.m.admissions.WithLabelValues(ex.poolLabel(), ex.res.Class.String(), outcome).Inc()
 	h.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex.res)
 }
 
@@ -246,7 +246,7 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchang
 		f = refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
 			kind: "invalid_request_error", message: "meterproxy: could not read the request body"}
 	}
-	h.refuse(w, ex.rt, ex.res, f)
+	h.refuse(w, ex, f)
 	if f.reason == reasonBodyMemory || f.reason == reasonBodyTooLarge {
 		linger(w, r)
 	}
@@ -280,7 +280,7 @@ func linger(w http.ResponseWriter, r *http.Request) {
 // admit waits for admission; when it fails the answer is already written.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
 	res := ex.res
-	class := res.Class.String()
+	class, pool := res.Class.String(), ex.poolLabel()
 	lease, err := h.admitter.Admit(r.Context(), ex.request())
 	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
 	if err == nil {
@@ -288,11 +288,11 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 		if lease.Held() {
 			outcome = admitHeld
 		}
-		h.m.admissions.WithLabelValues(class, outcome).Inc()
+		h.m.admissions.WithLabelValues(pool, class, outcome).Inc()
 		return lease, true
 	}
 	if refused, ok := errors.AsType[*quota.RefusedError](err); ok {
-		h.m.admissions.WithLabelValues(class, admitRefused).Inc()
+		h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
 		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
 			message: "meterproxy: the " + class + " queue is full", retryAfter: refused.RetryAfter, retry: true}
 		if errors.Is(err, quota.ErrWaitTimeout) {
@@ -304,15 +304,15 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 				f.message = "meterproxy: too many of this caller's requests already wait for its own cap"
 			}
 		}
-		h.refuse(w, ex.rt, res, f)
+		h.refuse(w, ex, f)
 		return nil, false
 	}
 	if r.Context().Err() != nil {
-		h.m.admissions.WithLabelValues(class, admitCancelled).Inc()
+		h.m.admissions.WithLabelValues(pool, class, admitCancelled).Inc()
 		h.cancelled(res)
 		return nil, false
 	}
-	h.m.admissions.WithLabelValues(class, admitRefused).Inc()
+	h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
 	f := refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
 		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
 	switch {
@@ -321,7 +321,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 	case errors.Is(err, quota.ErrPoolRemoved):
 		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"
 	}
-	h.refuse(w, ex.rt, res, f)
+	h.refuse(w, ex, f)
 	return nil, false
 }
 
@@ -342,7 +342,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 		h.m.little[res.Class].add(end, end.Sub(start))
 		switch {
 		case rec.refused != "":
-			h.m.refusals.WithLabelValues(class, rec.refused).Inc()
+			h.m.refusals.WithLabelValues(exchangeOf(r.Context()).poolLabel(), class, rec.refused).Inc()
 			h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, codeClass(rec.status)).Inc()
 		case rec.cancelled || rec.status == 0:
 			h.cancelled(res)
@@ -415,13 +415,13 @@ func isTimeout(err error) bool {
 	return (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// refuse answers with f in the shape of rt's provider and counts a
-// refusal.
-func (h *Handler) refuse(w http.ResponseWriter, rt route, res classify.Result, f refusal) {
-	class := res.Class.String()
-	h.m.refusals.WithLabelValues(class, f.reason).Inc()
-	h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, codeClass(f.status)).Inc()
-	f.write(w, rt.anthropic)
+// refuse answers ex's request with f in the shape of its provider and
+// counts a refusal.
+func (h *Handler) refuse(w http.ResponseWriter, ex *exchange, f refusal) {
+	class := ex.res.Class.String()
+	h.m.refusals.WithLabelValues(ex.poolLabel(), class, f.reason).Inc()
+	h.m.requests.WithLabelValues(class, ex.res.Caller, outcomeRefused, codeClass(f.status)).Inc()
+	f.write(w, ex.rt.anthropic)
 }
 
 func (h *Handler) cancelled(res classify.Result) {

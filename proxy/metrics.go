@@ -54,7 +54,7 @@ var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
 // The admission families (queues, in flight, windows, the store) are
 // quota's: it registers them itself.
-func newMetrics(reg prometheus.Registerer, callers []string, bodies *memBudget) *metrics {
+func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memBudget) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
@@ -63,12 +63,12 @@ func newMetrics(reg prometheus.Registerer, callers []string, bodies *memBudget) 
 		}, []string{"class", "caller", "outcome", "code"}),
 		refusals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_refusals_total",
-			Help: "Requests meterproxy answered itself, by class and reason.",
-		}, []string{"class", "reason"}),
+			Help: "Requests meterproxy answered itself, by pool (none: before the request's model was known), class and reason.",
+		}, []string{"pool", "class", "reason"}),
 		admissions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_admissions_total",
-			Help: "Admission decisions by class and outcome (admitted, held, refused, cancelled, batch, upload).",
-		}, []string{"class", "outcome"}),
+			Help: "Admission decisions by pool (none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).",
+		}, []string{"pool", "class", "outcome"}),
 		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meterproxy_queue_wait_seconds",
 			Help:    "Time from arrival to admission decision, by class.",
@@ -81,8 +81,8 @@ func newMetrics(reg prometheus.Registerer, callers []string, bodies *memBudget) 
 		}, []string{"class"}),
 		tokens: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_tokens_total",
-			Help: "Tokens of successful responses by class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
-		}, []string{"class", "caller", "kind", "estimated"}),
+			Help: "Tokens of successful responses by pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
+		}, []string{"pool", "class", "caller", "kind", "estimated"}),
 		shadow: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_shadow_decisions_total",
 			Help: "In mode: shadow, what admission would have decided for requests forwarded at once, by class and outcome.",
@@ -93,8 +93,8 @@ func newMetrics(reg prometheus.Registerer, callers []string, bodies *memBudget) 
 		}),
 		upstreamState: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meterproxy_upstream_ratelimit",
-			Help: "The upstream's last reported account state by kind (requests, tokens) and field (limit, remaining, reset_seconds).",
-		}, []string{"kind", "field"}),
+			Help: "The upstream's last reported state of a pool's bucket, by pool, kind (requests, tokens) and field (limit, remaining, reset_seconds).",
+		}, []string{"pool", "kind", "field"}),
 		cutShort: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_responses_cut_short_total",
 			Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",
@@ -116,20 +116,26 @@ func newMetrics(reg prometheus.Registerer, callers []string, bodies *memBudget) 
 			Help:        "Requests genuinely in flight by Little's law, by class: upstream service time completed in the last 10 s ÷ 10 s (throughput × mean service time).",
 			ConstLabels: prometheus.Labels{"class": class},
 		}, m.little[c].value)
-		m.preinit(class, callers)
 	}
+	m.preinitAll(pools, callers)
 	return m
 }
 
-// preinitCallers creates the series of callers added by a reload.
-func (m *metrics) preinitCallers(callers []string) {
+// preinitAll creates the series of every pool and caller; a reload calls
+// it again for those it added.
+func (m *metrics) preinitAll(pools, callers []string) {
 	for _, c := range classify.Classes {
-		m.preinit(c.String(), callers)
+		m.preinit(c.String(), slices.Concat(pools, []string{poolNone}), callers)
 	}
 }
 
+// poolNone labels what happened to a request before its pool was known:
+// refused at the front door or while its body was read, or a batch or
+// upload, which no pool admits.
+const poolNone = "none"
+
 // preinit creates every label combination so series exist from the start.
-func (m *metrics) preinit(class string, callers []string) {
+func (m *metrics) preinit(class string, pools, callers []string) {
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
 		for _, code := range codeClasses {
 			m.requests.WithLabelValues(class, caller, outcomeForwarded, code)
@@ -138,22 +144,24 @@ func (m *metrics) preinit(class string, callers []string) {
 		m.requests.WithLabelValues(class, caller, outcomeRefused, "5xx")
 		m.requests.WithLabelValues(class, caller, outcomeCancelled, "none")
 	}
-	for _, r := range refusalReasons {
-		m.refusals.WithLabelValues(class, r)
-	}
-	for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch, admitUpload} {
-		m.admissions.WithLabelValues(class, o)
+	for _, pool := range pools {
+		for _, r := range refusalReasons {
+			m.refusals.WithLabelValues(pool, class, r)
+		}
+		for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch, admitUpload} {
+			m.admissions.WithLabelValues(pool, class, o)
+		}
+		for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
+			for _, kind := range []string{"input", "output"} {
+				m.tokens.WithLabelValues(pool, class, caller, kind, "false")
+				m.tokens.WithLabelValues(pool, class, caller, kind, "true")
+			}
+		}
 	}
 	m.queueWait.WithLabelValues(class)
 	m.upstream.WithLabelValues(class)
 	for _, o := range shadowOutcomes {
 		m.shadow.WithLabelValues(class, o)
-	}
-	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
-		for _, kind := range []string{"input", "output"} {
-			m.tokens.WithLabelValues(class, caller, kind, "false")
-			m.tokens.WithLabelValues(class, caller, kind, "true")
-		}
 	}
 	m.cutShort.WithLabelValues(class, "client")
 	m.cutShort.WithLabelValues(class, "upstream")
@@ -175,16 +183,16 @@ func codeClass(status int) string {
 	}
 }
 
-// countTokens adds one response's usage.
-func (m *metrics) countTokens(res classify.Result, u usage.Usage) {
+// countTokens adds one response's usage to pool's count.
+func (m *metrics) countTokens(pool string, res classify.Result, u usage.Usage) {
 	class, est := res.Class.String(), strconv.FormatBool(u.Estimated)
-	m.tokens.WithLabelValues(class, res.Caller, "input", est).Add(float64(u.Input))
-	m.tokens.WithLabelValues(class, res.Caller, "output", est).Add(float64(u.Output))
+	m.tokens.WithLabelValues(pool, class, res.Caller, "input", est).Add(float64(u.Input))
+	m.tokens.WithLabelValues(pool, class, res.Caller, "output", est).Add(float64(u.Output))
 }
 
-// observeUpstream records what the upstream reported; unknown fields leave
-// the last known value.
-func (m *metrics) observeUpstream(o ratelimit.Observation) {
+// observeUpstream records what the upstream reported of pool's buckets;
+// unknown fields leave the last known value.
+func (m *metrics) observeUpstream(pool string, o ratelimit.Observation) {
 	for _, k := range []struct {
 		kind string
 		w    ratelimit.Bucket
@@ -192,10 +200,10 @@ func (m *metrics) observeUpstream(o ratelimit.Observation) {
 		if !k.w.Known() {
 			continue
 		}
-		m.upstreamState.WithLabelValues(k.kind, "limit").Set(float64(k.w.Limit))
-		m.upstreamState.WithLabelValues(k.kind, "remaining").Set(float64(k.w.Remaining))
+		m.upstreamState.WithLabelValues(pool, k.kind, "limit").Set(float64(k.w.Limit))
+		m.upstreamState.WithLabelValues(pool, k.kind, "remaining").Set(float64(k.w.Remaining))
 		if k.w.Reset >= 0 {
-			m.upstreamState.WithLabelValues(k.kind, "reset_seconds").Set(k.w.Reset.Seconds())
+			m.upstreamState.WithLabelValues(pool, k.kind, "reset_seconds").Set(k.w.Reset.Seconds())
 		}
 	}
 }

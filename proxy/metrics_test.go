@@ -57,34 +57,46 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 	want := `
-# HELP meterproxy_admissions_total Admission decisions by class and outcome (admitted, held, refused, cancelled, batch, upload).
+# HELP meterproxy_admissions_total Admission decisions by pool (none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).
 # TYPE meterproxy_admissions_total counter
-meterproxy_admissions_total{class="bulk",outcome="admitted"} 1
-meterproxy_admissions_total{class="bulk",outcome="batch"} 0
-meterproxy_admissions_total{class="bulk",outcome="cancelled"} 0
-meterproxy_admissions_total{class="bulk",outcome="held"} 0
-meterproxy_admissions_total{class="bulk",outcome="refused"} 0
-meterproxy_admissions_total{class="bulk",outcome="upload"} 0
-meterproxy_admissions_total{class="interactive",outcome="admitted"} 0
-meterproxy_admissions_total{class="interactive",outcome="batch"} 0
-meterproxy_admissions_total{class="interactive",outcome="cancelled"} 0
-meterproxy_admissions_total{class="interactive",outcome="held"} 0
-meterproxy_admissions_total{class="interactive",outcome="refused"} 0
-meterproxy_admissions_total{class="interactive",outcome="upload"} 0
-# HELP meterproxy_in_flight Requests admitted by this replica and not yet finished, by class.
+meterproxy_admissions_total{class="bulk",outcome="admitted",pool="default"} 1
+meterproxy_admissions_total{class="bulk",outcome="admitted",pool="none"} 0
+meterproxy_admissions_total{class="bulk",outcome="batch",pool="default"} 0
+meterproxy_admissions_total{class="bulk",outcome="batch",pool="none"} 0
+meterproxy_admissions_total{class="bulk",outcome="cancelled",pool="default"} 0
+meterproxy_admissions_total{class="bulk",outcome="cancelled",pool="none"} 0
+meterproxy_admissions_total{class="bulk",outcome="held",pool="default"} 0
+meterproxy_admissions_total{class="bulk",outcome="held",pool="none"} 0
+meterproxy_admissions_total{class="bulk",outcome="refused",pool="default"} 0
+meterproxy_admissions_total{class="bulk",outcome="refused",pool="none"} 0
+meterproxy_admissions_total{class="bulk",outcome="upload",pool="default"} 0
+meterproxy_admissions_total{class="bulk",outcome="upload",pool="none"} 0
+meterproxy_admissions_total{class="interactive",outcome="admitted",pool="default"} 0
+meterproxy_admissions_total{class="interactive",outcome="admitted",pool="none"} 0
+meterproxy_admissions_total{class="interactive",outcome="batch",pool="default"} 0
+meterproxy_admissions_total{class="interactive",outcome="batch",pool="none"} 0
+meterproxy_admissions_total{class="interactive",outcome="cancelled",pool="default"} 0
+meterproxy_admissions_total{class="interactive",outcome="cancelled",pool="none"} 0
+meterproxy_admissions_total{class="interactive",outcome="held",pool="default"} 0
+meterproxy_admissions_total{class="interactive",outcome="held",pool="none"} 0
+meterproxy_admissions_total{class="interactive",outcome="refused",pool="default"} 0
+meterproxy_admissions_total{class="interactive",outcome="refused",pool="none"} 0
+meterproxy_admissions_total{class="interactive",outcome="upload",pool="default"} 0
+meterproxy_admissions_total{class="interactive",outcome="upload",pool="none"} 0
+# HELP meterproxy_in_flight Requests admitted by this replica and not yet finished, by pool and class.
 # TYPE meterproxy_in_flight gauge
-meterproxy_in_flight{class="bulk"} 0
-meterproxy_in_flight{class="interactive"} 0
-# HELP meterproxy_in_flight_limit The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.
+meterproxy_in_flight{class="bulk",pool="default"} 0
+meterproxy_in_flight{class="interactive",pool="default"} 0
+# HELP meterproxy_in_flight_limit The in-flight bound the store enforces, by pool: the fleet's with Redis, this replica's in process.
 # TYPE meterproxy_in_flight_limit gauge
-meterproxy_in_flight_limit 200
+meterproxy_in_flight_limit{pool="default"} 200
 # HELP meterproxy_store_degraded 1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.
 # TYPE meterproxy_store_degraded gauge
 meterproxy_store_degraded 0
-# HELP meterproxy_queue_depth Requests waiting for admission, by class.
+# HELP meterproxy_queue_depth Requests waiting for admission, by pool and class.
 # TYPE meterproxy_queue_depth gauge
-meterproxy_queue_depth{class="bulk"} 0
-meterproxy_queue_depth{class="interactive"} 0
+meterproxy_queue_depth{class="bulk",pool="default"} 0
+meterproxy_queue_depth{class="interactive",pool="default"} 0
 `
 	if err := testutil.GatherAndCompare(p.reg, strings.NewReader(want),
 		"meterproxy_admissions_total", "meterproxy_in_flight", "meterproxy_in_flight_limit", "meterproxy_queue_depth",

@@ -21,7 +21,9 @@ type exchange struct {
 	rt   route
 	// pool is the admission pool the request draws on (quota.Request.Pool,
 	// resolved by Admitter.PoolFor from modelOf); "" is the account.
-	pool string
+	// pooled says it was resolved: until then metrics say "none".
+	pool   string
+	pooled bool
 	// sent is when the request went upstream: the provider's headers on
 	// its response describe the account as of then.
 	sent time.Time
@@ -43,6 +45,14 @@ type exchange struct {
 	lease   *quota.Lease
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
+}
+
+// poolLabel is the exchange's pool as metrics label it; ex may be nil.
+func (ex *exchange) poolLabel() string {
+	if ex == nil || !ex.pooled {
+		return poolNone
+	}
+	return quota.PoolLabel(ex.pool)
 }
 
 // request is what admission is asked for the exchange.
@@ -70,7 +80,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		ReadCloser: resp.Body,
 		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
 		done: func(u usage.Usage) {
-			h.m.countTokens(ex.res, u)
+			h.m.countTokens(ex.poolLabel(), ex.res, u)
 			if ex.lease == nil {
 				return
 			}
@@ -100,7 +110,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 		return
 	}
 	obs := ratelimit.Parse(resp.Header, now)
-	h.m.observeUpstream(obs)
+	h.m.observeUpstream(ex.poolLabel(), obs)
 	var throttle time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests && obs.RetryAfter > 0 {
 		throttle = min(obs.RetryAfter, h.maxHold)

@@ -273,16 +273,30 @@ func (a *Admitter) State() State {
 	return st
 }
 
+// Pools are the pools' names as metrics label them (the account's is
+// DefaultPool), in no particular order.
+func (a *Admitter) Pools() []string {
+	var names []string
+	a.eachPool(func(name string, _ *limiter) { names = append(names, name) })
+	return names
+}
+
+// PoolLabel is pool's name as metrics label it: DefaultPool for the
+// account's ("").
+func PoolLabel(pool string) string {
+	if pool == accountPool {
+		return DefaultPool
+	}
+	return pool
+}
+
 // eachPool calls f for every pool, by its metric name (the account's is
 // DefaultPool), in no particular order.
 func (a *Admitter) eachPool(f func(name string, l *limiter)) {
 	a.mu.Lock()
 	pools := make(map[string]*limiter, len(a.pools))
 	for name, p := range a.pools {
-		if name == accountPool {
-			name = DefaultPool
-		}
-		pools[name] = p.l
+		pools[PoolLabel(name)] = p.l
 	}
 	a.mu.Unlock()
 	for name, l := range pools {

@@ -15,10 +15,7 @@ import (
 func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 	f := promauto.With(reg)
 	reg.MustRegister(newCapCollector(a))
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "meterproxy_in_flight_limit",
-		Help: "The in-flight bound the store enforces: the fleet's with Redis, this replica's in process.",
-	}, func() float64 { return float64(a.InFlightLimit()) })
+	reg.MustRegister(newPoolCollector(a))
 	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "meterproxy_store_call_duration_seconds",
 		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",
@@ -33,10 +30,6 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 		okCalls.Observe(d.Seconds())
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "meterproxy_upstream_hold_seconds",
-		Help: "How much longer bulk is held on the upstream's word (remaining below the interactive reserve, or a 429), as of the store's last answer.",
-	}, func() float64 { return a.limiter.UpstreamHold().Seconds() })
-	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_store_degraded",
 		Help: "1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.",
 	}, func() float64 {
@@ -49,33 +42,65 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 		Name: "meterproxy_store_errors_total",
 		Help: "Failed calls to the shared store (Redis), probes included.",
 	}, func() float64 { return float64(a.backend.Failures()) })
-	for _, c := range classify.Classes {
-		class := c.String()
-		f.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "meterproxy_queue_depth", Help: "Requests waiting for admission, by class.",
-			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(a.limiter.Queued(c)) })
-		f.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "meterproxy_in_flight", Help: "Requests admitted by this replica and not yet finished, by class.",
-			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(a.limiter.InFlight(c)) })
-		f.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "meterproxy_fleet_in_flight", Help: "Requests in flight across the fleet at the store's last answer, by class.",
-			ConstLabels: prometheus.Labels{"class": class},
-		}, func() float64 { return float64(a.limiter.FleetInFlight(c)) })
-		for _, unit := range []string{"requests", "tokens"} {
-			f.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "meterproxy_window_used", Help: "What the class used of the current one-second window (fleet-wide with Redis), by unit, as of the store's last answer.",
-				ConstLabels: prometheus.Labels{"class": class, "unit": unit},
-			}, func() float64 {
-				w := a.limiter.Window()
-				if unit == "tokens" {
-					return float64(w.Tokens[c])
-				}
-				return float64(w.Requests[c])
-			})
-		}
+}
+
+// poolCollector exports every pool's numbers at scrape time, by pool (the
+// account's is "default"; the names are the config's, so the label is
+// bounded by it) and class: queues, in flight, the window's use, the
+// in-flight bound and the upstream hold. Pools come and go with reloads;
+// the families do not.
+type poolCollector struct {
+	a                             *Admitter
+	queued, inFlight, fleet, used *prometheus.Desc
+	limit, hold                   *prometheus.Desc
+}
+
+func newPoolCollector(a *Admitter) *poolCollector {
+	pc := []string{"pool", "class"}
+	return &poolCollector{
+		a: a,
+		queued: prometheus.NewDesc("meterproxy_queue_depth",
+			"Requests waiting for admission, by pool and class.", pc, nil),
+		inFlight: prometheus.NewDesc("meterproxy_in_flight",
+			"Requests admitted by this replica and not yet finished, by pool and class.", pc, nil),
+		fleet: prometheus.NewDesc("meterproxy_fleet_in_flight",
+			"Requests in flight across the fleet at the store's last answer, by pool and class.", pc, nil),
+		used: prometheus.NewDesc("meterproxy_window_used",
+			"What the class used of the pool's current one-second window (fleet-wide with Redis), by pool, class and unit, as of the store's last answer.",
+			[]string{"pool", "class", "unit"}, nil),
+		limit: prometheus.NewDesc("meterproxy_in_flight_limit",
+			"The in-flight bound the store enforces, by pool: the fleet's with Redis, this replica's in process.", []string{"pool"}, nil),
+		hold: prometheus.NewDesc("meterproxy_upstream_hold_seconds",
+			"How much longer the pool's bulk is held on the upstream's word (remaining below the interactive reserve, or a 429) or by its output budget, as of the store's last answer.",
+			[]string{"pool"}, nil),
 	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queued, c.inFlight, c.fleet, c.used, c.limit, c.hold} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	c.a.eachPool(func(pool string, l *limiter) {
+		gauge(c.limit, float64(l.InFlightLimit()), pool)
+		gauge(c.hold, l.UpstreamHold().Seconds(), pool)
+		w := l.Window()
+		for _, cl := range classify.Classes {
+			class := cl.String()
+			gauge(c.queued, float64(l.Queued(cl)), pool, class)
+			gauge(c.inFlight, float64(l.InFlight(cl)), pool, class)
+			gauge(c.fleet, float64(l.FleetInFlight(cl)), pool, class)
+			gauge(c.used, float64(w.Requests[cl]), pool, class, "requests")
+			gauge(c.used, float64(w.Tokens[cl]), pool, class, "tokens")
+		}
+	})
 }
 
 // capCollector exports the capped callers' numbers at scrape time. The set

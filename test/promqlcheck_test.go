@@ -31,10 +31,15 @@ type metricSpec struct {
 }
 
 var (
-	classValues  = []string{"interactive", "bulk"}
-	classLabel   = map[string][]string{"class": classValues}
-	callerLabel  = map[string][]string{"caller": nil}
-	scrapeLabels = []string{"job", "instance"} // added by Prometheus to every series
+	classValues = []string{"interactive", "bulk"}
+	classLabel  = map[string][]string{"class": classValues}
+	callerLabel = map[string][]string{"caller": nil}
+	// pool's values are the config's pool names, "default" (the account's)
+	// and, on the families that count requests before their pool is known,
+	// "none".
+	poolLabel      = map[string][]string{"pool": nil}
+	poolClassLabel = map[string][]string{"pool": nil, "class": classValues}
+	scrapeLabels   = []string{"job", "instance"} // added by Prometheus to every series
 )
 
 // exportedMetrics is every metric meterproxy exports (README, "Metrics"),
@@ -42,28 +47,28 @@ var (
 var exportedMetrics = map[string]metricSpec{
 	"meterproxy_requests_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
 		"outcome": {"forwarded", "refused", "cancelled"}, "code": {"2xx", "3xx", "4xx", "5xx", "none"}}},
-	"meterproxy_refusals_total": {"counter", map[string][]string{"class": classValues, "reason": {"unknown_caller",
+	"meterproxy_refusals_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "reason": {"unknown_caller",
 		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "shutting_down", "store_unavailable",
 		"upstream_unreachable", "upstream_timeout", "method_not_allowed", "upgrade_not_supported", "non_canonical_path",
-		"conflicting_credentials", "body_read_timeout", "body_memory_exhausted"}}},
-	"meterproxy_admissions_total": {"counter", map[string][]string{"class": classValues,
+		"conflicting_credentials", "body_read_timeout", "body_memory_exhausted", "pool_removed"}}},
+	"meterproxy_admissions_total": {"counter", map[string][]string{"pool": nil, "class": classValues,
 		"outcome": {"admitted", "held", "refused", "cancelled", "batch", "upload"}}},
 	"meterproxy_body_memory_bytes":         {"gauge", nil},
 	"meterproxy_body_memory_limit_bytes":   {"gauge", nil},
 	"meterproxy_queue_wait_seconds":        {"histogram", classLabel},
-	"meterproxy_queue_depth":               {"gauge", classLabel},
-	"meterproxy_in_flight":                 {"gauge", classLabel},
-	"meterproxy_fleet_in_flight":           {"gauge", classLabel},
-	"meterproxy_in_flight_limit":           {"gauge", nil},
+	"meterproxy_queue_depth":               {"gauge", poolClassLabel},
+	"meterproxy_in_flight":                 {"gauge", poolClassLabel},
+	"meterproxy_fleet_in_flight":           {"gauge", poolClassLabel},
+	"meterproxy_in_flight_limit":           {"gauge", poolLabel},
 	"meterproxy_measured_in_flight":        {"gauge", classLabel},
 	"meterproxy_upstream_duration_seconds": {"histogram", classLabel},
-	"meterproxy_upstream_ratelimit": {"gauge", map[string][]string{"kind": {"requests", "tokens"},
+	"meterproxy_upstream_ratelimit": {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"},
 		"field": {"limit", "remaining", "reset_seconds"}}},
-	"meterproxy_upstream_hold_seconds": {"gauge", nil},
+	"meterproxy_upstream_hold_seconds": {"gauge", poolLabel},
 	"meterproxy_upstream_429_total":    {"counter", nil},
-	"meterproxy_tokens_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
+	"meterproxy_tokens_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil,
 		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
-	"meterproxy_window_used":                      {"gauge", map[string][]string{"class": classValues, "unit": {"requests", "tokens"}}},
+	"meterproxy_window_used":                      {"gauge", map[string][]string{"pool": nil, "class": classValues, "unit": {"requests", "tokens"}}},
 	"meterproxy_responses_cut_short_total":        {"counter", map[string][]string{"class": classValues, "side": {"client", "upstream"}}},
 	"meterproxy_store_degraded":                   {"gauge", nil},
 	"meterproxy_store_errors_total":               {"counter", nil},
