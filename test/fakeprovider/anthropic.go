@@ -47,7 +47,7 @@ func (x *exchange) messages() {
 		return
 	}
 	rep := newReply(len(req.Messages), req.MaxTokens, x.p.cfg.StreamChunks)
-	x.p.chargeOutput(x.arr.rec, x.now, len(rep.words))
+	x.p.chargeOutput(x.arr, x.now, len(rep.words))
 	stop := "end_turn"
 	if rep.truncated {
 		stop = "max_tokens"

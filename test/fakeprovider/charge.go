@@ -2,6 +2,7 @@ package fakeprovider
 
 import (
 	"math"
+	"strings"
 	"time"
 )
 
@@ -25,47 +26,65 @@ import (
 // only when the request bucket and, for Anthropic with an output bucket,
 // the output bucket admit it. Without EnforceTPM the prompt is spent from
 // a reported-only bucket.
-func (p *Provider) limit(a *arrival, api api, body []byte, now time.Time) {
-	a.admitted, a.requests = p.requests.admit(now)
+func (p *Provider) limit(a *arrival, api api, path string, body []byte, now time.Time) {
+	lim := p.limitsFor(modelOf(path, body))
+	a.limits = lim
+	a.admitted, a.requests = lim.requests.admit(now)
 	outputOK := true
 	if api == anthropic && p.cfg.EnforceTPM {
-		outputOK, a.output = p.output.positive(now)
+		outputOK, a.output = lim.output.positive(now)
 		a.admitted = a.admitted && outputOK
 	}
 	if !p.cfg.EnforceTPM {
-		a.tokens = p.tokens.spend(now, promptTokens(body))
+		a.tokens = lim.tokens.spend(now, promptTokens(body))
 	} else if a.admitted {
 		charge := admissionCharge(api, body)
 		var ok bool
-		ok, a.tokens = p.tokens.take(now, charge)
+		ok, a.tokens = lim.tokens.take(now, charge)
 		a.admitted = ok
 		if ok {
 			a.rec.TokensCharged = charge
 		}
 	} else {
-		_, a.tokens = p.tokens.take(now, 0)
+		_, a.tokens = lim.tokens.take(now, 0)
 	}
 	if a.tokens.limit > 0 {
-		a.rec.TokensRemaining = int(math.Floor(math.Max(p.tokens.level, 0)))
+		a.rec.TokensRemaining = int(math.Floor(math.Max(lim.tokens.level, 0)))
 	}
 }
 
 // chargeOutput charges Anthropic's output tokens, n of them generated at
-// now for rec, when TPM is enforced: to the output bucket when there is
-// one, else with the input to TPM; after admission, never refusing.
-func (p *Provider) chargeOutput(rec *Request, now time.Time, n int) {
-	if !p.cfg.EnforceTPM {
+// now for a's request, when TPM is enforced: to the output bucket when
+// there is one, else with the input to TPM; after admission, never
+// refusing.
+func (p *Provider) chargeOutput(a arrival, now time.Time, n int) {
+	rec, lim := a.rec, a.limits
+	if !p.cfg.EnforceTPM || lim == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cfg.OutputTPM > 0 {
-		p.output.owe(now, n)
+	if lim.output.capacity > 0 {
+		lim.output.owe(now, n)
 		rec.OutputCharged += n
 		return
 	}
-	p.tokens.spend(now, n)
+	lim.tokens.spend(now, n)
 	rec.TokensCharged += n
+}
+
+// modelOf is the model a request on path with body is for, as a provider
+// keeps limits: an Azure deployment, else the body's model field.
+func modelOf(path string, body []byte) string {
+	if rest, ok := strings.CutPrefix(path, "/openai/deployments/"); ok {
+		name, _, _ := strings.Cut(rest, "/")
+		return name
+	}
+	var f struct {
+		Model string `json:"model"`
+	}
+	_ = decodeLenient(body, &f) // no model: the account's limits
+	return f.Model
 }
 
 // chargeFields are the request fields a charge reads.

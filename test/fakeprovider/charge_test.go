@@ -170,3 +170,29 @@ func TestWindowBuckets(t *testing.T) {
 		t.Fatalf("next window: %d, remaining %q; want 200 and 14400", rec.Code, rec.Header().Get("x-ratelimit-remaining-tokens"))
 	}
 }
+
+// TestModelLimits: a model listed in Config.Models draws on buckets of its
+// own and reports them; an Azure deployment is a model; every other
+// request draws on the account's.
+func TestModelLimits(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	p := fakeprovider.New(fakeprovider.Config{RPM: 600, Now: func() time.Time { return now },
+		Models: []fakeprovider.ModelLimits{{Name: "small", RPM: 60}, {Name: "dep", RPM: 120}}})
+	post := func(path, model string) http.Header {
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"model":"`+model+`","messages":[]}`)))
+		return rec.Header()
+	}
+	for _, tt := range []struct{ path, model, limit, remaining string }{
+		{"/v1/chat/completions", "small", "60", "59"},
+		{"/v1/chat/completions", "small", "60", "58"},
+		{"/v1/chat/completions", "big", "600", "599"},
+		{"/v1/chat/completions", "", "600", "598"},
+		{"/openai/deployments/dep/chat/completions", "small", "120", "119"}, // the deployment, not the body, names it
+	} {
+		h := post(tt.path, tt.model)
+		if got, rem := h.Get("x-ratelimit-limit-requests"), h.Get("x-ratelimit-remaining-requests"); got != tt.limit || rem != tt.remaining {
+			t.Errorf("%s %q: limit %s remaining %s, want %s and %s", tt.path, tt.model, got, rem, tt.limit, tt.remaining)
+		}
+	}
+}

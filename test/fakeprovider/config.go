@@ -41,6 +41,11 @@ type Config struct {
 	// and output-tokens families. Zero: Anthropic's output is charged to
 	// TPM with its input, and only the tokens family is sent.
 	OutputTPM int
+	// Models give models limits of their own, as OpenAI keeps them per
+	// model and Azure per deployment: a request whose model field (or Azure
+	// deployment) is listed draws on its buckets and reports them in its
+	// headers; every other request on the account's (RPM, TPM, OutputTPM).
+	Models []ModelLimits
 	// Window makes the buckets refill in fixed windows of this length,
 	// each to its share of the minute, as Azure OpenAI evaluates requests
 	// "over a small period of time, typically 1 or 10 seconds": remaining
@@ -59,6 +64,13 @@ type Config struct {
 	NoLog bool
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
+}
+
+// ModelLimits are one model's own limits (Config.Models); zero fields are
+// unlimited.
+type ModelLimits struct {
+	Name                string // the model field or Azure deployment, exactly
+	RPM, TPM, OutputTPM int
 }
 
 // DefaultConfig returns the configuration cmd/fakeprovider starts from.

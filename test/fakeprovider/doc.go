@@ -27,7 +27,8 @@
 // [Config.EnforceTPM] its token bucket is a limit too, charged as each
 // provider charges (charge.go); [Config.OutputTPM] gives Anthropic's output
 // a bucket of its own, and [Config.Window] refills the buckets in fixed
-// windows, as Azure OpenAI evaluates them. Anthropic's token remainders are
+// windows, as Azure OpenAI evaluates them; [Config.Models] gives models (or
+// Azure deployments) limits of their own, as providers keep them. Anthropic's token remainders are
 // rounded to the nearest thousand, as Anthropic's are. Batch endpoints have their own
 // quota at real providers, so they are neither debited nor limited here.
 //

@@ -22,11 +22,10 @@ type Provider struct {
 	log      []*Request
 	arrivals map[int64]int // unix second → arrivals
 	stats    Stats
-	requests bucket // RPM
-	tokens   bucket // TPM: Anthropic's input with an output bucket
-	output   bucket // Anthropic's OTPM; unlimited unless Config.OutputTPM
-	seq      uint64 // arrivals ever, for request ids
-	gen      uint64 // Reset generation
+	account  limits             // the limits of every model not in models
+	models   map[string]*limits // Config.Models, by model
+	seq      uint64             // arrivals ever, for request ids
+	gen      uint64             // Reset generation
 }
 
 var _ http.Handler = (*Provider)(nil)
@@ -37,6 +36,33 @@ func New(cfg Config) *Provider {
 	p := &Provider{cfg: cfg.withDefaults()}
 	p.resetLocked()
 	return p
+}
+
+// limits are one set of buckets: the account's, or a model's.
+type limits struct {
+	requests bucket // RPM
+	tokens   bucket // TPM: Anthropic's input with an output bucket
+	output   bucket // Anthropic's OTPM; unlimited unless Config.OutputTPM
+}
+
+// newLimits are full buckets of rpm, tpm and otpm a minute, refilled per
+// cfg (Window), filled to cfg.TPMStart.
+func newLimits(cfg Config, rpm, tpm, otpm int) *limits {
+	l := &limits{requests: newBucket(rpm, cfg.Window), tokens: newBucket(tpm, cfg.Window), output: newBucket(otpm, cfg.Window)}
+	if f := cfg.TPMStart; f > 0 && f < 1 {
+		l.tokens.level *= f
+		l.output.level *= f
+	}
+	return l
+}
+
+// limitsFor are the buckets a request for model draws on: the model's own
+// when Config.Models lists it, else the account's.
+func (p *Provider) limitsFor(model string) *limits {
+	if l, ok := p.models[model]; ok {
+		return l
+	}
+	return &p.account
 }
 
 // api is the provider whose conventions a path follows.

@@ -64,6 +64,7 @@ type arrival struct {
 	requests limitState // request bucket after the debit
 	tokens   limitState // token bucket after the debit
 	output   limitState // Anthropic's output bucket, when it has one
+	limits   *limits    // the buckets it drew on; nil when not limited
 }
 
 // arrive logs a request and, when limited, debits the buckets, all at
@@ -87,7 +88,7 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 	p.seq++
 	a := arrival{rec: rec, gen: p.gen, seq: p.seq, admitted: true}
 	if limited {
-		p.limit(&a, apiFor(r.URL.Path), body, now)
+		p.limit(&a, apiFor(r.URL.Path), r.URL.Path, body, now)
 	}
 	return a
 }
@@ -166,11 +167,9 @@ func (p *Provider) resetLocked() {
 	p.log = nil
 	p.arrivals = make(map[int64]int)
 	p.stats = Stats{ByPath: make(map[string]int)}
-	p.requests = newBucket(p.cfg.RPM, p.cfg.Window)
-	p.tokens = newBucket(p.cfg.TPM, p.cfg.Window)
-	p.output = newBucket(p.cfg.OutputTPM, p.cfg.Window)
-	if f := p.cfg.TPMStart; f > 0 && f < 1 {
-		p.tokens.level *= f
-		p.output.level *= f
+	p.account = *newLimits(p.cfg, p.cfg.RPM, p.cfg.TPM, p.cfg.OutputTPM)
+	p.models = make(map[string]*limits, len(p.cfg.Models))
+	for _, m := range p.cfg.Models {
+		p.models[m.Name] = newLimits(p.cfg, m.RPM, m.TPM, m.OutputTPM)
 	}
 }
