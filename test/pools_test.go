@@ -1,0 +1,248 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"github.com/meterproxy/meterproxy/test/redistest"
+)
+
+// bulkPart is what bulk may take of a pool's allowance: all but the
+// interactive reserve (classes.interactive.reserve, 0.3 by default).
+const bulkPart = 0.7
+
+// poolModels configures two pools, big (gpt-4o*) and small (gpt-4o-mini*
+// listed first, so it is not covered), at bigRPM and smallRPM, and sends
+// every other model to the account.
+func poolModels(cfg config, bigRPM, smallRPM int) {
+	cfg.set("account.models", []map[string]any{
+		{"name": "small", "match": []string{"gpt-4o-mini*"}, "requests_per_minute": smallRPM, "max_in_flight": 100},
+		{"name": "big", "match": []string{"gpt-4o*"}, "requests_per_minute": bigRPM, "max_in_flight": 100},
+	})
+}
+
+// poolRun is a run of traffic per model through urls (spread over them),
+// until ctx ends: a bulk flood on each of bulkModels and interactive
+// traffic on chatModel every chatEvery. It returns the answers' statuses
+// by class and model.
+func poolRun(ctx context.Context, t *testing.T, urls []string, bulkModels []string, chatModel string, chatEvery time.Duration) map[string]map[int]int {
+	t.Helper()
+	client := newClient(t, 64)
+	var (
+		mu      sync.Mutex
+		answers = map[string]map[int]int{}
+		next    atomic.Int64
+		wg      sync.WaitGroup
+	)
+	send := func(ctx context.Context, key, model string) {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, model)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[int(next.Add(1))%len(urls)]+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := client.Do(req)
+		if err != nil {
+			return // the run ended while it waited
+		}
+		_ = res.Body.Close()
+		who := "bulk " + model
+		if key == chatKey {
+			who = "interactive " + model
+		}
+		mu.Lock()
+		if answers[who] == nil {
+			answers[who] = map[int]int{}
+		}
+		answers[who][res.StatusCode]++
+		mu.Unlock()
+	}
+	for _, model := range bulkModels {
+		for range 12 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					send(ctx, importKey, model)
+				}
+			})
+		}
+	}
+	wg.Go(func() {
+		tk := time.NewTicker(chatEvery)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				wg.Go(func() { send(t.Context(), chatKey, chatModel) })
+			}
+		}
+	})
+	wg.Wait()
+	return answers
+}
+
+// arrivalsByModel are the upstream's arrivals per second, by the model
+// each request's body named.
+func arrivalsByModel(t *testing.T, log []fakeprovider.Request) map[string]map[int64]int {
+	t.Helper()
+	out := map[string]map[int64]int{}
+	for _, r := range log {
+		var b struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(r.Body, &b); err != nil {
+			t.Fatalf("a logged body: %v", err)
+		}
+		if out[b.Model] == nil {
+			out[b.Model] = map[int64]int{}
+		}
+		out[b.Model][r.Arrived.Unix()]++
+	}
+	return out
+}
+
+// TestPoolsPerModel: two pools with their own allowances, a bulk flood on
+// both models at once and interactive on one, through one replica and
+// through a fleet of three on Redis. Each model's arrivals at the upstream
+// keep to its own pool's allowance, the small model's bulk runs at its own
+// rate (the big one's flood does not slow it), interactive is all served
+// and the upstream, which keeps the same limits per model, refuses
+// nothing.
+func TestPoolsPerModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10 s runs; skipped with -short")
+	}
+	srv := redistest.Start(t)
+	const (
+		bigRPM, smallRPM = 1200, 600 // 20 and 10 a second
+		runFor           = 10 * time.Second
+	)
+	for _, replicas := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) {
+			fake := fakeprovider.New(fakeprovider.Config{RPM: 60000, RecordBodies: true, Latency: 20 * time.Millisecond,
+				Models: []fakeprovider.ModelLimits{{Name: "gpt-4o", RPM: bigRPM}, {Name: "gpt-4o-mini", RPM: smallRPM}}})
+			up := startUpstream(t, fake)
+			cfg := baseConfig(up.URL)
+			cfg.withCallers()
+			if replicas > 1 {
+				cfg = fleetConfig(up.URL, srv, redistest.Prefix(t))
+				cfg.set("store.timeout", "1s") // about pools, not Redis faults
+				cfg.set("account.expected_replicas", replicas)
+			}
+			cfg.set("log.level", "info")
+			cfg.set("account.requests_per_minute", 60000)
+			poolModels(cfg, bigRPM, smallRPM)
+			cfg.set("classes.bulk.max_wait", "30s")
+			urls := make([]string, replicas)
+			for i := range urls {
+				urls[i] = startProxy(t, cfg, fleetEnv, chatKey, importKey).URL
+			}
+			ctx, stop := context.WithTimeout(t.Context(), runFor)
+			defer stop()
+			answers := poolRun(ctx, t, urls, []string{"gpt-4o", "gpt-4o-mini"}, "gpt-4o", 250*time.Millisecond)
+
+			st := fake.Stats()
+			t.Logf("answers %v; the upstream served %d, refused %d", answers, st.Served, st.RateLimited)
+			if st.RateLimited != 0 {
+				t.Errorf("the upstream answered 429 %d times", st.RateLimited)
+			}
+			for who, codes := range answers {
+				for code, n := range codes {
+					if code != http.StatusOK && strings.HasPrefix(who, "interactive") {
+						t.Errorf("%s: %d answers %d", who, n, code)
+					}
+				}
+			}
+			byModel := arrivalsByModel(t, fake.Requests())
+			checkArrivals(t, byModel["gpt-4o"], bigRPM/60)
+			checkArrivals(t, byModel["gpt-4o-mini"], smallRPM/60)
+			small := 0
+			for _, n := range byModel["gpt-4o-mini"] {
+				small += n
+			}
+			// Bulk may take all but the interactive reserve of its pool.
+			if want := int(runFor.Seconds() * smallRPM / 60 * bulkPart * 0.9); small < want {
+				t.Errorf("the small model got %d requests upstream in %s; bulk may take %.0f a second of its own pool: want at least %d",
+					small, runFor, smallRPM/60*bulkPart, want)
+			}
+		})
+	}
+}
+
+// TestPoolHeldOnItsOwnHeaders: the upstream's real limit on the small
+// model is a tenth of what its pool is configured for. Bulk on that model
+// is held on the upstream's headers for it; bulk on the big model is never
+// held; neither model gets a 429.
+func TestPoolHeldOnItsOwnHeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("12 s run; skipped with -short")
+	}
+	const (
+		bigRPM, smallRPM = 1200, 1200 // configured: 20 a second each
+		smallReal        = 120        // the upstream's real limit on the small model: 2 a second
+		runFor           = 12 * time.Second
+	)
+	fake := fakeprovider.New(fakeprovider.Config{RPM: 60000, RecordBodies: true, Latency: 20 * time.Millisecond,
+		Models: []fakeprovider.ModelLimits{{Name: "gpt-4o", RPM: 60000}, {Name: "gpt-4o-mini", RPM: smallReal}}})
+	up := startUpstream(t, fake)
+	cfg := baseConfig(up.URL)
+	cfg.withCallers()
+	cfg.set("log.level", "info")
+	cfg.set("account.requests_per_minute", 60000)
+	poolModels(cfg, bigRPM, smallRPM)
+	cfg.set("classes.bulk.max_wait", "30s")
+	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	ctx, stop := context.WithTimeout(t.Context(), runFor)
+	defer stop()
+	var bigHeld, smallHeld atomic.Bool
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				m := scrape(t, p.AdminURL)
+				if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "big"}) > 0 {
+					bigHeld.Store(true)
+				}
+				if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "small"}) > 0 {
+					smallHeld.Store(true)
+				}
+			}
+		}
+	})
+	answers := poolRun(ctx, t, []string{p.URL}, []string{"gpt-4o", "gpt-4o-mini"}, "gpt-4o-mini", time.Second)
+	watch.Wait()
+	st := fake.Stats()
+	t.Logf("answers %v; the upstream served %d, refused %d", answers, st.Served, st.RateLimited)
+	if st.RateLimited != 0 {
+		t.Errorf("the upstream answered 429 %d times", st.RateLimited)
+	}
+	if !smallHeld.Load() {
+		t.Error("bulk on the small model was never held, though its upstream bucket ran below the reserve")
+	}
+	if bigHeld.Load() {
+		t.Error("bulk on the big model was held: another model's headers moved its pool")
+	}
+	byModel := arrivalsByModel(t, fake.Requests())
+	big := 0
+	for _, n := range byModel["gpt-4o"] {
+		big += n
+	}
+	if want := int(runFor.Seconds() * bigRPM / 60 * bulkPart * 0.9); big < want {
+		t.Errorf("the big model got %d requests upstream in %s: want at least %d, bulk's part of its pool's own rate", big, runFor, want)
+	}
+}
