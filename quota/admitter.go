@@ -98,7 +98,7 @@ func poolNames(cfg Config) []string {
 
 // newPool returns the limiter of the pool named name under cfg.
 func (a *Admitter) newPool(cfg Config, name string, caps map[string]callerCap) *limiter {
-	pc := cfg.pool(name)
+	pc := cfg.Pool(name)
 	l := newLimiter(pc, pc.Enforced(), caps, a.backend.Store, a.backend.Heartbeat, a.log)
 	l.pool = name
 	l.OnStoreCall(func(d time.Duration, err error) {
@@ -168,7 +168,7 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 	for _, name := range poolNames(cfg) {
 		keep[name] = true
 		if p, ok := a.pools[name]; ok {
-			pc := cfg.pool(name)
+			pc := cfg.Pool(name)
 			p.l.Reconfigure(pc, pc.Enforced(), caps)
 			continue
 		}
@@ -220,9 +220,14 @@ func (a *Admitter) startLocked(p *poolRun) {
 // returns.
 func (a *Admitter) Close() error { return a.backend.Close() }
 
-// InFlightLimit returns the in-flight bound the store enforces now: the
-// fleet's with Redis, this replica's in process.
-func (a *Admitter) InFlightLimit() int64 { return a.limiter.InFlightLimit() }
+// InFlightLimit returns the in-flight bound the store enforces now, every
+// pool's together: the fleet's with Redis, this replica's in process. It
+// sizes the upstream transport.
+func (a *Admitter) InFlightLimit() int64 {
+	var n int64
+	a.eachPool(func(_ string, l *limiter) { n += l.InFlightLimit() })
+	return n
+}
 
 // State is admission's live numbers, for /admin/state: the account's
 // pool at the top level, every pool (the account's as "default") under

@@ -255,6 +255,27 @@ func TestStoreConformance(t *testing.T) {
 	for _, st := range stores {
 		for _, su := range suites {
 			t.Run(st.name+"/"+su.name, func(t *testing.T) { su.run(t, st.new) })
+			if su.name == "pools" {
+				continue
+			}
+			// Every rule holds the same in a model's pool (its own keys,
+			// its own hash tag).
+			t.Run(st.name+"/"+su.name+"/in a model pool", func(t *testing.T) {
+				su.run(t, func(t *testing.T, l Limits, now func() time.Time) store {
+					return inPool{st.new(t, l, now), "gpt-4o"}
+				})
+			})
 		}
 	}
+}
+
+// inPool is a store whose every call is for the pool named pool.
+type inPool struct {
+	store
+	pool string
+}
+
+func (s inPool) Take(ctx context.Context, req takeRequest) (takeResult, error) {
+	req.Pool = s.pool
+	return s.store.Take(ctx, req)
 }

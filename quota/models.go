@@ -44,10 +44,10 @@ const (
 	maxModelName = 512
 )
 
-// pool is the Config the pool named name enforces: the account's classes
-// and store, and the pool's own numbers; the account's for accountPool or
-// a name not configured.
-func (c Config) pool(name string) Config {
+// Pool is the Config the pool named name enforces: the account's classes
+// and store, and the pool's own numbers; the account's for "" or a name
+// not configured.
+func (c Config) Pool(name string) Config {
 	for _, m := range c.Account.Models {
 		if m.Name == name {
 			c.Account = AccountConfig{RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute,

@@ -9,16 +9,36 @@ import (
 	"github.com/meterproxy/meterproxy/quota"
 )
 
-// checkConfig prints the numbers a valid configuration works out to.
+// checkConfig prints the numbers a valid configuration works out to: the
+// account's, then each account.models pool's.
 func checkConfig(cfg Config, w io.Writer) error {
 	q := cfg.quota()
-	fleet, local := q.Limits(), q.PerReplica()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format+"\n", args...) }
 	p("config is valid")
 	p("")
-	p("\tfleet\tper replica (÷ %d expected replicas: %s)", cfg.Account.ExpectedReplicas, perReplicaMeaning(q))
-	p("account requests/s\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
+	p("pool default (the account)\tfleet\tper replica (÷ %d expected replicas: %s)", cfg.Account.ExpectedReplicas, perReplicaMeaning(q))
+	printPool(p, q)
+	inFlight := q.Enforced().InFlight
+	for i, m := range cfg.Account.Models {
+		pq := q.Pool(m.Name)
+		p("")
+		p("pool %s (account.models[%d])\tfleet\tper replica", m.Name, i)
+		printPool(p, pq)
+		inFlight += pq.Enforced().InFlight
+	}
+	// With a shared store one replica may hold the whole fleet bound of
+	// every pool.
+	p("")
+	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, inFlight))
+	p("store\t%s\t", storeName(q))
+	return tw.Flush()
+}
+
+// printPool prints the numbers one pool's configuration works out to.
+func printPool(p func(string, ...any), q quota.Config) {
+	fleet, local := q.Limits(), q.PerReplica()
+	p("requests/s\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
 	p("interactive requests/s (any free capacity)\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
 	p("bulk requests/s (own share)\t%.2f\t%.2f", rps(fleet.BulkRPM), rps(local.BulkRPM))
 	if fleet.Borrow {
@@ -26,18 +46,17 @@ func checkConfig(cfg Config, w io.Writer) error {
 	}
 	p("interactive reserve requests/s\t%.2f\t%.2f", rps(fleet.ReserveRPM), rps(local.ReserveRPM))
 	if fleet.AccountTPM > 0 {
-		p("account tokens/s\t%.1f\t%.1f", rps(fleet.AccountTPM), rps(local.AccountTPM))
+		p("tokens/s\t%.1f\t%.1f", rps(fleet.AccountTPM), rps(local.AccountTPM))
 		p("bulk tokens/s (own share / borrowing, at most)\t%.1f / %.1f\t%.1f / %.1f", rps(fleet.BulkTPM), rps(fleet.AccountTPM-fleet.ReserveTPM),
 			rps(local.BulkTPM), rps(local.AccountTPM-local.ReserveTPM))
 		p("interactive reserve tokens/s\t%.1f\t%.1f", rps(fleet.ReserveTPM), rps(local.ReserveTPM))
 	}
+	if fleet.OutputTPM > 0 {
+		p("output tokens/s (bulk held below %.1f left)\t%.1f\t%.1f", float64(fleet.ReserveOutputTPM), rps(fleet.OutputTPM), rps(local.OutputTPM))
+	}
 	p("in-flight bound\t%d\t%d", fleet.InFlight, local.InFlight)
 	p("bulk in flight (own share / with borrowing)\t%d / %d\t%d / %d",
 		fleet.BulkInFlight, fleet.InFlight-fleet.ReserveInFlight, local.BulkInFlight, local.InFlight-local.ReserveInFlight)
-	// With a shared store one replica may hold the whole fleet bound.
-	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, q.Enforced().InFlight))
-	p("store\t%s\t", storeName(q))
-	return tw.Flush()
 }
 
 func rps(rpm int64) float64 { return float64(rpm) / 60 }

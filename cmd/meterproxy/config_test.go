@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -112,10 +113,27 @@ func TestCheckConfig(t *testing.T) {
 	if err := run(t.Context(), []string{"check-config", "--config", path}, nil, &out, &errOut); err != nil {
 		t.Fatalf("check-config: %v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"account requests/s", "100.00", "25.00", "bulk requests/s (own share)", "20.00",
+	for _, want := range []string{"requests/s", "100.00", "25.00", "bulk requests/s (own share)", "20.00",
 		"in-flight bound", "transport connection limit (per host)", "29"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("check-config output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestCheckConfigPools: check-config shows each pool's numbers, and sizes
+// the transport for every pool's in-flight bound together.
+func TestCheckConfigPools(t *testing.T) {
+	var out, errOut bytes.Buffer
+	path := writeConfig(t, "account:\n  requests_per_minute: 6000\n  max_in_flight: 100\n  models:\n"+
+		"    - {name: gpt-4o, match: [gpt-4o*], requests_per_minute: 1200, max_in_flight: 40}\n")
+	if err := run(t.Context(), []string{"check-config", "--config", path}, nil, &out, &errOut); err != nil {
+		t.Fatalf("check-config: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{`pool default \(the account\)`, `pool gpt-4o \(account.models\[0\]\)`, `requests/s\s+20.00\s+20.00`,
+		`in-flight bound\s+40\s+40`, `transport connection limit \(per host\)\s+154`} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("check-config output lacks %s:\n%s", want, out.String())
 		}
 	}
 }
