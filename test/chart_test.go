@@ -157,6 +157,13 @@ func TestChartManifests(t *testing.T) {
 		// 1m30s of grace and no preStop sleep.
 		{name: "grace", args: []string{"--set", "config.server.shutdown_grace=1m30s", "--set", "preStopSleepSeconds=0"},
 			minReplicas: 2, maxReplicas: 4, needGrace: 90, grace: 105},
+		// Pools: 200 + 10 in flight over 4 expected replicas: 50 + ceil(10/4) = 53 per
+		// process; ceil(210/53) = 4.
+		{name: "pools", args: []string{"--set-json", `config.account.models=[{"name":"gpt-4o","match":["gpt-4o*"],"requests_per_minute":600,"max_in_flight":10}]`},
+			minReplicas: 2, maxReplicas: 4, needGrace: 35, grace: 50},
+		// Pools with perProcessInFlight set: ceil((200 + 100)/40) = 8.
+		{name: "pools, per process set", args: []string{"--set-json", `config.account.models=[{"name":"gpt-4o","match":["gpt-4o*"],"requests_per_minute":600,"max_in_flight":100}]`,
+			"--set", "autoscaling.perProcessInFlight=40"}, minReplicas: 2, maxReplicas: 8, needGrace: 35, grace: 50},
 		// 1000 in flight, 3 expected: ceil(1000/3) = 334 per process; ceil(1000/334) = 3.
 		{name: "uneven", args: []string{"--set", "config.account.max_in_flight=1000", "--set", "config.account.expected_replicas=3",
 			"--set", "autoscaling.minReplicas=1"}, minReplicas: 1, maxReplicas: 3, needGrace: 35, grace: 50},

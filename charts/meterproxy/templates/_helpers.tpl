@@ -88,10 +88,27 @@ kills requests meterproxy is still draining.
 {{- end -}}
 
 {{/*
+meterproxy.fleetInFlight: the in-flight bound of the whole fleet, every
+pool's together: account.max_in_flight plus each account.models entry's
+max_in_flight (each pool is an account of its own, and every replica
+serves them all).
+*/}}
+{{- define "meterproxy.fleetInFlight" -}}
+{{- $fleet := int .Values.config.account.max_in_flight -}}
+{{- if le $fleet 0 -}}
+{{- fail "config.account.max_in_flight must be > 0" -}}
+{{- end -}}
+{{- range .Values.config.account.models -}}
+{{- $fleet = add $fleet (int .max_in_flight) -}}
+{{- end -}}
+{{- $fleet -}}
+{{- end -}}
+
+{{/*
 meterproxy.perProcessInFlight: the in-flight bound one replica is sized
-for: autoscaling.perProcessInFlight, or account.max_in_flight ÷
-account.expected_replicas rounded up (what each replica enforces on its
-own under store.on_error local).
+for: autoscaling.perProcessInFlight, or the sum over pools of each pool's
+max_in_flight ÷ account.expected_replicas rounded up (what each replica
+enforces of each pool on its own under store.on_error local).
 */}}
 {{- define "meterproxy.perProcessInFlight" -}}
 {{- $fleet := int .Values.config.account.max_in_flight -}}
@@ -108,19 +125,23 @@ own under store.on_error local).
 {{- end -}}
 {{- if eq $per 0 -}}
 {{- $per = div (add $fleet $replicas -1) $replicas -}}
+{{- range .Values.config.account.models -}}
+{{- $per = add $per (div (add (int .max_in_flight) $replicas -1) $replicas) -}}
+{{- end -}}
 {{- end -}}
 {{- $per -}}
 {{- end -}}
 
 {{/*
 meterproxy.replicaCeiling: the most replicas that can each obtain their
-per-process in-flight bound from the fleet's: ceil(account.max_in_flight ÷
-per-process bound). Above it a replica cannot obtain capacity: it adds
-pods, not throughput (the same number `meterproxy plan` prints as "max
-replicas").
+per-process in-flight bound from the fleet's, every pool's together:
+ceil(fleet in flight ÷ per-process bound). Above it a replica cannot
+obtain capacity: it adds pods, not throughput (the same number
+`meterproxy plan` prints as "max replicas" for an account without
+pools).
 */}}
 {{- define "meterproxy.replicaCeiling" -}}
-{{- $fleet := int .Values.config.account.max_in_flight -}}
+{{- $fleet := int (include "meterproxy.fleetInFlight" .) -}}
 {{- $per := int (include "meterproxy.perProcessInFlight" .) -}}
 {{- div (add $fleet $per -1) $per -}}
 {{- end -}}
