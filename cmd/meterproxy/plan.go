@@ -32,6 +32,35 @@ func plan(cfg Config, in planInput) (planResult, error) {
 	return capacity.Plan(in)
 }
 
+// poolsPlan is the plan of the account and, under Pools, each
+// account.models pool's, planned as an account of its own.
+type poolsPlan struct {
+	planResult
+	Pools map[string]planResult `json:"pools,omitempty"`
+}
+
+// planPools plans the account and every pool.
+func planPools(cfg Config, in planInput) (poolsPlan, error) {
+	r, err := plan(cfg, in)
+	if err != nil {
+		return poolsPlan{}, err
+	}
+	out := poolsPlan{planResult: r}
+	for _, m := range cfg.Account.Models {
+		pc := cfg
+		pc.Account = cfg.quota().Pool(m.Name).Account
+		pr, err := plan(pc, in)
+		if err != nil {
+			return poolsPlan{}, fmt.Errorf("pool %s: %w", m.Name, err)
+		}
+		if out.Pools == nil {
+			out.Pools = map[string]planResult{}
+		}
+		out.Pools[m.Name] = pr
+	}
+	return out, nil
+}
+
 // planFlags are the plan command's own flags. run registers them only for
 // plan, so the other commands' usage does not change.
 type planFlags struct {
@@ -82,7 +111,7 @@ func runPlan(ctx context.Context, cfg Config, f *planFlags, stdout io.Writer) er
 	case !set["latency"]:
 		return errors.New("plan: --latency is required (the mean upstream service time, such as 800ms), or --from URL to measure it on a running meterproxy")
 	}
-	r, err := plan(cfg, in)
+	r, err := planPools(cfg, in)
 	if err != nil {
 		return err
 	}
@@ -91,7 +120,20 @@ func runPlan(ctx context.Context, cfg Config, f *planFlags, stdout io.Writer) er
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	return printPlan(stdout, cfg, in, r)
+	if err := printPlan(stdout, cfg, in, r.planResult); err != nil {
+		return err
+	}
+	for _, m := range cfg.Account.Models {
+		pc := cfg
+		pc.Account = cfg.quota().Pool(m.Name).Account
+		if _, err := fmt.Fprintf(stdout, "\npool %s (account.models[].name; its numbers below are the pool's, as account.* are the account's)\n", m.Name); err != nil {
+			return err
+		}
+		if err := printPlan(stdout, pc, in, r.Pools[m.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printPlan writes the plan as an aligned table, one line of meaning per

@@ -147,3 +147,36 @@ func TestRunPlanRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestRunPlanPools: plan plans each account.models pool as an account of
+// its own, in the table and under "pools" in the JSON.
+func TestRunPlanPools(t *testing.T) {
+	path := writeConfig(t, "account:\n  requests_per_minute: 20000\n  max_in_flight: 1000\n  models:\n"+
+		"    - {name: mini, match: [gpt-4o-mini*], requests_per_minute: 6000, max_in_flight: 1000}\nserver: {shutdown_grace: 30s}\n")
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"plan", "--config", path, "--latency", "800ms", "--replicas", "10"}, nil, &out, &errOut); err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut.String())
+	}
+	// 6000/min = 100/s at 0.8 s is 80 in flight.
+	for _, want := range []string{"fleet in flight        266", "pool mini", "fleet in flight        80"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"plan", "--config", path, "--latency", "800ms", "--json"}, nil, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		FleetInFlight int64 `json:"fleet_in_flight"`
+		Pools         map[string]struct {
+			FleetInFlight int64 `json:"fleet_in_flight"`
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.FleetInFlight != 266 || got.Pools["mini"].FleetInFlight != 80 {
+		t.Fatalf("JSON %s: want the account's 266 and mini's 80", out.String())
+	}
+}
