@@ -954,12 +954,25 @@ func (r *fleetRedis) inFlight(t *testing.T) map[string]string {
 	return m
 }
 
-// waitEmpty waits until Redis counts nothing in flight for the fleet.
-func (r *fleetRedis) waitEmpty(t *testing.T) {
+// waitEmpty waits until Redis counts nothing in flight for the fleet, in
+// the account and in every pool of pools (account.models names).
+func (r *fleetRedis) waitEmpty(t *testing.T, pools ...string) {
 	t.Helper()
+	keys := []string{"{" + r.prefix + "}:inflight"}
+	for _, p := range pools {
+		keys = append(keys, "{"+r.prefix+":pool:"+p+"}:inflight")
+	}
 	waitFor(t, "Redis's in-flight totals to return to 0", func() bool {
-		m := r.inFlight(t)
-		return (m["i"] == "" || m["i"] == "0") && (m["b"] == "" || m["b"] == "0")
+		for _, k := range keys {
+			m, err := r.c.HGetAll(t.Context(), k).Result()
+			if err != nil {
+				t.Fatalf("read %s: %v", k, err)
+			}
+			if (m["i"] != "" && m["i"] != "0") || (m["b"] != "" && m["b"] != "0") {
+				return false
+			}
+		}
+		return true
 	})
 }
 

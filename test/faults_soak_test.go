@@ -26,6 +26,17 @@ var soakMix = []struct {
 	{"reset", 50},
 }
 
+// soakPools gives the soak's fleet a second pool, mini, which half the
+// healthy chat draws on (miniChatBody): the identity and the empty fleet at
+// the end must hold across pools.
+func soakPools(c config) {
+	c.set("account.models", []map[string]any{
+		{"name": "mini", "match": []string{"m-mini*"}, "requests_per_minute": 60_000, "max_in_flight": 200},
+	})
+}
+
+var miniChatBody = strings.Replace(chatBody, `"model":"m"`, `"model":"m-mini"`, 1)
+
 // soakSample is one reading of a long-lived replica during the soak.
 type soakSample struct {
 	cycle int
@@ -43,6 +54,9 @@ type soakSample struct {
 // upstream 429s, a burst of 200 clients leaving, and a replica stopped —
 // by SIGTERM with requests held on it, or by kill -9 holding slots, in
 // turn — and replaced.
+//
+// Half the healthy chat names a model of a second pool (account.models:
+// mini), so all of it holds across two pools.
 //
 // Each kind ends only as its rule allows; each replica's counters agree
 // with its clients (the stopped ones at the end of their drain); at the
@@ -77,6 +91,7 @@ func TestFaultSoak(t *testing.T) {
 	cfg.set("upstream.response_header_timeout", timeout.String())
 	cfg.set("classes.interactive.max_wait", "2s")
 	cfg.set("classes.bulk.max_wait", "5s")
+	soakPools(cfg)
 	a := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	b := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	cfg.set("upstream.url", reset.URL)
@@ -96,6 +111,7 @@ func TestFaultSoak(t *testing.T) {
 		c.set("store.heartbeat", heartbeat.String())
 		c.set("account.requests_per_minute", 90_000)
 		c.set("account.max_in_flight", 400)
+		soakPools(c)
 		if !crash {
 			c.set("store.key_prefix", prefix+"-drain")
 			c.set("account.max_in_flight", 20)
@@ -144,6 +160,9 @@ func TestFaultSoak(t *testing.T) {
 			s.url = p.URL + "/v1/chat/completions"
 			if kind == "chat" && rng.IntN(10) < 3 {
 				s.headers = map[string]string{"Authorization": "Bearer " + chatKey}
+			}
+			if kind == "chat" && rng.IntN(2) == 0 {
+				s.body = miniChatBody // the second pool
 			}
 		}
 		return s, led.of(name, kind)
@@ -263,7 +282,16 @@ func TestFaultSoak(t *testing.T) {
 		}
 		checkIdentityOf(t, "replica "+n, long[n].AdminURL, tl, idle[n])
 	}
-	srv.waitEmpty(t)
+	for _, n := range []string{"a", "b"} {
+		m := scrape(t, long[n].AdminURL)
+		for _, pool := range []string{"default", "mini"} {
+			if got := m.Sum("meterproxy_admissions_total", map[string]string{"pool": pool, "outcome": "admitted"}) +
+				m.Sum("meterproxy_admissions_total", map[string]string{"pool": pool, "outcome": "held"}); got == 0 {
+				t.Errorf("replica %s admitted nothing in pool %s: the soak did not run two pools", n, pool)
+			}
+		}
+	}
+	srv.waitEmpty(t, "mini")
 	client.CloseIdleConnections()
 	fake.stop(t)
 	longStreams.stop(t)

@@ -120,12 +120,21 @@ func startBaseline(ctx context.Context, upstream string) (*target, error) {
 
 // meterproxyConfig is the benchmark's configuration: an account far above
 // the load, so admission never holds and the figures are the proxy's
-// cost; one known caller.
+// cost; one known caller. Three model pools stand in front of the
+// account, and the benchmark's model (gpt-4o-mini) is the last pattern of
+// the last, so every request pays for a whole pool lookup.
 func meterproxyConfig(upstream, redisURL string, extra map[string]any) map[string]any {
+	pool := func(name string, match ...string) map[string]any {
+		return map[string]any{"name": name, "match": match, "requests_per_minute": 60_000_000, "max_in_flight": 4096}
+	}
 	cfg := map[string]any{
 		"server":   map[string]any{"listen": "127.0.0.1:0", "admin_listen": "127.0.0.1:0"},
 		"upstream": map[string]any{"url": upstream},
-		"account":  map[string]any{"requests_per_minute": 60_000_000, "max_in_flight": 4096},
+		"account": map[string]any{"requests_per_minute": 60_000_000, "max_in_flight": 4096, "models": []map[string]any{
+			pool("gpt-4o", "gpt-4o", "gpt-4o-2024-*"),
+			pool("reasoning", "o1*", "o3*", "o4-mini*"),
+			pool("small", "gpt-4.1-nano*", "gpt-4o-mini*"),
+		}},
 		"callers":  []map[string]any{{"name": "bench", "key_env": "BENCH_KEY", "class": "bulk"}},
 		"log":      map[string]any{"level": "info", "format": "json"}, // procs reads the "serving" line
 	}
