@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/meterproxy/meterproxy/test/procs"
 )
 
 // heldResult is the memory held requests cost the proxy.
@@ -94,10 +96,14 @@ func holdRequests(ctx context.Context, t *target, n int, h2c bool) (heldResult, 
 	return res, nil
 }
 
-// queueDepth reads meterproxy_queue_depth{class="bulk"} from the admin port.
+// queueDepth reads bulk's meterproxy_queue_depth, every pool's, from the
+// admin port.
 func queueDepth(ctx context.Context, admin string) (int, error) {
-	v, err := metricValue(ctx, admin, `meterproxy_queue_depth{class="bulk"} `)
-	return int(v), err
+	m, err := procs.Scrape(ctx, admin)
+	if err != nil {
+		return 0, err
+	}
+	return int(m.Sum("meterproxy_queue_depth", map[string]string{"class": "bulk"})), nil
 }
 
 // errNoMetric means the exposition has no such series.

@@ -135,8 +135,8 @@ func meterproxyConfig(upstream, redisURL string, extra map[string]any) map[strin
 			pool("reasoning", "o1*", "o3*", "o4-mini*"),
 			pool("small", "gpt-4.1-nano*", "gpt-4o-mini*"),
 		}},
-		"callers":  []map[string]any{{"name": "bench", "key_env": "BENCH_KEY", "class": "bulk"}},
-		"log":      map[string]any{"level": "info", "format": "json"}, // procs reads the "serving" line
+		"callers": []map[string]any{{"name": "bench", "key_env": "BENCH_KEY", "class": "bulk"}},
+		"log":     map[string]any{"level": "info", "format": "json"}, // procs reads the "serving" line
 	}
 	if redisURL != "" {
 		// A generous timeout: the load generator shares the cores, and a

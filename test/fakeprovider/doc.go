@@ -28,9 +28,10 @@
 // provider charges (charge.go); [Config.OutputTPM] gives Anthropic's output
 // a bucket of its own, and [Config.Window] refills the buckets in fixed
 // windows, as Azure OpenAI evaluates them; [Config.Models] gives models (or
-// Azure deployments) limits of their own, as providers keep them. Anthropic's token remainders are
-// rounded to the nearest thousand, as Anthropic's are. Batch endpoints have their own
-// quota at real providers, so they are neither debited nor limited here.
+// Azure deployments) limits of their own, as providers keep them.
+// Anthropic's token remainders are rounded to the nearest thousand, as
+// Anthropic's are. Batch endpoints have their own quota at real providers,
+// so they are neither debited nor limited here.
 //
 // # Fault knobs
 //
