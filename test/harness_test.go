@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,4 +172,22 @@ func newClient(t *testing.T, conns int) *http.Client {
 	tr.MaxIdleConnsPerHost = conns
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
+}
+
+// tickUntil calls f on wg every interval until ctx ends, from a goroutine
+// of wg's, each call on a goroutine of its own: a load that does not
+// depend on how fast it is answered.
+func tickUntil(ctx context.Context, wg *sync.WaitGroup, every time.Duration, f func()) {
+	wg.Go(func() {
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				wg.Go(f)
+			}
+		}
+	})
 }

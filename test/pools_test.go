@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"github.com/meterproxy/meterproxy/test/procs"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
@@ -75,18 +76,7 @@ func poolRun(ctx context.Context, t *testing.T, urls []string, bulkModels []stri
 			})
 		}
 	}
-	wg.Go(func() {
-		tk := time.NewTicker(chatEvery)
-		defer tk.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-				wg.Go(func() { send(t.Context(), chatKey, chatModel) })
-			}
-		}
-	})
+	tickUntil(ctx, &wg, chatEvery, func() { send(t.Context(), chatKey, chatModel) })
 	wg.Wait()
 	return answers
 }
@@ -206,22 +196,16 @@ func TestPoolHeldOnItsOwnHeaders(t *testing.T) {
 	defer stop()
 	var bigHeld, smallHeld atomic.Bool
 	var watch sync.WaitGroup
-	watch.Go(func() {
-		tk := time.NewTicker(100 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-				m := scrape(t, p.AdminURL)
-				if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "big"}) > 0 {
-					bigHeld.Store(true)
-				}
-				if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "small"}) > 0 {
-					smallHeld.Store(true)
-				}
-			}
+	tickUntil(ctx, &watch, 100*time.Millisecond, func() {
+		m, err := procs.Scrape(ctx, p.AdminURL)
+		if err != nil {
+			return // the run ended during the scrape
+		}
+		if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "big"}) > 0 {
+			bigHeld.Store(true)
+		}
+		if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "small"}) > 0 {
+			smallHeld.Store(true)
 		}
 	})
 	answers := poolRun(ctx, t, []string{p.URL}, []string{"gpt-4o", "gpt-4o-mini"}, "gpt-4o-mini", time.Second)

@@ -215,25 +215,11 @@ func runProviderAccounting(t *testing.T, srv *redistest.Server, replicas int, tc
 	// Interactive and the other client on tickers: their load does not
 	// depend on how fast they are answered.
 	var chatSent atomic.Int64
-	tick := func(every time.Duration, f func()) {
-		wg.Go(func() {
-			tk := time.NewTicker(every)
-			defer tk.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tk.C:
-					wg.Go(f)
-				}
-			}
-		})
-	}
-	tick(chatEvery, func() {
+	tickUntil(ctx, &wg, chatEvery, func() {
 		chatSent.Add(1)
 		send(t.Context(), "interactive", proxyURL(), chatKey, chatBody)
 	})
-	tick(otherEvery, func() { send(t.Context(), "other", up.URL+path, otherKey, otherBody) })
+	tickUntil(ctx, &wg, otherEvery, func() { send(t.Context(), "other", up.URL+path, otherKey, otherBody) })
 	wg.Wait()
 
 	// The provider's own accounting, from its log: per bucket, what it
