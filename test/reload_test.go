@@ -137,3 +137,51 @@ func TestReloadInFlightLimit(t *testing.T) {
 		t.Errorf("meterproxy_in_flight_limit %v after a reload to 50", got)
 	}
 }
+
+// TestReloadPools: a SIGHUP adds a pool, which admits at once under its own
+// label, and a later one removes it, whose series then go; requests for
+// its model draw on the account again.
+func TestReloadPools(t *testing.T) {
+	fake := fakeprovider.New(fakeprovider.Config{})
+	cfg := baseConfig(startUpstream(t, fake).URL)
+	path := cfg.write(t)
+	p := startProxyFile(t, path, nil)
+	client := newClient(t, 2)
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+	reload := func(n float64) {
+		t.Helper()
+		writeYAML(t, path, cfg)
+		if err := p.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the reload", func() bool {
+			return sum(scrape(t, p.AdminURL), "meterproxy_config_reloads_total", map[string]string{"result": "success"}) >= n
+		})
+	}
+	admitted := func(pool string) float64 {
+		return sum(scrape(t, p.AdminURL), "meterproxy_admissions_total", map[string]string{"pool": pool, "outcome": "admitted"})
+	}
+	cfg.set("account.models", []map[string]any{{"name": "mini", "match": []string{"gpt-4o-mini*"}, "requests_per_minute": 600, "max_in_flight": 7}})
+	reload(1)
+	if got := sum(scrape(t, p.AdminURL), "meterproxy_in_flight_limit", map[string]string{"pool": "mini"}); got != 7 {
+		t.Fatalf("meterproxy_in_flight_limit{pool=mini} %v after the reload that added it, want 7", got)
+	}
+	if status, _, b := post(t, client, p.URL+"/v1/chat/completions", body, nil); status != 200 {
+		t.Fatalf("a request for the new pool's model: %d %s", status, b)
+	}
+	if got := admitted("mini"); got != 1 {
+		t.Fatalf("admitted in pool mini: %v, want 1", got)
+	}
+	cfg.set("account.models", []map[string]any{})
+	reload(2)
+	if m := scrape(t, p.AdminURL); m.Sum("meterproxy_in_flight_limit", map[string]string{"pool": "mini"}) != 0 {
+		t.Fatal("the removed pool still exports its in-flight bound")
+	}
+	before := admitted("default")
+	if status, _, b := post(t, client, p.URL+"/v1/chat/completions", body, nil); status != 200 {
+		t.Fatalf("a request for the removed pool's model: %d %s", status, b)
+	}
+	if got := admitted("default") - before; got != 1 {
+		t.Fatalf("admitted in the account's pool after the removal: %v, want 1", got)
+	}
+}
