@@ -78,7 +78,9 @@ type Live struct {
 // progress finish under the one they started with. New caller names get
 // their metric series.
 func (h *Handler) Reconfigure(l Live) {
-	h.m.preinitAll(h.admitter.Pools(), l.Classifier.Callers())
+	pools := h.admitter.Pools()
+	h.m.preinitAll(pools, l.Classifier.Callers())
+	h.last.keep(append(pools, poolNone))
 	h.live.Store(&l)
 }
 

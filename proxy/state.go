@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,12 +17,17 @@ type State struct {
 	// ConfigVersion identifies the configuration in force.
 	ConfigVersion string `json:"config_version"`
 	quota.State
-	// Upstream is the provider's last reported account state.
+	// Upstream is the provider's last report, of any pool's model.
 	Upstream *UpstreamState `json:"upstream,omitempty"`
+	// UpstreamPools are the provider's last report of each pool's model,
+	// by pool.
+	UpstreamPools map[string]*UpstreamState `json:"upstream_pools,omitempty"`
 }
 
 // UpstreamState is the provider's last report, as parsed.
 type UpstreamState struct {
+	// Pool is the pool whose model the report was about.
+	Pool       string       `json:"pool"`
 	ObservedAt time.Time    `json:"observed_at"`
 	Requests   BucketReport `json:"requests"`
 	Tokens     BucketReport `json:"tokens"`
@@ -43,29 +50,49 @@ func bucketReport(w ratelimit.Bucket) BucketReport {
 	return r
 }
 
-// lastReport keeps the provider's last report that said anything known.
+// lastReport keeps the provider's last report that said anything known,
+// of any pool and of each.
 type lastReport struct {
-	mu sync.Mutex
-	u  *UpstreamState
+	mu     sync.Mutex
+	u      *UpstreamState
+	byPool map[string]*UpstreamState
 }
 
-func (l *lastReport) set(o ratelimit.Observation, status int, at time.Time) {
-	u := &UpstreamState{ObservedAt: at, Requests: bucketReport(o.Requests), Tokens: bucketReport(o.Tokens), Status: status}
+// set records o, a report on pool's model.
+func (l *lastReport) set(pool string, o ratelimit.Observation, status int, at time.Time) {
+	u := &UpstreamState{Pool: pool, ObservedAt: at, Requests: bucketReport(o.Requests), Tokens: bucketReport(o.Tokens), Status: status}
 	if o.RetryAfter > 0 {
 		u.RetryAfter = o.RetryAfter.Seconds()
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.u = u
-	l.mu.Unlock()
+	if l.byPool == nil {
+		l.byPool = map[string]*UpstreamState{}
+	}
+	l.byPool[pool] = u
 }
 
-func (l *lastReport) get() *UpstreamState {
+// keep forgets the reports of pools not in pools (removed by a reload),
+// so the map stays bounded by the configuration.
+func (l *lastReport) keep(pools []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.u
+	for p := range l.byPool {
+		if !slices.Contains(pools, p) {
+			delete(l.byPool, p)
+		}
+	}
+}
+
+func (l *lastReport) get() (*UpstreamState, map[string]*UpstreamState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.u, maps.Clone(l.byPool)
 }
 
 // State returns the live numbers for /admin/state. Safe for concurrent use.
 func (h *Handler) State() State {
-	return State{ConfigVersion: h.live.Load().ConfigVersion, State: h.admitter.State(), Upstream: h.last.get()}
+	last, byPool := h.last.get()
+	return State{ConfigVersion: h.live.Load().ConfigVersion, State: h.admitter.State(), Upstream: last, UpstreamPools: byPool}
 }

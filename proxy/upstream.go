@@ -119,7 +119,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	if !known && throttle == 0 {
 		return
 	}
-	h.last.set(obs, resp.StatusCode, now)
+	h.last.set(ex.poolLabel(), obs, resp.StatusCode, now)
 	hold, _ := obs.BelowReserve(ex.live.Reserve, refillOf(ex.live.Refill, ex.dialect, resp.Header)) // 0 when above
 	hold = min(hold, h.maxHold)
 	// The observation is dated when the request was sent, not when its

@@ -221,6 +221,27 @@ func TestPoolHeldOnItsOwnHeaders(t *testing.T) {
 	if bigHeld.Load() {
 		t.Error("bulk on the big model was held: another model's headers moved its pool")
 	}
+	// /admin/state: every pool, and the provider's last word on each
+	// pool's own model.
+	res, err := http.Get(p.AdminURL + "/admin/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	var state struct {
+		Pools         map[string]json.RawMessage `json:"pools"`
+		UpstreamPools map[string]struct {
+			Requests struct {
+				Limit int64 `json:"limit"`
+			} `json:"requests"`
+		} `json:"upstream_pools"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&state); err != nil {
+		t.Fatal(err)
+	}
+	if len(state.Pools) != 3 || state.UpstreamPools["small"].Requests.Limit != smallReal || state.UpstreamPools["big"].Requests.Limit != 60000 {
+		t.Errorf("/admin/state: pools %d, upstream by pool %+v; want default, big and small, and each pool's own model's limit", len(state.Pools), state.UpstreamPools)
+	}
 	byModel := arrivalsByModel(t, fake.Requests())
 	big := 0
 	for _, n := range byModel["gpt-4o"] {
