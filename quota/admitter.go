@@ -33,6 +33,9 @@ type Admitter struct {
 	// pools are the pools' limiters, by pool name (pool.go), the account's
 	// under accountPool; Reconfigure adds and removes model pools.
 	pools map[string]*poolRun
+	// gate decides callers' caps across pools (gate.go); nil without
+	// account.models or without caps.
+	gate *poolRun
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup
@@ -66,6 +69,9 @@ type Request struct {
 	// Tokens is the request's token estimate, charged at admission when
 	// account.tokens_per_minute is enforced (Lease.Correct settles it).
 	Tokens int64
+	// until, when set, ends the wait before the class's max_wait: what is
+	// left of it after the caps gate (gate.go).
+	until time.Time
 }
 
 // New returns the Admitter cfg describes. It does not wait for Redis: a
@@ -79,10 +85,12 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{}}
 	a.cfg.Store(&cfg)
 	caps := capsOf(d.Callers)
+	gate := gated(cfg, caps)
 	for _, name := range poolNames(cfg) {
-		a.pools[name] = &poolRun{l: a.newPool(cfg, name, caps)}
+		a.pools[name] = &poolRun{l: a.newPool(cfg, name, poolCaps(gate, caps))}
 	}
 	a.limiter = a.pools[accountPool].l
+	a.setGateLocked(cfg, caps)
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
@@ -98,7 +106,11 @@ func poolNames(cfg Config) []string {
 
 // newPool returns the limiter of the pool named name under cfg.
 func (a *Admitter) newPool(cfg Config, name string, caps map[string]callerCap) *limiter {
-	pc := cfg.Pool(name)
+	return a.newLimiter(cfg.Pool(name), name, caps)
+}
+
+// newLimiter returns a limiter enforcing pc, as pool name.
+func (a *Admitter) newLimiter(pc Config, name string, caps map[string]callerCap) *limiter {
 	l := newLimiter(pc, pc.Enforced(), caps, a.backend.Store, a.backend.Heartbeat, a.log)
 	l.pool = name
 	l.OnStoreCall(func(d time.Duration, err error) {
@@ -128,7 +140,11 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // under on_error "closed", ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
-	return a.pool(req.Pool).Admit(ctx, req)
+	l := a.pool(req.Pool)
+	if gate := a.gateFor(req.Caller); gate != nil {
+		return admitGated(ctx, gate, l, req)
+	}
+	return l.Admit(ctx, req)
 }
 
 // pool is the limiter of the pool named name: the account's when name is
@@ -164,18 +180,20 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 	caps := capsOf(callers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	own := poolCaps(gated(cfg, caps), caps)
 	keep := map[string]bool{}
 	for _, name := range poolNames(cfg) {
 		keep[name] = true
 		if p, ok := a.pools[name]; ok {
 			pc := cfg.Pool(name)
-			p.l.Reconfigure(pc, pc.Enforced(), caps)
+			p.l.Reconfigure(pc, pc.Enforced(), own)
 			continue
 		}
-		p := &poolRun{l: a.newPool(cfg, name, caps)}
+		p := &poolRun{l: a.newPool(cfg, name, own)}
 		a.pools[name] = p
 		a.startLocked(p)
 	}
+	a.setGateLocked(cfg, caps)
 	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist
 	for name, p := range a.pools {
 		if !keep[name] {
@@ -196,6 +214,9 @@ func (a *Admitter) Run(ctx context.Context) error {
 	a.run = ctx
 	for _, p := range a.pools {
 		a.startLocked(p)
+	}
+	if a.gate != nil {
+		a.startLocked(a.gate)
 	}
 	a.mu.Unlock()
 	<-ctx.Done()
@@ -271,11 +292,22 @@ func (a *Admitter) State() State {
 	st := State{
 		Store:     StoreState{Mode: mode, Degraded: a.backend.Degraded()},
 		PoolState: a.limiter.state(),
-		Caps:      a.limiter.capState(),
+		Caps:      a.capLimiter().capState(),
 		Pools:     map[string]PoolState{},
 	}
 	a.eachPool(func(name string, l *limiter) { st.Pools[name] = l.state() })
 	return st
+}
+
+// capLimiter is the limiter that decides the callers' caps: the gate's,
+// else the account's.
+func (a *Admitter) capLimiter() *limiter {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gate != nil {
+		return a.gate.l
+	}
+	return a.limiter
 }
 
 // Pools are the pools' names as metrics label them (the account's is

@@ -12,6 +12,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// runAdmitter builds the Admitter of cfg and callers over the in-process
+// store and runs it until the test ends.
+func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter {
+	t.Helper()
+	a, err := New(cfg, Deps{Callers: callers, Log: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return a
+}
+
 // TestAdmitterPools: each account.models pool admits on its own windows,
 // a model resolves to the first pool that matches, and a reload adds a
 // pool that serves at once and removes one whose waiters are refused with
@@ -20,19 +40,7 @@ func TestAdmitterPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := smallConfig() // the account: 2 interactive a second
 		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
-		a, err := New(cfg, Deps{Log: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
+		a := runAdmitter(t, cfg, nil)
 		if got := a.PoolFor("gpt-4o-mini"); got != "gpt-4o" {
 			t.Fatalf("PoolFor(gpt-4o-mini) = %q", got)
 		}
@@ -77,6 +85,62 @@ func TestAdmitterPools(t *testing.T) {
 		}
 		if st := a.State(); len(st.Pools) != 2 || st.Pools["mini"].InFlight["interactive"] != 1 || st.Pools[DefaultPool].InFlight["interactive"] != 2 {
 			t.Fatalf("state pools %+v; want default with 2 in flight and mini with 1", st.Pools)
+		}
+	})
+}
+
+// TestCapsAcrossPools: with account.models set, a caller's cap is one
+// across pools (the caps gate): capped at 2 in flight, it holds 2 in all
+// pools together, its third request waits until one ends, whichever pool
+// it is for; an uncapped caller is not gated at all. Without models, the
+// account's own store call decides caps and there is no gate.
+func TestCapsAcrossPools(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
+		callers := []classify.Caller{{Name: "capped", Class: classify.Bulk, MaxInFlight: 2}, {Name: "free", Class: classify.Bulk}}
+		a := runAdmitter(t, cfg, callers)
+		admit := func(pool, caller string) (*Lease, error) {
+			return a.Admit(t.Context(), Request{Pool: pool, Class: classify.Bulk, Caller: caller})
+		}
+		first, err := admit(accountPool, "capped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admit("gpt-4o", "capped"); err != nil {
+			t.Fatal(err)
+		}
+		third := make(chan error, 1)
+		go func() {
+			l, err := admit("gpt-4o", "capped")
+			if err == nil && !l.Held() {
+				err = errors.New("admitted without waiting")
+			}
+			third <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-third:
+			t.Fatalf("a third request of a caller capped at 2, in the other pool, was answered: %v", err)
+		default:
+		}
+		for range 5 {
+			if _, err := admit("gpt-4o", "free"); err != nil {
+				t.Fatalf("an uncapped caller: %v", err)
+			}
+		}
+		if got := a.State().Caps["capped"].FleetInFlight; got != 2 {
+			t.Fatalf("the cap's count %d, want 2 (one in each pool)", got)
+		}
+		first.Release() // the account's: the third, for gpt-4o, goes
+		if err := <-third; err != nil {
+			t.Fatalf("the third request once one ended: %v", err)
+		}
+		// A reload without models: the gate goes, the account decides caps.
+		next := DefaultConfig()
+		a.Reconfigure(next, callers)
+		if g := a.gateFor("capped"); g != nil {
+			t.Fatal("a gate without pools")
 		}
 	})
 }

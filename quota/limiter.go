@@ -134,6 +134,9 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	cq := &l.classes[c]
 	l.mu.Lock()
 	maxWait := cq.maxWait
+	if !req.until.IsZero() {
+		maxWait = min(maxWait, max(0, time.Until(req.until)))
+	}
 	if l.closed {
 		err := l.closeErr
 		l.mu.Unlock()
@@ -258,6 +261,9 @@ type Lease struct {
 	settled  atomic.Bool
 	// cap is the caller's cap the request holds a slot under, or nil.
 	cap *capCount
+	// gate is its slot under its caller's cap in the caps gate (gate.go),
+	// or nil; released with it.
+	gate *Lease
 }
 
 // Correct settles the token charge with the request's real usage: the
@@ -286,12 +292,15 @@ func (s *Lease) Spent(output int64) {
 }
 
 // Held reports whether the request had to wait for a later window or a
-// released slot before it was admitted.
-func (s *Lease) Held() bool { return s.held }
+// released slot (its cap's included) before it was admitted.
+func (s *Lease) Held() bool { return s.held || (s.gate != nil && s.gate.held) }
 
 // Release returns the slot. It never blocks on the store: the admission
 // loop tells the store on its next call. Calls after the first do nothing.
 func (s *Lease) Release() {
+	if s.gate != nil {
+		s.gate.Release()
+	}
 	if s.released.CompareAndSwap(false, true) {
 		s.l.inFlight[s.class].Add(-1)
 		if s.cap != nil {

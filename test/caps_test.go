@@ -2,6 +2,7 @@ package test
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,11 +49,19 @@ func (c *concurrency) peak(key string) int {
 // steadily beside it. The upstream never sees more than 3 of the runaway's
 // requests at once nor more than its rate; its surplus is refused with
 // caller_cap_exceeded; other-batch is never refused and never waits behind
-// the runaway's queue.
+// the runaway's queue. Then again with two pools (account.models), the
+// runaway's requests split between them: its cap is one across pools.
 func TestCallerCapsOnTheFleet(t *testing.T) {
 	if testing.Short() {
-		t.Skip("4 s fleet run; skipped with -short")
+		t.Skip("4 s fleet runs; skipped with -short")
 	}
+	t.Run("one pool", func(t *testing.T) { runCallerCaps(t, false) })
+	t.Run("across pools", func(t *testing.T) { runCallerCaps(t, true) })
+}
+
+// runCallerCaps is TestCallerCapsOnTheFleet's run, with a second pool
+// that half the runaway's requests name when pools is set.
+func runCallerCaps(t *testing.T, pools bool) {
 	const (
 		capInFlight = 3
 		capRPM      = 300 // 5 a second
@@ -73,6 +82,9 @@ func TestCallerCapsOnTheFleet(t *testing.T) {
 			"max_in_flight": capInFlight, "requests_per_minute": capRPM},
 		{"name": "other-batch", "key_env": "BATCH_KEY", "class": "bulk"},
 	})
+	if pools {
+		cfg.set("account.models", []map[string]any{{"name": "other-model", "match": []string{"m2"}, "requests_per_minute": 60000, "max_in_flight": 100}})
+	}
 	env := append([]string{"BATCH_KEY=" + batchKey}, fleetEnv...)
 	replicas := []string{startProxy(t, cfg, env, importKey, batchKey).URL, startProxy(t, cfg, env, importKey, batchKey).URL}
 	client := newClient(t, 64)
@@ -83,6 +95,10 @@ func TestCallerCapsOnTheFleet(t *testing.T) {
 	stop := start.Add(runFor)
 	for i := range 16 {
 		wg.Go(func() {
+			body := body
+			if pools && i%4 >= 2 {
+				body = strings.Replace(body, `"m"`, `"m2"`, 1) // the other pool, from both replicas
+			}
 			for time.Now().Before(stop) {
 				status, _, b := post(t, client, replicas[i%2]+"/v1/chat/completions", body,
 					map[string]string{"Authorization": "Bearer " + importKey})
