@@ -30,6 +30,38 @@ func poolModels(cfg config, bigRPM, smallRPM int) {
 	})
 }
 
+// poolProxies starts replicas meterproxy replicas in front of upURL with
+// the two pools at bigRPM and smallRPM: one in process, more on srv, a
+// fleet.
+func poolProxies(t *testing.T, srv *redistest.Server, replicas int, upURL string, bigRPM, smallRPM int) []*procs.Proxy {
+	t.Helper()
+	cfg := baseConfig(upURL)
+	cfg.withCallers()
+	if replicas > 1 {
+		cfg = fleetConfig(upURL, srv, redistest.Prefix(t))
+		cfg.set("store.timeout", "1s") // about pools, not Redis faults
+		cfg.set("account.expected_replicas", replicas)
+	}
+	cfg.set("log.level", "info")
+	cfg.set("account.requests_per_minute", 60000)
+	poolModels(cfg, bigRPM, smallRPM)
+	cfg.set("classes.bulk.max_wait", "30s")
+	ps := make([]*procs.Proxy, replicas)
+	for i := range ps {
+		ps[i] = startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	}
+	return ps
+}
+
+// urlsOf are the proxies' URLs.
+func urlsOf(ps []*procs.Proxy) []string {
+	urls := make([]string, len(ps))
+	for i, p := range ps {
+		urls[i] = p.URL
+	}
+	return urls
+}
+
 // poolRun is a run of traffic per model through urls (spread over them),
 // until ctx ends: a bulk flood on each of bulkModels and interactive
 // traffic on chatModel every chatEvery. It returns the answers' statuses
@@ -122,21 +154,7 @@ func TestPoolsPerModel(t *testing.T) {
 			fake := fakeprovider.New(fakeprovider.Config{RPM: 60000, RecordBodies: true, Latency: 20 * time.Millisecond,
 				Models: []fakeprovider.ModelLimits{{Name: "gpt-4o", RPM: bigRPM}, {Name: "gpt-4o-mini", RPM: smallRPM}}})
 			up := startUpstream(t, fake)
-			cfg := baseConfig(up.URL)
-			cfg.withCallers()
-			if replicas > 1 {
-				cfg = fleetConfig(up.URL, srv, redistest.Prefix(t))
-				cfg.set("store.timeout", "1s") // about pools, not Redis faults
-				cfg.set("account.expected_replicas", replicas)
-			}
-			cfg.set("log.level", "info")
-			cfg.set("account.requests_per_minute", 60000)
-			poolModels(cfg, bigRPM, smallRPM)
-			cfg.set("classes.bulk.max_wait", "30s")
-			urls := make([]string, replicas)
-			for i := range urls {
-				urls[i] = startProxy(t, cfg, fleetEnv, chatKey, importKey).URL
-			}
+			urls := urlsOf(poolProxies(t, srv, replicas, up.URL, bigRPM, smallRPM))
 			ctx, stop := context.WithTimeout(t.Context(), runFor)
 			defer stop()
 			answers := poolRun(ctx, t, urls, []string{"gpt-4o", "gpt-4o-mini"}, "gpt-4o", 250*time.Millisecond)
@@ -172,11 +190,20 @@ func TestPoolsPerModel(t *testing.T) {
 // TestPoolHeldOnItsOwnHeaders: the upstream's real limit on the small
 // model is a tenth of what its pool is configured for. Bulk on that model
 // is held on the upstream's headers for it; bulk on the big model is never
-// held; neither model gets a 429.
+// held; neither model gets a 429. Through one replica and through a fleet
+// of three on Redis.
 func TestPoolHeldOnItsOwnHeaders(t *testing.T) {
 	if testing.Short() {
-		t.Skip("12 s run; skipped with -short")
+		t.Skip("12 s runs; skipped with -short")
 	}
+	srv := redistest.Start(t)
+	for _, replicas := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) { runPoolHeld(t, srv, replicas) })
+	}
+}
+
+// runPoolHeld is one run of TestPoolHeldOnItsOwnHeaders.
+func runPoolHeld(t *testing.T, srv *redistest.Server, replicas int) {
 	const (
 		bigRPM, smallRPM = 1200, 1200 // configured: 20 a second each
 		smallReal        = 120        // the upstream's real limit on the small model: 2 a second
@@ -185,30 +212,27 @@ func TestPoolHeldOnItsOwnHeaders(t *testing.T) {
 	fake := fakeprovider.New(fakeprovider.Config{RPM: 60000, RecordBodies: true, Latency: 20 * time.Millisecond,
 		Models: []fakeprovider.ModelLimits{{Name: "gpt-4o", RPM: 60000}, {Name: "gpt-4o-mini", RPM: smallReal}}})
 	up := startUpstream(t, fake)
-	cfg := baseConfig(up.URL)
-	cfg.withCallers()
-	cfg.set("log.level", "info")
-	cfg.set("account.requests_per_minute", 60000)
-	poolModels(cfg, bigRPM, smallRPM)
-	cfg.set("classes.bulk.max_wait", "30s")
-	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	ps := poolProxies(t, srv, replicas, up.URL, bigRPM, smallRPM)
+	p := ps[0]
 	ctx, stop := context.WithTimeout(t.Context(), runFor)
 	defer stop()
 	var bigHeld, smallHeld atomic.Bool
 	var watch sync.WaitGroup
-	tickUntil(ctx, &watch, 100*time.Millisecond, func() {
-		m, err := procs.Scrape(ctx, p.AdminURL)
-		if err != nil {
-			return // the run ended during the scrape
-		}
-		if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "big"}) > 0 {
-			bigHeld.Store(true)
-		}
-		if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "small"}) > 0 {
-			smallHeld.Store(true)
-		}
-	})
-	answers := poolRun(ctx, t, []string{p.URL}, []string{"gpt-4o", "gpt-4o-mini"}, "gpt-4o-mini", time.Second)
+	for _, rp := range ps {
+		tickUntil(ctx, &watch, 100*time.Millisecond, func() {
+			m, err := procs.Scrape(ctx, rp.AdminURL)
+			if err != nil {
+				return // the run ended during the scrape
+			}
+			if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "big"}) > 0 {
+				bigHeld.Store(true)
+			}
+			if m.Sum("meterproxy_upstream_hold_seconds", map[string]string{"pool": "small"}) > 0 {
+				smallHeld.Store(true)
+			}
+		})
+	}
+	answers := poolRun(ctx, t, urlsOf(ps), []string{"gpt-4o", "gpt-4o-mini"}, "gpt-4o-mini", time.Second)
 	watch.Wait()
 	st := fake.Stats()
 	t.Logf("answers %v; the upstream served %d, refused %d", answers, st.Served, st.RateLimited)
