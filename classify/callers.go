@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/meterproxy/meterproxy/internal/configcheck"
@@ -32,6 +33,9 @@ type Caller struct {
 	// RequestsPerMinute caps this caller's admissions per minute,
 	// fleet-wide, inside its class's share; 0 means no cap of its own.
 	RequestsPerMinute int64 `koanf:"requests_per_minute"`
+	// Weight is the caller's share of its class against the class's other
+	// callers (classes.<class>.fairness: callers); 0 means 1.
+	Weight float64 `koanf:"weight"`
 }
 
 // ValidateCallers reports every problem in callers at once, each naming its
@@ -80,6 +84,9 @@ func compileCallers(callers []Caller, getenv func(string) string) ([]entry, erro
 		}
 		if !c.Class.Valid() {
 			bad(key+".class", "must be \"interactive\" or \"bulk\", got %s", c.Class)
+		}
+		if math.IsNaN(c.Weight) || c.Weight < 0 || c.Weight > 1000 {
+			bad(key+".weight", "must be between 0 (= 1) and 1000, got %g", c.Weight)
 		}
 		if c.MaxInFlight < 0 {
 			bad(key+".max_in_flight", "must be >= 0 (0 = no cap), got %d", c.MaxInFlight)

@@ -88,6 +88,7 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	gate := gated(cfg, caps)
 	for _, name := range poolNames(cfg) {
 		a.pools[name] = &poolRun{l: a.newPool(cfg, name, poolCaps(gate, caps))}
+		a.pools[name].l.setWeights(weightsOf(d.Callers))
 	}
 	a.limiter = a.pools[accountPool].l
 	a.setGateLocked(cfg, caps)
@@ -187,9 +188,11 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 		if p, ok := a.pools[name]; ok {
 			pc := cfg.Pool(name)
 			p.l.Reconfigure(pc, pc.Enforced(), own)
+			p.l.setWeights(weightsOf(callers))
 			continue
 		}
 		p := &poolRun{l: a.newPool(cfg, name, own)}
+		p.l.setWeights(weightsOf(callers))
 		a.pools[name] = p
 		a.startLocked(p)
 	}

@@ -45,6 +45,9 @@ type InteractiveConfig struct {
 	MaxWait time.Duration `koanf:"max_wait"`
 	// MaxQueue is how many requests may wait at once; more get an immediate 429.
 	MaxQueue int `koanf:"max_queue"`
+	// Fairness shares the class between its callers (callers, the
+	// default) or serves it first come, first served (fifo).
+	Fairness Fairness `koanf:"fairness"`
 }
 
 // BulkConfig is the bulk class: imports, batch jobs, worker fleets.
@@ -58,6 +61,9 @@ type BulkConfig struct {
 	MaxWait time.Duration `koanf:"max_wait"`
 	// MaxQueue is how many requests may wait at once; more get an immediate 429.
 	MaxQueue int `koanf:"max_queue"`
+	// Fairness shares the class between its callers (callers, the
+	// default) or serves it first come, first served (fifo).
+	Fairness Fairness `koanf:"fairness"`
 }
 
 // ClassesConfig holds the two classes.
@@ -101,8 +107,8 @@ func DefaultConfig() Config {
 	return Config{
 		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1, Models: []ModelPool{}},
 		Classes: ClassesConfig{
-			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000},
-			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000},
+			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000, Fairness: FairCallers},
+			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: FairCallers},
 		},
 		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond, Heartbeat: time.Second},
 	}
@@ -141,6 +147,11 @@ func (c Config) Validate() error {
 	}
 	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
+	for key, f := range map[string]Fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
+		if f != "" && !f.Valid() { // "" is the default, callers
+			bad(key, "must be callers or fifo, got %q", f)
+		}
+	}
 	if !c.Store.OnError.Valid() {
 		bad("store.on_error", "must be local, open or closed, got %q", c.Store.OnError)
 	}

@@ -80,8 +80,8 @@ func (l *limiter) grantLocked(c classify.Class, w *waiter, grant bool) bool {
 	} else if !grant {
 		return false
 	}
+	w.granted = true // before dequeueLocked: fair queuing counts it served
 	l.dequeueLocked(c, w)
-	w.granted = true
 	w.held = w.held || w.gen != cq.shortfalls
 	// Counted before the waiter can run: its Release must never find the
 	// count without it (it went to -1 for a moment).

@@ -36,6 +36,8 @@ type limiter struct {
 	closeErr error
 	// caps are the capped callers (caps.go), by name.
 	caps map[string]*capCount
+	// weights are the callers' fair-queuing weights, by name (1 if absent).
+	weights map[string]float64
 	// credits are grants taken ahead of demand; guarded by mu.
 	credits credits
 	// prefetch, set before Run, lets the loop take credits.
@@ -84,6 +86,8 @@ type classQueue struct {
 	// a waiter that saw one (joined before it, or while short) was held.
 	shortfalls uint64
 	short      bool
+	// fair shares the class between callers (fair.go).
+	fair fairShare
 }
 
 // newLimiter returns a limiter for cfg's classes and the callers' caps over
@@ -116,6 +120,8 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits, caps map[string]callerC
 	l.dropCreditsLocked(classify.Classes[:]...) // taken under the old limits
 	l.classes[classify.Interactive].maxWait, l.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	l.classes[classify.Bulk].maxWait, l.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
+	l.classes[classify.Interactive].fair.on = ic.Fairness != FairFIFO
+	l.classes[classify.Bulk].fair.on = bc.Fairness != FairFIFO
 	l.mu.Unlock()
 	l.reconfigured.Store(true)
 	notify(l.freed) // a waiter blocked under the old limits may go now
@@ -158,6 +164,10 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: l.retryAfter(c, n)}
 	}
 	w := &waiter{done: make(chan struct{}), cost: max(0, req.Tokens), cap: cc}
+	w.flow, w.weight, w.fairCost = req.Caller, l.weightOfLocked(req.Caller), 1
+	if l.limits.Load().enforced.AccountTPM > 0 && w.cost > 0 {
+		w.fairCost = float64(w.cost) // service counted in what the pool limits
+	}
 	w.gen, w.held = cq.shortfalls, cq.short
 	l.enqueueLocked(c, w)
 	l.mu.Unlock()
@@ -213,7 +223,13 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 // enqueueLocked adds w to class c's queue.
 func (l *limiter) enqueueLocked(c classify.Class, w *waiter) {
 	cq := &l.classes[c]
-	cq.q.push(w)
+	if cq.fair.on {
+		w.tag = cq.fair.tag(w.flow, w.weight, w.fairCost)
+		cq.q.insertByTag(w)
+	} else {
+		w.tag = 0
+		cq.q.push(w)
+	}
 	if w.cap != nil {
 		cq.capped++
 		w.cap.queued[c]++
@@ -230,6 +246,13 @@ func (l *limiter) dequeueLocked(c classify.Class, w *waiter) {
 	if w.cap != nil {
 		cq.capped--
 		w.cap.queued[c]--
+	}
+	if cq.fair.on && w.weight > 0 {
+		if w.granted {
+			cq.fair.granted(w.tag)
+		} else {
+			cq.fair.untag(w.flow, w.tag, w.weight, w.fairCost)
+		}
 	}
 }
 
@@ -386,4 +409,31 @@ func notify(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// setWeights sets the callers' fair-queuing weights (callers[].weight):
+// requests that arrive from now on are tagged with them.
+func (l *limiter) setWeights(weights map[string]float64) {
+	l.mu.Lock()
+	l.weights = weights
+	l.mu.Unlock()
+}
+
+// weightOfLocked is caller's weight: 1 unless configured.
+func (l *limiter) weightOfLocked(caller string) float64 {
+	if w := l.weights[caller]; w > 0 {
+		return w
+	}
+	return 1
+}
+
+// weightsOf are the callers' configured weights, by name.
+func weightsOf(callers []classify.Caller) map[string]float64 {
+	w := map[string]float64{}
+	for _, c := range callers {
+		if c.Weight > 0 {
+			w[c.Name] = c.Weight
+		}
+	}
+	return w
 }

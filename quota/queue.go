@@ -25,6 +25,12 @@ type waiter struct {
 	capWait bool
 	// capSlot says its grant took a slot under its cap.
 	capSlot bool
+	// flow, weight, fairCost and tag are its place in fair queuing
+	// (fair.go): its caller, the caller's weight, what it costs the class,
+	// and its start tag. tag is 0 under FIFO.
+	flow             string
+	weight, fairCost float64
+	tag              float64
 }
 
 // lease is the Lease of a granted waiter; it holds a slot under the
@@ -45,14 +51,25 @@ type queue struct {
 	n          int
 }
 
-func (q *queue) push(w *waiter) {
-	w.prev, w.next, w.queued = q.tail, nil, true
-	if q.tail != nil {
-		q.tail.next = w
+func (q *queue) push(w *waiter) { q.insertBefore(w, nil) }
+
+// insertBefore puts w just before at, or at the tail when at is nil.
+func (q *queue) insertBefore(w, at *waiter) {
+	prev := q.tail
+	if at != nil {
+		prev = at.prev
+	}
+	w.prev, w.next, w.queued = prev, at, true
+	if prev != nil {
+		prev.next = w
 	} else {
 		q.head = w
 	}
-	q.tail = w
+	if at != nil {
+		at.prev = w
+	} else {
+		q.tail = w
+	}
 	q.n++
 }
 

@@ -61,6 +61,8 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 				`classify.unknown_callers: must be "forward" or "reject", got "sometimes"`}},
 		{"no hold bound", "upstream: {max_hold: 0s}\n", nil, []string{"upstream.max_hold: must be > 0"}},
 		{"output budget", "account: {output_tokens_per_minute: -1}\n", nil, []string{"account.output_tokens_per_minute: must be between 0 (not enforced) and 1000000000, got -1"}},
+		{"fairness and weight", "classes: {bulk: {fairness: random}}\ncallers:\n  - {name: a, key_env: K, class: bulk, weight: -2}\n", []string{"K=secret"},
+			[]string{`classes.bulk.fairness: must be callers or fifo, got "random"`, "callers[0].weight: must be between 0 (= 1) and 1000, got -2"}},
 		{"refill model", "upstream: {refill: linear}\n", nil, []string{`upstream.refill: must be auto, continuous or window, got "linear"`}},
 		{"every problem at once", "server:\n  lisen: x\nclasses:\n  interactive: {share: -1}\nlog: {level: loud}\n", nil,
 			[]string{"server.lisen", "classes.interactive.share", "log.level"}},

@@ -1,0 +1,151 @@
+package quota
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// fairConfig admits 3 interactive requests a second, the whole account,
+// with room for everything to queue.
+func fairConfig(f Fairness) Config {
+	cfg := DefaultConfig()
+	cfg.Account.RequestsPerMinute = 180
+	cfg.Account.MaxInFlight = 1000
+	cfg.Classes.Interactive = InteractiveConfig{Share: 1, MaxWait: time.Hour, MaxQueue: 1000, Fairness: f}
+	cfg.Classes.Bulk = BulkConfig{MaxWait: time.Hour, MaxQueue: 10, Fairness: f}
+	return cfg
+}
+
+// fairRun queues, in this order, n requests of each caller of sends (each
+// costing its cost), plus late ones at their arrival times, on a limiter
+// of cfg with weights, and returns who was granted, in order, within
+// runFor.
+type fairSend struct {
+	caller string
+	n      int
+	cost   int64
+	at     time.Duration // 0: at the start
+}
+
+func fairRun(t *testing.T, cfg Config, weights map[string]float64, sends []fairSend, runFor time.Duration) []string {
+	t.Helper()
+	l, _ := testLimiter(t, cfg)
+	l.setWeights(weights)
+	var mu sync.Mutex
+	var order []string
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, s := range sends {
+		time.Sleep(max(0, time.Until(start.Add(s.at))))
+		for range s.n {
+			wg.Go(func() {
+				if _, err := l.Admit(ctx, Request{Class: classify.Interactive, Caller: s.caller, Tokens: s.cost}); err == nil {
+					mu.Lock()
+					order = append(order, s.caller)
+					mu.Unlock()
+				}
+			})
+			synctest.Wait() // each joins the queue before the next
+		}
+	}
+	time.Sleep(max(0, time.Until(start.Add(runFor))))
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return order
+}
+
+func count(order []string) map[string]int {
+	n := map[string]int{}
+	for _, c := range order {
+		n[c]++
+	}
+	return n
+}
+
+// TestFairSharesByWeight: two backlogged callers of weights 2 and 1 share
+// the class 2:1, whatever the order they queued in.
+func TestFairSharesByWeight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		order := fairRun(t, fairConfig(FairCallers), map[string]float64{"a": 2},
+			[]fairSend{{caller: "a", n: 60}, {caller: "b", n: 60}}, 10*time.Second-time.Millisecond)
+		// a's first grants go before b has queued: ±1.
+		n := count(order)
+		if n["a"]+n["b"] != 30 || n["a"] < 19 || n["a"] > 21 {
+			t.Fatalf("grants %v in 10 s at 3 a second; want a 20 and b 10 (weights 2:1), ±1", n)
+		}
+	})
+}
+
+// TestFairNewcomerServedNext: a caller that arrives behind another's
+// backlog of 30 is served by the very next grant.
+func TestFairNewcomerServedNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		order := fairRun(t, fairConfig(FairCallers), nil,
+			[]fairSend{{caller: "flood", n: 30}, {caller: "report", n: 1, at: 2500 * time.Millisecond}}, 4*time.Second-time.Millisecond)
+		// Seconds 0, 1 and 2 grant 3 each to the flood; second 3's grants
+		// (one store call, answered in any order) include the report.
+		if len(order) != 12 || count(order[:9])["report"] != 0 || count(order[9:])["report"] != 1 {
+			t.Fatalf("grants %v; want the report among the fourth second's", order)
+		}
+	})
+}
+
+// TestFairAloneGetsAll: a caller alone in its class gets all of it, and
+// one idle for a while banks nothing: when another caller returns, they
+// share from then on.
+func TestFairAloneGetsAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		order := fairRun(t, fairConfig(FairCallers), nil,
+			[]fairSend{{caller: "a", n: 40}, {caller: "b", n: 40, at: 4500 * time.Millisecond}}, 10*time.Second-time.Millisecond)
+		first, rest := count(order[:15]), count(order[15:])
+		if first["a"] != 15 {
+			t.Fatalf("the first 5 s went %v; want all 15 to a, alone", first)
+		}
+		if rest["a"] < 7 || rest["a"] > 8 || rest["b"] < 7 || rest["b"] > 8 {
+			t.Fatalf("after b arrived, grants %v; want them shared evenly (b banked nothing while away)", rest)
+		}
+	})
+}
+
+// TestFairTokensWeighted: with tokens enforced, service is counted in
+// tokens: a caller of 50-token requests and one of 10-token requests,
+// equal weights, get about equal tokens, so five times the requests for
+// the second.
+func TestFairTokensWeighted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fairConfig(FairCallers)
+		cfg.Account.RequestsPerMinute = 60000
+		cfg.Account.TokensPerMinute = 6000 // 100 a second
+		order := fairRun(t, cfg, nil, []fairSend{{caller: "big", n: 40, cost: 50}, {caller: "small", n: 200, cost: 10}}, 10*time.Second-time.Millisecond)
+		n := count(order)
+		tokensBig, tokensSmall := 50*n["big"], 10*n["small"]
+		if diff := tokensBig - tokensSmall; diff < -100 || diff > 100 {
+			t.Fatalf("grants %v: big %d tokens, small %d; want about equal", n, tokensBig, tokensSmall)
+		}
+	})
+}
+
+// TestFairFIFOUnchanged: fairness fifo serves in arrival order, whoever
+// sent: the caller that queued first gets everything it queued first.
+func TestFairFIFOUnchanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		order := fairRun(t, fairConfig(FairFIFO), map[string]float64{"b": 5},
+			[]fairSend{{caller: "a", n: 30}, {caller: "b", n: 30}}, 10*time.Second-time.Millisecond)
+		for i, c := range order {
+			if c != "a" {
+				t.Fatalf("grant %d went to %s: FIFO serves a's 30 first (grants %v)", i, c, order)
+			}
+		}
+		if len(order) != 30 {
+			t.Fatalf("%d grants in 10 s, want 30", len(order))
+		}
+	})
+}
