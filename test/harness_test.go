@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -190,4 +191,46 @@ func tickUntil(ctx context.Context, wg *sync.WaitGroup, every time.Duration, f f
 			}
 		}
 	})
+}
+
+// answerTally counts the statuses of answers by who sent the requests.
+type answerTally struct {
+	mu sync.Mutex
+	m  map[string]map[int]int
+}
+
+func newAnswerTally() *answerTally { return &answerTally{m: map[string]map[int]int{}} }
+
+// send posts body to url with key as a bearer token and counts the
+// answer's status under who. A request that fails, as one cut off when
+// the run ends while it waits, counts nothing.
+func (a *answerTally) send(ctx context.Context, t *testing.T, client *http.Client, who, url, key, body string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := client.Do(req)
+	if err != nil {
+		return
+	}
+	_ = res.Body.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m[who] == nil {
+		a.m[who] = map[int]int{}
+	}
+	a.m[who][res.StatusCode]++
+}
+
+// counts are the statuses so far, by who.
+func (a *answerTally) counts() map[string]map[int]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]map[int]int, len(a.m))
+	for who, n := range a.m {
+		out[who] = maps.Clone(n)
+	}
+	return out
 }

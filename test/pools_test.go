@@ -69,35 +69,18 @@ func urlsOf(ps []*procs.Proxy) []string {
 func poolRun(ctx context.Context, t *testing.T, urls []string, bulkModels []string, chatModel string, chatEvery time.Duration) map[string]map[int]int {
 	t.Helper()
 	client := newClient(t, 64)
+	tally := newAnswerTally()
 	var (
-		mu      sync.Mutex
-		answers = map[string]map[int]int{}
-		next    atomic.Int64
-		wg      sync.WaitGroup
+		next atomic.Int64
+		wg   sync.WaitGroup
 	)
 	send := func(ctx context.Context, key, model string) {
 		body := fmt.Sprintf(`{"model":%q,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, model)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[int(next.Add(1))%len(urls)]+"/v1/chat/completions", strings.NewReader(body))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		res, err := client.Do(req)
-		if err != nil {
-			return // the run ended while it waited
-		}
-		_ = res.Body.Close()
 		who := "bulk " + model
 		if key == chatKey {
 			who = "interactive " + model
 		}
-		mu.Lock()
-		if answers[who] == nil {
-			answers[who] = map[int]int{}
-		}
-		answers[who][res.StatusCode]++
-		mu.Unlock()
+		tally.send(ctx, t, client, who, urls[int(next.Add(1))%len(urls)]+"/v1/chat/completions", key, body)
 	}
 	for _, model := range bulkModels {
 		for range 12 {
@@ -110,7 +93,7 @@ func poolRun(ctx context.Context, t *testing.T, urls []string, bulkModels []stri
 	}
 	tickUntil(ctx, &wg, chatEvery, func() { send(t.Context(), chatKey, chatModel) })
 	wg.Wait()
-	return answers
+	return tally.counts()
 }
 
 // arrivalsByModel are the upstream's arrivals per second, by the model

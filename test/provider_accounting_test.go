@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,26 +183,8 @@ func runProviderAccounting(t *testing.T, srv *redistest.Server, replicas int, tc
 	began := time.Now()
 	ctx, stop := context.WithTimeout(t.Context(), runFor)
 	defer stop()
-	var (
-		mu      sync.Mutex
-		answers = map[string]map[int]int{"bulk": {}, "interactive": {}, "other": {}}
-	)
-	send := func(ctx context.Context, who, url, key, body string) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		res, err := client.Do(req)
-		if err != nil {
-			return // the run ended while it waited
-		}
-		_ = res.Body.Close()
-		mu.Lock()
-		answers[who][res.StatusCode]++
-		mu.Unlock()
-	}
+	tally := newAnswerTally()
+	send := func(ctx context.Context, who, url, key, body string) { tally.send(ctx, t, client, who, url, key, body) }
 	var wg sync.WaitGroup
 	for range bulkWorkers {
 		wg.Go(func() {
@@ -238,8 +219,7 @@ func runProviderAccounting(t *testing.T, srv *redistest.Server, replicas int, tc
 	}
 	log := fake.Requests()
 	st := fake.Stats()
-	mu.Lock()
-	defer mu.Unlock()
+	answers := tally.counts()
 	t.Logf("provider: %d served, %d refused 429; answers: bulk %v, interactive %v (%d sent), other client %v",
 		st.Served, st.RateLimited, answers["bulk"], answers["interactive"], chatSent.Load(), answers["other"])
 	binding, bindingRatio := "", 0.0
