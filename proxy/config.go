@@ -156,11 +156,11 @@ func (c Config) Validate() error {
 	if c.Upstream.ResponseHeaderTimeout <= 0 {
 		bad("upstream.response_header_timeout", "must be > 0, got %s", c.Upstream.ResponseHeaderTimeout)
 	}
-	if !c.Upstream.Provider.Valid() {
-		bad("upstream.provider", "must be auto, openai, azure, anthropic or openai-compatible, got %q", c.Upstream.Provider)
+	if err := configcheck.OneOf(c.Upstream.Provider, providers...); err != nil {
+		bad("upstream.provider", "%v", err)
 	}
-	if !c.Upstream.Refill.Valid() {
-		bad("upstream.refill", "must be auto, continuous or window, got %q", c.Upstream.Refill)
+	if err := configcheck.OneOf(c.Upstream.Refill, refills...); err != nil {
+		bad("upstream.refill", "%v", err)
 	}
 	if c.Upstream.MaxHold <= 0 {
 		bad("upstream.max_hold", "must be > 0, got %s", c.Upstream.MaxHold)

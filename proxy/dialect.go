@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"fmt"
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"net/url"
 	"strings"
 
@@ -49,22 +49,12 @@ func (p Provider) dialect() (dialect, bool) {
 	return 0, false
 }
 
-// Valid reports whether p is auto or one of the providers.
-func (p Provider) Valid() bool {
-	_, ok := p.dialect()
-	return ok || p == ProviderAuto
-}
+// providers are the upstream.provider values.
+var providers = []Provider{ProviderAuto, "openai", "azure", "anthropic", "openai-compatible"}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another provider is refused at load, by key.
-func (p *Provider) UnmarshalText(b []byte) error {
-	v := Provider(b)
-	if !v.Valid() {
-		return fmt.Errorf("must be auto, openai, azure, anthropic or openai-compatible, got %q", b)
-	}
-	*p = v
-	return nil
-}
+func (p *Provider) UnmarshalText(b []byte) error { return configcheck.SetOneOf(p, b, providers...) }
 
 // upstreamDialect is what upstream.provider and upstream.url say of every
 // request, resolved once when the handler is built: the dialect itself when

@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"fmt"
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"net/http"
 
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
@@ -22,19 +22,12 @@ const (
 	RefillWindow     = Refill(ratelimit.RefillWindow)
 )
 
-// Valid reports whether r is auto, continuous or window.
-func (r Refill) Valid() bool { return r == RefillAuto || r == RefillContinuous || r == RefillWindow }
+// refills are the upstream.refill values.
+var refills = []Refill{RefillAuto, RefillContinuous, RefillWindow}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another model is refused at load, by key.
-func (r *Refill) UnmarshalText(b []byte) error {
-	v := Refill(b)
-	if !v.Valid() {
-		return fmt.Errorf("must be auto, continuous or window, got %q", b)
-	}
-	*r = v
-	return nil
-}
+func (r *Refill) UnmarshalText(b []byte) error { return configcheck.SetOneOf(r, b, refills...) }
 
 // refillOf is the refill model of a response with headers h from a
 // provider of dialect d, under the operator's choice r. With auto:

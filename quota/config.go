@@ -148,12 +148,12 @@ func (c Config) Validate() error {
 	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
 	for key, f := range map[string]Fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
-		if f != "" && !f.Valid() { // "" is the default, callers
-			bad(key, "must be callers or fifo, got %q", f)
+		if err := configcheck.OneOf(f, fairnessModes...); f != "" && err != nil { // "" is the default, callers
+			bad(key, "%v", err)
 		}
 	}
-	if !c.Store.OnError.Valid() {
-		bad("store.on_error", "must be local, open or closed, got %q", c.Store.OnError)
+	if err := configcheck.OneOf(c.Store.OnError, onErrorPolicies...); err != nil {
+		bad("store.on_error", "%v", err)
 	}
 	if c.Store.KeyPrefix == "" {
 		bad("store.key_prefix", "must not be empty")

@@ -2,12 +2,13 @@ package quota
 
 import (
 	"context"
-	"fmt"
-	"github.com/meterproxy/meterproxy/classify"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // OnError is a store.on_error policy: what admission does while the
@@ -24,21 +25,12 @@ const (
 	OnErrorClosed OnError = "closed"
 )
 
-// Valid reports whether p is one of the policies.
-func (p OnError) Valid() bool {
-	return p == OnErrorLocal || p == OnErrorOpen || p == OnErrorClosed
-}
+// onErrorPolicies are the store.on_error values.
+var onErrorPolicies = []OnError{OnErrorLocal, OnErrorOpen, OnErrorClosed}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another policy is refused at load, by key.
-func (p *OnError) UnmarshalText(b []byte) error {
-	v := OnError(b)
-	if !v.Valid() {
-		return fmt.Errorf("must be local, open or closed, got %q", b)
-	}
-	*p = v
-	return nil
-}
+func (p *OnError) UnmarshalText(b []byte) error { return configcheck.SetOneOf(p, b, onErrorPolicies...) }
 
 var _ store = (*failoverStore)(nil)
 

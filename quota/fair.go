@@ -1,6 +1,6 @@
 package quota
 
-import "fmt"
+import "github.com/meterproxy/meterproxy/internal/configcheck"
 
 // Fairness is classes.<class>.fairness: how a class's grants are shared
 // between its callers.
@@ -16,19 +16,12 @@ const (
 	FairFIFO Fairness = "fifo"
 )
 
-// Valid reports whether f is one of the modes.
-func (f Fairness) Valid() bool { return f == FairCallers || f == FairFIFO }
+// fairnessModes are the classes.<class>.fairness values.
+var fairnessModes = []Fairness{FairCallers, FairFIFO}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another mode is refused at load, by key.
-func (f *Fairness) UnmarshalText(b []byte) error {
-	v := Fairness(b)
-	if !v.Valid() {
-		return fmt.Errorf("must be callers or fifo, got %q", b)
-	}
-	*f = v
-	return nil
-}
+func (f *Fairness) UnmarshalText(b []byte) error { return configcheck.SetOneOf(f, b, fairnessModes...) }
 
 // fairShare is one class's fair queuing between callers, by start-time
 // fair queuing (SFQ): a waiter's start tag is the later of the class's

@@ -51,19 +51,12 @@ const (
 	ModeShadow Mode = "shadow"
 )
 
-// Valid reports whether m is ModeEnforce or ModeShadow.
-func (m Mode) Valid() bool { return m == ModeEnforce || m == ModeShadow }
+// modes are the mode values.
+var modes = []Mode{ModeEnforce, ModeShadow}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another mode is refused at load, by key.
-func (m *Mode) UnmarshalText(b []byte) error {
-	v := Mode(b)
-	if !v.Valid() {
-		return fmt.Errorf("must be enforce or shadow, got %q", b)
-	}
-	*m = v
-	return nil
-}
+func (m *Mode) UnmarshalText(b []byte) error { return configcheck.SetOneOf(m, b, modes...) }
 
 // LogConfig is the log section.
 type LogConfig struct {
@@ -154,8 +147,8 @@ func (c Config) validate(getenv func(string) string) error {
 			"dropping its own): set classify.unknown_callers: reject, or set "+
 			"upstream.key_for_unknown_callers: true if that is what you want")
 	}
-	if !c.Mode.Valid() {
-		p.Add("mode", "must be enforce or shadow, got %q", c.Mode)
+	if err := configcheck.OneOf(c.Mode, modes...); err != nil {
+		p.Add("mode", "%v", err)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

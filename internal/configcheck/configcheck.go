@@ -9,6 +9,7 @@ package configcheck
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -90,4 +91,34 @@ func join(section, key string) string {
 		return section + key
 	}
 	return section + "." + key
+}
+
+// OneOf reports whether v is one of values, and if not, what is wrong:
+// "must be a, b or c, got "v"". One function serves a string setting's
+// Valid, its UnmarshalText (a file naming another value is refused at
+// load, by key) and its section's Validate, with one message.
+func OneOf[T ~string](v T, values ...T) error {
+	if slices.Contains(values, v) {
+		return nil
+	}
+	names := make([]string, len(values))
+	for i, x := range values {
+		names[i] = string(x)
+	}
+	list := names[len(names)-1]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " or " + list
+	}
+	return fmt.Errorf("must be %s, got %q", list, string(v))
+}
+
+// SetOneOf sets *dst to the text b if it is one of values (OneOf), for
+// an UnmarshalText.
+func SetOneOf[T ~string](dst *T, b []byte, values ...T) error {
+	v := T(b)
+	if err := OneOf(v, values...); err != nil {
+		return err
+	}
+	*dst = v
+	return nil
 }

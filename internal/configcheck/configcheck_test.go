@@ -2,6 +2,7 @@ package configcheck
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -24,5 +25,29 @@ func TestUnder(t *testing.T) {
 	}
 	if Under("x", nil) != nil || (&Problems{}).Err() != nil {
 		t.Fatal("no problems must be nil")
+	}
+}
+
+func TestOneOf(t *testing.T) {
+	type mode string
+	for _, tt := range []struct {
+		v      mode
+		values []mode
+		want   string // "" accepted
+	}{
+		{"fifo", []mode{"callers", "fifo"}, ""},
+		{"random", []mode{"callers", "fifo"}, `must be callers or fifo, got "random"`},
+		{"", []mode{"local", "open", "closed"}, `must be local, open or closed, got ""`},
+		{"x", []mode{"only"}, `must be only, got "x"`},
+	} {
+		err := OneOf(tt.v, tt.values...)
+		if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+			t.Errorf("OneOf(%q, %q) = %v, want %q", tt.v, tt.values, err, tt.want)
+		}
+		var dst mode = "unset"
+		err = SetOneOf(&dst, []byte(tt.v), tt.values...)
+		if (err == nil) != (tt.want == "") || (err == nil && dst != tt.v) || (err != nil && dst != "unset") {
+			t.Errorf("SetOneOf(%q) = %v, dst %q", tt.v, err, dst)
+		}
 	}
 }
