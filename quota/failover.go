@@ -30,7 +30,9 @@ var onErrorPolicies = []OnError{OnErrorLocal, OnErrorOpen, OnErrorClosed}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another policy is refused at load, by key.
-func (p *OnError) UnmarshalText(b []byte) error { return configcheck.SetOneOf(p, b, onErrorPolicies...) }
+func (p *OnError) UnmarshalText(b []byte) error {
+	return configcheck.SetOneOf(p, b, onErrorPolicies...)
+}
 
 var _ store = (*failoverStore)(nil)
 
