@@ -83,15 +83,8 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 		return nil, err
 	}
 	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{}}
-	a.cfg.Store(&cfg)
-	caps := capsOf(d.Callers)
-	gate := gated(cfg, caps)
-	for _, name := range poolNames(cfg) {
-		a.pools[name] = &poolRun{l: a.newPool(cfg, name, poolCaps(gate, caps))}
-		a.pools[name].l.setWeights(weightsOf(d.Callers))
-	}
+	a.Reconfigure(cfg, d.Callers) // builds every pool, and the gate
 	a.limiter = a.pools[accountPool].l
-	a.setGateLocked(cfg, caps)
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
@@ -103,11 +96,6 @@ func poolNames(cfg Config) []string {
 		names = append(names, m.Name)
 	}
 	return names
-}
-
-// newPool returns the limiter of the pool named name under cfg.
-func (a *Admitter) newPool(cfg Config, name string, caps map[string]callerCap) *limiter {
-	return a.newLimiter(cfg.Pool(name), name, caps)
 }
 
 // newLimiter returns a limiter enforcing pc, as pool name.
@@ -125,10 +113,17 @@ func (a *Admitter) newLimiter(pc Config, name string, caps map[string]callerCap)
 	return l
 }
 
-// PoolFor names the pool a request for model draws on under the
-// configuration in force: the first account.models entry that matches,
-// else the account's ("").
-func (a *Admitter) PoolFor(model string) string { return a.cfg.Load().PoolFor(model) }
+// PoolFor names the pool a request draws on under the configuration in
+// force: the first account.models entry that matches its model, else the
+// account's (""). model is only called when there are pools to match, so
+// a request pays for finding its model only then.
+func (a *Admitter) PoolFor(model func() string) string {
+	cfg := a.cfg.Load()
+	if len(cfg.Account.Models) == 0 {
+		return accountPool
+	}
+	return cfg.PoolFor(model())
+}
 
 // Warm connects to Redis and loads the script before the first request;
 // see backend.Warm. It does nothing in process.
@@ -141,25 +136,33 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // under on_error "closed", ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
-	l := a.pool(req.Pool)
-	if gate := a.gateFor(req.Caller); gate != nil {
+	l, gate := a.route(req)
+	if gate != nil && gate.capped(req.Caller) {
 		return admitGated(ctx, gate, l, req)
 	}
 	return l.Admit(ctx, req)
 }
 
+// route is the limiter of req's pool (the account's when its pool is not
+// configured) and the caps gate, nil without one.
+func (a *Admitter) route(req Request) (l, gate *limiter) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l = a.limiter
+	if p, ok := a.pools[req.Pool]; ok {
+		l = p.l
+	}
+	if a.gate != nil {
+		gate = a.gate.l
+	}
+	return l, gate
+}
+
 // pool is the limiter of the pool named name: the account's when name is
 // not configured.
 func (a *Admitter) pool(name string) *limiter {
-	if name == accountPool {
-		return a.limiter
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if p, ok := a.pools[name]; ok {
-		return p.l
-	}
-	return a.limiter
+	l, _ := a.route(Request{Pool: name})
+	return l
 }
 
 // Observe records what the upstream said at at about pool (as Request.Pool
@@ -178,23 +181,23 @@ func (a *Admitter) Observe(pool string, at time.Time, hold, throttle time.Durati
 // they were never queued for, so they are answered with a retry hint
 // rather than moved — and its requests in flight finish as they are.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
-	caps := capsOf(callers)
+	caps, weights := capsOf(callers), weightsOf(callers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	own := poolCaps(gated(cfg, caps), caps)
 	keep := map[string]bool{}
 	for _, name := range poolNames(cfg) {
 		keep[name] = true
-		if p, ok := a.pools[name]; ok {
-			pc := cfg.Pool(name)
+		pc := cfg.Pool(name)
+		p, ok := a.pools[name]
+		if ok {
 			p.l.Reconfigure(pc, pc.Enforced(), own)
-			p.l.setWeights(weightsOf(callers))
-			continue
+		} else {
+			p = &poolRun{l: a.newLimiter(pc, name, own)}
+			a.pools[name] = p
+			a.startLocked(p)
 		}
-		p := &poolRun{l: a.newPool(cfg, name, own)}
-		p.l.setWeights(weightsOf(callers))
-		a.pools[name] = p
-		a.startLocked(p)
+		p.l.setWeights(weights)
 	}
 	a.setGateLocked(cfg, caps)
 	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist

@@ -32,6 +32,9 @@ func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter 
 	return a
 }
 
+// model is a request's model, for PoolFor.
+func model(m string) func() string { return func() string { return m } }
+
 // TestAdmitterPools: each account.models pool admits on its own windows,
 // a model resolves to the first pool that matches, and a reload adds a
 // pool that serves at once and removes one whose waiters are refused with
@@ -41,10 +44,10 @@ func TestAdmitterPools(t *testing.T) {
 		cfg := smallConfig() // the account: 2 interactive a second
 		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
 		a := runAdmitter(t, cfg, nil)
-		if got := a.PoolFor("gpt-4o-mini"); got != "gpt-4o" {
+		if got := a.PoolFor(model("gpt-4o-mini")); got != "gpt-4o" {
 			t.Fatalf("PoolFor(gpt-4o-mini) = %q", got)
 		}
-		if got := a.PoolFor("claude"); got != accountPool {
+		if got := a.PoolFor(model("claude")); got != accountPool {
 			t.Fatalf("PoolFor(claude) = %q, want the account", got)
 		}
 		admit := func(pool string) (*Lease, error) {
@@ -77,7 +80,7 @@ func TestAdmitterPools(t *testing.T) {
 		if err := <-errc; !errors.Is(err, ErrPoolRemoved) {
 			t.Fatalf("the removed pool's waiter got %v, want ErrPoolRemoved", err)
 		}
-		if got, got2 := a.PoolFor("gpt-4o-mini"), a.PoolFor("gpt-4o"); got != "mini" || got2 != accountPool {
+		if got, got2 := a.PoolFor(model("gpt-4o-mini")), a.PoolFor(model("gpt-4o")); got != "mini" || got2 != accountPool {
 			t.Fatalf("after the reload: gpt-4o-mini → %q, gpt-4o → %q; want mini and the account", got, got2)
 		}
 		if _, err := admit("mini"); err != nil {
@@ -139,8 +142,12 @@ func TestCapsAcrossPools(t *testing.T) {
 		// A reload without models: the gate goes, the account decides caps.
 		next := DefaultConfig()
 		a.Reconfigure(next, callers)
-		if g := a.gateFor("capped"); g != nil {
+		if _, g := a.route(Request{}); g != nil {
 			t.Fatal("a gate without pools")
+		}
+		// Without pools a request's model is never looked for.
+		if got := a.PoolFor(func() string { t.Error("looked for the model with no pools to match"); return "gpt-4o" }); got != accountPool {
+			t.Fatalf("PoolFor without pools = %q, want the account", got)
 		}
 	})
 }

@@ -49,21 +49,21 @@ type fairShare struct {
 // are forgotten.
 const maxFairFlows = 1024
 
-// tag returns the start tag of a waiter of flow with weight costing cost,
-// and records its finish.
-func (f *fairShare) tag(flow string, weight, cost float64) float64 {
+// tag returns the start tag of a waiter of flow whose cost over its
+// caller's weight is span, and records its finish.
+func (f *fairShare) tag(flow string, span float64) float64 {
 	if f.finish == nil {
 		f.finish = map[string]float64{}
 	}
 	start := max(f.vtime, f.finish[flow])
-	f.finish[flow] = start + cost/weight
+	f.finish[flow] = start + span
 	return start
 }
 
 // untag gives back a waiter's reservation when it leaves ungranted, if no
 // later waiter of its flow was tagged after it.
-func (f *fairShare) untag(flow string, start, weight, cost float64) {
-	if end, ok := f.finish[flow]; ok && end == start+cost/weight {
+func (f *fairShare) untag(flow string, start, span float64) {
+	if end, ok := f.finish[flow]; ok && end == start+span {
 		f.finish[flow] = start
 	}
 }

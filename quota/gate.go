@@ -74,17 +74,6 @@ func (a *Admitter) setGateLocked(cfg Config, caps map[string]callerCap) {
 	}
 }
 
-// gateFor is the gate a request of caller must pass, or nil.
-func (a *Admitter) gateFor(caller string) *limiter {
-	a.mu.Lock()
-	g := a.gate
-	a.mu.Unlock()
-	if g == nil || !g.l.capped(caller) {
-		return nil
-	}
-	return g.l
-}
-
 // admitGated admits req through gate, then its pool l: the cap's slot
 // first, then the pool within what is left of the class's max_wait.
 func admitGated(ctx context.Context, gate, l *limiter, req Request) (*Lease, error) {

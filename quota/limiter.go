@@ -164,10 +164,11 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: l.retryAfter(c, n)}
 	}
 	w := &waiter{done: make(chan struct{}), cost: max(0, req.Tokens), cap: cc}
-	w.flow, w.weight, w.fairCost = req.Caller, l.weightOfLocked(req.Caller), 1
+	cost := 1.0
 	if l.limits.Load().enforced.AccountTPM > 0 && w.cost > 0 {
-		w.fairCost = float64(w.cost) // service counted in what the pool limits
+		cost = float64(w.cost) // service counted in what the pool limits
 	}
+	w.flow, w.span = req.Caller, cost/l.weightOfLocked(req.Caller)
 	w.gen, w.held = cq.shortfalls, cq.short
 	l.enqueueLocked(c, w)
 	l.mu.Unlock()
@@ -223,8 +224,9 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 // enqueueLocked adds w to class c's queue.
 func (l *limiter) enqueueLocked(c classify.Class, w *waiter) {
 	cq := &l.classes[c]
-	if cq.fair.on {
-		w.tag = cq.fair.tag(w.flow, w.weight, w.fairCost)
+	w.tagged = cq.fair.on
+	if w.tagged {
+		w.tag = cq.fair.tag(w.flow, w.span)
 		cq.q.insertByTag(w)
 	} else {
 		w.tag = 0
@@ -247,12 +249,12 @@ func (l *limiter) dequeueLocked(c classify.Class, w *waiter) {
 		cq.capped--
 		w.cap.queued[c]--
 	}
-	if cq.fair.on && w.weight > 0 {
-		if w.granted {
-			cq.fair.granted(w.tag)
-		} else {
-			cq.fair.untag(w.flow, w.tag, w.weight, w.fairCost)
-		}
+	switch {
+	case !w.tagged:
+	case w.granted:
+		cq.fair.granted(w.tag)
+	default:
+		cq.fair.untag(w.flow, w.tag, w.span)
 	}
 }
 

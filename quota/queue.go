@@ -25,12 +25,12 @@ type waiter struct {
 	capWait bool
 	// capSlot says its grant took a slot under its cap.
 	capSlot bool
-	// flow, weight, fairCost and tag are its place in fair queuing
-	// (fair.go): its caller, the caller's weight, what it costs the class,
-	// and its start tag. tag is 0 under FIFO.
-	flow             string
-	weight, fairCost float64
-	tag              float64
+	// flow, span and tag are its place in fair queuing (fair.go): its
+	// caller, what it costs the class over the caller's weight, and its
+	// start tag; tagged says it was queued fairly (not under fifo).
+	flow      string
+	span, tag float64
+	tagged    bool
 }
 
 // lease is the Lease of a granted waiter; it holds a slot under the

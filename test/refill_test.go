@@ -45,37 +45,19 @@ func TestBulkResumesAtTheReserve(t *testing.T) {
 	start := time.Now()
 	ctx, stop := context.WithTimeout(t.Context(), runFor)
 	defer stop()
-	var (
-		mu     sync.Mutex
-		served int
-		other  = map[int]int{}
-	)
+	tally := newAnswerTally()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/chat/completions", strings.NewReader(body))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				req.Header.Set("Authorization", "Bearer "+importKey)
-				res, err := client.Do(req)
-				if err != nil {
-					return // the run ended while it was held
-				}
-				_ = res.Body.Close()
-				mu.Lock()
-				if res.StatusCode == http.StatusOK {
-					served++
-				} else {
-					other[res.StatusCode]++
-				}
-				mu.Unlock()
+				tally.send(ctx, t, client, "bulk", p.URL+"/v1/chat/completions", importKey, body)
 			}
 		})
 	}
 	wg.Wait()
+	other := tally.counts()["bulk"]
+	served := other[http.StatusOK]
+	delete(other, http.StatusOK)
 	st := fake.Stats()
 	// The first requests go before any response has said the bucket is
 	// low; by 10 s the gate has read it.

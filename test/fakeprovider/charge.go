@@ -27,18 +27,20 @@ import (
 // the output bucket admit it. Without EnforceTPM the prompt is spent from
 // a reported-only bucket.
 func (p *Provider) limit(a *arrival, api api, path string, body []byte, now time.Time) {
-	lim := p.limitsFor(modelOf(path, body))
+	var f chargeFields
+	_ = decodeLenient(body, &f) // a body that is not JSON: the account's limits, charged its prompt
+	lim := p.limitsFor(modelOf(path, f.Model))
 	a.limits = lim
 	a.admitted, a.requests = lim.requests.admit(now)
-	outputOK := true
 	if api == anthropic && p.cfg.EnforceTPM {
-		outputOK, a.output = lim.output.positive(now)
-		a.admitted = a.admitted && outputOK
+		var ok bool
+		ok, a.output = lim.output.positive(now)
+		a.admitted = a.admitted && ok
 	}
 	if !p.cfg.EnforceTPM {
 		a.tokens = lim.tokens.spend(now, promptTokens(body))
 	} else if a.admitted {
-		charge := admissionCharge(api, body)
+		charge := admissionCharge(api, promptTokens(body), f)
 		var ok bool
 		ok, a.tokens = lim.tokens.take(now, charge)
 		a.admitted = ok
@@ -73,34 +75,28 @@ func (p *Provider) chargeOutput(a arrival, now time.Time, n int) {
 	rec.TokensCharged += n
 }
 
-// modelOf is the model a request on path with body is for, as a provider
-// keeps limits: an Azure deployment, else the body's model field.
-func modelOf(path string, body []byte) string {
+// modelOf is the model a request on path naming model in its body is
+// for, as a provider keeps limits: an Azure deployment, else the body's.
+func modelOf(path, model string) string {
 	if rest, ok := strings.CutPrefix(path, "/openai/deployments/"); ok {
 		name, _, _ := strings.Cut(rest, "/")
 		return name
 	}
-	var f struct {
-		Model string `json:"model"`
-	}
-	_ = decodeLenient(body, &f) // no model: the account's limits
-	return f.Model
+	return model
 }
 
-// chargeFields are the request fields a charge reads.
+// chargeFields are the request fields the limits read.
 type chargeFields struct {
-	MaxTokens           int `json:"max_tokens"`
-	MaxCompletionTokens int `json:"max_completion_tokens"`
-	MaxOutputTokens     int `json:"max_output_tokens"`
-	BestOf              int `json:"best_of"`
+	Model               string `json:"model"`
+	MaxTokens           int    `json:"max_tokens"`
+	MaxCompletionTokens int    `json:"max_completion_tokens"`
+	MaxOutputTokens     int    `json:"max_output_tokens"`
+	BestOf              int    `json:"best_of"`
 }
 
-// admissionCharge is what a request on a's path costs the token bucket
-// when it arrives.
-func admissionCharge(a api, body []byte) int {
-	prompt := promptTokens(body)
-	var f chargeFields
-	_ = decodeLenient(body, &f) // a body that is not JSON is charged its prompt
+// admissionCharge is what a request on a's path, of prompt tokens and
+// fields f, costs the token bucket when it arrives.
+func admissionCharge(a api, prompt int, f chargeFields) int {
 	maxOut := max(f.MaxTokens, f.MaxCompletionTokens, f.MaxOutputTokens)
 	switch a {
 	case azure:
