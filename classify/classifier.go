@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"hash/maphash"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -32,7 +33,15 @@ type Result struct {
 	// ClaimDenied reports that the class header asked for interactive and
 	// the caller is not allowed to claim it, so the header was ignored.
 	ClaimDenied bool
+	// Anonymous tells unknown callers apart for fair queuing: a keyed hash
+	// of the credential an unknown caller presented (seeded at random per
+	// process, so it identifies nothing outside it), 0 for a known caller
+	// or no credential. It is never logged or used as a label.
+	Anonymous uint64
 }
+
+// anonSeed keys Result.Anonymous.
+var anonSeed = maphash.MakeSeed()
 
 // Classifier classifies requests by caller key, class header and path. It is
 // immutable after New and safe for concurrent use.
@@ -104,6 +113,8 @@ func (c *Classifier) Classify(h http.Header, path string) (Result, error) {
 		if i := c.lookup(key); i >= 0 {
 			caller = &c.callers[i]
 			res.Caller, res.Known = caller.name, true
+		} else {
+			res.Anonymous = max(1, maphash.String(anonSeed, key))
 		}
 	}
 	switch cl := parseClaim(h.Get(c.header)); {

@@ -96,6 +96,11 @@ func TestClassify(t *testing.T) {
 			if !errors.Is(err, tt.err) || (tt.err == nil && err != nil) {
 				t.Errorf("Classify() error = %v, want %v", err, tt.err)
 			}
+			_, _, hasKey := Credential(tt.h)
+			if anon := got.Anonymous != 0; anon != (hasKey && !got.Known) {
+				t.Errorf("Classify().Anonymous = %d; want it set exactly for an unknown caller with a credential", got.Anonymous)
+			}
+			got.Anonymous = 0
 			if got != tt.want {
 				t.Errorf("Classify() = %+v, want %+v", got, tt.want)
 			}
@@ -110,6 +115,28 @@ func testPaths(c *Config) {
 	c.Paths = []PathRule{
 		{Prefix: "/v1/chat/", Class: Interactive},
 		{Prefix: "/v1/batches", Class: Bulk},
+	}
+}
+
+// TestAnonymousCallersApart: unknown callers are told apart by their
+// credential, whichever header carries it, and the same key is the same
+// caller.
+func TestAnonymousCallersApart(t *testing.T) {
+	c := newTestClassifier(t, nil)
+	id := func(h http.Header) uint64 {
+		t.Helper()
+		res, err := c.Classify(h, "/v1/chat/completions")
+		if err != nil || res.Known {
+			t.Fatalf("Classify() = %+v, %v; want an unknown caller", res, err)
+		}
+		return res.Anonymous
+	}
+	a, b := id(header("Authorization", "Bearer "+strangeKey)), id(header("Authorization", "Bearer "+strangeKey+"2"))
+	if a == 0 || b == 0 || a == b {
+		t.Errorf("two unknown keys: Anonymous %d and %d; want two different non-zero values", a, b)
+	}
+	if again := id(header("X-Api-Key", strangeKey)); again != a {
+		t.Errorf("the same key in x-api-key: Anonymous %d; want %d as by bearer", again, a)
 	}
 }
 

@@ -283,7 +283,10 @@ func linger(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
 	res := ex.res
 	class, pool := res.Class.String(), ex.poolLabel()
+	waiting := h.m.callerWaiting.WithLabelValues(pool, class, res.Caller)
+	waiting.Inc()
 	lease, err := h.admitter.Admit(r.Context(), ex.request())
+	waiting.Dec()
 	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
 	if err == nil {
 		outcome := admitAdmitted
@@ -291,6 +294,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 			outcome = admitHeld
 		}
 		h.m.admissions.WithLabelValues(pool, class, outcome).Inc()
+		h.m.callerAdmissions.WithLabelValues(pool, class, res.Caller).Inc()
 		return lease, true
 	}
 	if refused, ok := errors.AsType[*quota.RefusedError](err); ok {

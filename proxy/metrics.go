@@ -37,6 +37,10 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	refusals    *prometheus.CounterVec
 	admissions  *prometheus.CounterVec
+	// callerAdmissions and callerWaiting are each caller's share of a
+	// class: admitted, and waiting now.
+	callerAdmissions *prometheus.CounterVec
+	callerWaiting    *prometheus.GaugeVec
 	queueWait   *prometheus.HistogramVec
 	upstream    *prometheus.HistogramVec
 	cutShort    *prometheus.CounterVec
@@ -69,6 +73,14 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Name: "meterproxy_admissions_total",
 			Help: "Admission decisions by pool (none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).",
 		}, []string{"pool", "class", "outcome"}),
+		callerAdmissions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_caller_admissions_total",
+			Help: "Requests admitted (at once or after waiting), by pool, class and caller (configured names; every unknown caller as unknown): each caller's share of its class.",
+		}, []string{"pool", "class", "caller"}),
+		callerWaiting: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meterproxy_caller_waiting",
+			Help: "Requests waiting for admission on this replica, by pool, class and caller (configured names; every unknown caller as unknown).",
+		}, []string{"pool", "class", "caller"}),
 		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meterproxy_queue_wait_seconds",
 			Help:    "Time from arrival to admission decision, by class.",
@@ -152,6 +164,8 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 			m.admissions.WithLabelValues(pool, class, o)
 		}
 		for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
+			m.callerAdmissions.WithLabelValues(pool, class, caller)
+			m.callerWaiting.WithLabelValues(pool, class, caller)
 			for _, kind := range []string{"input", "output"} {
 				m.tokens.WithLabelValues(pool, class, caller, kind, "false")
 				m.tokens.WithLabelValues(pool, class, caller, kind, "true")

@@ -57,7 +57,7 @@ func (ex *exchange) poolLabel() string {
 
 // request is what admission is asked for the exchange.
 func (ex *exchange) request() quota.Request {
-	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Tokens: ex.cost}
+	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost}
 }
 
 type exchangeKey struct{}

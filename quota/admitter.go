@@ -66,6 +66,9 @@ type Request struct {
 	Class classify.Class
 	// Caller is the configured caller's name, or classify.UnknownCaller.
 	Caller string
+	// Anonymous tells unknown callers apart for fair queuing
+	// (classify.Result.Anonymous); 0 for a configured caller or none.
+	Anonymous uint64
 	// Tokens is the request's token estimate, charged at admission when
 	// account.tokens_per_minute is enforced (Lease.Correct settles it).
 	Tokens int64

@@ -25,7 +25,7 @@ func (f *Fairness) UnmarshalText(b []byte) error { return configcheck.SetOneOf(f
 
 // fairShare is one class's fair queuing between callers, by start-time
 // fair queuing (SFQ): a waiter's start tag is the later of the class's
-// virtual time and its caller's last finish tag, its finish tag the start
+// virtual time and its flow's last finish tag, its finish tag the start
 // plus its cost over the caller's weight, and the queue is kept in order
 // of start tags (arrival order among equals). The virtual time is the
 // start tag of the last waiter granted.
@@ -38,33 +38,88 @@ func (f *Fairness) UnmarshalText(b []byte) error { return configcheck.SetOneOf(f
 // can be uneven (tokens) with no quantum to tune. It orders the queue the
 // store call lists from, so the store and every other part of admission
 // are unchanged. The zero value is off (FIFO).
+//
+// A flow is a configured caller, or one unknown caller's credential (see
+// flowOf). The state is bounded: configured callers by the config, unknown
+// credentials by maxAnonFlows.
 type fairShare struct {
 	on     bool
 	vtime  float64
-	finish map[string]float64 // each caller's last finish tag
+	finish map[flowKey]float64 // each flow's last finish tag
+	// anon counts the unknown callers' own flows in finish.
+	anon int
 }
 
-// maxFairFlows bounds finish: past it, callers whose last finish the
-// virtual time has passed (they would start at the virtual time anyway)
-// are forgotten.
+// flowKey names a flow: a configured caller by name; an unknown caller by
+// its credential's keyed hash (classify.Result.Anonymous) under the name
+// classify.UnknownCaller, or with anon 0 the flow every unknown caller
+// without one of its own shares.
+type flowKey struct {
+	caller string
+	anon   uint64
+}
+
+// maxAnonFlows bounds how many unknown callers' credentials get a flow of
+// their own in a class; past it, a new credential shares the one flow of
+// unknown callers until one of the others falls idle. Bounded this way, a
+// flood of made-up keys gets at most maxAnonFlows shares of the class, not
+// one per key, and costs a bounded map.
+const maxAnonFlows = 64
+
+// maxFairFlows bounds finish against reloads that rename callers: past it,
+// flows whose last finish the virtual time has passed (they would start at
+// the virtual time anyway) are forgotten.
 const maxFairFlows = 1024
+
+// flowOf is the flow of a request of caller whose credential hashes to anon
+// (0 for a configured caller or none).
+func (f *fairShare) flowOf(caller string, anon uint64) flowKey {
+	k := flowKey{caller: caller, anon: anon}
+	if anon == 0 {
+		return k
+	}
+	if _, ok := f.finish[k]; ok {
+		return k
+	}
+	if f.anon >= maxAnonFlows {
+		f.forgetIdle()
+	}
+	if f.anon >= maxAnonFlows {
+		k.anon = 0
+	}
+	return k
+}
 
 // tag returns the start tag of a waiter of flow whose cost over its
 // caller's weight is span, and records its finish.
-func (f *fairShare) tag(flow string, span float64) float64 {
+func (f *fairShare) tag(flow flowKey, span float64) float64 {
 	if f.finish == nil {
-		f.finish = map[string]float64{}
+		f.finish = map[flowKey]float64{}
 	}
-	start := max(f.vtime, f.finish[flow])
+	end, ok := f.finish[flow]
+	if !ok && flow.anon != 0 {
+		f.anon++
+	}
+	start := max(f.vtime, end)
 	f.finish[flow] = start + span
 	return start
 }
 
 // untag gives back a waiter's reservation when it leaves ungranted, if no
 // later waiter of its flow was tagged after it.
-func (f *fairShare) untag(flow string, start, span float64) {
+func (f *fairShare) untag(flow flowKey, start, span float64) {
 	if end, ok := f.finish[flow]; ok && end == start+span {
 		f.finish[flow] = start
+	}
+}
+
+// correct moves flow's finish by delta (the request's real cost less its
+// estimate, over the caller's weight), so its next requests start where
+// its real service says; a flow forgotten meanwhile is idle and starts at
+// the virtual time anyway.
+func (f *fairShare) correct(flow flowKey, delta float64) {
+	if end, ok := f.finish[flow]; ok {
+		f.finish[flow] = end + delta
 	}
 }
 
@@ -72,9 +127,19 @@ func (f *fairShare) untag(flow string, start, span float64) {
 func (f *fairShare) granted(start float64) {
 	f.vtime = max(f.vtime, start)
 	if len(f.finish) > maxFairFlows {
-		for flow, end := range f.finish {
-			if end <= f.vtime {
-				delete(f.finish, flow)
+		f.forgetIdle()
+	}
+}
+
+// forgetIdle forgets the flows whose last finish the virtual time has
+// passed: their next request starts at the virtual time with or without
+// them.
+func (f *fairShare) forgetIdle() {
+	for flow, end := range f.finish {
+		if end <= f.vtime {
+			delete(f.finish, flow)
+			if flow.anon != 0 {
+				f.anon--
 			}
 		}
 	}

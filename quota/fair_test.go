@@ -27,9 +27,12 @@ func fairConfig(f Fairness) Config {
 // runFor.
 type fairSend struct {
 	caller string
-	n      int
-	cost   int64
-	at     time.Duration // 0: at the start
+	// anon, when set, sends as an unknown caller whose credential hashes
+	// to it (recorded under caller).
+	anon uint64
+	n    int
+	cost int64
+	at   time.Duration // 0: at the start
 }
 
 func fairRun(t *testing.T, cfg Config, weights map[string]float64, sends []fairSend, runFor time.Duration) []string {
@@ -45,7 +48,11 @@ func fairRun(t *testing.T, cfg Config, weights map[string]float64, sends []fairS
 		time.Sleep(max(0, time.Until(start.Add(s.at))))
 		for range s.n {
 			wg.Go(func() {
-				if _, err := l.Admit(ctx, Request{Class: classify.Interactive, Caller: s.caller, Tokens: s.cost}); err == nil {
+				req := Request{Class: classify.Interactive, Caller: s.caller, Tokens: s.cost}
+				if s.anon != 0 {
+					req.Caller, req.Anonymous = classify.UnknownCaller, s.anon
+				}
+				if _, err := l.Admit(ctx, req); err == nil {
 					mu.Lock()
 					order = append(order, s.caller)
 					mu.Unlock()
@@ -146,6 +153,97 @@ func TestFairFIFOUnchanged(t *testing.T) {
 		}
 		if len(order) != 30 {
 			t.Fatalf("%d grants in 10 s, want 30", len(order))
+		}
+	})
+}
+
+// TestFairAnonymousCallersApart: two unknown callers, told apart by their
+// credentials, share the class evenly, as two configured callers would.
+func TestFairAnonymousCallersApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		order := fairRun(t, fairConfig(FairCallers), nil,
+			[]fairSend{{caller: "key1", anon: 1, n: 30}, {caller: "key2", anon: 2, n: 30}}, 10*time.Second-time.Millisecond)
+		if n := count(order); n["key1"] < 14 || n["key1"] > 16 || n["key1"]+n["key2"] != 30 {
+			t.Fatalf("grants %v in 10 s; want 15 each, ±1", n)
+		}
+	})
+}
+
+// TestFairAnonymousBounded: a flood of made-up keys gets at most
+// maxAnonFlows flows of its own, the rest sharing one, and the state
+// stays bounded; once they fall idle, a new key gets its own flow again.
+func TestFairAnonymousBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fairConfig(FairCallers)
+		cfg.Account.RequestsPerMinute = 60 * 1000
+		l, _ := testLimiter(t, cfg)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		l.mu.Lock() // queue them all before the loop serves any
+		for key := range uint64(500) {
+			w := &waiter{done: make(chan struct{}), flow: l.classes[classify.Interactive].fair.flowOf(classify.UnknownCaller, key+1), span: 1}
+			l.enqueueLocked(classify.Interactive, w)
+		}
+		fs := &l.classes[classify.Interactive].fair
+		if fs.anon != maxAnonFlows || len(fs.finish) != maxAnonFlows+1 {
+			t.Fatalf("500 keys: %d flows of their own, %d in all; want %d and %d", fs.anon, len(fs.finish), maxAnonFlows, maxAnonFlows+1)
+		}
+		l.mu.Unlock()
+		notify(l.arrive)
+		// Served within the first second (1000 a second); then idle.
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if _, err := l.Admit(ctx, Request{Class: classify.Interactive, Caller: classify.UnknownCaller, Anonymous: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if fs.anon > maxAnonFlows || fs.finish[flowKey{caller: classify.UnknownCaller, anon: 1000}] == 0 {
+			t.Fatalf("after the flood went idle, %d flows of their own and the new key's finish %v; want the new key to have its own",
+				fs.anon, fs.finish[flowKey{caller: classify.UnknownCaller, anon: 1000}])
+		}
+	})
+}
+
+// TestFairServiceCorrected: service in tokens is settled to what each
+// request really used: a caller whose estimates are five times its use
+// gets about the requests of one whose estimates are exact (uncorrected,
+// it would get a fifth of them).
+func TestFairServiceCorrected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fairConfig(FairCallers)
+		cfg.Account.RequestsPerMinute = 60000
+		cfg.Account.TokensPerMinute = 6000 // 100 a second
+		l, _ := testLimiter(t, cfg)
+		ctx, cancel := context.WithCancel(t.Context())
+		var mu sync.Mutex
+		n := map[string]int{}
+		var wg sync.WaitGroup
+		for _, c := range []struct {
+			caller   string
+			estimate int64
+		}{{"over", 50}, {"exact", 10}} {
+			for range 5 { // closed loop: each worker sends again when served
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						lease, err := l.Admit(ctx, Request{Class: classify.Interactive, Caller: c.caller, Tokens: c.estimate})
+						if err != nil {
+							return
+						}
+						lease.Correct(10)
+						lease.Release()
+						mu.Lock()
+						n[c.caller]++
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		time.Sleep(20 * time.Second)
+		cancel()
+		wg.Wait()
+		if ratio := float64(n["over"]) / float64(n["exact"]); ratio < 0.7 || ratio > 1.3 {
+			t.Fatalf("grants %v: over/exact %.2f; want about 1 (service settled to the real 10 tokens each)", n, ratio)
 		}
 	})
 }

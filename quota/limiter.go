@@ -164,11 +164,12 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: l.retryAfter(c, n)}
 	}
 	w := &waiter{done: make(chan struct{}), cost: max(0, req.Tokens), cap: cc}
-	cost := 1.0
+	weight := l.weightOfLocked(req.Caller)
+	w.flow, w.span = cq.fair.flowOf(req.Caller, req.Anonymous), 1/weight
 	if l.limits.Load().enforced.AccountTPM > 0 && w.cost > 0 {
-		cost = float64(w.cost) // service counted in what the pool limits
+		// service counted in what the pool limits: tokens
+		w.span, w.weight = float64(w.cost)/weight, weight
 	}
-	w.flow, w.span = req.Caller, cost/l.weightOfLocked(req.Caller)
 	w.gen, w.held = cq.shortfalls, cq.short
 	l.enqueueLocked(c, w)
 	l.mu.Unlock()
@@ -289,6 +290,11 @@ type Lease struct {
 	// gate is its slot under its caller's cap in the caps gate (gate.go),
 	// or nil; released with it.
 	gate *Lease
+	// flow and weight are its fair-queuing flow and its caller's weight
+	// when its service was counted in tokens (weight 0 otherwise), so
+	// Correct can settle the flow's service too.
+	flow   flowKey
+	weight float64
 }
 
 // Correct settles the token charge with the request's real usage: the
@@ -299,6 +305,11 @@ func (s *Lease) Correct(tokens int64) {
 		return
 	}
 	if d := tokens - s.cost; d != 0 {
+		if s.weight > 0 {
+			s.l.mu.Lock()
+			s.l.classes[s.class].fair.correct(s.flow, float64(d)/s.weight)
+			s.l.mu.Unlock()
+		}
 		s.l.corrections[s.class].Add(d)
 		if d < 0 {
 			s.l.tokensFreed.Store(true) // room in this window for those waiting on tokens

@@ -1,6 +1,10 @@
 package quota
 
-import "math"
+import (
+	"math"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
 
 // Limits are the numbers a Store enforces, derived from Config by Limits or
 // PerReplica. Rates are per minute and turned into per-second allowances by
@@ -26,6 +30,21 @@ type Limits struct {
 	// OutputTPM is the output-token budget per minute (0: not enforced),
 	// and ReserveOutputTPM the part of it bulk never takes.
 	OutputTPM, ReserveOutputTPM int64
+	// Fair says, by class, that the class is shared between its callers
+	// (classes.<class>.fairness callers): a shared store then shares each
+	// second between the replicas with waiters (take.lua's splitRoom).
+	Fair [classify.NumClasses]bool
+}
+
+// fairMask is take.lua's fair argument: 1 for interactive, 2 for bulk.
+func fairMask(fair [classify.NumClasses]bool) int {
+	m := 0
+	for c, on := range fair {
+		if on {
+			m |= 1 << c
+		}
+	}
+	return m
 }
 
 // Limits returns the fleet-wide limits.
@@ -56,6 +75,7 @@ func (c Config) scaled(replicas int64) Limits {
 		ReserveTPM:       part(c.Account.TokensPerMinute, ic.Reserve*inv),
 		OutputTPM:        part(c.Account.OutputTokensPerMinute, inv),
 		ReserveOutputTPM: part(c.Account.OutputTokensPerMinute, ic.Reserve*inv),
+		Fair:             [classify.NumClasses]bool{ic.Fairness != FairFIFO, bc.Fairness != FairFIFO},
 	}
 }
 

@@ -28,15 +28,22 @@ type waiter struct {
 	// flow, span and tag are its place in fair queuing (fair.go): its
 	// caller, what it costs the class over the caller's weight, and its
 	// start tag; tagged says it was queued fairly (not under fifo).
-	flow      string
+	flow      flowKey
 	span, tag float64
 	tagged    bool
+	// weight is its caller's weight, when its span is counted in tokens
+	// (0 when in requests): Lease.Correct moves its flow's finish by the
+	// real tokens over it.
+	weight float64
 }
 
 // lease is the Lease of a granted waiter; it holds a slot under the
 // caller's cap unless a reload lifted the cap while it waited.
 func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
 	s := &Lease{l: l, class: c, held: w.held, cost: w.cost}
+	if w.tagged && w.weight > 0 {
+		s.flow, s.weight = w.flow, w.weight
+	}
 	if w.capSlot {
 		s.cap = w.cap
 	}

@@ -119,6 +119,7 @@ const (
 	argOutputTPM
 	argReserveOutputTPM
 	argOutput
+	argFair
 	argCaps
 	numArgs
 	argsPerCap = 4
@@ -177,6 +178,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	args[argAccountTPM], args[argBulkTPM], args[argReserveTPM] = l.AccountTPM, l.BulkTPM, l.ReserveTPM
 	args[argCorrectionI], args[argCorrectionB] = req.Corrections[I], req.Corrections[B]
 	args[argOutputTPM], args[argReserveOutputTPM], args[argOutput] = l.OutputTPM, l.ReserveOutputTPM, req.Output
+	args[argFair] = fairMask(l.Fair)
 	args[argCaps] = len(req.Caps)
 	for _, ct := range req.Caps {
 		args = append(args, ct.Name, ct.InFlight, ct.Cap.MaxInFlight, ct.Cap.RequestsPerMinute)

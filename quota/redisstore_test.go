@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/meterproxy/meterproxy/test/poll"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/poll"
 
 	"github.com/meterproxy/meterproxy/test/redistest"
 	"github.com/redis/go-redis/v9"
@@ -238,3 +240,56 @@ func countLines(s, sub string) int {
 
 // waitUntil is poll.Until.
 func waitUntil(t *testing.T, what string, cond func() bool) { t.Helper(); poll.Until(t, what, cond) }
+
+// TestRedisFairSplit: a fair class's second is shared between the
+// replicas with waiters: in its first half a replica takes only its part,
+// and the rest after it; a replica alone, or a fifo class, takes it all
+// at once.
+func TestRedisFairSplit(t *testing.T) {
+	lim := Limits{AccountRPM: 600, InFlight: 1000, BulkInFlight: 1000, BulkRPM: 600} // bulk may take 10 a second
+	fifo := lim
+	lim.Fair = [classify.NumClasses]bool{true, true}
+	a, b, advance := expiringPair(t)
+	ctx := t.Context()
+	take := func(s *redisStore, want int64, l Limits) takeResult {
+		t.Helper()
+		r, err := s.Take(ctx, takeRequest{Want: pc(0, want), Limits: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Second 0: a alone takes all it may.
+	if r := take(a, 20, lim); r.Granted != pc(0, 10) {
+		t.Fatalf("a alone got %v, want the whole second's 10", r.Granted)
+	}
+	// Second 1: b had waiters in second 0 (it asks now, before a): its part.
+	advance(time.Second)
+	if r := take(b, 1, lim); r.Granted != pc(0, 1) {
+		t.Fatalf("b got %v, want its 1", r.Granted)
+	}
+	if r := take(a, 20, lim); r.Granted != pc(0, 5) || r.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("a beside b, first half: %v, retry %s; want 5 (half of 10) and a retry at the half", r.Granted, r.RetryAfter)
+	}
+	advance(500 * time.Millisecond)
+	if r := take(a, 15, lim); r.Granted != pc(0, 4) {
+		t.Fatalf("a in the second half: %v; want the 4 left", r.Granted)
+	}
+	// Second 2: b still counts (waiters last second): a gets its half, not all.
+	advance(500 * time.Millisecond)
+	if r := take(a, 20, lim); r.Granted != pc(0, 5) {
+		t.Fatalf("a, b's waiters a second old: %v; want its part, 5", r.Granted)
+	}
+	// Second 4: b has had no waiters for two seconds: a takes everything.
+	advance(2 * time.Second)
+	if r := take(a, 20, lim); r.Granted != pc(0, 10) {
+		t.Fatalf("a, b idle: %v; want all 10", r.Granted)
+	}
+	// fifo: b's waiters do not hold a back.
+	advance(time.Second)
+	take(b, 1, fifo)
+	advance(time.Second)
+	if r := take(a, 20, fifo); r.Granted != pc(0, 10) {
+		t.Fatalf("fifo: a got %v, want all 10 whoever else waits", r.Granted)
+	}
+}

@@ -5,6 +5,9 @@
 --                                         in requests and in tokens
 --   2 inflight  HASH  i, b               fleet totals in flight, by class
 --                     <replica>:i, <replica>:b   each replica's own counts
+--                     <replica>:d1, :d2           the last second it had waiters, by class
+--                     <replica>:s, :g1, :g2       the second it last took in, and what it
+--                                                 took of each class in it
 --   3 heartbeat ZSET  replica -> expiry (ms)     live replicas
 --   4 starved   ZSET  replica -> last second in which an interactive request waited
 --   5 upstream  HASH  at, hold, throttle (ms)   the freshest upstream observation
@@ -33,7 +36,9 @@
 --   22,23 token corrections interactive, bulk (real usage minus estimates)
 --   24,25 output tokens per minute: budget (0: not enforced), reserve
 --   26 output tokens reported since the last call
---   27 k: how many capped callers follow, four values each: name, this
+--   27 fair: which classes share their second between replicas with
+--      waiters (fairness callers): 1 interactive, 2 bulk, 3 both, 0 none
+--   28 k: how many capped callers follow, four values each: name, this
 --      replica's count in flight under the cap (absolute), max in flight,
 --      requests per minute (2^40 for no bound)
 --   then per class, interactive first: n, how many waiters are listed, and
@@ -63,7 +68,7 @@ local ARG = {
   upstream_age = 16, upstream_hold = 17, upstream_throttle = 18,
   account_tpm = 19, bulk_tpm = 20, reserve_tpm = 21,
   correction_i = 22, correction_b = 23,
-  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, caps = 27,
+  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, fair = 27, caps = 28,
 }
 local REPLY = {
   granted_i = 1, granted_b = 2, blocker_i = 3, blocker_b = 4, retry_ms = 5, sec = 6,
@@ -117,8 +122,9 @@ local function reapDead()
       for c = 1, 2 do
         local n = tonumber(redis.call('HGET', kinf, r .. ':' .. field[c]) or '0')
         if n ~= 0 then redis.call('HINCRBY', kinf, field[c], -n) end
-        redis.call('HDEL', kinf, r .. ':' .. field[c])
+        redis.call('HDEL', kinf, r .. ':' .. field[c], r .. ':d' .. c, r .. ':g' .. c)
       end
+      redis.call('HDEL', kinf, r .. ':s')
       capFields = capFields or redis.call('HKEYS', kcapinf)
       local prefix = 'r|' .. r .. '|'
       for _, f in ipairs(capFields) do
@@ -301,6 +307,38 @@ local function grantInOrder(c, want, wroom, froom, troom, strict)
   return n, 0
 end
 
+-- Phase: replicas with waiters share a fair class's second. In its first
+-- SPLIT_MS, a replica takes at most its part of what the class may take in
+-- the second (an equal part among the live replicas that had waiters of
+-- the class this second or the last); after it, anyone takes what is
+-- left, so nothing goes unused. Without it, the replica that calls first
+-- at a second's start takes the whole second, and a caller whose request
+-- waits on another replica waits for seconds however each replica orders
+-- its own queue (fair.go); with it, each replica's next grant comes within
+-- the second and goes to its most deserving waiter. splitRoom returns the
+-- room it leaves class c, whose room in the second is room, and whether
+-- the split applies.
+local SPLIT_MS = 500
+local fairMask = num('fair')
+local fairOn = {fairMask % 2 == 1, math.floor(fairMask / 2) % 2 == 1}
+local tookSec = tonumber(redis.call('HGET', kinf, rid .. ':s') or '0')
+local took = {0, 0}
+if tookSec == sec then
+  took = {tonumber(redis.call('HGET', kinf, rid .. ':g1') or '0'), tonumber(redis.call('HGET', kinf, rid .. ':g2') or '0')}
+end
+local function splitRoom(c, used, room)
+  if not fairOn[c] or want[c] <= 0 or nowMs % 1000 >= SPLIT_MS then return room, false end
+  local n = 1
+  for _, r in ipairs(redis.call('ZRANGE', khb, 0, -1)) do
+    if r ~= rid and tonumber(redis.call('HGET', kinf, r .. ':d' .. c) or '0') >= sec - 1 then n = n + 1 end
+  end
+  if n == 1 then return room, false end
+  local part = math.max(0, math.ceil((used + room) / n) - took[c])
+  if part >= room then return room, false end
+  return part, true
+end
+local splitHeld = {false, false}
+
 local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
 local TA = allowance(accountTPM)
@@ -315,12 +353,15 @@ local function grantInteractive()
   if outInteractiveMs > 0 then
     if want[1] > 0 then blocker[1] = 5 end
   else
-    granted[1], blocker[1] = grantInOrder(1, want[1], A - used[1] - used[2], limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
+    local wroom, split = splitRoom(1, used[1], A - used[1] - used[2])
+    granted[1], blocker[1] = grantInOrder(1, want[1], wroom, limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
+    splitHeld[1] = split and granted[1] >= wroom
   end
   used[1] = used[1] + granted[1]
   total[1] = total[1] + granted[1]
-  -- A waiter left for its own cap does not stop borrowing: the class had room.
-  if granted[1] < want[1] and blocker[1] ~= 4 then
+  -- A waiter left for its own cap, or for other replicas' part of the
+  -- second, does not stop borrowing: the class had room.
+  if granted[1] < want[1] and blocker[1] ~= 4 and not splitHeld[1] then
     redis.call('ZADD', kstarved, sec + 1, rid)
   elseif want[1] > 0 then
     redis.call('ZREM', kstarved, rid)
@@ -343,8 +384,11 @@ local function grantBulk()
     froom = math.max(froom, limIF - reserveIF - inAll)
     troom = math.max(troom, TA - allowance(reserveTPM) - tokAll)
   end
-  granted[2], blocker[2] = grantInOrder(2, want[2], math.min(wroom, A - usedAll), math.min(froom, limIF - inAll),
+  local split
+  wroom, split = splitRoom(2, used[2], math.min(wroom, A - usedAll))
+  granted[2], blocker[2] = grantInOrder(2, want[2], wroom, math.min(froom, limIF - inAll),
     math.min(troom, TA - tokAll), true)
+  splitHeld[2] = split and granted[2] >= wroom
   used[2] = used[2] + granted[2]
   total[2] = total[2] + granted[2]
 end
@@ -355,7 +399,11 @@ local function save()
   redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2], 'ti', tok[1], 'tb', tok[2])
   redis.call('PEXPIRE', kwin, 5000)
   redis.call('HSET', kinf, 'i', total[1], 'b', total[2],
-    rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2])
+    rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2],
+    rid .. ':s', sec, rid .. ':g1', took[1] + granted[1], rid .. ':g2', took[2] + granted[2])
+  for c = 1, 2 do
+    if want[c] > 0 then redis.call('HSET', kinf, rid .. ':d' .. c, sec) end
+  end
   redis.call('ZADD', khb, nowMs + ttl, rid)
   local keep = math.max(60000, ttl * 10)
   redis.call('PEXPIRE', kinf, keep)
@@ -387,6 +435,7 @@ local function retryHint()
       if (blocker[c] == 2 or blocker[c] == 4) and poll > 0 and poll < r then r = poll end
       if blocker[c] == 3 then r = math.max(1, holdMs) end
       if blocker[c] == 5 then r = math.max(1, outInteractiveMs) end
+      if splitHeld[c] then r = math.max(1, SPLIT_MS - nowMs % 1000) end
       if retry == 0 or r < retry then retry = r end
     end
   end

@@ -34,7 +34,7 @@ func TestTakeScriptPositions(t *testing.T) {
 			"upstream_age": argUpstreamAge, "upstream_hold": argUpstreamHold, "upstream_throttle": argUpstreamThrottle,
 			"account_tpm": argAccountTPM, "bulk_tpm": argBulkTPM, "reserve_tpm": argReserveTPM,
 			"correction_i": argCorrectionI, "correction_b": argCorrectionB,
-			"output_tpm": argOutputTPM, "reserve_output_tpm": argReserveOutputTPM, "output_spent": argOutput, "caps": argCaps,
+			"output_tpm": argOutputTPM, "reserve_output_tpm": argReserveOutputTPM, "output_spent": argOutput, "fair": argFair, "caps": argCaps,
 		},
 		"REPLY": {
 			"granted_i": replyGrantedI, "granted_b": replyGrantedB, "blocker_i": replyBlockerI, "blocker_b": replyBlockerB,

@@ -53,6 +53,8 @@ var exportedMetrics = map[string]metricSpec{
 		"conflicting_credentials", "body_read_timeout", "body_memory_exhausted", "pool_removed"}}},
 	"meterproxy_admissions_total": {"counter", map[string][]string{"pool": nil, "class": classValues,
 		"outcome": {"admitted", "held", "refused", "cancelled", "batch", "upload"}}},
+	"meterproxy_caller_admissions_total":   {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil}},
+	"meterproxy_caller_waiting":            {"gauge", map[string][]string{"pool": nil, "class": classValues, "caller": nil}},
 	"meterproxy_body_memory_bytes":         {"gauge", nil},
 	"meterproxy_body_memory_limit_bytes":   {"gauge", nil},
 	"meterproxy_queue_wait_seconds":        {"histogram", classLabel},
