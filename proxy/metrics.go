@@ -34,18 +34,18 @@ const (
 // registry. Label values are closed sets: class, configured caller names
 // (others are "unknown"), outcome, code class.
 type metrics struct {
-	requests    *prometheus.CounterVec
-	refusals    *prometheus.CounterVec
-	admissions  *prometheus.CounterVec
+	requests   *prometheus.CounterVec
+	refusals   *prometheus.CounterVec
+	admissions *prometheus.CounterVec
 	// callerAdmissions and callerWaiting are each caller's share of a
 	// class: admitted, and waiting now.
 	callerAdmissions *prometheus.CounterVec
 	callerWaiting    *prometheus.GaugeVec
-	queueWait   *prometheus.HistogramVec
-	upstream    *prometheus.HistogramVec
-	cutShort    *prometheus.CounterVec
-	tokens      *prometheus.CounterVec
-	upstream429 prometheus.Counter
+	queueWait        *prometheus.HistogramVec
+	upstream         *prometheus.HistogramVec
+	cutShort         *prometheus.CounterVec
+	tokens           *prometheus.CounterVec
+	upstream429      prometheus.Counter
 	// upstreamState holds the last known limit, remaining and reset (s)
 	// the upstream reported, by kind (requests, tokens).
 	upstreamState *prometheus.GaugeVec
