@@ -12,6 +12,7 @@
 //	                                     size a worker fleet: in-flight bounds, connections,
 //	                                     maxReplicas and batch size at that service time
 //	meterproxy version
+//	meterproxy help [COMMAND]        (also --help, -h, and COMMAND --help)
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -46,43 +48,95 @@ var errUsage = errors.New("usage")
 // run is the whole program; only main exits.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+	switch {
+	case len(args) == 1 && (args[0] == "--help" || args[0] == "-help" || args[0] == "-h"):
+		printUsage(stdout)
+		return nil
+	case len(args) > 0 && args[0] != "" && args[0][0] != '-':
 		cmd, args = args[0], args[1:]
 	}
-	fs := flag.NewFlagSet("meterproxy "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "YAML config file (defaults and METERPROXY_* variables apply without one)")
-	planArgs := planFlagsFor(cmd, fs) // nil unless cmd is plan
-	if err := fs.Parse(args); err != nil {
+	if cmd == "help" {
+		return help(args, stdout, stderr)
+	}
+	c, ok := lookupCommand(cmd)
+	if !ok {
+		_, _ = fmt.Fprintf(stderr, "meterproxy: unknown command %q (want %s)\n\n", cmd, commandNames())
+		printUsage(stderr)
 		return errUsage
 	}
+	fs := newFlagSet(c, stderr)
+	planArgs := planFlagsFor(cmd, fs) // nil unless cmd is plan
+	usage := fs.Usage
+	fs.Usage = func() {} // printed below, to stdout for --help
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			usage()
+			return nil
+		}
+		usage()
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", cmd, fs.Arg(0))
+	}
 	getenv := lookupIn(environ)
+	configPath := ""
+	if f := fs.Lookup("config"); f != nil {
+		configPath = f.Value.String()
+	}
 	switch cmd {
 	case "serve":
-		cfg, err := loadConfig(*path, environ, getenv)
+		cfg, err := loadConfig(configPath, environ, getenv)
 		if err != nil {
 			return fmt.Errorf("invalid config, not starting:\n%w", err)
 		}
-		return serve(ctx, cfg, source{path: *path, environ: environ, getenv: getenv}, newLogger(cfg.Log, stderr))
+		return serve(ctx, cfg, source{path: configPath, environ: environ, getenv: getenv}, newLogger(cfg.Log, stderr))
 	case "check-config":
-		cfg, err := loadConfig(*path, environ, getenv)
+		cfg, err := loadConfig(configPath, environ, getenv)
 		if err != nil {
 			return fmt.Errorf("invalid config:\n%w", err)
 		}
 		return checkConfig(cfg, stdout)
 	case "plan":
-		cfg, err := loadConfig(*path, environ, getenv)
+		cfg, err := loadConfig(configPath, environ, getenv)
 		if err != nil {
 			return fmt.Errorf("plan: invalid config:\n%w", err)
 		}
 		return runPlan(ctx, cfg, planArgs, stdout)
-	case "version":
+	default: // version
 		_, err := fmt.Fprintln(stdout, "meterproxy", version)
 		return err
-	default:
-		_, _ = fmt.Fprintf(stderr, "meterproxy: unknown command %q (want serve, check-config, plan or version)\n", cmd)
+	}
+}
+
+// newFlagSet returns c's flags: every command but version reads a config
+// file.
+func newFlagSet(c command, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("meterproxy "+c.name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	setCommandUsage(fs, c)
+	if c.name != "version" {
+		fs.String("config", "", "YAML config file (defaults and METERPROXY_* variables apply without one)")
+	}
+	return fs
+}
+
+// help prints the overall help, or one command's flags.
+func help(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		printUsage(stdout)
+		return nil
+	}
+	c, ok := lookupCommand(args[0])
+	if !ok || len(args) > 1 {
+		_, _ = fmt.Fprintf(stderr, "meterproxy help: unknown command %q (want %s)\n", strings.Join(args, " "), commandNames())
 		return errUsage
 	}
+	fs := newFlagSet(c, stdout)
+	planFlagsFor(c.name, fs)
+	fs.Usage()
+	return nil
 }
 
 // lookupIn returns a getenv over environ, so tests need not touch the
