@@ -86,10 +86,20 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 		return nil, err
 	}
 	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{}}
+	if backend.failover != nil {
+		backend.failover.observe = a.observeStoreCall
+	}
 	a.Reconfigure(cfg, d.Callers) // builds every pool, and the gate
 	a.limiter = a.pools[accountPool].l
 	registerMetrics(d.Registry, a)
 	return a, nil
+}
+
+// observeStoreCall passes a store call to the metrics, once registered.
+func (a *Admitter) observeStoreCall(d time.Duration, err error) {
+	if f := a.onStoreCall; f != nil {
+		f(d, err)
+	}
 }
 
 // poolNames are cfg's pools: the account's, then account.models' in order.
@@ -105,11 +115,9 @@ func poolNames(cfg Config) []string {
 func (a *Admitter) newLimiter(pc Config, name string, caps map[string]callerCap) *limiter {
 	l := newLimiter(pc, pc.Enforced(), caps, a.backend.Store, a.backend.Heartbeat, a.log)
 	l.pool = name
-	l.OnStoreCall(func(d time.Duration, err error) {
-		if f := a.onStoreCall; f != nil {
-			f(d, err)
-		}
-	})
+	if a.backend.failover == nil { // with Redis, the failover store observes its calls
+		l.OnStoreCall(a.observeStoreCall)
+	}
 	if a.backend.Shared {
 		l.enablePrefetch() // a Redis round trip per admission is worth saving
 	}

@@ -38,6 +38,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	routeRedisLogs(log)
 	primary := newRedisStore(client, cfg.Store)
 	b := &backend{Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
 		log: log.With(slog.String("replica", primary.Replica()))}

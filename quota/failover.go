@@ -48,8 +48,17 @@ type failoverStore struct {
 	every   time.Duration
 	log     *slog.Logger
 
+	// observe, when set before the first Take, sees every call to the
+	// shared store (metrics): its duration and error. Calls answered by
+	// the fallback are not calls to it.
+	observe func(time.Duration, error)
+
 	degraded atomic.Bool
-	failures atomic.Int64
+	// recovering says a probe answered but no call has yet: the breaker
+	// is half open, and store_recovered waits for a call that succeeds, so
+	// an outage is logged once however many pooled connections it broke.
+	recovering atomic.Bool
+	failures   atomic.Int64
 	mu       sync.Mutex // guards probing
 	probing  bool
 	stop     chan struct{}
@@ -74,9 +83,19 @@ func (s *failoverStore) Failures() int64 { return s.failures.Load() }
 // Take implements Store.
 func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
 	if !s.degraded.Load() {
+		start := time.Now()
 		res, err := s.primary.Take(ctx, req)
-		if err == nil || ctx.Err() != nil {
-			return res, err
+		if ctx.Err() != nil {
+			return res, err // the caller left: not the store's doing
+		}
+		if s.observe != nil {
+			s.observe(time.Since(start), err)
+		}
+		if err == nil {
+			if s.recovering.CompareAndSwap(true, false) {
+				s.log.Info("store_recovered")
+			}
+			return res, nil
 		}
 		s.failures.Add(1)
 		s.degrade(ctx, err)
@@ -133,7 +152,9 @@ func (s *failoverStore) degrade(ctx context.Context, err error) {
 	if !s.degraded.CompareAndSwap(false, true) {
 		return
 	}
-	s.log.Warn("store_degraded", slog.String("on_error", string(s.policy)), slog.String("error", err.Error()))
+	if !s.recovering.Load() { // else the outage was logged and goes on
+		s.log.Warn("store_degraded", slog.String("on_error", string(s.policy)), slog.String("error", err.Error()))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.probing {
@@ -164,9 +185,9 @@ func (s *failoverStore) probeLoop(base context.Context) {
 		}
 		s.mu.Lock()
 		s.probing = false
+		s.recovering.Store(true)
 		s.degraded.Store(false)
 		s.mu.Unlock()
-		s.log.Info("store_recovered")
 		return
 	}
 }

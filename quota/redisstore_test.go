@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,6 +172,13 @@ func TestFailoverStore(t *testing.T) {
 	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
 	logs := &lockedBuffer{}
 	fs := newFailoverStore(primary, local, OnErrorLocal, ping, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
+	var calls, failed atomic.Int64
+	fs.observe = func(_ time.Duration, err error) {
+		calls.Add(1)
+		if err != nil {
+			failed.Add(1)
+		}
+	}
 	t.Cleanup(fs.Close)
 	ctx := t.Context()
 	if r, err := fs.Take(ctx, want(5, 0)); err != nil || r.Granted != pc(5, 0) || fs.Degraded() {
@@ -189,10 +197,18 @@ func TestFailoverStore(t *testing.T) {
 	if n := countLines(logs.String(), "store_degraded"); n != 1 {
 		t.Errorf("logged store_degraded %d times, want once", n)
 	}
+	// The failed call is observed as one; the fallback's answers are not
+	// calls to Redis at all.
+	if calls.Load() != 2 || failed.Load() != 1 {
+		t.Errorf("observed %d calls, %d failed; want the one before and the one that failed", calls.Load(), failed.Load())
+	}
 	srv.Restart(t)
 	waitUntil(t, "recovery", func() bool { return !fs.Degraded() })
 	if r, err := fs.Take(ctx, want(3, 0)); err != nil || r.Granted != pc(3, 0) {
 		t.Fatalf("after recovery: %v %v", r, err)
+	}
+	if n := countLines(logs.String(), "store_recovered"); n != 1 {
+		t.Errorf("logged store_recovered %d times, want once", n)
 	}
 
 	closed := newFailoverStore(primary, local, OnErrorClosed, ping, 10*time.Millisecond, slog.New(slog.DiscardHandler))

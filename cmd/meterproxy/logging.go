@@ -23,7 +23,16 @@ func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
 		}
 	}
 	if format == "text" {
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: durationsAsText}))
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}))
+}
+
+// durationsAsText logs a duration as Go writes it ("30s", "1.5ms"), not
+// as the integer nanoseconds slog's JSON gives it.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
