@@ -59,10 +59,10 @@ type failoverStore struct {
 	// an outage is logged once however many pooled connections it broke.
 	recovering atomic.Bool
 	failures   atomic.Int64
-	mu       sync.Mutex // guards probing
-	probing  bool
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	mu         sync.Mutex // guards probing
+	probing    bool
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 // newFailoverStore returns a store that uses primary while it answers and
