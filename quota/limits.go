@@ -47,6 +47,21 @@ func fairMask(fair [classify.NumClasses]bool) int {
 	return m
 }
 
+// perSecond is the most each class may take in a second, in requests and
+// in tokens: the account's allowance for interactive (it takes any free
+// capacity); for bulk its share, or all but the reserve when it may
+// borrow.
+func (l Limits) perSecond() (requests, tokens [classify.NumClasses]float64) {
+	const I, B = classify.Interactive, classify.Bulk
+	requests[I], tokens[I] = float64(l.AccountRPM)/60, float64(l.AccountTPM)/60
+	bulk, bulkTokens := l.BulkRPM, l.BulkTPM
+	if l.Borrow {
+		bulk, bulkTokens = max(bulk, l.AccountRPM-l.ReserveRPM), max(bulkTokens, l.AccountTPM-l.ReserveTPM)
+	}
+	requests[B], tokens[B] = float64(bulk)/60, float64(bulkTokens)/60
+	return requests, tokens
+}
+
 // Limits returns the fleet-wide limits.
 func (c Config) Limits() Limits { return c.scaled(1) }
 

@@ -50,9 +50,11 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 // in-flight bound and the upstream hold. Pools come and go with reloads;
 // the families do not.
 type poolCollector struct {
-	a                             *Admitter
-	queued, inFlight, fleet, used *prometheus.Desc
-	limit, hold                   *prometheus.Desc
+	a                          *Admitter
+	queued, inFlight, fleet    *prometheus.Desc
+	usedRequests, usedTokens   *prometheus.Desc
+	limitRequests, limitTokens *prometheus.Desc
+	limit, hold                *prometheus.Desc
 }
 
 func newPoolCollector(a *Admitter) *poolCollector {
@@ -65,9 +67,14 @@ func newPoolCollector(a *Admitter) *poolCollector {
 			"Requests admitted by this replica and not yet finished, by pool and class.", pc, nil),
 		fleet: prometheus.NewDesc("meterproxy_fleet_in_flight",
 			"Requests in flight across the fleet at the store's last answer, by pool and class.", pc, nil),
-		used: prometheus.NewDesc("meterproxy_window_used",
-			"What the class used of the pool's current one-second window (fleet-wide with Redis), by pool, class and unit, as of the store's last answer.",
-			[]string{"pool", "class", "unit"}, nil),
+		usedRequests: prometheus.NewDesc("meterproxy_window_used_requests",
+			"Requests the class was granted in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.", pc, nil),
+		usedTokens: prometheus.NewDesc("meterproxy_window_used_tokens",
+			"Tokens the class was charged in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.", pc, nil),
+		limitRequests: prometheus.NewDesc("meterproxy_limit_requests_per_second",
+			"The most the class may take of the pool in a second, as configured and enforced (fleet-wide with Redis): the account's allowance for interactive; for bulk its share, or all but the interactive reserve while it may borrow.", pc, nil),
+		limitTokens: prometheus.NewDesc("meterproxy_limit_tokens_per_second",
+			"As meterproxy_limit_requests_per_second, in tokens; only while account.tokens_per_minute is enforced.", pc, nil),
 		limit: prometheus.NewDesc("meterproxy_in_flight_limit",
 			"The in-flight bound the store enforces, by pool: the fleet's with Redis, this replica's in process.", []string{"pool"}, nil),
 		hold: prometheus.NewDesc("meterproxy_upstream_hold_seconds",
@@ -78,7 +85,7 @@ func newPoolCollector(a *Admitter) *poolCollector {
 
 // Describe implements prometheus.Collector.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queued, c.inFlight, c.fleet, c.used, c.limit, c.hold} {
+	for _, d := range []*prometheus.Desc{c.queued, c.inFlight, c.fleet, c.usedRequests, c.usedTokens, c.limitRequests, c.limitTokens, c.limit, c.hold} {
 		ch <- d
 	}
 }
@@ -92,13 +99,19 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.limit, float64(l.InFlightLimit()), pool)
 		gauge(c.hold, l.UpstreamHold().Seconds(), pool)
 		w := l.Window()
+		lim := l.limits.Load().enforced
+		rps, tps := lim.perSecond()
 		for _, cl := range classify.Classes {
 			class := cl.String()
 			gauge(c.queued, float64(l.Queued(cl)), pool, class)
 			gauge(c.inFlight, float64(l.InFlight(cl)), pool, class)
 			gauge(c.fleet, float64(l.FleetInFlight(cl)), pool, class)
-			gauge(c.used, float64(w.Requests[cl]), pool, class, "requests")
-			gauge(c.used, float64(w.Tokens[cl]), pool, class, "tokens")
+			gauge(c.usedRequests, float64(w.Requests[cl]), pool, class)
+			gauge(c.usedTokens, float64(w.Tokens[cl]), pool, class)
+			gauge(c.limitRequests, rps[cl], pool, class)
+			if lim.AccountTPM > 0 {
+				gauge(c.limitTokens, tps[cl], pool, class)
+			}
 		}
 	})
 }

@@ -22,6 +22,7 @@ func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 	cfg.set("callers", []map[string]any{ // a capped caller, so the per-caller cap series exist
 		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk", "max_in_flight": 50, "requests_per_minute": 6000},
 	})
+	cfg.set("account.tokens_per_minute", 6_000_000) // so the token limits are exported
 	p := startProxy(t, cfg, fleetEnv, importKey)
 	if status, _, b := post(t, newClient(t, 1), p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`,
 		map[string]string{"Authorization": "Bearer " + importKey}); status != 200 {
