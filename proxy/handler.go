@@ -287,8 +287,9 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 	waiting.Inc()
 	lease, err := h.admitter.Admit(r.Context(), ex.request())
 	waiting.Dec()
-	h.m.queueWait.WithLabelValues(class).Observe(time.Since(start).Seconds())
+	wait := time.Since(start).Seconds()
 	if err == nil {
+		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
 		outcome := admitAdmitted
 		if lease.Held() {
 			outcome = admitHeld
@@ -296,6 +297,9 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 		h.m.admissions.WithLabelValues(pool, class, outcome).Inc()
 		h.m.callerAdmissions.WithLabelValues(pool, class, res.Caller).Inc()
 		return lease, true
+	}
+	if r.Context().Err() == nil {
+		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
 	}
 	if refused, ok := errors.AsType[*quota.RefusedError](err); ok {
 		h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()

@@ -233,6 +233,15 @@ func TestQueueRefusalAndDisconnect(t *testing.T) {
 	if n := p.admitter.State().InFlight["bulk"]; n != 0 {
 		t.Errorf("in flight %d after everything ended, want 0", n)
 	}
+	// The two refusals' waits are observed as refused; the client that
+	// left is in neither outcome.
+	refusedWaits := histogramCount(t, p.reg, "meterproxy_queue_wait_seconds", map[string]string{"class": "bulk", "outcome": "refused"})
+	admittedWaits := histogramCount(t, p.reg, "meterproxy_queue_wait_seconds", map[string]string{"class": "bulk", "outcome": "admitted"})
+	admitted := counterValue(t, p.reg, "meterproxy_admissions_total", map[string]string{"class": "bulk", "outcome": "admitted"}) +
+		counterValue(t, p.reg, "meterproxy_admissions_total", map[string]string{"class": "bulk", "outcome": "held"})
+	if refusedWaits != 2 || float64(admittedWaits) != admitted {
+		t.Errorf("queue waits: %d refused, %d admitted; want 2, and %v (one per admission)", refusedWaits, admittedWaits, admitted)
+	}
 }
 
 func TestUpstreamFailures(t *testing.T) {

@@ -30,6 +30,12 @@ const (
 	admitUpload    = "upload"    // a file upload: not charged, the body streams through
 )
 
+// The outcomes of meterproxy_queue_wait_seconds.
+const (
+	waitAdmitted = "admitted"
+	waitRefused  = "refused"
+)
+
 // metrics holds every collector of the proxy, registered on one injected
 // registry. Label values are closed sets: class, configured caller names
 // (others are "unknown"), outcome, code class.
@@ -82,10 +88,12 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Help: "Requests waiting for admission on this replica, by pool, class and caller (configured names; every unknown caller as unknown).",
 		}, []string{"pool", "class", "caller"}),
 		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "meterproxy_queue_wait_seconds",
-			Help:    "Time from arrival to admission decision, by class.",
+			Name: "meterproxy_queue_wait_seconds",
+			Help: "Time from arrival to admission decision, by class and outcome: admitted, or refused (queue full, max_wait, a cap, the store, shutdown); a client that left is in neither.",
+			// Refusals at max_wait are apart, so they never pull the
+			// admitted quantiles up to the bucket past max_wait.
 			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
-		}, []string{"class"}),
+		}, []string{"class", "outcome"}),
 		upstream: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meterproxy_upstream_duration_seconds",
 			Help:    "Upstream service time, from admission to the end of the response, by class.",
@@ -172,7 +180,8 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 			}
 		}
 	}
-	m.queueWait.WithLabelValues(class)
+	m.queueWait.WithLabelValues(class, waitAdmitted)
+	m.queueWait.WithLabelValues(class, waitRefused)
 	m.upstream.WithLabelValues(class)
 	for _, o := range shadowOutcomes {
 		m.shadow.WithLabelValues(class, o)

@@ -36,6 +36,26 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 	return 0
 }
 
+// histogramCount reads one histogram series' sample count from reg.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matches(m, labels) {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
 func matches(m *dto.Metric, labels map[string]string) bool {
 	n := 0
 	for _, lp := range m.GetLabel() {

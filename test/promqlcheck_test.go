@@ -57,7 +57,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_caller_waiting":            {"gauge", map[string][]string{"pool": nil, "class": classValues, "caller": nil}},
 	"meterproxy_body_memory_bytes":         {"gauge", nil},
 	"meterproxy_body_memory_limit_bytes":   {"gauge", nil},
-	"meterproxy_queue_wait_seconds":        {"histogram", classLabel},
+	"meterproxy_queue_wait_seconds":        {"histogram", map[string][]string{"class": classValues, "outcome": {"admitted", "refused"}}},
 	"meterproxy_queue_depth":               {"gauge", poolClassLabel},
 	"meterproxy_in_flight":                 {"gauge", poolClassLabel},
 	"meterproxy_fleet_in_flight":           {"gauge", poolClassLabel},
