@@ -34,7 +34,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
 		return &backend{Store: newMemoryStore(nil), log: log}, nil
 	}
-	client, err := newRedisClient(cfg.Store.RedisURL, cfg.Store.Timeout)
+	client, err := newRedisClient(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -44,8 +44,8 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 		log: log.With(slog.String("replica", primary.Replica()))}
 	// Behind the store.on_error policy, with an in-process store for the
 	// per-replica limits each call brings.
-	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
-	b.failover = newFailoverStore(primary, newMemoryStore(nil), cfg.Store.OnError, ping, probeEvery, b.log)
+	probe := storeProbe(client)
+	b.failover = newFailoverStore(primary, newMemoryStore(nil), cfg.Store.OnError, probe, probeEvery, b.log)
 	b.Store = b.failover
 	return b, nil
 }

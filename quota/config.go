@@ -2,6 +2,7 @@ package quota
 
 import (
 	"math"
+	"net/url"
 	"time"
 
 	"github.com/meterproxy/meterproxy/internal/configcheck"
@@ -85,6 +86,10 @@ type StoreConfig struct {
 	// Heartbeat is the longest a replica stays silent towards Redis; a
 	// replica's slots expire after three heartbeats without a call.
 	Heartbeat time.Duration `koanf:"heartbeat"`
+	// TLSCAFile is a PEM bundle of the certificate authorities that verify
+	// Redis's certificate on a rediss:// RedisURL (one server, Cluster or
+	// Sentinel); empty means the system's roots.
+	TLSCAFile string `koanf:"tls_ca_file"`
 }
 
 // Shared reports whether the store is shared by replicas (Redis): then the
@@ -158,10 +163,16 @@ func (c Config) Validate() error {
 	if c.Store.KeyPrefix == "" {
 		bad("store.key_prefix", "must not be empty")
 	}
+	urlOK, storeURL := true, (*url.URL)(nil)
 	if c.Store.Shared() {
-		if _, _, err := parseRedisURL(c.Store.RedisURL); err != nil {
+		_, u, err := parseRedisURL(c.Store.RedisURL)
+		if err != nil {
 			bad("store.redis_url", "%v", err) // go-redis errors never echo the password
 		}
+		urlOK, storeURL = err == nil, u
+	}
+	if _, err := loadTLSCA(c.Store.TLSCAFile, storeURL); urlOK && err != nil {
+		bad("store.tls_ca_file", "%v", err)
 	}
 	if c.Store.Timeout <= 0 {
 		bad("store.timeout", "must be > 0, got %s", c.Store.Timeout)

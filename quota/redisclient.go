@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -65,12 +66,40 @@ func parseRedisURLUnredacted(raw string) (redisMode, *url.URL, error) {
 	}
 }
 
-// newRedisClient connects to store.redis_url. Every call is bounded by
-// timeout and never retried: a retry would double what a dead Redis costs.
-func newRedisClient(raw string, timeout time.Duration) (redis.UniversalClient, error) {
+// newRedisClient connects to store.redis_url, verifying a rediss:// server's
+// certificate against store.tls_ca_file when it is set (else the system's
+// roots). Every call is bounded by store.timeout, and go-redis does not retry
+// it (MaxRetries -1): a retry would double what a dead Redis costs. A
+// Cluster's redirects are the one exception, below.
+//
+// Failover, by mode:
+//   - Cluster: a call that finds its master dead fails within the timeout
+//     (MaxRedirects, go-redis's default of 3, follows MOVED and ASK after
+//     a resharding or a failover and may try the dead node again while the
+//     call's context lasts; ReadOnly stays off, since the script writes).
+//     go-redis reloads its slot map only on MOVED, ASK and READONLY
+//     answers, or after ClusterStateReloadInterval (60 s): a dead master
+//     answers nothing, so without a reload every call would keep going to
+//     it for a minute after its replica took over. The degraded store's
+//     probe therefore reloads the map before it pings the masters (see
+//     storeProbe).
+//   - Sentinel: every new connection asks a sentinel for the master, and
+//     go-redis follows the sentinels' +switch-master; RouteByLatency and
+//     ReplicaOnly would read from replicas, which the script must not.
+//   - Dial retries: one attempt per dial (DialerRetries 1, where go-redis
+//     has the knob) so a refused connection fails the call at once instead
+//     of after four 100 ms backoffs that outlast store.timeout. Sentinel
+//     mode keeps go-redis's retries: each retried dial asks the sentinels
+//     again, which is how it finds a new master.
+func newRedisClient(cfg StoreConfig) (redis.UniversalClient, error) {
+	raw, timeout := cfg.RedisURL, cfg.Timeout
 	mode, u, err := parseRedisURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("quota: store.redis_url: %w", err)
+	}
+	roots, err := loadTLSCA(cfg.TLSCAFile, u)
+	if err != nil {
+		return nil, fmt.Errorf("quota: store.tls_ca_file: %w", err)
 	}
 	switch mode {
 	case redisSentinel:
@@ -80,6 +109,7 @@ func newRedisClient(raw string, timeout time.Duration) (redis.UniversalClient, e
 		}
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), timeout, timeout, -1
 		o.ContextTimeoutEnabled = true
+		withRoots(o.TLSConfig, roots)
 		return redis.NewFailoverClient(o), nil
 	case redisCluster:
 		o, err := redis.ParseClusterURL(u.String())
@@ -88,6 +118,8 @@ func newRedisClient(raw string, timeout time.Duration) (redis.UniversalClient, e
 		}
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), timeout, timeout, -1
 		o.ContextTimeoutEnabled = true
+		o.DialerRetries = 1
+		withRoots(o.TLSConfig, roots)
 		return redis.NewClusterClient(o), nil
 	default:
 		o, err := redis.ParseURL(raw)
@@ -96,7 +128,30 @@ func newRedisClient(raw string, timeout time.Duration) (redis.UniversalClient, e
 		}
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), timeout, timeout, -1
 		o.ContextTimeoutEnabled = true
+		o.DialerRetries = 1
+		withRoots(o.TLSConfig, roots)
 		return redis.NewClient(o), nil
+	}
+}
+
+// storeProbe returns the call that tells a degraded store whether Redis
+// answers again. For one server or Sentinel it is a PING. For a Cluster a
+// PING would go to any node and answer while the master of the fleet's
+// slot is dead: the store would come back only to fail its next call, over
+// and over until go-redis's periodic reload. There it reloads the slot map
+// (CLUSTER SLOTS from a node that answers; go-redis routes every later call
+// by it) and pings every master the map names: the account and each model
+// pool are a slot of their own, and with Redis's default
+// cluster-require-full-coverage no slot is served while one is not.
+func storeProbe(client redis.UniversalClient) func(context.Context) error {
+	cc, ok := client.(*redis.ClusterClient)
+	if !ok {
+		return func(ctx context.Context) error { return client.Ping(ctx).Err() }
+	}
+	return func(ctx context.Context) error {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+			return master.Ping(ctx).Err()
+		})
 	}
 }
 

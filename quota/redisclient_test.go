@@ -35,7 +35,7 @@ func TestParseRedisURL(t *testing.T) {
 		}
 	}
 	for _, u := range []string{"redis://127.0.0.1:1/0", "redis://h1:1?cluster=true", "redis://s1:1?master_name=m"} {
-		c, err := newRedisClient(u, 50*time.Millisecond)
+		c, err := newRedisClient(StoreConfig{RedisURL: u, Timeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Errorf("NewRedisClient(%s): %v", u, err)
 			continue

@@ -61,9 +61,9 @@ func serverArgs(port int, dir string) []string {
 	}
 }
 
-// startProcess runs bin on 127.0.0.1:port with its files in dir. The
+// startProcess runs bin with args in dir, its output in dir/redis.out. The
 // process is SIGKILLed when ctx is done.
-func startProcess(ctx context.Context, bin string, port int, dir string) (*process, error) {
+func startProcess(ctx context.Context, bin string, args []string, dir string) (*process, error) {
 	// Anything redis-server prints before it opens redis.log (a bad
 	// argument, say) lands here. A file rather than a pipe: nothing to
 	// copy, and nothing held open by the child can stall Wait.
@@ -75,7 +75,7 @@ func startProcess(ctx context.Context, bin string, port int, dir string) (*proce
 	// and unwritten, so closing it cannot lose anything.
 	defer func() { _ = out.Close() }()
 
-	cmd := exec.CommandContext(ctx, bin, serverArgs(port, dir)...) //nolint:gosec // G204: redis-server from PATH, arguments built here
+	cmd := exec.CommandContext(ctx, bin, args...) //nolint:gosec // G204: redis-server from PATH, arguments built here
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out
 	// A throwaway server has nothing to save, so it gets no grace period.
@@ -137,23 +137,35 @@ func (p *process) kill() {
 // failure nothing is left running and the error quotes redis.log; it wraps
 // errPortTaken when another process holds the port.
 func (s *Server) launch(ctx context.Context, port int) (*process, error) {
-	logPath := filepath.Join(s.dir, "redis.log")
-	from := fileSize(logPath)
-	p, err := startProcess(s.life, s.bin, port, s.dir)
+	opts, err := controlOptions(fmt.Sprintf("redis://127.0.0.1:%d/0", port))
 	if err != nil {
 		return nil, err
 	}
-	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	if err := waitReady(ctx, url, p); err != nil {
+	return launch(s.life, ctx, s.bin, serverArgs(port, s.dir), s.dir, opts)
+}
+
+// launch runs bin with args in dir, bound to life, and waits until the
+// server that opts reach answers PING. The process must log to
+// dir/redis.log. On failure nothing is left running and the error quotes
+// redis.log and redis.out; it wraps errPortTaken when another process holds
+// a port the server wanted.
+func launch(life, ctx context.Context, bin string, args []string, dir string, opts *redis.Options) (*process, error) {
+	logPath := filepath.Join(dir, "redis.log")
+	from := fileSize(logPath)
+	p, err := startProcess(life, bin, args, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReadyOptions(ctx, opts, p); err != nil {
 		p.kill()
 		log := readTail(logPath, from)
 		if strings.Contains(log, "Address already in use") && !errors.Is(err, errPortTaken) {
 			err = fmt.Errorf("%w: %w", errPortTaken, err)
 		}
-		if out := readTail(filepath.Join(s.dir, "redis.out"), 0); out != "" {
+		if out := readTail(filepath.Join(dir, "redis.out"), 0); out != "" {
 			log += "\nstdout and stderr:\n" + out
 		}
-		return nil, fmt.Errorf("port %d: %w\nredis.log:\n%s", port, err, log)
+		return nil, fmt.Errorf("%s: %w\nredis.log:\n%s", opts.Addr, err, log)
 	}
 	return p, nil
 }
@@ -167,6 +179,12 @@ func waitReady(ctx context.Context, url string, p *process) error {
 	if err != nil {
 		return err
 	}
+	return waitReadyOptions(ctx, opts, p)
+}
+
+// waitReadyOptions is waitReady for a server reached with opts (a TLS
+// server, a sentinel).
+func waitReadyOptions(ctx context.Context, opts *redis.Options, p *process) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, readyTimeout,
 		fmt.Errorf("redistest: no PING answer within %s", readyTimeout))
 	defer cancel()
