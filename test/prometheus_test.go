@@ -65,6 +65,7 @@ scrape_configs:
 	addr := l.Addr().String()
 	_ = l.Close()
 	logs := &syncWriter{}
+	//nolint:gosec // PROMETHEUS is the test runner's own choice of binary; the arguments are the test's
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -136,7 +137,7 @@ func (p *promServer) query(t *testing.T, expr string, from, to time.Time) []prom
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	var body struct {
 		Status, Error string
 		Data          struct {
@@ -286,7 +287,9 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 
 	// The counts Prometheus holds are the clients' counts.
 	run := fmt.Sprintf("[%ds]", int(end.Sub(start).Seconds())+5)
-	last := func(expr string) float64 { return prom.scalar(t, fmt.Sprintf("sum(max_over_time(%s%s))", expr, run), end) }
+	last := func(expr string) float64 {
+		return prom.scalar(t, fmt.Sprintf("sum(max_over_time(%s%s))", expr, run), end)
+	}
 	forwarded := last(`meterproxy_requests_total{job="meterproxy",outcome="forwarded",code="2xx"}`)
 	if want := float64(out.ok["interactive"] + out.ok["bulk"]); forwarded != want {
 		t.Errorf("Prometheus: %v forwarded with 2xx; the clients got %v", forwarded, want)
@@ -379,7 +382,7 @@ func checkRules(t *testing.T, prom *promServer, at time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	var body struct {
 		Data struct {
 			Groups []struct {
