@@ -11,6 +11,15 @@
 // and [Server.Pause] a server they own, and read what Redis executed with
 // [Server.CommandStats] and [Server.TotalCommands].
 //
+// Tests of replicated and encrypted Redis get groups of processes of their
+// own, whatever REDIS_URL says: [StartCluster] (three masters with a replica
+// each, joined by redis-cli; [Cluster.MasterFor], [Cluster.KillNode],
+// [Cluster.WaitFailover]), [StartSentinel] (a master, its replica and three
+// sentinels; [Sentinel.KillMaster], [Sentinel.WaitFailover]) and
+// [StartTLS] (TLS only, with a CA made at test time; [TLSServer.CAFile]).
+// Their timeouts are short, so a killed master's replica takes over within
+// a few seconds.
+//
 // If redis-server is not on PATH and REDIS_URL is unset, Start fails the test
 // with how to install it: a missing server is a broken environment, not a
 // reason to skip.
