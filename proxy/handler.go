@@ -353,11 +353,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 		switch {
 		case rec.refused != "":
 			h.m.refusals.WithLabelValues(exchangeOf(r.Context()).poolLabel(), class, rec.refused).Inc()
-			h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, codeClass(rec.status)).Inc()
+			h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, statusCode(rec.status)).Inc()
 		case rec.cancelled || rec.status == 0:
 			h.cancelled(res)
 		default:
-			h.m.requests.WithLabelValues(class, res.Caller, outcomeForwarded, codeClass(rec.status)).Inc()
+			h.m.requests.WithLabelValues(class, res.Caller, outcomeForwarded, statusCode(rec.status)).Inc()
 		}
 		if p != nil {
 			side := "upstream"
@@ -430,7 +430,7 @@ func isTimeout(err error) bool {
 func (h *Handler) refuse(w http.ResponseWriter, ex *exchange, f refusal) {
 	class := ex.res.Class.String()
 	h.m.refusals.WithLabelValues(ex.poolLabel(), class, f.reason).Inc()
-	h.m.requests.WithLabelValues(class, ex.res.Caller, outcomeRefused, codeClass(f.status)).Inc()
+	h.m.requests.WithLabelValues(class, ex.res.Caller, outcomeRefused, statusCode(f.status)).Inc()
 	f.write(w, ex.rt.anthropic)
 }
 

@@ -52,15 +52,14 @@ type metrics struct {
 	cutShort         *prometheus.CounterVec
 	tokens           *prometheus.CounterVec
 	upstream429      prometheus.Counter
-	// upstreamState holds the last known limit, remaining and reset (s)
+	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
+	// known limit, remaining and reset (s)
 	// the upstream reported, by kind (requests, tokens).
-	upstreamState *prometheus.GaugeVec
+	upstreamLimit, upstreamRemaining, upstreamReset *prometheus.GaugeVec
 	// little measures in flight by Little's law, by class.
 	little [classify.NumClasses]*littleMeter
 	shadow *prometheus.CounterVec
 }
-
-var codeClasses = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 
 // The admission families (queues, in flight, windows, the store) are
 // quota's: it registers them itself.
@@ -69,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_requests_total",
-			Help: "Requests by class, caller, outcome (forwarded, refused, cancelled) and status code class.",
+			Help: "Requests by class, caller, outcome (forwarded, refused, cancelled) and status code (none: the client left before any answer).",
 		}, []string{"class", "caller", "outcome", "code"}),
 		refusals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_refusals_total",
@@ -111,10 +110,18 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Name: "meterproxy_upstream_429_total",
 			Help: "Responses in which the upstream itself answered 429.",
 		}),
-		upstreamState: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meterproxy_upstream_ratelimit",
-			Help: "The upstream's last reported state of a pool's bucket, by pool, kind (requests, tokens) and field (limit, remaining, reset_seconds).",
-		}, []string{"pool", "kind", "field"}),
+		upstreamLimit: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meterproxy_upstream_limit",
+			Help: "The upstream's last reported limit of a pool's bucket (per minute), by pool and kind (requests, tokens).",
+		}, []string{"pool", "kind"}),
+		upstreamRemaining: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meterproxy_upstream_remaining",
+			Help: "The upstream's last reported remaining of a pool's bucket, by pool and kind (requests, tokens).",
+		}, []string{"pool", "kind"}),
+		upstreamReset: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meterproxy_upstream_reset_seconds",
+			Help: "The upstream's last reported time until a pool's bucket is full again, by pool and kind (requests, tokens).",
+		}, []string{"pool", "kind"}),
 		cutShort: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_responses_cut_short_total",
 			Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",
@@ -157,11 +164,9 @@ const poolNone = "none"
 // preinit creates every label combination so series exist from the start.
 func (m *metrics) preinit(class string, pools, callers []string) {
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
-		for _, code := range codeClasses {
-			m.requests.WithLabelValues(class, caller, outcomeForwarded, code)
-		}
-		m.requests.WithLabelValues(class, caller, outcomeRefused, "4xx")
-		m.requests.WithLabelValues(class, caller, outcomeRefused, "5xx")
+		m.requests.WithLabelValues(class, caller, outcomeForwarded, "200")
+		m.requests.WithLabelValues(class, caller, outcomeRefused, "429")
+		m.requests.WithLabelValues(class, caller, outcomeRefused, "503")
 		m.requests.WithLabelValues(class, caller, outcomeCancelled, "none")
 	}
 	for _, pool := range pools {
@@ -190,20 +195,14 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 	m.cutShort.WithLabelValues(class, "upstream")
 }
 
-// codeClass maps a status to its label: "2xx" … "5xx".
-func codeClass(status int) string {
-	switch {
-	case status >= 200 && status < 300:
-		return "2xx"
-	case status >= 300 && status < 400:
-		return "3xx"
-	case status >= 400 && status < 500:
-		return "4xx"
-	case status >= 500 && status < 600:
-		return "5xx"
-	default:
+// statusCode is a status's code label: the code itself ("200", "429"),
+// as Prometheus's conventions have it; "none" outside 100–599 (a client
+// that left before any answer).
+func statusCode(status int) string {
+	if status < 100 || status > 599 {
 		return "none"
 	}
+	return strconv.Itoa(status)
 }
 
 // countTokens adds one response's usage to pool's count.
@@ -223,10 +222,10 @@ func (m *metrics) observeUpstream(pool string, o ratelimit.Observation) {
 		if !k.w.Known() {
 			continue
 		}
-		m.upstreamState.WithLabelValues(pool, k.kind, "limit").Set(float64(k.w.Limit))
-		m.upstreamState.WithLabelValues(pool, k.kind, "remaining").Set(float64(k.w.Remaining))
+		m.upstreamLimit.WithLabelValues(pool, k.kind).Set(float64(k.w.Limit))
+		m.upstreamRemaining.WithLabelValues(pool, k.kind).Set(float64(k.w.Remaining))
 		if k.w.Reset >= 0 {
-			m.upstreamState.WithLabelValues(pool, k.kind, "reset_seconds").Set(k.w.Reset.Seconds())
+			m.upstreamReset.WithLabelValues(pool, k.kind).Set(k.w.Reset.Seconds())
 		}
 	}
 }

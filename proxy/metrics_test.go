@@ -107,7 +107,7 @@ meterproxy_admissions_total{class="interactive",outcome="upload",pool="none"} 0
 # TYPE meterproxy_in_flight gauge
 meterproxy_in_flight{class="bulk",pool="default"} 0
 meterproxy_in_flight{class="interactive",pool="default"} 0
-# HELP meterproxy_in_flight_limit The in-flight bound the store enforces, by pool: the fleet's with Redis, this replica's in process.
+# HELP meterproxy_in_flight_limit The in-flight bound admission works under now, by pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.
 # TYPE meterproxy_in_flight_limit gauge
 meterproxy_in_flight_limit{pool="default"} 200
 # HELP meterproxy_store_degraded 1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.
@@ -124,8 +124,8 @@ meterproxy_queue_depth{class="interactive",pool="default"} 0
 		t.Error(err)
 	}
 	if got := counterValue(t, p.reg, "meterproxy_requests_total",
-		map[string]string{"class": "bulk", "caller": "unknown", "outcome": "forwarded", "code": "2xx"}); got != 1 {
-		t.Errorf("requests_total forwarded 2xx = %v, want 1", got)
+		map[string]string{"class": "bulk", "caller": "unknown", "outcome": "forwarded", "code": "200"}); got != 1 {
+		t.Errorf("requests_total forwarded 200 = %v, want 1", got)
 	}
 	if problems, err := testutil.GatherAndLint(p.reg); err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %+v", err, problems)

@@ -9,15 +9,17 @@ import (
 
 // The outcomes of meterproxy_shadow_decisions_total.
 const (
-	shadowAdmitted   = "admitted"    // would have gone at once
-	shadowHeld       = "held"        // would have waited, then gone
-	shadowQueueFull  = "queue_full"  // would have been refused at once
-	shadowMaxWait    = "max_wait"    // would have been refused after max_wait
-	shadowUnfinished = "unfinished"  // the response ended before the decision
-	shadowOther      = "unavailable" // the store was unavailable or closing
+	shadowAdmitted   = admitAdmitted          // would have gone at once
+	shadowHeld       = admitHeld              // would have waited, then gone
+	shadowQueueFull  = reasonQueueFull        // would have been refused at once
+	shadowMaxWait    = reasonMaxWait          // would have been refused after max_wait
+	shadowCallerCap  = reasonCallerCap        // the caller's own cap would have refused it
+	shadowUnfinished = "unfinished"           // the response ended before the decision
+	shadowOther      = reasonStoreUnavailable // the store was unavailable or closing
 )
 
-var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowUnfinished, shadowOther}
+// shadowOutcomes name a refusal as meterproxy_refusals_total's reason does.
+var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowUnfinished, shadowOther}
 
 // shadowAdmit asks the limiter, beside a request that is forwarded at once
 // (mode: shadow), what it would have decided, and records it. The returned
@@ -38,6 +40,8 @@ func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
 			outcome = shadowHeld
 		case err == nil:
 			outcome = shadowAdmitted
+		case errors.As(err, &refused) && refused.Caller != "":
+			outcome = shadowCallerCap
 		case errors.As(err, &refused) && errors.Is(err, quota.ErrQueueFull):
 			outcome = shadowQueueFull
 		case errors.As(err, &refused):

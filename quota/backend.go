@@ -69,6 +69,12 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 }
 
+// LocalFallback reports whether admission runs on the per-replica limits
+// now: Redis is bypassed after a failure under store.on_error local.
+func (b *backend) LocalFallback() bool {
+	return b.Degraded() && b.failover.policy == OnErrorLocal
+}
+
 // Degraded reports whether the shared store is bypassed after a failure.
 func (b *backend) Degraded() bool { return b.failover != nil && b.failover.Degraded() }
 

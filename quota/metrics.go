@@ -76,7 +76,7 @@ func newPoolCollector(a *Admitter) *poolCollector {
 		limitTokens: prometheus.NewDesc("meterproxy_limit_tokens_per_second",
 			"As meterproxy_limit_requests_per_second, in tokens; only while account.tokens_per_minute is enforced.", pc, nil),
 		limit: prometheus.NewDesc("meterproxy_in_flight_limit",
-			"The in-flight bound the store enforces, by pool: the fleet's with Redis, this replica's in process.", []string{"pool"}, nil),
+			"The in-flight bound admission works under now, by pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.", []string{"pool"}, nil),
 		hold: prometheus.NewDesc("meterproxy_upstream_hold_seconds",
 			"How much longer the pool's bulk is held on the upstream's word (remaining below the interactive reserve, or a 429) or by its output budget, as of the store's last answer.",
 			[]string{"pool"}, nil),
@@ -96,7 +96,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	c.a.eachPool(func(pool string, l *limiter) {
-		gauge(c.limit, float64(l.InFlightLimit()), pool)
+		bound := l.InFlightLimit()
+		if c.a.backend.LocalFallback() {
+			bound = l.limits.Load().local.InFlight // what this replica admits under while Redis is bypassed
+		}
+		gauge(c.limit, float64(bound), pool)
 		gauge(c.hold, l.UpstreamHold().Seconds(), pool)
 		w := l.Window()
 		lim := l.limits.Load().enforced
@@ -135,8 +139,8 @@ func newCapCollector(a *Admitter) *capCollector {
 			"Requests in flight under a capped caller's cap across the fleet, at the store's last answer, by caller.", label, nil),
 		limit: prometheus.NewDesc("meterproxy_caller_in_flight_limit",
 			"A capped caller's callers[].max_in_flight (0: no in-flight cap), by caller.", label, nil),
-		rateLimit: prometheus.NewDesc("meterproxy_caller_requests_per_minute_limit",
-			"A capped caller's callers[].requests_per_minute (0: no rate cap), by caller.", label, nil),
+		rateLimit: prometheus.NewDesc("meterproxy_caller_limit_requests_per_second",
+			"A capped caller's callers[].requests_per_minute as requests a second (0: no rate cap), by caller.", label, nil),
 	}
 }
 
@@ -149,6 +153,6 @@ func (c *capCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name)
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.MaxInFlight), name)
-		ch <- prometheus.MustNewConstMetric(c.rateLimit, prometheus.GaugeValue, float64(st.RequestsPerMinute), name)
+		ch <- prometheus.MustNewConstMetric(c.rateLimit, prometheus.GaugeValue, float64(st.RequestsPerMinute)/60, name)
 	}
 }

@@ -13,8 +13,7 @@ import (
 // one request through an upstream that sends rate-limit headers) exports
 // exactly the meterproxy_* metrics the dashboards and alerts are checked
 // against, with those types and label names — so the dashboards test's
-// list cannot drift from what the proxy exports (shadow decisions, which
-// only mode: shadow feeds, included).
+// list cannot drift from what the proxy exports.
 func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 	srv := redistest.Start(t)
 	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{RPM: 6000}))
@@ -36,9 +35,6 @@ func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 		}
 		exported = append(exported, name)
 		spec, known := exportedMetrics[name]
-		if name == "meterproxy_shadow_decisions_total" {
-			continue // documented in README; no dashboard panel reads it
-		}
 		if !known {
 			t.Errorf("%s is exported but not in the dashboards' metric set", name)
 			continue

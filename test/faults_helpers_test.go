@@ -539,7 +539,9 @@ type reading struct {
 func read(m procs.Metrics) reading {
 	r := reading{forwarded: map[string]float64{}, reasons: map[string]float64{}}
 	for _, cc := range []string{"2xx", "3xx", "4xx", "5xx"} {
-		r.forwarded[cc] = m.Sum("meterproxy_requests_total", map[string]string{"outcome": "forwarded", "code": cc})
+		r.forwarded[cc] = m.SumWhere("meterproxy_requests_total", func(l map[string]string) bool {
+			return l["outcome"] == "forwarded" && len(l["code"]) == 3 && l["code"][0] == cc[0] // by code class
+		})
 	}
 	r.refused = m.Sum("meterproxy_requests_total", map[string]string{"outcome": "refused"})
 	r.cancelled = m.Sum("meterproxy_requests_total", map[string]string{"outcome": "cancelled"})

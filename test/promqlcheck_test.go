@@ -46,7 +46,7 @@ var (
 // besides the go_* and process_* collectors.
 var exportedMetrics = map[string]metricSpec{
 	"meterproxy_requests_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
-		"outcome": {"forwarded", "refused", "cancelled"}, "code": {"2xx", "3xx", "4xx", "5xx", "none"}}},
+		"outcome": {"forwarded", "refused", "cancelled"}, "code": nil}},
 	"meterproxy_refusals_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "reason": {"unknown_caller",
 		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "shutting_down", "store_unavailable",
 		"upstream_unreachable", "upstream_timeout", "method_not_allowed", "upgrade_not_supported", "non_canonical_path",
@@ -64,10 +64,13 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_in_flight_limit":           {"gauge", poolLabel},
 	"meterproxy_measured_in_flight":        {"gauge", classLabel},
 	"meterproxy_upstream_duration_seconds": {"histogram", classLabel},
-	"meterproxy_upstream_ratelimit": {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"},
-		"field": {"limit", "remaining", "reset_seconds"}}},
-	"meterproxy_upstream_hold_seconds": {"gauge", poolLabel},
-	"meterproxy_upstream_429_total":    {"counter", nil},
+	"meterproxy_shadow_decisions_total": {"counter", map[string][]string{"class": classValues,
+		"outcome": {"admitted", "held", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "unfinished", "store_unavailable"}}},
+	"meterproxy_upstream_limit":         {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
+	"meterproxy_upstream_remaining":     {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
+	"meterproxy_upstream_reset_seconds": {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
+	"meterproxy_upstream_hold_seconds":  {"gauge", poolLabel},
+	"meterproxy_upstream_429_total":     {"counter", nil},
 	"meterproxy_tokens_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil,
 		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
 	"meterproxy_window_used_requests":             {"gauge", poolClassLabel},
@@ -82,7 +85,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_caller_queue_depth":               {"gauge", callerLabel},
 	"meterproxy_caller_in_flight":                 {"gauge", callerLabel},
 	"meterproxy_caller_in_flight_limit":           {"gauge", callerLabel},
-	"meterproxy_caller_requests_per_minute_limit": {"gauge", callerLabel},
+	"meterproxy_caller_limit_requests_per_second": {"gauge", callerLabel},
 }
 
 // seriesSpec resolves a series name to what meterproxy exports under it: a

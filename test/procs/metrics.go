@@ -52,6 +52,21 @@ func (m Metrics) Sum(name string, labels map[string]string) float64 {
 	return total
 }
 
+// SumWhere is Sum over the series of name whose labels keep accepts.
+func (m Metrics) SumWhere(name string, keep func(labels map[string]string) bool) float64 {
+	var total float64
+	for _, s := range m[name].GetMetric() {
+		labels := make(map[string]string, len(s.GetLabel()))
+		for _, lp := range s.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		if keep(labels) {
+			total += Metrics{name: &dto.MetricFamily{Metric: []*dto.Metric{s}}}.Sum(name, nil)
+		}
+	}
+	return total
+}
+
 func hasLabels(s *dto.Metric, labels map[string]string) bool {
 	n := 0
 	for _, lp := range s.GetLabel() {
