@@ -382,13 +382,19 @@ func (l *limiter) UpstreamHold() time.Duration { return time.Duration(l.last.ups
 // occupied is the slots this replica holds in flight, for the store.
 // Credits count: the store granted them and counts them in flight.
 func (l *limiter) occupied() PerClass {
-	var h PerClass
+	h, _ := l.occupiedAndCredits()
+	return h
+}
+
+// occupiedAndCredits is occupied, and how many of those slots are credits.
+func (l *limiter) occupiedAndCredits() (occupied, credits PerClass) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for c := range h {
-		h[c] = l.inFlight[c].Load() + l.credits.n[c]
+	for c := range occupied {
+		credits[c] = l.credits.n[c]
+		occupied[c] = l.inFlight[c].Load() + credits[c]
 	}
-	return h
+	return occupied, credits
 }
 
 // retryAfter estimates when a request behind ahead others of class c may be

@@ -129,7 +129,8 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			st.pf.updateRate(now, &admitted)
 		}
 		lims := l.limits.Load()
-		req.Pool, req.InFlight, req.Upstream = l.pool, l.occupied(), l.pending.take(now)
+		req.Pool, req.Upstream = l.pool, l.pending.take(now)
+		req.InFlight, req.Credits = l.occupiedAndCredits()
 		req.Limits, req.LocalLimits = lims.enforced, lims.local
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)

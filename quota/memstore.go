@@ -102,6 +102,9 @@ func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 	}
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold, outputWait)
 	res.FleetInFlight = s.inFlight
+	for c := range res.FleetCredits {
+		res.FleetCredits[c] = min(req.Credits[c], s.inFlight[c])
+	}
 	res.Window = WindowUse{Sec: sec, Requests: s.win.used, Tokens: s.win.tokens}
 	for c, n := range res.Window.Tokens {
 		res.Window.Tokens[c] = max(0, n) // credit is room, not use

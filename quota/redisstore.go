@@ -119,6 +119,8 @@ const (
 	argOutputTPM
 	argReserveOutputTPM
 	argOutput
+	argCreditsI
+	argCreditsB
 	argFair
 	argCaps
 	numArgs
@@ -142,6 +144,8 @@ const (
 	replyTokensI
 	replyTokensB
 	replyLeftMs
+	replyCreditsI
+	replyCreditsB
 	replyLen
 	// Each cap's answer follows: granted interactive, granted bulk, the
 	// fleet's count in flight under it, and 1 when it was full.
@@ -178,6 +182,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	args[argAccountTPM], args[argBulkTPM], args[argReserveTPM] = l.AccountTPM, l.BulkTPM, l.ReserveTPM
 	args[argCorrectionI], args[argCorrectionB] = req.Corrections[I], req.Corrections[B]
 	args[argOutputTPM], args[argReserveOutputTPM], args[argOutput] = l.OutputTPM, l.ReserveOutputTPM, req.Output
+	args[argCreditsI], args[argCreditsB] = req.Credits[I], req.Credits[B]
 	args[argFair] = fairMask(l.Fair)
 	args[argCaps] = len(req.Caps)
 	for _, ct := range req.Caps {
@@ -219,6 +224,7 @@ func parseTake(r []int64, caps int) (takeResult, error) {
 		res.Blocker[c] = blocker(v)
 	}
 	res.FleetInFlight[I], res.FleetInFlight[B] = r[replyFleetI], r[replyFleetB]
+	res.FleetCredits[I], res.FleetCredits[B] = r[replyCreditsI], r[replyCreditsB]
 	res.Window.Requests[I], res.Window.Requests[B] = r[replyUsedI], r[replyUsedB]
 	res.Window.Tokens[I], res.Window.Tokens[B] = r[replyTokensI], r[replyTokensB]
 	res.Window.Sec = r[replySec]

@@ -309,3 +309,30 @@ func TestRedisFairSplit(t *testing.T) {
 		t.Fatalf("fifo: a got %v, want all 10 whoever else waits", r.Granted)
 	}
 }
+
+// TestRedisFleetCredits: the store counts each replica's credits (slots
+// granted ahead of demand) apart, so the fleet's count of requests in
+// flight leaves them out; a dead replica's credits go with it.
+func TestRedisFleetCredits(t *testing.T) {
+	a, b, advance := expiringPair(t)
+	ctx := t.Context()
+	take := func(s *redisStore, held, credits PerClass) takeResult {
+		t.Helper()
+		r, err := s.Take(ctx, takeRequest{InFlight: held, Credits: credits, Limits: inFlightLimits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	take(a, pc(0, 8), pc(0, 3)) // 8 slots, 3 of them credits
+	if r := take(b, pc(0, 2), pc(0, 0)); r.FleetInFlight != pc(0, 10) || r.FleetCredits != pc(0, 3) {
+		t.Fatalf("fleet %v, credits %v; want 10 slots of which 3 credits", r.FleetInFlight, r.FleetCredits)
+	}
+	if r := take(a, pc(0, 6), pc(0, 1)); r.FleetInFlight != pc(0, 8) || r.FleetCredits != pc(0, 1) {
+		t.Fatalf("after a used 2 credits: fleet %v, credits %v; want 8 and 1", r.FleetInFlight, r.FleetCredits)
+	}
+	advance(4 * time.Second) // a falls silent past its TTL
+	if r := take(b, pc(0, 2), pc(0, 0)); r.FleetInFlight != pc(0, 2) || r.FleetCredits != pc(0, 0) {
+		t.Fatalf("a reaped: fleet %v, credits %v; want b's 2 and none", r.FleetInFlight, r.FleetCredits)
+	}
+}

@@ -65,6 +65,6 @@ func (a *lastAnswer) set(res takeResult) {
 	w := res.Window
 	a.window.Store(&w)
 	for c := range res.FleetInFlight {
-		a.fleetInFlight[c].Store(res.FleetInFlight[c])
+		a.fleetInFlight[c].Store(max(0, res.FleetInFlight[c]-res.FleetCredits[c])) // requests, not credits
 	}
 }

@@ -37,8 +37,11 @@ type takeRequest struct {
 	// Want is how many requests of each class are waiting.
 	Want PerClass
 	// InFlight is how many requests of each class this replica has in flight
-	// now, not counting what this call grants.
+	// now, not counting what this call grants; its credits (slots granted
+	// ahead of demand, prefetch.go) count as in flight.
 	InFlight PerClass
+	// Credits is how many of InFlight are credits, by class.
+	Credits PerClass
 	// Upstream is what the upstream's own headers said since the last call,
 	// or nil.
 	Upstream *upstreamReport
@@ -152,6 +155,9 @@ type takeResult struct {
 	// FleetInFlight is the in-flight count of every replica together, by
 	// class, after this call (for a single-replica store, this replica's).
 	FleetInFlight PerClass
+	// FleetCredits is how many of FleetInFlight are credits, not requests,
+	// as the replicas last reported them.
+	FleetCredits PerClass
 	// UpstreamHold is how much longer bulk is held on the upstream's word
 	// or by the output budget; 0 when it is not.
 	UpstreamHold time.Duration

@@ -5,6 +5,8 @@
 --                                         in requests and in tokens
 --   2 inflight  HASH  i, b               fleet totals in flight, by class
 --                     <replica>:i, <replica>:b   each replica's own counts
+--                     ci, cb; <replica>:ci, :cb  of those, slots granted ahead of demand
+--                                                 (credits, prefetch.go): the fleet's, each replica's
 --                     <replica>:d1, :d2           the last second it had waiters, by class
 --                     <replica>:s, :g1, :g2       the second it last took in, and what it
 --                                                 took of each class in it
@@ -23,7 +25,8 @@
 -- positions, and TestTakeScriptPositions holds them equal):
 --   1 replica id
 --   2,3 want interactive, bulk            waiting requests
---   4,5 held interactive, bulk            this replica's in flight now (absolute)
+--   4,5 held interactive, bulk            this replica's in flight now (absolute),
+--                                         its credits included
 --   6,7,8 account, bulk, reserve          requests per minute
 --   9,10,11 in flight: bound, bulk share, reserve
 --   12 borrow ("1" or "0")
@@ -36,9 +39,10 @@
 --   22,23 token corrections interactive, bulk (real usage minus estimates)
 --   24,25 output tokens per minute: budget (0: not enforced), reserve
 --   26 output tokens reported since the last call
---   27 fair: which classes share their second between replicas with
+--   27,28 credits interactive, bulk       of held, the credits (absolute)
+--   29 fair: which classes share their second between replicas with
 --      waiters (fairness callers): 1 interactive, 2 bulk, 3 both, 0 none
---   28 k: how many capped callers follow, four values each: name, this
+--   30 k: how many capped callers follow, four values each: name, this
 --      replica's count in flight under the cap (absolute), max in flight,
 --      requests per minute (2^40 for no bound)
 --   then per class, interactive first: n, how many waiters are listed, and
@@ -47,7 +51,10 @@
 --      enforced means the want counts uncapped waiters.
 -- Reply (by name in REPLY below, mirrored by redisstore.go's reply*
 -- constants): {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec,
---         fleet_i, fleet_b, hold_ms, used_i, used_b, tokens_i, tokens_b, left_ms}
+--         fleet_i, fleet_b, hold_ms, used_i, used_b, tokens_i, tokens_b, left_ms,
+--         credits_i, credits_b}
+--   fleet: slots taken across the fleet, credits included; credits: of them,
+--   the credits (so fleet - credits is requests genuinely in flight).
 --   left_ms: what is left of the window's second, by Redis's clock.
 --   blocker: 0 none, 1 window, 2 in flight, 3 upstream or output budget
 --   (bulk held), 4 only capped callers' caps, 5 output budget spent
@@ -68,12 +75,12 @@ local ARG = {
   upstream_age = 16, upstream_hold = 17, upstream_throttle = 18,
   account_tpm = 19, bulk_tpm = 20, reserve_tpm = 21,
   correction_i = 22, correction_b = 23,
-  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, fair = 27, caps = 28,
+  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, credits_i = 27, credits_b = 28, fair = 29, caps = 30,
 }
 local REPLY = {
   granted_i = 1, granted_b = 2, blocker_i = 3, blocker_b = 4, retry_ms = 5, sec = 6,
   fleet_i = 7, fleet_b = 8, hold_ms = 9, used_i = 10, used_b = 11,
-  tokens_i = 12, tokens_b = 13, left_ms = 14,
+  tokens_i = 12, tokens_b = 13, left_ms = 14, credits_i = 15, credits_b = 16,
 }
 local function arg(name) return ARGV[ARG[name]] end
 local function num(name) return tonumber(ARGV[ARG[name]]) end
@@ -122,7 +129,9 @@ local function reapDead()
       for c = 1, 2 do
         local n = tonumber(redis.call('HGET', kinf, r .. ':' .. field[c]) or '0')
         if n ~= 0 then redis.call('HINCRBY', kinf, field[c], -n) end
-        redis.call('HDEL', kinf, r .. ':' .. field[c], r .. ':d' .. c, r .. ':g' .. c)
+        local cr = tonumber(redis.call('HGET', kinf, r .. ':c' .. field[c]) or '0')
+        if cr ~= 0 then redis.call('HINCRBY', kinf, 'c' .. field[c], -cr) end
+        redis.call('HDEL', kinf, r .. ':' .. field[c], r .. ':c' .. field[c], r .. ':d' .. c, r .. ':g' .. c)
       end
       redis.call('HDEL', kinf, r .. ':s')
       capFields = capFields or redis.call('HKEYS', kcapinf)
@@ -143,13 +152,16 @@ end
 
 -- Phase: this replica's count is what it says it holds, so drift heals on
 -- every call. Returns the fleet's totals, by class.
+local credits = {num('credits_i'), num('credits_b')}
 local function assertInFlight()
-  local total = {}
+  local total, cred = {}, {}
   for c = 1, 2 do
     local old = tonumber(redis.call('HGET', kinf, rid .. ':' .. field[c]) or '0')
     total[c] = math.max(0, tonumber(redis.call('HGET', kinf, field[c]) or '0') - old + held[c])
+    local oldc = tonumber(redis.call('HGET', kinf, rid .. ':c' .. field[c]) or '0')
+    cred[c] = math.max(0, tonumber(redis.call('HGET', kinf, 'c' .. field[c]) or '0') - oldc + credits[c])
   end
-  return total
+  return total, cred
 end
 
 -- floor((t+1)·r) − floor(t·r) with r = rpm/60 for second s; periodic in
@@ -243,7 +255,7 @@ local function takeOutput()
 end
 
 reapDead()
-local total = assertInFlight()
+local total, fleetCredits = assertInFlight()
 local used, tok = readWindow()
 local holdMs = mergeUpstream()
 local outBulkMs, outInteractiveMs = takeOutput()
@@ -400,7 +412,8 @@ local function save()
   redis.call('PEXPIRE', kwin, 5000)
   redis.call('HSET', kinf, 'i', total[1], 'b', total[2],
     rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2],
-    rid .. ':s', sec, rid .. ':g1', took[1] + granted[1], rid .. ':g2', took[2] + granted[2])
+    rid .. ':s', sec, rid .. ':g1', took[1] + granted[1], rid .. ':g2', took[2] + granted[2],
+    'ci', fleetCredits[1], 'cb', fleetCredits[2], rid .. ':ci', credits[1], rid .. ':cb', credits[2])
   for c = 1, 2 do
     if want[c] > 0 then redis.call('HSET', kinf, rid .. ':d' .. c, sec) end
   end
@@ -456,6 +469,7 @@ reply[REPLY.hold_ms] = holdMs
 reply[REPLY.used_i], reply[REPLY.used_b] = used[1], used[2]
 reply[REPLY.tokens_i], reply[REPLY.tokens_b] = math.max(0, tok[1]), math.max(0, tok[2]) -- credit is room, not use
 reply[REPLY.left_ms] = 1000 - nowMs % 1000
+reply[REPLY.credits_i], reply[REPLY.credits_b] = math.min(fleetCredits[1], total[1]), math.min(fleetCredits[2], total[2])
 for _, cp in ipairs(caps) do
   reply[#reply + 1] = cp.granted[1]
   reply[#reply + 1] = cp.granted[2]

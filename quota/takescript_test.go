@@ -34,12 +34,14 @@ func TestTakeScriptPositions(t *testing.T) {
 			"upstream_age": argUpstreamAge, "upstream_hold": argUpstreamHold, "upstream_throttle": argUpstreamThrottle,
 			"account_tpm": argAccountTPM, "bulk_tpm": argBulkTPM, "reserve_tpm": argReserveTPM,
 			"correction_i": argCorrectionI, "correction_b": argCorrectionB,
-			"output_tpm": argOutputTPM, "reserve_output_tpm": argReserveOutputTPM, "output_spent": argOutput, "fair": argFair, "caps": argCaps,
+			"output_tpm": argOutputTPM, "reserve_output_tpm": argReserveOutputTPM, "output_spent": argOutput,
+			"credits_i": argCreditsI, "credits_b": argCreditsB, "fair": argFair, "caps": argCaps,
 		},
 		"REPLY": {
 			"granted_i": replyGrantedI, "granted_b": replyGrantedB, "blocker_i": replyBlockerI, "blocker_b": replyBlockerB,
 			"retry_ms": replyRetryMs, "sec": replySec, "fleet_i": replyFleetI, "fleet_b": replyFleetB, "hold_ms": replyHoldMs,
 			"used_i": replyUsedI, "used_b": replyUsedB, "tokens_i": replyTokensI, "tokens_b": replyTokensB, "left_ms": replyLeftMs,
+			"credits_i": replyCreditsI, "credits_b": replyCreditsB,
 		},
 	}
 	counts := map[string]int{"ARG": numArgs, "REPLY": replyLen}
