@@ -175,6 +175,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ex.injected {
 		w = &stripWriter{ResponseWriter: w}
 	}
+	upstream := h.m.callerInFlight.WithLabelValues(res.Caller)
+	upstream.Inc()
+	defer upstream.Dec()
 	h.forward(w, r, res)
 }
 

@@ -47,11 +47,14 @@ type metrics struct {
 	// class: admitted, and waiting now.
 	callerAdmissions *prometheus.CounterVec
 	callerWaiting    *prometheus.GaugeVec
-	queueWait        *prometheus.HistogramVec
-	upstream         *prometheus.HistogramVec
-	cutShort         *prometheus.CounterVec
-	tokens           *prometheus.CounterVec
-	upstream429      prometheus.Counter
+	// callerInFlight counts each caller's admitted requests on this
+	// replica between admission and the end of the response.
+	callerInFlight *prometheus.GaugeVec
+	queueWait      *prometheus.HistogramVec
+	upstream       *prometheus.HistogramVec
+	cutShort       *prometheus.CounterVec
+	tokens         *prometheus.CounterVec
+	upstream429    prometheus.Counter
 	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
 	// known limit, remaining and reset (s)
 	// the upstream reported, by kind (requests, tokens).
@@ -86,6 +89,10 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Name: "meterproxy_caller_waiting",
 			Help: "Requests waiting for admission on this replica, by pool, class and caller (configured names; every unknown caller as unknown).",
 		}, []string{"pool", "class", "caller"}),
+		callerInFlight: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meterproxy_caller_in_flight",
+			Help: "Admitted requests upstream on this replica now, by caller (configured names; every unknown caller as unknown); summed over replicas, the fleet's.",
+		}, []string{"caller"}),
 		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "meterproxy_queue_wait_seconds",
 			Help: "Time from arrival to admission decision, by class and outcome: admitted, or refused (queue full, max_wait, a cap, the store, shutdown); a client that left is in neither.",
@@ -164,6 +171,7 @@ const poolNone = "none"
 // preinit creates every label combination so series exist from the start.
 func (m *metrics) preinit(class string, pools, callers []string) {
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
+		m.callerInFlight.WithLabelValues(caller)
 		m.requests.WithLabelValues(class, caller, outcomeForwarded, "200")
 		m.requests.WithLabelValues(class, caller, outcomeRefused, "429")
 		m.requests.WithLabelValues(class, caller, outcomeRefused, "503")

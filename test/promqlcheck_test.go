@@ -84,6 +84,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_config_reloads_total":             {"counter", map[string][]string{"result": {"success", "failure"}}},
 	"meterproxy_caller_queue_depth":               {"gauge", callerLabel},
 	"meterproxy_caller_in_flight":                 {"gauge", callerLabel},
+	"meterproxy_caller_cap_slots_used":            {"gauge", callerLabel},
 	"meterproxy_caller_in_flight_limit":           {"gauge", callerLabel},
 	"meterproxy_caller_limit_requests_per_second": {"gauge", callerLabel},
 }
