@@ -273,9 +273,12 @@ func (l *limiter) Queued(c classify.Class) int {
 // InFlight returns how many leases of class c this replica holds.
 func (l *limiter) InFlight(c classify.Class) int64 { return l.inFlight[c].Load() }
 
-// FleetInFlight returns the store's last count of class c in flight across
-// the fleet (this replica's own count for an in-process store).
-func (l *limiter) FleetInFlight(c classify.Class) int64 { return l.last.fleetInFlight[c].Load() }
+// FleetInFlight returns the requests of class c in flight across the
+// fleet: this replica's own now, and the others' as they last told the
+// store — slots taken ahead of demand (credits) left out on both sides.
+func (l *limiter) FleetInFlight(c classify.Class) int64 {
+	return l.last.others[c].Load() + l.inFlight[c].Load()
+}
 
 // Lease is one admitted request's claim on an in-flight slot.
 type Lease struct {

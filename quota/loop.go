@@ -151,7 +151,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 			l.storeFailed(ctx, st, err)
 			return
 		}
-		l.last.set(res)
+		l.last.set(req, res)
 		l.hand(req, res, st, now)
 		l.plan(&st.pf, res, lims.enforced)
 		more := false

@@ -66,7 +66,7 @@ func newPoolCollector(a *Admitter) *poolCollector {
 		inFlight: prometheus.NewDesc("meterproxy_in_flight",
 			"Requests admitted by this replica and not yet finished, by pool and class.", pc, nil),
 		fleet: prometheus.NewDesc("meterproxy_fleet_in_flight",
-			"Requests in flight across the fleet at the store's last answer, by pool and class.", pc, nil),
+			"Requests in flight across the fleet, by pool and class: this replica's own now and the others' as they last told the store, slots taken ahead of demand (credits) left out.", pc, nil),
 		usedRequests: prometheus.NewDesc("meterproxy_window_used_requests",
 			"Requests the class was granted in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.", pc, nil),
 		usedTokens: prometheus.NewDesc("meterproxy_window_used_tokens",

@@ -54,17 +54,21 @@ func (p *pendingReport) restore(r *upstreamReport, sent time.Time) {
 // the fleet's in flight, the upstream hold and the window's use. It is
 // safe for concurrent use; the zero value has heard nothing.
 type lastAnswer struct {
-	fleetInFlight [classify.NumClasses]atomic.Int64
-	upstreamHold  atomic.Int64 // a time.Duration
-	window        atomic.Pointer[WindowUse]
+	// others are the other replicas' requests in flight (their credits
+	// left out), as they last reported them.
+	others       [classify.NumClasses]atomic.Int64
+	upstreamHold atomic.Int64 // a time.Duration
+	window       atomic.Pointer[WindowUse]
 }
 
-// set records res.
-func (a *lastAnswer) set(res takeResult) {
+// set records res, the answer to req.
+func (a *lastAnswer) set(req takeRequest, res takeResult) {
 	a.upstreamHold.Store(int64(res.UpstreamHold))
 	w := res.Window
 	a.window.Store(&w)
 	for c := range res.FleetInFlight {
-		a.fleetInFlight[c].Store(max(0, res.FleetInFlight[c]-res.FleetCredits[c])) // requests, not credits
+		mine := req.InFlight[c] + res.Granted[c]                    // this replica's slots after the call
+		othersCredits := max(0, res.FleetCredits[c]-req.Credits[c]) // reservations, not requests
+		a.others[c].Store(max(0, res.FleetInFlight[c]-mine-othersCredits))
 	}
 }
