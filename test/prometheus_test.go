@@ -330,11 +330,12 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 		t.Errorf("admitted %s wait p99 above max_wait: %v", s.labels["class"], s.values)
 	}
 	// The fleet's in-flight count reads the requests in flight, not the
-	// slots replicas took ahead of demand: on average within two of the
-	// replicas' own counts summed (the two are read a moment apart, the
-	// store's count as of its last answer).
+	// slots replicas took ahead of demand: on average within three of the
+	// replicas' own counts summed (each replica is scraped at its own
+	// moment of a bursty second, and sees the other's count as last
+	// reported; TestFleetInFlightReadsRequests checks one replica exactly).
 	if gap := prom.scalar(t, `avg_over_time((sum(max by (class) (meterproxy_fleet_in_flight{job="meterproxy"})) - sum(meterproxy_in_flight{job="meterproxy"}))`+
-		strings.TrimSuffix(run, "]")+`:1s])`, end); gap > 2 {
+		strings.TrimSuffix(run, "]")+`:1s])`, end); gap > 3 {
 		t.Errorf("meterproxy_fleet_in_flight reads %.1f above the replicas' own counts on average", gap)
 	} else {
 		t.Logf("Prometheus: fleet in flight minus the replicas' own counts, averaged over the run: %.2f", gap)
