@@ -19,25 +19,18 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 // metricValue reads one counter or gauge series from reg.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if matches(m, labels) {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	m := findSeries(t, reg, name, labels)
+	return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 }
 
 // histogramCount reads one histogram series' sample count from reg.
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
+	t.Helper()
+	return findSeries(t, reg, name, labels).GetHistogram().GetSampleCount()
+}
+
+// findSeries is the series of name with labels in reg, or nil.
+func findSeries(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -49,11 +42,11 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels 
 		}
 		for _, m := range mf.GetMetric() {
 			if matches(m, labels) {
-				return m.GetHistogram().GetSampleCount()
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func matches(m *dto.Metric, labels map[string]string) bool {
