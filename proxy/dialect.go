@@ -1,10 +1,10 @@
 package proxy
 
 import (
-	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"net/url"
 	"strings"
 
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 )
 

@@ -38,7 +38,7 @@ const (
 
 // metrics holds every collector of the proxy, registered on one injected
 // registry. Label values are closed sets: class, configured caller names
-// (others are "unknown"), outcome, code class.
+// (others are "unknown"), outcome, status code (100–599 or none).
 type metrics struct {
 	requests   *prometheus.CounterVec
 	refusals   *prometheus.CounterVec
@@ -56,8 +56,8 @@ type metrics struct {
 	tokens         *prometheus.CounterVec
 	upstream429    prometheus.Counter
 	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
-	// known limit, remaining and reset (s)
-	// the upstream reported, by kind (requests, tokens).
+	// limit, remaining and reset (s) the upstream reported, by pool and
+	// kind (requests, tokens).
 	upstreamLimit, upstreamRemaining, upstreamReset *prometheus.GaugeVec
 	// little measures in flight by Little's law, by class.
 	little [classify.NumClasses]*littleMeter

@@ -382,15 +382,10 @@ func (l *limiter) Window() WindowUse {
 // as of the store's last answer.
 func (l *limiter) UpstreamHold() time.Duration { return time.Duration(l.last.upstreamHold.Load()) }
 
-// occupied is the slots this replica holds in flight, for the store.
-// Credits count: the store granted them and counts them in flight.
-func (l *limiter) occupied() PerClass {
-	h, _ := l.occupiedAndCredits()
-	return h
-}
-
-// occupiedAndCredits is occupied, and how many of those slots are credits.
-func (l *limiter) occupiedAndCredits() (occupied, credits PerClass) {
+// occupied is the slots this replica holds in flight, for the store, and
+// how many of them are credits. Credits count: the store granted them and
+// counts them in flight, apart, so the fleet's count can leave them out.
+func (l *limiter) occupied() (occupied, credits PerClass) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range occupied {

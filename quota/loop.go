@@ -130,7 +130,7 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 		}
 		lims := l.limits.Load()
 		req.Pool, req.Upstream = l.pool, l.pending.take(now)
-		req.InFlight, req.Credits = l.occupiedAndCredits()
+		req.InFlight, req.Credits = l.occupied()
 		req.Limits, req.LocalLimits = lims.enforced, lims.local
 		for c := range req.Corrections {
 			req.Corrections[c] = l.corrections[c].Swap(0)
@@ -308,7 +308,9 @@ func (l *limiter) flush(ctx context.Context) {
 	l.mu.Lock()
 	caps := capTakes(l.capsForCallLocked(nil), nil)
 	l.mu.Unlock()
-	if _, err := l.store.Take(ctx, takeRequest{Pool: l.pool, InFlight: l.occupied(), Caps: caps}); err != nil {
+	req := takeRequest{Pool: l.pool, Caps: caps}
+	req.InFlight, req.Credits = l.occupied()
+	if _, err := l.store.Take(ctx, req); err != nil {
 		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))
 	}
 }

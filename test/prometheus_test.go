@@ -183,6 +183,16 @@ func (p *promServer) scalar(t *testing.T, expr string, at time.Time) float64 {
 	return s[0].values[0]
 }
 
+// waitScraped waits until Prometheus holds p's count of requests as p
+// itself reports it: its last answers are in the time series.
+func (p *promServer) waitScraped(t *testing.T, px *procs.Proxy, instance string) {
+	t.Helper()
+	poll.Until(t, "Prometheus to hold "+instance+"'s counts", func() bool {
+		want := sum(scrape(t, px.AdminURL), "meterproxy_requests_total", nil)
+		return p.scalar(t, fmt.Sprintf(`sum(meterproxy_requests_total{instance=%q})`, instance), time.Now()) == want
+	})
+}
+
 // TestDashboardAndAlertsOnRealPrometheus: a real Prometheus scrapes a
 // 2-replica fleet sharing Redis through a scripted run — interactive
 // steady, a bulk flood refused at max_wait, Redis killed and restarted,
@@ -225,20 +235,31 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 	})
 
 	// The run: a balancer over the replicas still serving.
+	// outstanding counts, by replica URL, the requests sent and not yet
+	// answered.
 	var mu sync.Mutex
 	serving := []string{replicas[0].URL, replicas[1].URL}
+	outstanding := map[string]int{}
 	var next int
-	pick := func() string {
+	pick := func() (string, func()) {
 		mu.Lock()
 		defer mu.Unlock()
 		next++
-		return serving[next%len(serving)]
+		url := serving[next%len(serving)]
+		outstanding[url]++
+		return url, func() {
+			mu.Lock()
+			outstanding[url]--
+			mu.Unlock()
+		}
 	}
 	out := newOutcomes()
 	client := newClient(t, 64)
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	send := func(ctx context.Context, class, key string) {
-		status, _, b, err := postFull(t, client, pick()+"/v1/chat/completions", body, map[string]string{"Authorization": "Bearer " + key})
+		url, done := pick()
+		status, _, b, err := postFull(t, client, url+"/v1/chat/completions", body, map[string]string{"Authorization": "Bearer " + key})
+		done()
 		if ctx.Err() != nil && err != nil {
 			return
 		}
@@ -270,14 +291,19 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 	mu.Lock()
 	serving = serving[:1]
 	mu.Unlock()
-	time.Sleep(3 * time.Second) // its last answers end and are scraped
+	poll.Until(t, "the drained replica's last answers", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return outstanding[replicas[1].URL] == 0
+	})
+	prom.waitScraped(t, replicas[1], admin(replicas[1]))
 	if err := replicas[1].Stop(30 * time.Second); err != nil {
 		t.Errorf("the drained replica did not stop cleanly: %v", err)
 	}
 	time.Sleep(5 * time.Second)
 	cancel()
 	wg.Wait()
-	time.Sleep(3 * time.Second) // the last scrapes
+	prom.waitScraped(t, replicas[0], admin(replicas[0]))
 	end := time.Now()
 	t.Logf("run %s: Redis down %s (killed at +%s); client saw %d interactive and %d bulk forwarded, refusals %v, cancelled %v, other %v",
 		end.Sub(start).Round(time.Second), restarted.Sub(killed).Round(time.Millisecond), killed.Sub(start).Round(time.Second),
