@@ -353,6 +353,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 		end := time.Now()
 		h.m.upstream.WithLabelValues(class).Observe(end.Sub(start).Seconds())
 		h.m.little[res.Class].add(end, end.Sub(start))
+		if p != nil { // counted before the request's outcome, so a reading that has the outcome has this too
+			side := "upstream"
+			if r.Context().Err() != nil || rec.clientFailed {
+				side = "client" // it left, or writing to it failed before that was noticed
+			}
+			h.m.cutShort.WithLabelValues(class, side).Inc()
+		}
 		switch {
 		case rec.refused != "":
 			h.m.refusals.WithLabelValues(exchangeOf(r.Context()).poolLabel(), class, rec.refused).Inc()
@@ -363,11 +370,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.R
 			h.m.requests.WithLabelValues(class, res.Caller, outcomeForwarded, statusCode(rec.status)).Inc()
 		}
 		if p != nil {
-			side := "upstream"
-			if r.Context().Err() != nil || rec.clientFailed {
-				side = "client" // it left, or writing to it failed before that was noticed
-			}
-			h.m.cutShort.WithLabelValues(class, side).Inc()
 			panic(p)
 		}
 	}()
