@@ -92,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 	fs.DurationVar(&cfg.ChunkInterval, "chunk-interval", cfg.ChunkInterval, "pause between SSE chunks")
 	fs.IntVar(&cfg.RPM, "rpm", cfg.RPM, "requests per minute limit (0 = unlimited)")
 	fs.IntVar(&cfg.TPM, "tpm", cfg.TPM, "tokens per minute reported in headers (0 = not reported)")
+	fs.IntVar(&cfg.MaxOutputTokens, "max-output-tokens", cfg.MaxOutputTokens, "most output tokens a chat request may ask for; more is answered 400 (0 = 2^31-1)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err
 	}

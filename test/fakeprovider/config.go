@@ -57,6 +57,11 @@ type Config struct {
 	// start and after Reset, as a fraction of full: an account partly
 	// spent before the run. Zero (or 1 and above) means full.
 	TPMStart float64
+	// MaxOutputTokens is the most output tokens a chat request may ask
+	// for (max_tokens, max_completion_tokens): a model's limit. A request
+	// asking more, or a value that is not a whole number, is answered 400
+	// as OpenAI answers it. Zero means 2^31−1.
+	MaxOutputTokens int
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool
 	// NoLog keeps no request log (Requests returns none; Stats and
@@ -110,6 +115,7 @@ func (c Config) withDefaults() Config {
 	c.TPM = max(c.TPM, 0)
 	c.OutputTPM = max(c.OutputTPM, 0)
 	c.Window = max(c.Window, 0)
+	c.MaxOutputTokens = max(c.MaxOutputTokens, 0)
 	if c.StreamChunks <= 0 {
 		c.StreamChunks = DefaultStreamChunks
 	}

@@ -43,7 +43,15 @@
 //	X-Fake-Stall-After: 3     stream 3 content chunks, then hang until the client goes away
 //	X-Fake-Cut-After: 3       stream 3 content chunks, then abort the connection
 //
-// Stall and cut apply to streamed requests only. A knob that does not parse
+// and two shape a chat completion's reply:
+//
+//	X-Fake-Reply-Bytes: 4000000  pad the reply's text to about this many bytes (at most 16 MiB)
+//	X-Fake-Tool-Call: true       answer with a tool call whose arguments carry the text
+//
+// A chat request asking for more output tokens than [Config.MaxOutputTokens]
+// (or for a number of them that is not a whole number, 1e300) is answered
+// 400, as OpenAI answers it; of duplicate keys the last counts, as at the
+// providers. Stall and cut apply to streamed requests only. A knob that does not parse
 // is answered with 400. Configured and per-request latency is skipped for
 // requests refused by the rate limit, as a provider's edge refuses at once.
 package fakeprovider

@@ -37,8 +37,36 @@ type chatChoice struct {
 }
 
 type chatMessage struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+// chatToolCall is one tool call of a message, or its delta in a stream
+// (id, type and name on the first delta only).
+type chatToolCall struct {
+	Index    int              `json:"index"`
+	ID       string           `json:"id,omitempty"`
+	Type     string           `json:"type,omitempty"`
+	Function chatToolFunction `json:"function"`
+}
+
+type chatToolFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// fakeTool is the function a HeaderToolCall reply calls.
+const fakeTool = "fake_tool"
+
+// toolCallDelta is the delta carrying part of a tool call's arguments; the
+// first names the call.
+func toolCallDelta(args string, first bool) chatMessage {
+	tc := chatToolCall{Function: chatToolFunction{Arguments: args}}
+	if first {
+		tc.ID, tc.Type, tc.Function.Name = "call_fake", "function", fakeTool
+	}
+	return chatMessage{ToolCalls: []chatToolCall{tc}}
 }
 
 // chatUsage has the field names of OpenAI's CompletionUsage.
@@ -65,11 +93,19 @@ func (x *exchange) chat() {
 		x.failJSON(err)
 		return
 	}
+	sh, err := parseShape(x.r.Header)
+	if err != nil {
+		x.fail(http.StatusBadRequest, err.Error())
+		return
+	}
+	if !x.checkMaxOutput(x.p.cfg.MaxOutputTokens) {
+		return
+	}
 	limit := req.MaxCompletionTokens
 	if limit == 0 {
 		limit = req.MaxTokens
 	}
-	rep := newReply(len(req.Messages), limit, x.p.cfg.StreamChunks)
+	rep := newReply(len(req.Messages), limit, x.p.cfg.StreamChunks).padded(sh.bytes, x.p.cfg.StreamChunks)
 	in := promptTokens(x.body)
 	usage := &chatUsage{PromptTokens: in, CompletionTokens: len(rep.words), TotalTokens: in + len(rep.words)}
 	finish := "stop"
@@ -83,19 +119,28 @@ func (x *exchange) chat() {
 		Model:             modelOr(req.Model),
 		SystemFingerprint: "fp_fake",
 	}
+	if sh.toolCall && !rep.truncated {
+		finish = "tool_calls"
+	}
 	if req.Stream {
-		x.stream(chatStream(base, rep, finish, usage, req.StreamOptions.IncludeUsage))
+		x.stream(chatStream(base, rep, finish, usage, req.StreamOptions.IncludeUsage, sh.toolCall))
 		return
 	}
-	base.Choices = []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &rep.text}, FinishReason: &finish}}
+	msg := chatMessage{Role: "assistant", Content: &rep.text}
+	if sh.toolCall {
+		msg.Content, msg.ToolCalls = nil, []chatToolCall{{ID: "call_fake", Type: "function",
+			Function: chatToolFunction{Name: fakeTool, Arguments: rep.text}}}
+	}
+	base.Choices = []chatChoice{{Message: &msg, FinishReason: &finish}}
 	base.Usage = usage
 	x.writeJSON(http.StatusOK, base)
 }
 
 // chatStream is the chunk sequence of a streamed chat completion: a role
-// chunk, the content chunks, a finish chunk, the usage chunk when asked
-// for, then [DONE]. Every chunk but the usage one has "usage": null.
-func chatStream(base chatCompletion, rep reply, finish string, usage *chatUsage, includeUsage bool) streamPlan {
+// chunk, the content chunks (tool-call argument chunks with toolCall), a
+// finish chunk, the usage chunk when asked for, then [DONE]. Every chunk
+// but the usage one has "usage": null.
+func chatStream(base chatCompletion, rep reply, finish string, usage *chatUsage, includeUsage, toolCall bool) streamPlan {
 	base.Object = "chat.completion.chunk"
 	chunk := func(delta chatMessage, finish *string) sseEvent {
 		c := base
@@ -104,8 +149,12 @@ func chatStream(base chatCompletion, rep reply, finish string, usage *chatUsage,
 	}
 	empty := ""
 	plan := streamPlan{head: []sseEvent{chunk(chatMessage{Role: "assistant", Content: &empty}, nil)}}
-	for _, text := range rep.chunks {
-		plan.chunks = append(plan.chunks, chunk(chatMessage{Content: &text}, nil))
+	for i, text := range rep.chunks {
+		delta := chatMessage{Content: &text}
+		if toolCall {
+			delta = toolCallDelta(text, i == 0)
+		}
+		plan.chunks = append(plan.chunks, chunk(delta, nil))
 	}
 	plan.tail = append(plan.tail, chunk(chatMessage{}, &finish))
 	if includeUsage {
