@@ -47,6 +47,7 @@
 //
 //	X-Fake-Reply-Bytes: 4000000  pad the reply's text to about this many bytes (at most 16 MiB)
 //	X-Fake-Tool-Call: true       answer with a tool call whose arguments carry the text
+//	X-Fake-Hold-Tail: true       write a JSON answer but its last 256 bytes (its usage), then wait for the client to leave
 //
 // A chat request asking for more output tokens than [Config.MaxOutputTokens]
 // (or for a number of them that is not a whole number, 1e300) is answered

@@ -133,6 +133,10 @@ func (x *exchange) chat() {
 	}
 	base.Choices = []chatChoice{{Message: &msg, FinishReason: &finish}}
 	base.Usage = usage
+	if sh.holdTail {
+		x.writeJSONHoldingTail(base)
+		return
+	}
 	x.writeJSON(http.StatusOK, base)
 }
 

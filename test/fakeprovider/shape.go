@@ -17,7 +17,14 @@ const (
 	// HeaderToolCall answers a chat request with a tool call whose
 	// arguments carry the reply's text, instead of message content.
 	HeaderToolCall = "X-Fake-Tool-Call"
+	// HeaderHoldTail writes a JSON chat answer but its last heldTail
+	// bytes (where its usage is), then waits for the client to go away:
+	// an answer held in flight with nearly all of it sent.
+	HeaderHoldTail = "X-Fake-Hold-Tail"
 )
+
+// heldTail is how much of a JSON answer HeaderHoldTail keeps back.
+const heldTail = 256
 
 // maxReplyBytes bounds HeaderReplyBytes.
 const maxReplyBytes = 16 << 20
@@ -25,8 +32,8 @@ const maxReplyBytes = 16 << 20
 // shape is how one chat reply is shaped: its size and whether it is a
 // tool call.
 type shape struct {
-	bytes    int
-	toolCall bool
+	bytes              int
+	toolCall, holdTail bool
 }
 
 // parseShape reads the reply-shape headers from h.
@@ -39,14 +46,38 @@ func parseShape(h http.Header) (shape, error) {
 		}
 		s.bytes = n
 	}
-	if v := h.Get(HeaderToolCall); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return s, fmt.Errorf("fakeprovider: header %s: %q is not a boolean", HeaderToolCall, v)
+	for _, k := range []struct {
+		name string
+		dst  *bool
+	}{{HeaderToolCall, &s.toolCall}, {HeaderHoldTail, &s.holdTail}} {
+		if v := h.Get(k.name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return s, fmt.Errorf("fakeprovider: header %s: %q is not a boolean", k.name, v)
+			}
+			*k.dst = b
 		}
-		s.toolCall = b
 	}
 	return s, nil
+}
+
+// writeJSONHoldingTail answers v with status 200 and its full length, but
+// writes all of it except the last heldTail bytes, then waits until the
+// client goes away (HeaderHoldTail).
+func (x *exchange) writeJSONHoldingTail(v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own types are marshalled; they always encode
+		x.fail(http.StatusInternalServerError, "fakeprovider: encode failed")
+		return
+	}
+	h := x.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	x.status = http.StatusOK
+	x.w.WriteHeader(http.StatusOK)
+	_, _ = x.w.Write(b[:max(0, len(b)-heldTail)])
+	_ = http.NewResponseController(x.w).Flush()
+	<-x.r.Context().Done()
 }
 
 // padded is rep with its text grown to about n bytes by repeating its

@@ -1,7 +1,10 @@
 package fakeprovider_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -114,5 +117,36 @@ func TestChatReplyShape(t *testing.T) {
 	if status, _, _ := send(t, srv, http.MethodPost, "/v1/chat/completions", twoMessages+`}`,
 		map[string]string{fakeprovider.HeaderReplyBytes: "99999999"}); status != http.StatusBadRequest {
 		t.Errorf("a reply above 16 MiB answered %d, want 400", status)
+	}
+}
+
+// TestChatHoldTail: X-Fake-Hold-Tail sends all of a JSON answer but its
+// last 256 bytes, with the whole length declared, and ends when the
+// client goes away.
+func TestChatHoldTail(t *testing.T) {
+	_, srv := newServer(t, fakeprovider.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(twoMessages+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(fakeprovider.HeaderReplyBytes, "50000")
+	req.Header.Set(fakeprovider.HeaderHoldTail, "true")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	head := make([]byte, res.ContentLength-256)
+	if _, err := io.ReadFull(res.Body, head); err != nil {
+		t.Fatalf("reading all but the tail of %d bytes: %v", res.ContentLength, err)
+	}
+	if res.StatusCode != http.StatusOK || res.ContentLength < 50_000 || bytes.Contains(head, []byte(`"usage"`)) {
+		t.Errorf("status %d, length %d; usage in what was sent: %v", res.StatusCode, res.ContentLength, bytes.Contains(head, []byte(`"usage"`)))
+	}
+	cancel()
+	if _, err := io.ReadAll(res.Body); err == nil {
+		t.Error("the held answer ended whole, want it broken off when the client left")
 	}
 }
