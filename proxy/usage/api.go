@@ -59,8 +59,9 @@ func AzureDeployment(path string) (deployment, endpoint string, ok bool) {
 // not ending in '.'. Azure compares deployment names case-insensitively
 // (the proxy's pools do too, quota.Model), and a server may drop a
 // trailing dot or a ";params" suffix, or decode "%2E": the name the pool
-// was chosen by would not be the deployment that serves. Given the
-// escaped path's segment, it also refuses any percent-encoding.
+// was chosen by would not be the deployment that serves. The proxy's
+// route also requires the escaped path to spell the name as it is (no
+// percent-encoding).
 func ValidDeployment(name string) bool {
 	if name == "" || name[len(name)-1] == '.' {
 		return false

@@ -206,3 +206,17 @@ func TestTokenArithmetic(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReadRequest reads a 64 KiB chat request (a long conversation
+// before the fields) in one walk.
+func BenchmarkReadRequest(b *testing.B) {
+	turn := `{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 40) + `"},`
+	body := []byte(`{"messages":[` + strings.Repeat(turn, 130) + `{"role":"user","content":"hi"}],"model":"gpt-4o","max_tokens":512,"n":2,"stream":true}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if req, err := ReadRequest("application/json", body); err != nil || req.OutputCeiling() != 1024 {
+			b.Fatalf("%+v, %v", req, err)
+		}
+	}
+}
