@@ -46,7 +46,7 @@ var (
 	// would read nothing.
 	ErrFieldType = errors.New("usage: field of the wrong type")
 	// ErrEncoding: the body starts with a byte order mark or is UTF-16 or
-	// UTF-32 (a NUL in its first four bytes). Python's json.loads reads
+	// UTF-32 (a NUL in its first two bytes). Python's json.loads reads
 	// such bytes; the proxy would read nothing.
 	ErrEncoding = errors.New("usage: body is not UTF-8 JSON without a byte order mark")
 	// ErrMalformedForm: a multipart/form-data or
@@ -238,16 +238,16 @@ func tokens(v gjson.Result) int64 {
 	return int64(math.Ceil(f))
 }
 
-// checkEncoding refuses a body that starts with a byte order mark (UTF-8,
-// UTF-16 or UTF-32) or holds a NUL in its first four bytes (UTF-16 or
-// UTF-32 without one), as Python's json.loads detects them (RFC 4627,
-// section 3): the provider may read such a body, gjson does not.
+// checkEncoding refuses a body that Python's json.loads (detect_encoding)
+// would decode as anything but plain UTF-8: a byte order mark (UTF-8,
+// UTF-16 or UTF-32), or a NUL in the first or second byte (UTF-16 or
+// UTF-32 without one, RFC 4627 section 3). The provider may read such a
+// body; gjson does not.
 func checkEncoding(body []byte) error {
-	head := body[:min(len(body), 4)]
+	s := string(body[:min(len(body), 4)])
 	switch {
-	case strings.HasPrefix(string(head), "\xEF\xBB\xBF"),
-		strings.HasPrefix(string(head), "\xFE\xFF"), strings.HasPrefix(string(head), "\xFF\xFE"),
-		strings.IndexByte(string(head), 0) >= 0:
+	case strings.HasPrefix(s, "\xEF\xBB\xBF"), strings.HasPrefix(s, "\xFE\xFF"), strings.HasPrefix(s, "\xFF\xFE"),
+		(len(s) == 4 || len(s) == 2) && (s[0] == 0 || s[1] == 0):
 		return ErrEncoding
 	}
 	return nil
