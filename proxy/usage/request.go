@@ -86,7 +86,9 @@ func (e *FieldError) Unwrap() error { return e.Err }
 func ReadRequest(contentType string, body []byte) (Request, error) {
 	mediaType, params, err := mime.ParseMediaType(contentType)
 	if err != nil && !errors.Is(err, mime.ErrInvalidMediaParameter) {
-		mediaType = "" // unparseable: no form parser reads it as a form either
+		// Unparseable: read as JSON, unless it names a form, which a
+		// lenient parser at the provider might still read as one.
+		mediaType = ""
 		if names := strings.ToLower(contentType); strings.Contains(names, "multipart/form-data") ||
 			strings.Contains(names, "x-www-form-urlencoded") {
 			return Request{}, ErrMalformedForm
