@@ -122,17 +122,27 @@ func (u upstreamDialect) of(rt route) dialect {
 //     estimate is the safe side; the settling gives back what was not
 //     used).
 //
+// "max_tokens" above is the request's output ceiling
+// (usage.Request.OutputCeiling): the output cap, which bounds each
+// generation, times the generations the provider makes — n choices, or
+// best_of candidates for legacy completions (best_of ≥ n; the larger
+// counts, never the product). OpenAI's cookbook counts a request as
+// n × max_tokens the same way (api_request_parallel_processor.py). The
+// arithmetic saturates at usage.MaxTokens: "max_tokens": 1e300 with
+// "n": 128 is a large charge, never a wrapped one.
+//
 // input is the request's input estimate (usage.EstimateInput).
-func (d dialect) charge(input int64, body []byte) (cost int64, settle settling) {
+func (d dialect) charge(input int64, req usage.Request) (cost int64, settle settling) {
+	out := req.OutputCeiling()
 	switch d {
 	case dialectOpenAI:
-		return max(input, usage.MaxOutput(body)), settleNone
+		return min(max(input, out), usage.MaxTokens), settleNone
 	case dialectAzure:
-		return input + usage.MaxOutput(body)*usage.BestOf(body), settleNone
+		return usage.AddTokens(input, out), settleNone
 	case dialectAnthropic:
-		return input, settleInput
+		return min(input, usage.MaxTokens), settleInput
 	default:
-		return input + usage.MaxOutput(body), settleTotal
+		return usage.AddTokens(input, out), settleTotal
 	}
 }
 

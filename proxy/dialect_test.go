@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/url"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/proxy/usage"
 )
 
 // TestDialectOf: the provider family from the path and the upstream host.
@@ -79,9 +81,26 @@ func TestChargeByDialect(t *testing.T) {
 		// Anything else: the estimate and the most output allowed, settled.
 		{dialectCompatible, `{"model":"m","max_tokens":1000}`, input + 1000, total},
 		{dialectCompatible, `not json`, input, total},
+		// n choices each up to max_tokens (best_of candidates for legacy
+		// completions; the larger counts).
+		{dialectOpenAI, `{"model":"m","max_tokens":1000,"n":3}`, 3000, none},
+		{dialectAzure, `{"prompt":"p","max_tokens":100,"best_of":3,"n":2}`, input + 300, none},
+		{dialectCompatible, `{"model":"m","max_completion_tokens":10,"n":4}`, input + 40, total},
+		{dialectAnthropic, `{"model":"c","max_tokens":4096,"n":4}`, input, inputOnly},
+		// Numbers a hostile caller sends: the charge saturates, never wraps.
+		{dialectAzure, `{"max_tokens":1e300,"best_of":1e300}`, usage.MaxTokens, none},
+		{dialectOpenAI, `{"max_tokens":1e300,"n":128}`, usage.MaxTokens, none},
+		{dialectCompatible, `{"max_tokens":281474976710656,"n":281474976710656}`, usage.MaxTokens, total},
+		{dialectCompatible, `{"max_tokens":281474976710655,"n":2}`, usage.MaxTokens, total},
+		{dialectCompatible, `{"max_tokens":-0,"n":-5}`, input, total},
+		{dialectCompatible, `{"max_tokens":0.5}`, input + 1, total},
 	}
 	for _, tt := range tests {
-		cost, settle := tt.d.charge(input, []byte(tt.body))
+		req, err := usage.ReadRequest("application/json", []byte(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		cost, settle := tt.d.charge(input, req)
 		if cost != tt.cost || settle != tt.settle {
 			t.Errorf("%s charge of %s = (%d, settling %d), want (%d, %d)", tt.d, tt.body, cost, settle, tt.cost, tt.settle)
 		}

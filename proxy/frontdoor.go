@@ -59,7 +59,11 @@ func inspect(r *http.Request) (route, *refusal) {
 			"meterproxy: the request carries more than one credential (Authorization, api-key, x-api-key) with different values")
 	}
 	rt, err := routeOf(r.URL)
-	if errors.Is(err, errNonCanonicalPath) {
+	switch {
+	case errors.Is(err, errBadDeployment):
+		return refuse(http.StatusBadRequest, reasonNonCanonicalPath,
+			"meterproxy: the Azure deployment name in the path must be letters, digits, '-', '_' and '.', not ending in '.', without percent-encoding or ';' parameters")
+	case errors.Is(err, errNonCanonicalPath):
 		return refuse(http.StatusBadRequest, reasonNonCanonicalPath, "meterproxy: the path is not canonical (dot segments, empty segments or encoded slashes)")
 	}
 	return rt, nil

@@ -142,23 +142,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveStreamed(w, r, ex)
 		return
 	}
+	if f := encodingRefusal(r.Header); f != nil {
+		closeUnread(w, r)
+		h.refuse(w, ex, *f)
+		return
+	}
 	body, err := h.bodies.read(w, r, res.Class == classify.Interactive)
 	if err != nil {
 		h.bodyFailed(w, r, ex, err)
 		return
 	}
 	defer body.release()
-
-	payload := body.Bytes()
-	if live.InjectStreamUsage && rt.api == usage.ChatCompletions {
-		if payload, ex.injected = usage.InjectStreamUsage(payload); ex.injected {
-			body.charge(int64(cap(payload)))
-		}
-	}
-	ex.inputEstimate = usage.EstimateInput(payload)
-	ex.pool, ex.pooled = h.admitter.PoolFor(func() string { return modelOf(rt, payload) }), true
-	if live.EnforceTokens {
-		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, payload)
+	payload, bad := h.prepare(r, ex, body)
+	if bad != nil {
+		h.refuse(w, ex, *bad)
+		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if live.Shadow {
@@ -179,6 +177,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	upstream.Inc()
 	defer upstream.Dec()
 	h.forward(w, r, res)
+}
+
+// prepare reads what admission needs of a metered request's body into
+// ex — its input estimate, pool and token charge — from one walk of it
+// (readFields), and returns the payload to forward (with stream usage
+// injected when configured); a refusal when the body is refused, before
+// anything is admitted.
+func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *refusal) {
+	payload := body.Bytes()
+	fields, bad := readFields(r, payload)
+	if bad != nil {
+		return nil, bad
+	}
+	if ex.live.InjectStreamUsage && ex.rt.api == usage.ChatCompletions {
+		if payload, ex.injected = usage.InjectStreamUsage(payload); ex.injected {
+			body.charge(int64(cap(payload)))
+		}
+	}
+	ex.inputEstimate = usage.EstimateInput(payload)
+	ex.pool, ex.pooled = h.admitter.PoolFor(func() quota.Model { return modelOf(ex.rt, fields) }), true
+	if ex.live.EnforceTokens {
+		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
+	}
+	return payload, nil
 }
 
 // serveStreamed forwards a batch or upload request, whose body streams

@@ -52,12 +52,19 @@ const (
 	// reasonBodyMemory: the bodies in memory would exceed
 	// server.max_body_memory_bytes.
 	reasonBodyMemory = "body_memory_exhausted"
+	// reasonDuplicateKey: the body repeats a key the proxy reads or the
+	// provider charges by (usage.ErrDuplicateKey).
+	reasonDuplicateKey = "duplicate_key"
+	// reasonUnsupportedEncoding: a metered body in a Content-Encoding
+	// (415).
+	reasonUnsupportedEncoding = "unsupported_encoding"
 )
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
+	reasonDuplicateKey, reasonUnsupportedEncoding,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

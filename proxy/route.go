@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
 // routeKind says how a request is admitted and how its body is carried.
@@ -39,14 +41,14 @@ type route struct {
 	kind       routeKind
 }
 
-// modelOf is the model a request on rt with body is for: the Azure
-// deployment its path names, else the body's top-level model field; ""
-// when there is none (a malformed body, GET /v1/models).
-func modelOf(rt route, body []byte) string {
+// modelOf is the model a request on rt is for: the Azure deployment its
+// path names, else the model its body names (usage.ReadRequest); none
+// when there is neither (a malformed body, GET /v1/models).
+func modelOf(rt route, req usage.Request) quota.Model {
 	if rt.deployment != "" {
-		return rt.deployment
+		return quota.Model{Name: rt.deployment, Deployment: true}
 	}
-	return usage.Model(body)
+	return quota.Model{Name: req.Model}
 }
 
 // streamed reports whether the body streams through instead of being read
@@ -58,12 +60,20 @@ func (rt route) streamed() bool { return rt.kind != routeMetered }
 // slashes or backslashes.
 var errNonCanonicalPath = errors.New("proxy: non-canonical request path")
 
+// errBadDeployment means an Azure deployment segment that the provider
+// could read as another name than the proxy's pool does
+// (usage.ValidDeployment): a trailing dot, a ";params" suffix,
+// percent-encoding. It is a non-canonical path.
+var errBadDeployment = fmt.Errorf("%w: Azure deployment name", errNonCanonicalPath)
+
 // routeOf resolves r's route from its path, after checking that the path is
 // canonical: it starts with "/", has no "." or ".." segment, no empty
 // segment ("//") but a single trailing slash, and carries no slash or
 // backslash in any form ("%2F", "%5C", "\"). A single trailing slash is
 // accepted and ignored, so /v1/chat/completions/ is metered as
-// /v1/chat/completions.
+// /v1/chat/completions. An Azure deployment segment must be a name
+// usage.ValidDeployment accepts, spelt without percent-encoding
+// (errBadDeployment).
 func routeOf(u *url.URL) (route, error) {
 	p := u.Path
 	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, '\\') || hasEncodedSeparator(u.EscapedPath()) {
@@ -76,8 +86,13 @@ func routeOf(u *url.URL) (route, error) {
 		}
 	}
 	rt := route{api: usage.APIForPath(p), anthropic: anthropicPath(p), azure: under(p, "/openai")}
-	if rest, ok := strings.CutPrefix(p, "/openai/deployments/"); ok {
-		rt.deployment, _, _ = strings.Cut(rest, "/")
+	if dep, _, ok := usage.AzureDeployment(p); ok {
+		// The escaped path must spell the name as it is: "gpt%2D4o" is
+		// gpt-4o here and perhaps not at the provider.
+		if !usage.ValidDeployment(dep) || !under(u.EscapedPath(), "/openai/deployments/"+dep) {
+			return route{}, errBadDeployment
+		}
+		rt.deployment = dep
 	}
 	switch {
 	case under(p, "/v1/batches"), under(p, "/v1/messages/batches"):

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
 func TestRouteOf(t *testing.T) {
@@ -88,19 +90,24 @@ func FuzzRouteOf(f *testing.F) {
 }
 
 // TestModelOf: the model a request is for, which picks its pool — an
-// Azure deployment from the path, else the body's top-level model field.
+// Azure deployment from the path (matched as Azure compares it,
+// case-insensitively), else the body's top-level model field.
 func TestModelOf(t *testing.T) {
-	tests := []struct{ path, body, want string }{
-		{"/v1/chat/completions", `{"model":"gpt-4o","messages":[]}`, "gpt-4o"},
-		{"/v1/responses", `{"model":"gpt-4.1","input":"hi"}`, "gpt-4.1"},
-		{"/v1/embeddings", `{"model":"text-embedding-3-small","input":"hi"}`, "text-embedding-3-small"},
-		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10}`, "claude-sonnet-4-5"},
-		{"/openai/deployments/chat-prod/chat/completions", `{"messages":[]}`, "chat-prod"},
-		{"/openai/deployments/chat-prod/chat/completions", `{"model":"ignored","messages":[]}`, "chat-prod"},
-		{"/openai/v1/chat/completions", `{"model":"my-deployment","messages":[]}`, "my-deployment"},
-		{"/v1/models", ``, ""},
-		{"/v1/chat/completions", `{"model":7}`, ""},
-		{"/v1/chat/completions", `{not json`, ""},
+	tests := []struct {
+		path, body, want string
+		deployment       bool
+	}{
+		{"/v1/chat/completions", `{"model":"gpt-4o","messages":[]}`, "gpt-4o", false},
+		{"/v1/responses", `{"model":"gpt-4.1","input":"hi"}`, "gpt-4.1", false},
+		{"/v1/embeddings", `{"model":"text-embedding-3-small","input":"hi"}`, "text-embedding-3-small", false},
+		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10}`, "claude-sonnet-4-5", false},
+		{"/openai/deployments/chat-prod/chat/completions", `{"messages":[]}`, "chat-prod", true},
+		{"/openai/deployments/Chat-Prod/chat/completions", `{"messages":[]}`, "Chat-Prod", true},
+		{"/openai/deployments/chat-prod/chat/completions", `{"model":"ignored","messages":[]}`, "chat-prod", true},
+		{"/openai/v1/chat/completions", `{"model":"my-deployment","messages":[]}`, "my-deployment", false},
+		{"/v1/models", ``, "", false},
+		{"/v1/chat/completions", `{"model":7}`, "", false},
+		{"/v1/chat/completions", `{not json`, "", false},
 	}
 	for _, tt := range tests {
 		u, err := url.ParseRequestURI(tt.path)
@@ -111,17 +118,62 @@ func TestModelOf(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.path, err)
 		}
-		if got := modelOf(rt, []byte(tt.body)); got != tt.want {
-			t.Errorf("%s %s: model %q, want %q", tt.path, tt.body, got, tt.want)
+		req, err := usage.ReadRequest("application/json", []byte(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		if got, want := modelOf(rt, req), (quota.Model{Name: tt.want, Deployment: tt.deployment}); got != want {
+			t.Errorf("%s %s: model %+v, want %+v", tt.path, tt.body, got, want)
+		}
+	}
+}
+
+// TestAzureDeploymentSpellings: a deployment segment Azure could read as
+// another name than the pool's — a trailing dot, ";params",
+// percent-encoding of any byte — is refused as a non-canonical path.
+func TestAzureDeploymentSpellings(t *testing.T) {
+	for _, tt := range []struct {
+		target string
+		ok     bool
+	}{
+		{"/openai/deployments/gpt-4o_mini.v2/chat/completions", true},
+		{"/openai/deployments/GPT-4O/embeddings", true},
+		{"/openai/deployments/gpt-4o/", true},
+		{"/openai/deployments/gpt-4o./chat/completions", false},
+		{"/openai/deployments/gpt-4o%2E/chat/completions", false},
+		{"/openai/deployments/gpt-4o%2e/chat/completions", false},
+		{"/openai/deployments/gpt%2D4o/chat/completions", false},
+		{"/openai/deployments/gpt-4o;v=1/chat/completions", false},
+		{"/openai/deployments/gpt-4o%3Bv=1/chat/completions", false},
+		{"/openai/deployments/gpt-4o%20/chat/completions", false},
+		{"/openai/deployments/gpt~4o/chat/completions", false},
+		{"/openai/deploym%65nts/gpt-4o/chat/completions", false},
+		{"/openai/deployments/gpt-4o", true},
+	} {
+		u, err := url.ParseRequestURI(tt.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := routeOf(u)
+		if ok := err == nil; ok != tt.ok {
+			t.Errorf("%s: accepted %v, want %v (%v)", tt.target, ok, tt.ok, err)
+		}
+		if !tt.ok && !errors.Is(err, errNonCanonicalPath) {
+			t.Errorf("%s: %v, want a non-canonical path", tt.target, err)
+		}
+		if tt.ok && rt.deployment == "" {
+			t.Errorf("%s: no deployment", tt.target)
 		}
 	}
 }
 
 // FuzzModelOf: any path and body resolve to a model without panicking,
-// and never to more than the 512 bytes a pool could match.
+// never to more than the 512 bytes a pool could match, and a deployment
+// only when it is one Azure reads as the proxy does.
 func FuzzModelOf(f *testing.F) {
 	f.Add("/v1/chat/completions", []byte(`{"model":"gpt-4o"}`))
 	f.Add("/openai/deployments/d/chat/completions", []byte(`{}`))
+	f.Add("/openai/deployments/d%2E/chat/completions", []byte(`{}`))
 	f.Add("/v1/messages", []byte(`{"model":"claude","messages":[[[[[`))
 	f.Fuzz(func(t *testing.T, path string, body []byte) {
 		u, err := url.ParseRequestURI(path)
@@ -132,8 +184,16 @@ func FuzzModelOf(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if m := modelOf(rt, body); len(m) > 512 && rt.deployment == "" {
-			t.Fatalf("model of %d bytes from the body", len(m))
+		req, err := usage.ReadRequest("application/json", body)
+		if err != nil {
+			return
+		}
+		m := modelOf(rt, req)
+		if len(m.Name) > 512 && !m.Deployment {
+			t.Fatalf("model of %d bytes from the body", len(m.Name))
+		}
+		if m.Deployment && (!usage.ValidDeployment(m.Name) || !under(u.EscapedPath(), "/openai/deployments/"+m.Name)) {
+			t.Fatalf("deployment %q from %q", m.Name, path)
 		}
 	})
 }

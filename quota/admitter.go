@@ -128,7 +128,7 @@ func (a *Admitter) newLimiter(pc Config, name string, caps map[string]callerCap)
 // force: the first account.models entry that matches its model, else the
 // account's (""). model is only called when there are pools to match, so
 // a request pays for finding its model only then.
-func (a *Admitter) PoolFor(model func() string) string {
+func (a *Admitter) PoolFor(model func() Model) string {
 	cfg := a.cfg.Load()
 	if len(cfg.Account.Models) == 0 {
 		return accountPool

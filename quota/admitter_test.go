@@ -33,7 +33,7 @@ func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter 
 }
 
 // model is a request's model, for PoolFor.
-func model(m string) func() string { return func() string { return m } }
+func model(m string) func() Model { return func() Model { return Model{Name: m} } }
 
 // TestAdmitterPools: each account.models pool admits on its own windows,
 // a model resolves to the first pool that matches, and a reload adds a
@@ -146,7 +146,7 @@ func TestCapsAcrossPools(t *testing.T) {
 			t.Fatal("a gate without pools")
 		}
 		// Without pools a request's model is never looked for.
-		if got := a.PoolFor(func() string { t.Error("looked for the model with no pools to match"); return "gpt-4o" }); got != accountPool {
+		if got := a.PoolFor(func() Model { t.Error("looked for the model with no pools to match"); return Model{Name: "gpt-4o"} }); got != accountPool {
 			t.Fatalf("PoolFor without pools = %q, want the account", got)
 		}
 	})

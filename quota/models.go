@@ -60,17 +60,34 @@ func (c Config) Pool(name string) Config {
 	return c
 }
 
-// PoolFor names the pool a request for model draws on: the first
+// Model is what a request names its pool by: the model field of its
+// body, or the Azure deployment its path names.
+type Model struct {
+	// Name is the model or the deployment; "" when there is none.
+	Name string
+	// Deployment says Name is an Azure deployment. Azure compares
+	// deployment names case-insensitively, so matching does too (ASCII
+	// letters: a deployment name has no others, usage.ValidDeployment); a
+	// model field is matched exactly, as providers' model ids are
+	// case-sensitive.
+	Deployment bool
+}
+
+// PoolFor names the pool a request for m draws on: the first
 // account.models entry one of whose patterns matches it, else accountPool
 // (the account's). An empty model (none found) is the account's.
-func (c Config) PoolFor(model string) string {
-	if model == "" || len(model) > maxModelName {
+func (c Config) PoolFor(m Model) string {
+	if m.Name == "" || len(m.Name) > maxModelName {
 		return accountPool // none, or longer than any pattern is worth matching against
 	}
-	for _, m := range c.Account.Models {
-		for _, p := range m.Match {
-			if globMatch(p, model) {
-				return m.Name
+	match := globMatch
+	if m.Deployment {
+		match = globMatchFold
+	}
+	for _, pool := range c.Account.Models {
+		for _, p := range pool.Match {
+			if match(p, m.Name) {
+				return pool.Name
 			}
 		}
 	}
@@ -139,6 +156,20 @@ func checkPattern(p string) string {
 // worst.
 func globMatch(p, s string) bool {
 	return globMatchFn(p, s, func(pc, sc byte, _ bool) bool { return pc == sc })
+}
+
+// globMatchFold is globMatch with ASCII letters compared
+// case-insensitively, for Azure deployments.
+func globMatchFold(p, s string) bool {
+	return globMatchFn(p, s, func(pc, sc byte, _ bool) bool { return lowerASCII(pc) == lowerASCII(sc) })
+}
+
+// lowerASCII is c in lower case when it is an ASCII letter, else c.
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // globCovers reports whether every string q matches also matches p: p

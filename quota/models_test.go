@@ -30,9 +30,38 @@ func TestPoolFor(t *testing.T) {
 		{"GPT-4O", accountPool},
 	}
 	for _, tt := range tests {
-		if got := c.PoolFor(tt.model); got != tt.want {
+		if got := c.PoolFor(Model{Name: tt.model}); got != tt.want {
 			t.Errorf("PoolFor(%q) = %q, want %q", tt.model, got, tt.want)
 		}
+	}
+}
+
+// TestPoolForDeployment: an Azure deployment matches its pool's patterns
+// case-insensitively, as Azure compares deployment names; a model field
+// with the same letters does not (TestPoolFor).
+func TestPoolForDeployment(t *testing.T) {
+	c := DefaultConfig()
+	c.Account.Models = []ModelPool{
+		{Name: "mini", Match: []string{"gpt-4o-mini*"}},
+		{Name: "prod", Match: []string{"Prod-GPT4o"}},
+	}
+	tests := []struct{ deployment, want string }{
+		{"gpt-4o-mini", "mini"},
+		{"GPT-4o-Mini", "mini"},
+		{"GPT-4O-MINI-eu", "mini"},
+		{"prod-gpt4o", "prod"},
+		{"PROD-GPT4O", "prod"},
+		{"Prod-GPT4o", "prod"},
+		{"prod-gpt4o-2", accountPool},
+		{"gpt-4o", accountPool},
+	}
+	for _, tt := range tests {
+		if got := c.PoolFor(Model{Name: tt.deployment, Deployment: true}); got != tt.want {
+			t.Errorf("PoolFor(deployment %q) = %q, want %q", tt.deployment, got, tt.want)
+		}
+	}
+	if got := c.PoolFor(Model{Name: "PROD-GPT4O"}); got != accountPool {
+		t.Errorf("PoolFor(model PROD-GPT4O) = %q, want the account: model fields match exactly", got)
 	}
 }
 

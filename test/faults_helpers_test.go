@@ -266,6 +266,9 @@ var proxyReasons = map[string]int{
 	"conflicting_credentials": http.StatusBadRequest,
 	"body_read_timeout":       http.StatusRequestTimeout,
 	"body_memory_exhausted":   http.StatusServiceUnavailable,
+	// Bodies the proxy and the provider could read differently.
+	"duplicate_key":        http.StatusBadRequest,
+	"unsupported_encoding": http.StatusUnsupportedMediaType,
 }
 
 // answer is how one request ended, as its client saw it.

@@ -63,7 +63,8 @@ var badInputRules = map[string]kindRule{
 	"junk-headers":     {refused: []string{"unknown_caller"}, must: "unknown_caller"},
 	"oversize":         {refused: []string{"body_too_large"}, must: "body_too_large"},
 	"oversize-chunked": {refused: []string{"body_too_large"}, must: "body_too_large"},
-	"bad-json":         {forwarded: []string{"4xx"}, must: "4xx"},
+	// "\x00\x01…" reads as UTF-16 to Python's json.loads: meterproxy's 400.
+	"bad-json": {forwarded: []string{"4xx"}, refused: []string{"bad_request"}, must: "4xx"},
 }
 
 // malformed are requests net/http itself refuses before meterproxy's

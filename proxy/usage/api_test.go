@@ -26,6 +26,10 @@ func TestAPIForPath(t *testing.T) {
 		{"/openai/deployments/a/b/chat/completions", Other},
 		{"/openai/deployments/gpt-4o/completions", Other},
 		{"/openai/deployments/gpt-4o", Other},
+		{"/openai/deployments/GPT-4o/chat/completions", ChatCompletions},
+		{"/openai/deployments/gpt-4o./chat/completions", Other},
+		{"/openai/deployments/gpt-4o;v=1/chat/completions", Other},
+		{"/openai/deployments/gpt 4o/embeddings", Other},
 		{"/chat/completions", Other},
 		{"", Other},
 		{"/", Other},
@@ -33,6 +37,20 @@ func TestAPIForPath(t *testing.T) {
 	for _, tt := range tests {
 		if got := APIForPath(tt.path); got != tt.want {
 			t.Errorf("APIForPath(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestValidDeployment: the deployment names the proxy and Azure read
+// alike.
+func TestValidDeployment(t *testing.T) {
+	for name, want := range map[string]bool{
+		"gpt-4o": true, "GPT-4o_mini.v2": true, "a": true, "1": true,
+		"": false, "gpt-4o.": false, ".": false, "gpt;v=1": false, "gpt%2E": false, "gpt 4o": false,
+		"gpt~4o": false, "gpt/4o": false, `gpt\4o`: false, "gpté": false,
+	} {
+		if got := ValidDeployment(name); got != want {
+			t.Errorf("ValidDeployment(%q) = %v, want %v", name, got, want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -20,14 +21,20 @@ func TestDeepNestingIsBounded(t *testing.T) {
 	if out, injected := InjectStreamUsage(body); injected || len(out) != len(body) {
 		t.Errorf("InjectStreamUsage changed an invalid, deeply nested body (injected %v)", injected)
 	}
-	if got := MaxOutput(body); got != 5 {
-		t.Errorf("MaxOutput = %d, want 5 (the field before the nesting)", got)
+	if got, err := ReadRequest("", body); got.MaxOutput != 5 || err != nil {
+		t.Errorf("ReadRequest = %+v, %v, want MaxOutput 5 (the field before the nesting)", got, err)
 	}
-	if got := Model(deepBody(`{"model":"gpt-4o","x":`)); got != "gpt-4o" {
-		t.Errorf("Model = %q, want gpt-4o (the field before the nesting)", got)
+	if got, err := ReadRequest("", deepBody(`{"model":"gpt-4o","x":`)); got.Model != "gpt-4o" || err != nil {
+		t.Errorf("ReadRequest = %+v, %v, want model gpt-4o (the field before the nesting)", got, err)
 	}
-	if got := Model(deepBody(`{"x":`)); got != "" {
-		t.Errorf("Model = %q past the nesting, want none", got)
+	if got, err := ReadRequest("", deepBody(`{"x":`)); got.Model != "" || err != nil {
+		t.Errorf("ReadRequest = %+v, %v past the nesting, want no model", got, err)
+	}
+	// A repeat past a deep nested value is still seen: the walk skips the
+	// value whole, without a depth limit of its own.
+	deep := `{"model":"a","x":` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `,"model":"b"}`
+	if _, err := ReadRequest("", []byte(deep)); !errors.Is(err, ErrDuplicateKey) {
+		t.Errorf("a repeat after 1 Mi levels of nesting: %v, want ErrDuplicateKey", err)
 	}
 	if got := EstimateInput(body); got != int64(len(body)+3)/4 {
 		t.Errorf("EstimateInput = %d", got)
