@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -270,7 +271,10 @@ func hostileShot(rng *rand.Rand, client *http.Client, kind string, p *procs.Prox
 		s = shot{url: chat, body: chatBody, headers: map[string]string{"Authorization": fmt.Sprintf("Bearer sk-foreign-%016x", rng.Uint64()),
 			fakeprovider.HeaderStatus: "429", fakeprovider.HeaderRetryAfter: "21600"}}
 	default:
-		panic("unknown kind " + kind)
+		var ok bool
+		if s, ok = poisonShot(rng, kind, chat); !ok {
+			panic("unknown kind " + kind)
+		}
 	}
 	return func() answer { return fire(client, s, nil) }
 }
@@ -299,7 +303,7 @@ func hostileShot(rng *rand.Rand, client *http.Client, kind string, p *procs.Prox
 // flight or queued, the body memory gauge is back to 0, goroutines are
 // back to idle and /healthz answers.
 func TestFaultHostileClients(t *testing.T) {
-	fake := startFake(t, "-latency", "5ms")
+	fake := startFake(t, "-latency", "5ms", "-max-output-tokens", fmt.Sprint(poisonModelOutput))
 	cfg := baseConfig(fake.URL)
 	cfg.withCallers()
 	cfg.set("upstream.inject_stream_usage", true)
@@ -307,6 +311,7 @@ func TestFaultHostileClients(t *testing.T) {
 	cfg.set("server.max_body_memory_bytes", hostileBodyMemory)
 	cfg.set("server.body_read_timeout", hostileReadTimeout.String())
 	cfg.set("account.requests_per_minute", 6_000_000)
+	cfg.set("account.tokens_per_minute", poisonTPM)
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
 	idle := mustRead(t, p.AdminURL)
 	if limit := scrape(t, p.AdminURL).Sum("meterproxy_body_memory_limit_bytes", nil); limit != hostileBodyMemory {
@@ -331,6 +336,7 @@ func TestFaultHostileClients(t *testing.T) {
 	}()
 
 	hostileMemoryAttack(t, p, l)
+	hostileHeldAnswers(t, p, l)
 	hostileVolumeMix(t, p, l, rng)
 
 	stopGood()
@@ -346,7 +352,10 @@ func TestFaultHostileClients(t *testing.T) {
 		}
 		tl.mu.Unlock()
 	}
-	checkRules(t, l, hostileRules)
+	rules := maps.Clone(hostileRules)
+	maps.Copy(rules, poisonRules)
+	checkRules(t, l, rules)
+	checkPoisonedWindows(t, p)
 	// Only responses that spent this account move its state: another
 	// account's 429s held nothing (and good bulk went on, checked above).
 	if hold := scrape(t, p.AdminURL).Sum("meterproxy_upstream_hold_seconds", nil); hold != 0 {
@@ -495,9 +504,11 @@ func hostileMemoryAttack(t *testing.T, p *procs.Proxy, l *ledger) {
 // workers, recorded in l.
 func hostileVolumeMix(t *testing.T, p *procs.Proxy, l *ledger, rng *rand.Rand) {
 	var jobs []string
-	for kind, n := range hostileKinds {
-		for range n {
-			jobs = append(jobs, kind)
+	for _, kinds := range []map[string]int{hostileKinds, poisonKinds} {
+		for kind, n := range kinds {
+			for range n {
+				jobs = append(jobs, kind)
+			}
 		}
 	}
 	slices.Sort(jobs) // map order is random; the seed fixes the shuffle
@@ -510,19 +521,20 @@ func hostileVolumeMix(t *testing.T, p *procs.Proxy, l *ledger, rng *rand.Rand) {
 		send func() answer
 	}
 	queue := make(chan job)
-	// At most 12 deep bodies at once: 24 MiB, well inside the budget, so
-	// none of them is refused for memory.
+	// At most 12 deep or big bodies at once: 24 MiB, well inside the
+	// budget, so none of them is refused for memory.
 	deep := make(chan struct{}, 12)
 	var badAllow atomic.Int64
 	mixStart := time.Now()
 	for range 48 {
 		wg.Go(func() {
 			for j := range queue {
-				if j.kind == "deep-nesting" {
+				big := j.kind == "deep-nesting" || j.kind == "big-body"
+				if big {
 					deep <- struct{}{}
 				}
 				a := j.send()
-				if j.kind == "deep-nesting" {
+				if big {
 					<-deep
 				}
 				if a.status == http.StatusMethodNotAllowed && !strings.Contains(a.header.Get("Allow"), "POST") {
@@ -537,7 +549,7 @@ func hostileVolumeMix(t *testing.T, p *procs.Proxy, l *ledger, rng *rand.Rand) {
 	}
 	close(queue)
 	wg.Wait()
-	t.Logf("volume mix: %d requests of %d kinds in %s", len(jobs), len(hostileKinds), time.Since(mixStart).Round(time.Millisecond))
+	t.Logf("volume mix: %d requests of %d kinds in %s", len(jobs), len(hostileKinds)+len(poisonKinds), time.Since(mixStart).Round(time.Millisecond))
 	if n := badAllow.Load(); n > 0 {
 		t.Errorf("%d answers 405 without an Allow header naming POST", n)
 	}

@@ -17,14 +17,14 @@ const (
 	// HeaderToolCall answers a chat request with a tool call whose
 	// arguments carry the reply's text, instead of message content.
 	HeaderToolCall = "X-Fake-Tool-Call"
-	// HeaderHoldTail writes a JSON chat answer but its last heldTail
+	// HeaderHoldTail writes a JSON chat answer but its last HeldTail
 	// bytes (where its usage is), then waits for the client to go away:
 	// an answer held in flight with nearly all of it sent.
 	HeaderHoldTail = "X-Fake-Hold-Tail"
 )
 
-// heldTail is how much of a JSON answer HeaderHoldTail keeps back.
-const heldTail = 256
+// HeldTail is how many bytes of a JSON answer HeaderHoldTail keeps back.
+const HeldTail = 256
 
 // maxReplyBytes bounds HeaderReplyBytes.
 const maxReplyBytes = 16 << 20
@@ -62,7 +62,7 @@ func parseShape(h http.Header) (shape, error) {
 }
 
 // writeJSONHoldingTail answers v with status 200 and its full length, but
-// writes all of it except the last heldTail bytes, then waits until the
+// writes all of it except the last HeldTail bytes, then waits until the
 // client goes away (HeaderHoldTail).
 func (x *exchange) writeJSONHoldingTail(v any) {
 	b, err := json.Marshal(v)
@@ -75,7 +75,7 @@ func (x *exchange) writeJSONHoldingTail(v any) {
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	x.status = http.StatusOK
 	x.w.WriteHeader(http.StatusOK)
-	_, _ = x.w.Write(b[:max(0, len(b)-heldTail)])
+	_, _ = x.w.Write(b[:max(0, len(b)-HeldTail)])
 	_ = http.NewResponseController(x.w).Flush()
 	<-x.r.Context().Done()
 }
