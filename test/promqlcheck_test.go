@@ -81,7 +81,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_store_degraded":                   {"gauge", nil},
 	"meterproxy_store_errors_total":               {"counter", nil},
 	"meterproxy_store_call_duration_seconds":      {"histogram", map[string][]string{"result": {"ok", "error"}}},
-	"meterproxy_config_reloads_total":             {"counter", map[string][]string{"result": {"success", "failure"}}},
+	"meterproxy_config_reloads_total":             {"counter", map[string][]string{"result": {"success", "failure", "needs_restart"}}},
 	"meterproxy_caller_queue_depth":               {"gauge", callerLabel},
 	"meterproxy_caller_in_flight":                 {"gauge", callerLabel},
 	"meterproxy_caller_cap_slots_used":            {"gauge", callerLabel},
