@@ -156,6 +156,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
+	ex.background = rt.api == usage.Responses && usage.Background(payload)
 	ex.pool, ex.pooled = h.admitter.PoolFor(func() string { return modelOf(rt, payload) }), true
 	if live.EnforceTokens {
 		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, payload)

@@ -78,6 +78,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_limit_requests_per_second":        {"gauge", poolClassLabel},
 	"meterproxy_limit_tokens_per_second":          {"gauge", poolClassLabel},
 	"meterproxy_responses_cut_short_total":        {"counter", map[string][]string{"class": classValues, "side": {"client", "upstream"}}},
+	"meterproxy_background_responses_total":       {"counter", map[string][]string{"class": classValues}},
 	"meterproxy_store_degraded":                   {"gauge", nil},
 	"meterproxy_store_errors_total":               {"counter", nil},
 	"meterproxy_store_call_duration_seconds":      {"histogram", map[string][]string{"result": {"ok", "error"}}},
