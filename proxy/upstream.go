@@ -93,7 +93,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 			}
 			// A background answer without usage came before the
 			// generation: it keeps the admission charge.
-			if ex.settle != settleNone && !(ex.background && u.Estimated) {
+			if keep := ex.background && u.Estimated; ex.settle != settleNone && !keep {
 				ex.lease.Correct(ex.settle.of(u))
 			}
 			ex.lease.Spent(u.Output)
