@@ -9,10 +9,19 @@ import (
 // credentialHeaders are the headers a caller may carry its key in.
 var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
 
+// accountSelectors are the request headers that choose which of a key's
+// organizations and projects a request is charged to and limited under:
+// OpenAI's, for keys that reach several (user keys). Anthropic has none (a
+// key belongs to one workspace; anthropic-organization-id is a response
+// header), nor has Azure OpenAI (the resource is the URL).
+var accountSelectors = []string{"Openai-Organization", "Openai-Project"}
+
 // replaceCredential puts key where the caller put its own (Authorization:
-// Bearer, api-key or x-api-key) and drops every other credential header.
-// A caller without a key gets the provider's usual header: x-api-key on
-// Anthropic's API, else Authorization.
+// Bearer, api-key or x-api-key) and drops every other credential header,
+// and the caller's account selectors: they would choose among the
+// organizations and projects of key, not of the caller's own. A caller
+// without a key gets the provider's usual header: x-api-key on Anthropic's
+// API, else Authorization.
 func replaceCredential(h http.Header, anthropic bool, key string) {
 	used, _, ok := classify.Credential(h)
 	if !ok {
@@ -22,6 +31,9 @@ func replaceCredential(h http.Header, anthropic bool, key string) {
 		}
 	}
 	for _, name := range credentialHeaders {
+		h.Del(name)
+	}
+	for _, name := range accountSelectors {
 		h.Del(name)
 	}
 	if used == "Authorization" {

@@ -196,6 +196,7 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
+	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.pool, ex.pooled = h.admitter.PoolFor(func() quota.Model { return modelOf(ex.rt, fields) }), true
 	if ex.live.EnforceTokens {
 		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)

@@ -54,7 +54,10 @@ type metrics struct {
 	upstream       *prometheus.HistogramVec
 	cutShort       *prometheus.CounterVec
 	tokens         *prometheus.CounterVec
-	upstream429    prometheus.Counter
+	// background counts answered Responses requests with background:
+	// true, by class: generating after the answer, holding no slot.
+	background  *prometheus.CounterVec
+	upstream429 prometheus.Counter
 	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
 	// limit, remaining and reset (s) the upstream reported, by pool and
 	// kind (requests, tokens).
@@ -109,6 +112,10 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Name: "meterproxy_tokens_total",
 			Help: "Tokens of successful responses by pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
 		}, []string{"pool", "class", "caller", "kind", "estimated"}),
+		background: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_background_responses_total",
+			Help: "Responses API requests with background: true answered 2xx, by class: the provider generates after the answer, so they hold no in-flight slot while it does and keep their admission charge.",
+		}, []string{"class"}),
 		shadow: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_shadow_decisions_total",
 			Help: "In mode: shadow, what admission would have decided for requests forwarded at once, by class and outcome.",
@@ -201,6 +208,7 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 	}
 	m.cutShort.WithLabelValues(class, "client")
 	m.cutShort.WithLabelValues(class, "upstream")
+	m.background.WithLabelValues(class)
 }
 
 // statusCode is a status's code label: the code itself ("200", "429"),

@@ -40,6 +40,10 @@ type exchange struct {
 	// settles it to when the response reports its usage.
 	cost   int64
 	settle settling
+	// background says the request is a Responses one with background:
+	// true: answered at once while generation goes on, so an answer
+	// without usage is never settled below the charge.
+	background bool
 	// dialect is the provider family the request goes to.
 	dialect dialect
 	lease   *quota.Lease
@@ -76,6 +80,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	if ex == nil || ex.rt.api == usage.Other || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return nil
 	}
+	if ex.background {
+		h.m.background.WithLabelValues(ex.res.Class.String()).Inc()
+	}
 	resp.Body = &meteredBody{
 		ReadCloser: resp.Body,
 		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
@@ -84,7 +91,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 			if ex.lease == nil {
 				return
 			}
-			if ex.settle != settleNone {
+			// A background answer without usage came before the
+			// generation: it keeps the admission charge.
+			if keep := ex.background && u.Estimated; ex.settle != settleNone && !keep {
 				ex.lease.Correct(ex.settle.of(u))
 			}
 			ex.lease.Spent(u.Output)

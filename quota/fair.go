@@ -1,6 +1,9 @@
 package quota
 
-import "github.com/meterproxy/meterproxy/internal/configcheck"
+import (
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/internal/configcheck"
+)
 
 // Fairness is classes.<class>.fairness: how a class's grants are shared
 // between its callers.
@@ -40,14 +43,18 @@ func (f *Fairness) UnmarshalText(b []byte) error { return configcheck.SetOneOf(f
 // are unchanged. The zero value is off (FIFO).
 //
 // A flow is a configured caller, or one unknown caller's credential (see
-// flowOf). The state is bounded: configured callers by the config, unknown
-// credentials by maxAnonFlows.
+// flowOf). Unknown callers together weigh as one caller of weight 1, and
+// share that among themselves by credential (unknownShare), so made-up keys
+// buy no more of the class than one caller has. The state is bounded:
+// configured callers by the config, unknown credentials by maxAnonFlows.
 type fairShare struct {
 	on     bool
 	vtime  float64
 	finish map[flowKey]float64 // each flow's last finish tag
 	// anon counts the unknown callers' own flows in finish.
 	anon int
+	// unknown is the unknown callers' one share of the class.
+	unknown unknownShare
 }
 
 // flowKey names a flow: a configured caller by name; an unknown caller by
@@ -58,6 +65,10 @@ type flowKey struct {
 	caller string
 	anon   uint64
 }
+
+// unknown reports whether the flow is an unknown caller's: a part of the
+// unknown callers' one share.
+func (k flowKey) unknown() bool { return k.caller == classify.UnknownCaller }
 
 // maxAnonFlows bounds how many unknown callers' credentials get a flow of
 // their own in a class; past it, a new credential shares the one flow of
@@ -90,9 +101,34 @@ func (f *fairShare) flowOf(caller string, anon uint64) flowKey {
 	return k
 }
 
+// enqueue tags w, a waiter of a fair class, and puts it into q in order of
+// start tags.
+func (f *fairShare) enqueue(q *queue, w *waiter) {
+	if w.flow.unknown() {
+		f.enqueueUnknown(q, w)
+		return
+	}
+	w.tag = f.tag(w.flow, w.span, f.vtime)
+	q.insertByTag(w)
+}
+
+// dequeue takes w, a tagged waiter, out of q: granted, the virtual time
+// moves to its start; leaving ungranted, it gives its reservation back.
+func (f *fairShare) dequeue(q *queue, w *waiter) {
+	q.remove(w)
+	switch {
+	case w.flow.unknown():
+		f.dequeueUnknown(w)
+	case w.granted:
+		f.granted(w.tag)
+	default:
+		f.untag(w.flow, w.tag, w.span)
+	}
+}
+
 // tag returns the start tag of a waiter of flow whose cost over its
-// caller's weight is span, and records its finish.
-func (f *fairShare) tag(flow flowKey, span float64) float64 {
+// caller's weight is span, at virtual time vtime, and records its finish.
+func (f *fairShare) tag(flow flowKey, span, vtime float64) float64 {
 	if f.finish == nil {
 		f.finish = map[flowKey]float64{}
 	}
@@ -100,7 +136,7 @@ func (f *fairShare) tag(flow flowKey, span float64) float64 {
 	if !ok && flow.anon != 0 {
 		f.anon++
 	}
-	start := max(f.vtime, end)
+	start := max(vtime, end)
 	f.finish[flow] = start + span
 	return start
 }
@@ -116,10 +152,14 @@ func (f *fairShare) untag(flow flowKey, start, span float64) {
 // correct moves flow's finish by delta (the request's real cost less its
 // estimate, over the caller's weight), so its next requests start where
 // its real service says; a flow forgotten meanwhile is idle and starts at
-// the virtual time anyway.
+// the virtual time anyway. An unknown caller's moves the unknown callers'
+// share too.
 func (f *fairShare) correct(flow flowKey, delta float64) {
 	if end, ok := f.finish[flow]; ok {
 		f.finish[flow] = end + delta
+	}
+	if flow.unknown() {
+		f.unknown.finish += delta
 	}
 }
 
@@ -132,11 +172,15 @@ func (f *fairShare) granted(start float64) {
 }
 
 // forgetIdle forgets the flows whose last finish the virtual time has
-// passed: their next request starts at the virtual time with or without
-// them.
+// passed (the unknown callers' own, for theirs): their next request starts
+// at the virtual time with or without them.
 func (f *fairShare) forgetIdle() {
 	for flow, end := range f.finish {
-		if end <= f.vtime {
+		vtime := f.vtime
+		if flow.unknown() {
+			vtime = f.unknown.vtime
+		}
+		if end <= vtime {
 			delete(f.finish, flow)
 			if flow.anon != 0 {
 				f.anon--

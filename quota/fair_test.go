@@ -2,6 +2,9 @@ package quota
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -246,4 +249,105 @@ func TestFairServiceCorrected(t *testing.T) {
 			t.Fatalf("grants %v: over/exact %.2f; want about 1 (service settled to the real 10 tokens each)", n, ratio)
 		}
 	})
+}
+
+// TestFairAnonymousTakeOneShare: unknown callers together weigh as one
+// caller of weight 1 (issue 21, item 8). One client with 64 made-up keys,
+// three requests each, against two configured callers of weight 1 takes a
+// third of the class, whether it queued before them or after; before, each
+// key was a caller of its own and the client took 64 shares of 66.
+func TestFairAnonymousTakeOneShare(t *testing.T) {
+	keys := make([]fairSend, 64)
+	for i := range keys {
+		keys[i] = fairSend{caller: "anonymous", anon: uint64(i + 1), n: 3}
+	}
+	configured := []fairSend{{caller: "a", n: 40}, {caller: "b", n: 40}}
+	for _, tt := range []struct {
+		name  string
+		sends []fairSend
+	}{
+		{"after the callers", append(slices.Clone(configured), keys...)},
+		{"before the callers", append(slices.Clone(keys), configured...)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := count(fairRun(t, fairConfig(FairCallers), nil, tt.sends, 10*time.Second-time.Millisecond))
+				// The first second's 3 may go before the rest have queued: ±2.
+				if n["a"]+n["b"]+n["anonymous"] != 30 || n["anonymous"] < 8 || n["anonymous"] > 12 || n["a"] < 8 || n["b"] < 8 {
+					t.Fatalf("grants %v in 10 s at 3 a second; want 10 each (±2): the 64 keys together one share", n)
+				}
+			})
+		})
+	}
+}
+
+// TestFairAnonymousNewcomerServedNext: among unknown callers, credentials
+// still share by turns: a key that arrives behind another key's backlog of
+// 30 is served by the share's very next grant, here the next grant of all.
+func TestFairAnonymousNewcomerServedNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		order := fairRun(t, fairConfig(FairCallers), nil,
+			[]fairSend{{caller: "flood", anon: 1, n: 30}, {caller: "report", anon: 2, n: 1, at: 2500 * time.Millisecond}}, 4*time.Second-time.Millisecond)
+		if len(order) != 12 || count(order[:9])["report"] != 0 || count(order[9:])["report"] != 1 {
+			t.Fatalf("grants %v; want the report among the fourth second's", order)
+		}
+	})
+}
+
+// TestFairUnknownQueueOrder drives a class's fair queuing directly through
+// a long deterministic run of arrivals (configured and unknown callers,
+// many keys), grants at the head and departures from anywhere, and checks
+// after each step what admission relies on: the queue in order of start
+// tags, the unknown callers' waiters in it in the order of their sub tags,
+// and their list linking exactly the unknown waiters queued.
+func TestFairUnknownQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8)) //nolint:gosec // G404: a fixed seed, so every run takes the same steps
+	var f fairShare
+	f.on = true
+	var q queue
+	var queued []*waiter
+	for step := range 5000 {
+		switch r := rng.IntN(10); {
+		case r < 5 || len(queued) == 0: // arrival
+			w := &waiter{tagged: true, span: float64(1 + rng.IntN(3))}
+			if rng.IntN(3) == 0 {
+				w.flow = f.flowOf("configured-"+strconv.Itoa(rng.IntN(3)), 0)
+			} else {
+				w.flow = f.flowOf(classify.UnknownCaller, rng.Uint64N(100))
+			}
+			f.enqueue(&q, w)
+			queued = append(queued, w)
+		case r < 8: // the head is granted
+			w := q.head
+			w.granted = true
+			f.dequeue(&q, w)
+			queued = slices.DeleteFunc(queued, func(x *waiter) bool { return x == w })
+		default: // one leaves ungranted
+			i := rng.IntN(len(queued))
+			f.dequeue(&q, queued[i])
+			queued = slices.Delete(queued, i, i+1)
+		}
+		var unknownInQ []*waiter
+		n := 0
+		for w := q.head; w != nil; w = w.next {
+			if w.next != nil && w.next.tag < w.tag {
+				t.Fatalf("step %d: start tags out of order: %v before %v", step, w.tag, w.next.tag)
+			}
+			if w.flow.unknown() {
+				unknownInQ = append(unknownInQ, w)
+			}
+			n++
+		}
+		var listed []*waiter
+		for w := f.unknown.head; w != nil; w = w.unext {
+			if w.unext != nil && w.unext.sub < w.sub {
+				t.Fatalf("step %d: sub tags out of order among unknown callers: %v before %v", step, w.sub, w.unext.sub)
+			}
+			listed = append(listed, w)
+		}
+		if n != len(queued) || q.n != n || !slices.Equal(listed, unknownInQ) {
+			t.Fatalf("step %d: %d queued, q holds %d (n %d); unknown callers listed %d, in q %d (or in another order)",
+				step, len(queued), n, q.n, len(listed), len(unknownInQ))
+		}
+	}
 }

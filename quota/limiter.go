@@ -227,8 +227,7 @@ func (l *limiter) enqueueLocked(c classify.Class, w *waiter) {
 	cq := &l.classes[c]
 	w.tagged = cq.fair.on
 	if w.tagged {
-		w.tag = cq.fair.tag(w.flow, w.span)
-		cq.q.insertByTag(w)
+		cq.fair.enqueue(&cq.q, w)
 	} else {
 		w.tag = 0
 		cq.q.push(w)
@@ -245,17 +244,14 @@ func (l *limiter) dequeueLocked(c classify.Class, w *waiter) {
 		return
 	}
 	cq := &l.classes[c]
-	cq.q.remove(w)
+	if w.tagged {
+		cq.fair.dequeue(&cq.q, w)
+	} else {
+		cq.q.remove(w)
+	}
 	if w.cap != nil {
 		cq.capped--
 		w.cap.queued[c]--
-	}
-	switch {
-	case !w.tagged:
-	case w.granted:
-		cq.fair.granted(w.tag)
-	default:
-		cq.fair.untag(w.flow, w.tag, w.span)
 	}
 }
 

@@ -31,6 +31,10 @@ type waiter struct {
 	flow      flowKey
 	span, tag float64
 	tagged    bool
+	// sub is an unknown caller's start tag among unknown callers, and
+	// uprev, unext its neighbours in their order (unknownShare).
+	sub          float64
+	uprev, unext *waiter
 	// weight is its caller's weight, when its span is counted in tokens
 	// (0 when in requests): Lease.Correct moves its flow's finish by the
 	// real tokens over it.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,10 +25,28 @@ import (
 // is read: editors and Kubernetes write in several steps.
 const reloadSettle = 200 * time.Millisecond
 
-// reloader applies a changed configuration while the proxy serves: callers,
-// classes, account limits, the class header and token settings. Listen
-// addresses, the upstream, the store and logging need a restart; a change
-// to them is logged and not applied. An invalid file changes nothing.
+// The results of a reload: the values of meterproxy_config_reloads_total's
+// result label.
+const (
+	// reloadSuccess: the file was applied, whole.
+	reloadSuccess = "success"
+	// reloadFailure: the file is invalid, alone or as the configuration
+	// the proxy would run; nothing of it was applied.
+	reloadFailure = "failure"
+	// reloadNeedsRestart: the file changes a section that applies only at
+	// start; nothing of it was applied.
+	reloadNeedsRestart = "needs_restart"
+)
+
+// reloader applies a changed configuration while the proxy serves, whole
+// or not at all. Callers, classes, account limits, the class header, mode
+// and upstream.inject_stream_usage change live. Listen addresses, the rest
+// of the upstream, the store and logging apply only at start: a file that
+// changes them is refused whole (needs_restart), since applying only its
+// live part would run a configuration nobody wrote and nothing validated
+// (the running provider key beside the file's unknown_callers: forward is
+// an open relay). An invalid file changes nothing either. Not safe for
+// concurrent use: watch is its one goroutine.
 type reloader struct {
 	src      source
 	admitter *quota.Admitter
@@ -38,10 +59,11 @@ type reloader struct {
 func newReloader(cfg Config, src source, admitter *quota.Admitter, h *proxy.Handler, reg prometheus.Registerer, log *slog.Logger) *reloader {
 	results := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 		Name: "meterproxy_config_reloads_total",
-		Help: "Configuration reloads by result (success, failure: the old configuration stays).",
+		Help: "Configuration reloads by result (success; failure: the file is invalid; needs_restart: the file changes a section that applies only at start). On failure and needs_restart the old configuration stays, whole.",
 	}, []string{"result"})
-	results.WithLabelValues("success")
-	results.WithLabelValues("failure")
+	for _, result := range []string{reloadSuccess, reloadFailure, reloadNeedsRestart} {
+		results.WithLabelValues(result)
+	}
 	return &reloader{src: src, admitter: admitter, handler: h, log: log, results: results, current: cfg}
 }
 
@@ -85,48 +107,97 @@ func (r *reloader) watch(ctx context.Context) {
 	}
 }
 
-// reload reads the configuration again and applies what may change live.
+// reload reads the configuration again and applies it, or refuses it and
+// keeps the running one whole, logging and counting why.
 func (r *reloader) reload(trigger string) {
-	cfg, err := loadConfig(r.src.path, r.src.environ, r.src.getenv)
-	if err == nil {
-		var classifier *classify.Classifier
-		if classifier, err = classify.New(cfg.Classify, cfg.Callers, r.src.getenv); err == nil {
-			r.apply(cfg, classifier, trigger)
-			return
+	cfg, classifier, err := prepareReload(r.current, r.src)
+	if err != nil {
+		result, reason, attrs := reloadFailure, "invalid", []any{slog.String("trigger", trigger)}
+		if nr, ok := errors.AsType[*needsRestartError](err); ok {
+			result, reason = reloadNeedsRestart, reloadNeedsRestart
+			attrs = append(attrs, slog.Any("sections", nr.sections))
 		}
-	}
-	r.results.WithLabelValues("failure").Inc()
-	r.log.Error("config_reload_refused", slog.String("trigger", trigger), slog.String("error", err.Error()),
-		slog.String("kept_version", r.current.version()))
-}
-
-func (r *reloader) apply(cfg Config, classifier *classify.Classifier, trigger string) {
-	if fixed := restartOnly(r.current, cfg); len(fixed) > 0 {
-		r.log.Warn("config_needs_restart", slog.Any("sections", fixed))
-		cfg.Server, cfg.Store, cfg.Log = r.current.Server, r.current.Store, r.current.Log
-		inject := cfg.Upstream.InjectStreamUsage
-		cfg.Upstream = r.current.Upstream
-		cfg.Upstream.InjectStreamUsage = inject
+		r.results.WithLabelValues(result).Inc()
+		r.log.Error("config_reload_refused", append(attrs, slog.String("reason", reason),
+			slog.String("error", err.Error()), slog.String("kept_version", r.current.version()))...)
+		return
 	}
 	r.admitter.Reconfigure(cfg.quota(), cfg.Callers)
 	r.handler.Reconfigure(live(cfg, classifier))
 	r.current = cfg
-	r.results.WithLabelValues("success").Inc()
+	r.results.WithLabelValues(reloadSuccess).Inc()
 	r.log.Info("config_reloaded", slog.String("trigger", trigger), slog.String("version", cfg.version()))
 }
 
-// restartOnly names the sections that changed but apply only at start.
-func restartOnly(old, cfg Config) []string {
-	var fixed []string
-	oldUp, newUp := old.Upstream, cfg.Upstream
-	oldUp.InjectStreamUsage, newUp.InjectStreamUsage = false, false
-	for _, s := range []struct {
-		name     string
-		old, new any
-	}{{"server", old.Server, cfg.Server}, {"upstream", oldUp, newUp}, {"store", old.Store, cfg.Store}, {"log", old.Log, cfg.Log}} {
-		if !reflect.DeepEqual(s.old, s.new) {
-			fixed = append(fixed, s.name)
+// needsRestartError refuses a reload whose file changes sections that
+// apply only at start.
+type needsRestartError struct {
+	// sections are the changed sections, by key: server, upstream, store
+	// or log.
+	sections []string
+}
+
+func (e *needsRestartError) Error() string {
+	return fmt.Sprintf("config: reload: %s changed, and apply only at start: nothing of the file was applied; restart to run it",
+		strings.Join(e.sections, ", "))
+}
+
+// prepareReload reads the configuration from src again and returns what a
+// proxy running current would run after applying it, with its classifier,
+// checked as the start path checks a configuration (checkServable). The
+// result is the file's configuration or an error: a file that changes a
+// section that applies only at start is refused (a *needsRestartError),
+// since the proxy would not be running what the file says.
+func prepareReload(current Config, src source) (Config, *classify.Classifier, error) {
+	file, err := loadConfig(src.path, src.environ, src.getenv)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	next := effective(current, file)
+	if sections := changedAtStart(next, file); len(sections) > 0 {
+		return Config{}, nil, &needsRestartError{sections: sections}
+	}
+	classifier, err := checkServable(next, src.getenv)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	return next, classifier, nil
+}
+
+// effective is the configuration a proxy started on current runs after
+// applying file live: file's sections, but current's of those that apply
+// only at start (see startOnly).
+func effective(current, file Config) Config {
+	next := file
+	next.Server, next.Store, next.Log = current.Server, current.Store, current.Log
+	next.Upstream = current.Upstream
+	next.Upstream.InjectStreamUsage = file.Upstream.InjectStreamUsage
+	return next
+}
+
+// section is one part of the configuration, by key, with its value.
+type section struct {
+	name  string
+	value any
+}
+
+// startOnly returns c's sections that apply only at start: server,
+// upstream (but for inject_stream_usage), store and log.
+func (c Config) startOnly() []section {
+	up := c.Upstream
+	up.InjectStreamUsage = false
+	return []section{{"server", c.Server}, {"upstream", up}, {"store", c.Store}, {"log", c.Log}}
+}
+
+// changedAtStart names the sections that apply only at start in which a
+// and b differ.
+func changedAtStart(a, b Config) []string {
+	var changed []string
+	bs := b.startOnly()
+	for i, s := range a.startOnly() {
+		if !reflect.DeepEqual(s.value, bs[i].value) {
+			changed = append(changed, s.name)
 		}
 	}
-	return fixed
+	return changed
 }

@@ -25,7 +25,7 @@ type source struct {
 // drains within server.shutdown_grace. SIGHUP and changes to the config
 // file reload it.
 func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error {
-	classifier, err := classify.New(cfg.Classify, cfg.Callers, src.getenv)
+	classifier, err := checkServable(cfg, src.getenv)
 	if err != nil {
 		return fmt.Errorf("invalid config, not starting:\n%w", err)
 	}
@@ -83,6 +83,18 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	}
 	log.Info("stopped")
 	return err
+}
+
+// checkServable runs on cfg every check a configuration passes before it
+// is served, at start and on a reload alike: each section's validation
+// and what spans sections (Config.validate), and the classifier's
+// compilation of the callers (whose keys come from getenv). It returns
+// the classifier.
+func checkServable(cfg Config, getenv func(string) string) (*classify.Classifier, error) {
+	if err := cfg.validate(getenv); err != nil {
+		return nil, err
+	}
+	return classify.New(cfg.Classify, cfg.Callers, getenv)
 }
 
 // live is the reloadable part of cfg.

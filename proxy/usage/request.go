@@ -27,6 +27,10 @@ type Request struct {
 	// completions: candidates generated server-side, best_of ≥ n), within
 	// [1, maxCount]. 0 reads as 1.
 	Generations int64
+	// Background is a Responses request's background: true. The provider
+	// then answers at once (status queued, no usage) and generates after
+	// the answer, so the answer says nothing of what the request costs.
+	Background bool
 }
 
 // OutputCeiling is the most output the request allows, in tokens:
@@ -76,7 +80,7 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // ReadRequest reads a request body the proxy holds whole, once: a
 // multipart/form-data or application/x-www-form-urlencoded body (by
 // contentType) for its model field, anything else as JSON, walking the
-// top-level object for model, the output caps, n and best_of. It returns
+// top-level object for model, the output caps, n, best_of and background. It returns
 // an error the request must be refused for when the proxy and the provider
 // could read the body differently: a repeated key (ErrDuplicateKey), a
 // number field of another type (ErrFieldType), a byte order mark
@@ -121,6 +125,7 @@ const (
 	fieldStream
 	fieldStreamOptions
 	fieldServiceTier
+	fieldBackground
 	numFields
 )
 
@@ -128,7 +133,7 @@ const (
 // provider charges by.
 var fieldNames = [numFields]string{
 	"model", "max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of",
-	"stream", "stream_options", "service_tier",
+	"stream", "stream_options", "service_tier", "background",
 }
 
 // maxKeyLen bounds the length of a key that can name a field: the longest
@@ -203,9 +208,12 @@ func (r *Request) set(f field, v gjson.Result) error {
 		} else {
 			r.MaxOutput = max(r.MaxOutput, n)
 		}
-	case fieldStream:
+	case fieldStream, fieldBackground:
 		if v.Type != gjson.True && v.Type != gjson.False && v.Type != gjson.Null {
 			return &FieldError{Key: fieldNames[f], Want: "true or false", Err: ErrFieldType}
+		}
+		if f == fieldBackground {
+			r.Background = v.Type == gjson.True
 		}
 	}
 	return nil

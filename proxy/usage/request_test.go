@@ -125,6 +125,8 @@ func TestReadRequestRefuses(t *testing.T) {
 		{"best_of", "", `{"best_of":1,"best_of":2}`, ErrDuplicateKey, "best_of"},
 		{"stream_options", "", `{"stream_options":{},"stream_options":null}`, ErrDuplicateKey, "stream_options"},
 		{"service_tier", "", `{"service_tier":"flex","service_tier":"priority"}`, ErrDuplicateKey, "service_tier"},
+		{"background", "", `{"background":false,"background":true}`, ErrDuplicateKey, "background"},
+		{"string for background", "", `{"background":"true"}`, ErrFieldType, "background"},
 		{"repeat of equal values", "", `{"model":"a","model":"a"}`, ErrDuplicateKey, "model"},
 		{"string for max_tokens", "", `{"max_tokens":"8000"}`, ErrFieldType, "max_tokens"},
 		{"bool for n", "", `{"n":true}`, ErrFieldType, "n"},
@@ -220,6 +222,29 @@ func BenchmarkReadRequest(b *testing.B) {
 	for b.Loop() {
 		if req, err := ReadRequest("application/json", body); err != nil || req.OutputCeiling() != 1024 {
 			b.Fatalf("%+v, %v", req, err)
+		}
+	}
+}
+
+// TestReadRequestBackground: background: true at the top level, read in
+// the one walk; nested, false or absent is not.
+func TestReadRequestBackground(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		want bool
+	}{
+		{`{"model":"m","background":true}`, true},
+		{`{"model":"m","background":false}`, false},
+		{`{"model":"m","background":null}`, false},
+		{`{"model":"m"}`, false},
+		{`{"metadata":{"background":true}}`, false}, // nested: not the request's
+		{`{"backgr\u006fund":true}`, true},          // escaped as the provider unescapes
+		{`[{"background":true}]`, false},
+		{`not json`, false},
+	} {
+		got, err := ReadRequest("application/json", []byte(tt.body))
+		if err != nil || got.Background != tt.want {
+			t.Errorf("ReadRequest(%s).Background = %v, %v; want %v", tt.body, got.Background, err, tt.want)
 		}
 	}
 }
