@@ -35,9 +35,33 @@ type anthropicInput struct {
 	uncached, cacheWrite, cacheRead int64
 }
 
-// anthropicBody reads a Messages response.
+// anthropicBody reads a Messages response: its usage, and what its
+// content blocks generated for the estimate when it has none.
 func (m *Meter) anthropicBody(body []byte) {
-	m.anthropicUsage(gjson.Get(view(body), "usage"))
+	doc := gjson.Parse(view(body))
+	m.anthropicUsage(doc.Get("usage"))
+	doc.Get("content").ForEach(func(_, block gjson.Result) bool {
+		m.text += anthropicGenerated(block)
+		return true
+	})
+}
+
+// anthropicGenerated returns the bytes of text a content block, or a
+// stream's content_block_delta delta, generated: text (text_delta),
+// thinking (thinking_delta) and a tool call's input (input_json_delta's
+// partial_json; a whole block's input object). Not counted: a thinking
+// block's signature (signature_delta), an opaque token that lets the API
+// check the thinking it is sent back — the thinking itself is what is
+// billed as output — nor a redacted_thinking block's encrypted data, nor
+// citations (citations_delta), whose cited text is the caller's document
+// and is not billed as output. Names of tools are not counted either: no
+// delta carries them.
+func anthropicGenerated(block gjson.Result) int64 {
+	n := strLen(block.Get("text")) + strLen(block.Get("thinking")) + strLen(block.Get("partial_json"))
+	if input := block.Get("input"); input.IsObject() {
+		n += int64(len(input.Raw))
+	}
+	return n
 }
 
 // anthropicEvent reads one event of a Messages stream.
@@ -51,7 +75,7 @@ func (m *Meter) anthropicEvent(name, data []byte) {
 	case anthropicMessageDelta:
 		m.anthropicUsage(gjson.Get(view(data), "usage"))
 	case anthropicBlockDelta:
-		m.text += int64(len(gjson.Get(view(data), "delta.text").Str))
+		m.text += anthropicGenerated(gjson.Get(view(data), "delta"))
 	case anthropicMessageStop:
 		m.terminal = true
 	}

@@ -60,8 +60,8 @@ type Meter struct {
 	anthropic anthropicInput
 	// terminal says the stream's last event arrived.
 	terminal bool
-	// text counts bytes of generated text seen in a stream, for the
-	// estimate when no usage arrives.
+	// text counts bytes of generated text seen in a stream or a whole
+	// answer, for the estimate when no usage arrives.
 	text int64
 
 	finished bool
@@ -120,8 +120,10 @@ func (m *Meter) Write(p []byte) (int, error) {
 // Finish is called once the body ended; complete says whether it ended
 // cleanly (EOF, not an error). It returns the reported usage when the
 // response carried it, and otherwise an estimate with Estimated set: Input
-// is the input estimate, Output the streamed text bytes / 4 (rounded up)
-// for a stream and 0 for a JSON body.
+// is the input estimate, Output the bytes of text the response generated /
+// 4 (rounded up): every kind of generated text counts — content, tool-call
+// arguments, reasoning, refusals (see chatGenerated, responsesGenerated,
+// anthropicGenerated) — in a stream's deltas or a whole answer's message.
 //
 // A stream whose terminal event never arrived ([DONE],
 // response.completed|incomplete|failed, message_stop), or that did not end
@@ -173,7 +175,7 @@ func (m *Meter) bodyUsage(complete bool) Usage {
 	if complete && !m.overflow && (m.haveIn || m.haveOut) {
 		return Usage{Input: m.in, Output: m.out}
 	}
-	return Usage{Input: m.inputEstimate, Estimated: true}
+	return Usage{Input: m.inputEstimate, Output: ceilQuarter(m.text), Estimated: true}
 }
 
 // event implements eventHandler: one SSE event of the stream.
