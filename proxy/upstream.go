@@ -84,13 +84,22 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 			if ex.lease == nil {
 				return
 			}
-			if ex.settle != settleNone {
-				ex.lease.Correct(ex.settle.of(u))
+			if tokens, ok := ex.settleTo(u); ok {
+				ex.lease.Correct(tokens)
 			}
 			ex.lease.Spent(u.Output)
 		},
 	}
 	return nil
+}
+
+// settleTo returns the tokens the lease is settled to once the response
+// reported u, and whether it is settled at all (the dialect's settling).
+func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
+	if ex.settle == settleNone {
+		return 0, false
+	}
+	return ex.settle.of(u), true
 }
 
 // observe tells the limiter what the upstream said about the account: bulk
