@@ -95,11 +95,21 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 
 // settleTo returns the tokens the lease is settled to once the response
 // reported u, and whether it is settled at all (the dialect's settling).
+// A usage the provider reported settles to what it says, up or down. An
+// estimated one (no usage in the answer, or a stream cut before it) never
+// settles below the charge taken at admission: the estimate counts the
+// text the proxy saw, and the provider may have spent more (hidden
+// reasoning, a stream cut on the way) — giving back what it did not see
+// would admit more than the account has.
 func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
 	if ex.settle == settleNone {
 		return 0, false
 	}
-	return ex.settle.of(u), true
+	tokens = ex.settle.of(u)
+	if u.Estimated {
+		tokens = max(tokens, ex.cost)
+	}
+	return tokens, true
 }
 
 // observe tells the limiter what the upstream said about the account: bulk
