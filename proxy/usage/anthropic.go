@@ -81,6 +81,22 @@ func (m *Meter) anthropicEvent(name, data []byte) {
 	}
 }
 
+// anthropicLongEvent reads a Messages event of type t whose data outgrew
+// its window: a usage from its end (message_start's is in its message: at
+// depth 2), a content block delta's bytes as text.
+func (m *Meter) anthropicLongEvent(t string, d *window) {
+	switch t {
+	case anthropicMessageStart:
+		m.anthropicUsage(tailUsage(d.tail(), 2))
+	case anthropicMessageDelta:
+		m.anthropicUsage(tailUsage(d.tail(), 1))
+	case anthropicBlockDelta:
+		m.text += d.size
+	case anthropicMessageStop:
+		m.terminal = true
+	}
+}
+
 // anthropicUsage records a usage object of the Messages shape: each count
 // present replaces the one recorded before.
 func (m *Meter) anthropicUsage(u gjson.Result) {

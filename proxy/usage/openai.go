@@ -32,7 +32,12 @@ func (m *Meter) chatBody(body []byte) {
 
 // embeddingsBody reads an embeddings response: input tokens only.
 func (m *Meter) embeddingsBody(body []byte) {
-	if in := gjson.Get(view(body), "usage.prompt_tokens"); in.Type == gjson.Number {
+	m.embeddingsUsage(gjson.Get(view(body), "usage"))
+}
+
+// embeddingsUsage records an embeddings usage object: input tokens only.
+func (m *Meter) embeddingsUsage(u gjson.Result) {
+	if in := u.Get("prompt_tokens"); u.IsObject() && in.Type == gjson.Number {
 		m.setIn(count(in))
 	}
 }

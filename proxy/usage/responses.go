@@ -88,6 +88,20 @@ func isResponsesDelta(t string) bool {
 	return strings.HasPrefix(t, responsesEventPrefix) && strings.HasSuffix(t, responsesDeltaSuffix) && t != responsesAudioDelta
 }
 
+// responsesLongEvent reads a Responses event of type t whose data outgrew
+// its window: a terminal event's usage from the end of the response it
+// repeats (a member of the data's response object: depth 2), a delta's
+// bytes as text.
+func (m *Meter) responsesLongEvent(t string, d *window) {
+	switch {
+	case t == responsesCompleted || t == responsesIncomplete || t == responsesFailed:
+		m.terminal = true
+		m.responsesUsage(tailUsage(d.tail(), 2))
+	case isResponsesDelta(t):
+		m.text += d.size
+	}
+}
+
 // eventType returns an event's type: its event: field, or the data's "type"
 // when that field is missing. The string is valid only during the call.
 func eventType(name, data []byte) string {
