@@ -164,6 +164,9 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 
 // meteredBody feeds a copy of every byte read to a usage.Meter, and reports
 // the usage once: at EOF (complete) or at Close before EOF (cut short).
+// The meter holds at most about 65 KiB of the body however large it is and
+// however slowly the client reads it (see usage.Meter), so the bodies in
+// flight cost at most the in-flight bound times that.
 type meteredBody struct {
 	io.ReadCloser
 	meter *usage.Meter

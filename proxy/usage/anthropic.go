@@ -51,11 +51,13 @@ func (m *Meter) anthropicBody(body []byte) {
 // thinking (thinking_delta) and a tool call's input (input_json_delta's
 // partial_json; a whole block's input object). Not counted: a thinking
 // block's signature (signature_delta), an opaque token that lets the API
-// check the thinking it is sent back — the thinking itself is what is
-// billed as output — nor a redacted_thinking block's encrypted data, nor
-// citations (citations_delta), whose cited text is the caller's document
-// and is not billed as output. Names of tools are not counted either: no
-// delta carries them.
+// check the thinking when it is sent back, not generated text — the
+// thinking is what is billed as output (a model that summarises its
+// thinking bills the whole of it, which no answer shows: Anthropic's
+// output-token headers still hold bulk on it) — nor a redacted_thinking
+// block's encrypted data, nor citations (citations_delta), whose cited
+// text is the caller's document. Names of tools are not counted either:
+// no delta carries them.
 func anthropicGenerated(block gjson.Result) int64 {
 	n := strLen(block.Get("text")) + strLen(block.Get("thinking")) + strLen(block.Get("partial_json"))
 	if input := block.Get("input"); input.IsObject() {
