@@ -59,12 +59,12 @@ func lastMember(tail []byte, key string, depth int) (value []byte, ok bool) {
 }
 
 // openingQuote returns the index of the quote that opens the JSON string
-// tail[close] ends: the nearest quote before it that no backslash escapes
+// tail[closing] ends: the nearest quote before it that no backslash escapes
 // (one preceded by an even run of backslashes). It returns -1 when there is
 // none, or when a run of backslashes reaches the start of tail, where what
 // came before is unknown.
-func openingQuote(tail []byte, close int) int {
-	for j := bytes.LastIndexByte(tail[:close], '"'); j >= 0; j = bytes.LastIndexByte(tail[:j], '"') {
+func openingQuote(tail []byte, closing int) int {
+	for j := bytes.LastIndexByte(tail[:closing], '"'); j >= 0; j = bytes.LastIndexByte(tail[:j], '"') {
 		k := j
 		for k > 0 && tail[k-1] == '\\' {
 			k--
@@ -80,9 +80,9 @@ func openingQuote(tail []byte, close int) int {
 }
 
 // keyColon returns the index of the colon after the string that ends at
-// tail[close] when that string is a member's key, or -1.
-func keyColon(tail []byte, close int) int {
-	for i := close + 1; i < len(tail); i++ {
+// tail[closing] when that string is a member's key, or -1.
+func keyColon(tail []byte, closing int) int {
+	for i := closing + 1; i < len(tail); i++ {
 		switch tail[i] {
 		case ' ', '\t', '\r', '\n':
 		case ':':
