@@ -91,15 +91,33 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 			if ex.lease == nil {
 				return
 			}
-			// A background answer without usage came before the
-			// generation: it keeps the admission charge.
-			if keep := ex.background && u.Estimated; ex.settle != settleNone && !keep {
-				ex.lease.Correct(ex.settle.of(u))
+			if tokens, ok := ex.settleTo(u); ok {
+				ex.lease.Correct(tokens)
 			}
 			ex.lease.Spent(u.Output)
 		},
 	}
 	return nil
+}
+
+// settleTo returns the tokens the lease is settled to once the response
+// reported u, and whether it is settled at all (the dialect's settling).
+// A usage the provider reported settles to what it says, up or down. An
+// estimated one (no usage in the answer, or a stream cut before it) never
+// settles below the charge taken at admission: the estimate counts the
+// text the proxy saw, and the provider may have spent more (hidden
+// reasoning, a stream cut on the way) — giving back what it did not see
+// would admit more than the account has. So a background Responses answer
+// (no usage: it came before the generation) keeps its admission charge.
+func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
+	if ex.settle == settleNone {
+		return 0, false
+	}
+	tokens = ex.settle.of(u)
+	if u.Estimated {
+		tokens = max(tokens, ex.cost)
+	}
+	return tokens, true
 }
 
 // observe tells the limiter what the upstream said about the account: bulk
@@ -154,6 +172,9 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 
 // meteredBody feeds a copy of every byte read to a usage.Meter, and reports
 // the usage once: at EOF (complete) or at Close before EOF (cut short).
+// The meter holds at most about 65 KiB of the body however large it is and
+// however slowly the client reads it (see usage.Meter), so the bodies in
+// flight cost at most the in-flight bound times that.
 type meteredBody struct {
 	io.ReadCloser
 	meter *usage.Meter

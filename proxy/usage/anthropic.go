@@ -35,9 +35,35 @@ type anthropicInput struct {
 	uncached, cacheWrite, cacheRead int64
 }
 
-// anthropicBody reads a Messages response.
+// anthropicBody reads a Messages response: its usage, and what its
+// content blocks generated for the estimate when it has none.
 func (m *Meter) anthropicBody(body []byte) {
-	m.anthropicUsage(gjson.Get(view(body), "usage"))
+	doc := gjson.Parse(view(body))
+	m.anthropicUsage(doc.Get("usage"))
+	doc.Get("content").ForEach(func(_, block gjson.Result) bool {
+		m.text += anthropicGenerated(block)
+		return true
+	})
+}
+
+// anthropicGenerated returns the bytes of text a content block, or a
+// stream's content_block_delta delta, generated: text (text_delta),
+// thinking (thinking_delta) and a tool call's input (input_json_delta's
+// partial_json; a whole block's input object). Not counted: a thinking
+// block's signature (signature_delta), an opaque token that lets the API
+// check the thinking when it is sent back, not generated text — the
+// thinking is what is billed as output (a model that summarises its
+// thinking bills the whole of it, which no answer shows: Anthropic's
+// output-token headers still hold bulk on it) — nor a redacted_thinking
+// block's encrypted data, nor citations (citations_delta), whose cited
+// text is the caller's document. Names of tools are not counted either:
+// no delta carries them.
+func anthropicGenerated(block gjson.Result) int64 {
+	n := strLen(block.Get("text")) + strLen(block.Get("thinking")) + strLen(block.Get("partial_json"))
+	if input := block.Get("input"); input.IsObject() {
+		n += int64(len(input.Raw))
+	}
+	return n
 }
 
 // anthropicEvent reads one event of a Messages stream.
@@ -51,7 +77,23 @@ func (m *Meter) anthropicEvent(name, data []byte) {
 	case anthropicMessageDelta:
 		m.anthropicUsage(gjson.Get(view(data), "usage"))
 	case anthropicBlockDelta:
-		m.text += int64(len(gjson.Get(view(data), "delta.text").Str))
+		m.text += anthropicGenerated(gjson.Get(view(data), "delta"))
+	case anthropicMessageStop:
+		m.terminal = true
+	}
+}
+
+// anthropicLongEvent reads a Messages event of type t whose data outgrew
+// its window: a usage from its end (message_start's is in its message: at
+// depth 2), a content block delta's bytes as text.
+func (m *Meter) anthropicLongEvent(t string, d *window) {
+	switch t {
+	case anthropicMessageStart:
+		m.anthropicUsage(tailUsage(d.tail(), 2))
+	case anthropicMessageDelta:
+		m.anthropicUsage(tailUsage(d.tail(), 1))
+	case anthropicBlockDelta:
+		m.text += d.size
 	case anthropicMessageStop:
 		m.terminal = true
 	}

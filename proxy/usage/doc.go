@@ -13,6 +13,7 @@
 // report usage at the end of a stream; [StripUsageChunk] then removes that
 // extra chunk from what a client that did not ask for it receives.
 //
-// Memory per response is bounded: one SSE line over 1 MiB is skipped, and a
-// JSON body over 4 MiB is not kept (its usage is then estimated).
+// Memory per response is bounded (about 65 KiB): a JSON body or one
+// event's data over 64 KiB is kept as its last 64 KiB, where providers put
+// the usage, which is read from there.
 package usage

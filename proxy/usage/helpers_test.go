@@ -36,3 +36,6 @@ func nospace(s string) string {
 	s = strings.ReplaceAll(s, "data: ", "data:")
 	return strings.ReplaceAll(s, "event: ", "event:")
 }
+
+// held returns the bytes a Meter's buffers hold (their capacity).
+func held(m *Meter) int { return m.body.held() + m.sse.held() }

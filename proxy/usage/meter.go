@@ -8,11 +8,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// maxBody is the largest JSON response body kept for reading its usage; a
-// longer one is dropped as it passes and its usage estimated. Provider
-// answers with usage are far smaller; embeddings of large batches are the
-// ones that come near.
-const maxBody = 4 << 20
+// maxHeld is the most a Meter holds for one response, whatever the
+// response: a JSON answer's window, or a stream's event window with the
+// start of a line and an event name — 66,120 bytes. The proxy meters at
+// most one response per request in flight, so the meters of a process
+// hold at most its in-flight bound times maxHeld.
+const maxHeld = windowSize + windowHead + maxFieldName + maxEventName
 
 // Usage is the token count of one response.
 type Usage struct {
@@ -33,24 +34,25 @@ type mode uint8
 
 const (
 	modeNone mode = iota // nothing to read: the API reports no usage
-	modeJSON             // one JSON document, kept up to maxBody
+	modeJSON             // one JSON document, kept in a window
 	modeSSE              // server-sent events, read as they pass
 )
 
 // Meter reads one response body as it passes: it is an io.Writer fed with
-// a copy of every byte the client gets. It holds at most one SSE line and
-// one event's data (1 MiB each), or a JSON body of up to 4 MiB. A Meter is
-// for one response, used by one goroutine at a time; make it with NewMeter.
-// The zero Meter reads nothing and reports an estimate of 0.
+// a copy of every byte the client gets. It holds at most maxHeld bytes
+// (about 65 KiB) per response: a JSON body whole up to 64 KiB, and of a
+// longer one its last 64 KiB, where providers put the usage; of a stream,
+// one event's data likewise (its first 512 bytes besides), the start of a
+// line and an event name. A Meter is for one response, used by one
+// goroutine at a time; make it with NewMeter. The zero Meter reads nothing
+// and reports an estimate of 0.
 type Meter struct {
 	api           API
 	mode          mode
 	inputEstimate int64
 
 	sse  sseReader
-	body []byte
-	// overflow says the JSON body outgrew maxBody and was dropped.
-	overflow bool
+	body window
 
 	// What the response reported so far. in and out are valid when haveIn
 	// and haveOut are set.
@@ -60,8 +62,8 @@ type Meter struct {
 	anthropic anthropicInput
 	// terminal says the stream's last event arrived.
 	terminal bool
-	// text counts bytes of generated text seen in a stream, for the
-	// estimate when no usage arrives.
+	// text counts bytes of generated text seen in a stream or a whole
+	// answer, for the estimate when no usage arrives.
 	text int64
 
 	finished bool
@@ -105,14 +107,7 @@ func (m *Meter) Write(p []byte) (int, error) {
 	case modeSSE:
 		m.sse.feed(p, m)
 	case modeJSON:
-		if m.overflow {
-			break
-		}
-		if len(m.body)+len(p) > maxBody {
-			m.body, m.overflow = nil, true
-			break
-		}
-		m.body = append(m.body, p...)
+		m.body.write(p)
 	}
 	return len(p), nil
 }
@@ -120,16 +115,21 @@ func (m *Meter) Write(p []byte) (int, error) {
 // Finish is called once the body ended; complete says whether it ended
 // cleanly (EOF, not an error). It returns the reported usage when the
 // response carried it, and otherwise an estimate with Estimated set: Input
-// is the input estimate, Output the streamed text bytes / 4 (rounded up)
-// for a stream and 0 for a JSON body.
+// is the input estimate, Output the bytes of text the response generated /
+// 4 (rounded up): every kind of generated text counts — content, tool-call
+// arguments, reasoning, refusals (see chatGenerated, responsesGenerated,
+// anthropicGenerated) — in a stream's deltas or a whole answer's message.
 //
 // A stream whose terminal event never arrived ([DONE],
 // response.completed|incomplete|failed, message_stop), or that did not end
 // cleanly, is Estimated even if it reported usage on the way, but the better
 // numbers are kept: a reported input (such as Anthropic's message_start)
 // replaces the input estimate, and Output is the larger of the reported
-// output and the text estimate. A JSON body that was cut short or over
-// 4 MiB is Estimated. Later calls return the same Usage.
+// output and the text estimate. A JSON body over 64 KiB has its usage read
+// from its last 64 KiB (see lastMember); without one there, or cut short,
+// its Output is estimated from its size. A JSON body cut short is
+// Estimated, its usage, if any came, not read. Later calls return the
+// same Usage.
 func (m *Meter) Finish(complete bool) Usage {
 	if m.finished {
 		return m.result
@@ -142,14 +142,16 @@ func (m *Meter) Finish(complete bool) Usage {
 		}
 		m.result = m.streamUsage(complete)
 	case modeJSON:
-		if complete && !m.overflow {
-			m.readBody(m.body)
+		if body, whole := m.body.whole(); whole {
+			m.readBody(body)
+		} else {
+			m.readTail(m.body.tail(), m.body.size)
 		}
 		m.result = m.bodyUsage(complete)
 	default:
 		m.result = Usage{Input: m.inputEstimate, Estimated: true}
 	}
-	m.body, m.sse = nil, sseReader{}
+	m.body, m.sse = window{}, sseReader{}
 	return m.result
 }
 
@@ -168,16 +170,23 @@ func (m *Meter) streamUsage(complete bool) Usage {
 	return u
 }
 
-// bodyUsage is the usage of a JSON body that ended.
+// bodyUsage is the usage of a JSON body that ended: what it reported when
+// it ended cleanly, else the estimate.
 func (m *Meter) bodyUsage(complete bool) Usage {
-	if complete && !m.overflow && (m.haveIn || m.haveOut) {
+	if complete && (m.haveIn || m.haveOut) {
 		return Usage{Input: m.in, Output: m.out}
 	}
-	return Usage{Input: m.inputEstimate, Estimated: true}
+	return Usage{Input: m.inputEstimate, Output: ceilQuarter(m.text), Estimated: true}
 }
 
-// event implements eventHandler: one SSE event of the stream.
-func (m *Meter) event(name, data []byte) {
+// event implements eventHandler: one SSE event of the stream, read whole
+// when it was kept whole, else from its start and end (longEvent).
+func (m *Meter) event(name []byte, d *window) {
+	data, whole := d.whole()
+	if !whole {
+		m.longEvent(name, d)
+		return
+	}
 	switch m.api {
 	case ChatCompletions:
 		m.chatEvent(data)
@@ -187,6 +196,40 @@ func (m *Meter) event(name, data []byte) {
 		m.anthropicEvent(name, data)
 	}
 	// Embeddings are never streamed: nothing to read.
+}
+
+// longEvent reads an event whose data outgrew its window: its type from
+// the event: field or the first bytes of its data, a usage from its last
+// bytes, and, when it is a delta, all its bytes as generated text (an
+// upper bound of the text in them).
+func (m *Meter) longEvent(name []byte, d *window) {
+	switch m.api {
+	case ChatCompletions:
+		m.text += d.size
+		m.chatUsageHighWater(tailUsage(d.tail(), 1))
+	case Responses:
+		m.responsesLongEvent(eventType(name, d.start()), d)
+	case Messages:
+		m.anthropicLongEvent(eventType(name, d.start()), d)
+	}
+}
+
+// readTail reads the usage of a JSON body too large to keep, from its
+// last bytes; of an API with output, all size bytes of the body count as
+// generated text for the estimate when it has none.
+func (m *Meter) readTail(tail []byte, size int64) {
+	switch m.api {
+	case ChatCompletions:
+		m.chatUsage(tailUsage(tail, 1))
+	case Embeddings:
+		m.embeddingsUsage(tailUsage(tail, 1))
+		return
+	case Responses:
+		m.responsesUsage(tailUsage(tail, 1))
+	case Messages:
+		m.anthropicUsage(tailUsage(tail, 1))
+	}
+	m.text = size
 }
 
 // readBody reads the usage of a whole JSON body.

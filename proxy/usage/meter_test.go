@@ -13,7 +13,7 @@ const (
 )
 
 func TestMeterJSON(t *testing.T) {
-	huge := `{"pad":"` + strings.Repeat("x", maxBody) + `",` + chatJSON[1:]
+	huge := `{"pad":"` + strings.Repeat("x", 4<<20) + `",` + chatJSON[1:]
 	tests := []struct {
 		name        string
 		api         API
@@ -31,9 +31,10 @@ func TestMeterJSON(t *testing.T) {
 		{"error body", ChatCompletions, appJSON, openAIErrorJSON, true, Usage{Input: est, Estimated: true}},
 		{"usage null", ChatCompletions, appJSON, `{"choices":[],"usage":null}`, true, Usage{Input: est, Estimated: true}},
 		{"usage without counts", ChatCompletions, appJSON, `{"usage":{"total_tokens":5}}`, true, Usage{Input: est, Estimated: true}},
-		{"cut short", ChatCompletions, appJSON, chatJSON, false, Usage{Input: est, Estimated: true}},
-		{"cut short mid-body", Messages, appJSON, anthropicJSON[:len(anthropicJSON)/2], false, Usage{Input: est, Estimated: true}},
-		{"over 4 MiB not kept", ChatCompletions, appJSON, huge, true, Usage{Input: est, Estimated: true}},
+		// A body cut short: its usage is not trusted, what it generated so far counts.
+		{"cut short", ChatCompletions, appJSON, chatJSON, false, Usage{Input: est, Output: ceilQuarter(int64(len(`Hello! The "usage" of tokens is 7.`))), Estimated: true}},
+		{"cut short mid-body", Messages, appJSON, anthropicJSON[:len(anthropicJSON)/2], false, Usage{Input: est, Output: ceilQuarter(int64(len("Hi! My name is Claude."))), Estimated: true}},
+		{"over 4 MiB: usage from its end", ChatCompletions, appJSON, huge, true, Usage{Input: 19, Output: 10}},
 		{"not JSON", ChatCompletions, "text/plain", "upstream connect error", true, Usage{Input: est, Estimated: true}},
 		{"empty", Responses, appJSON, "", true, Usage{Input: est, Estimated: true}},
 		{"other API not read", Other, appJSON, chatJSON, true, Usage{Input: est, Estimated: true}},
@@ -162,7 +163,7 @@ func TestMeterAnthropicCumulative(t *testing.T) {
 
 func TestMeterBounds(t *testing.T) {
 	t.Run("long line skipped", func(t *testing.T) {
-		long := `data: {"choices":[{"delta":{"content":"` + strings.Repeat("x", 3*maxLine) + `"}}]}`
+		long := `data: {"choices":[{"delta":{"content":"` + strings.Repeat("x", 3<<20) + `"}}]}`
 		stream := sse(chunkHello, long, chunkUsage, chunkDone)
 		for _, size := range []int{4096, 0} {
 			m := NewMeter(ChatCompletions, eventStream, est)
@@ -173,8 +174,8 @@ func TestMeterBounds(t *testing.T) {
 				}
 				_, _ = m.Write(p[:n])
 				p = p[n:]
-				if len(m.sse.line) > maxLine || len(m.sse.data) > maxEventData {
-					t.Fatalf("size %d: holding line %d, data %d bytes", size, len(m.sse.line), len(m.sse.data))
+				if n := held(m); n > maxHeld {
+					t.Fatalf("size %d: holding %d bytes", size, n)
 				}
 			}
 			if got, want := m.Finish(true), (Usage{Input: 19, Output: 10}); got != want {
@@ -185,28 +186,15 @@ func TestMeterBounds(t *testing.T) {
 	t.Run("many data lines", func(t *testing.T) {
 		m := NewMeter(Messages, eventStream, est)
 		line := []byte("data: " + strings.Repeat("y", 1000) + "\n")
-		for range 3 * maxEventData / len(line) {
+		for range (3 << 20) / len(line) {
 			_, _ = m.Write(line)
 		}
-		if len(m.sse.data) > maxEventData {
-			t.Fatalf("holding %d bytes of data", len(m.sse.data))
+		if n := held(m); n > maxHeld {
+			t.Fatalf("holding %d bytes", n)
 		}
 		_, _ = m.Write([]byte("\n" + sse(antStart, antStop)))
 		if got, want := m.Finish(true), (Usage{Input: antInput, Output: 1}); got != want {
 			t.Errorf("got %+v, want %+v", got, want)
-		}
-	})
-	t.Run("JSON over 4 MiB dropped", func(t *testing.T) {
-		m := NewMeter(ChatCompletions, appJSON, est)
-		chunk := make([]byte, 64<<10)
-		for range 2 * maxBody / len(chunk) {
-			_, _ = m.Write(chunk)
-			if len(m.body) > maxBody {
-				t.Fatalf("holding %d bytes", len(m.body))
-			}
-		}
-		if m.body != nil {
-			t.Errorf("body kept after overflow")
 		}
 	})
 }

@@ -19,14 +19,25 @@ var (
 	usageKey = []byte(`"usage"`)
 )
 
-// chatBody reads a chat completion response.
+// chatBody reads a chat completion response: its usage, and what its
+// choices generated for the estimate when it has none.
 func (m *Meter) chatBody(body []byte) {
-	m.chatUsage(gjson.Get(view(body), "usage"))
+	doc := gjson.Parse(view(body))
+	m.chatUsage(doc.Get("usage"))
+	doc.Get("choices").ForEach(func(_, choice gjson.Result) bool {
+		m.text += chatGenerated(choice.Get("message"))
+		return true
+	})
 }
 
 // embeddingsBody reads an embeddings response: input tokens only.
 func (m *Meter) embeddingsBody(body []byte) {
-	if in := gjson.Get(view(body), "usage.prompt_tokens"); in.Type == gjson.Number {
+	m.embeddingsUsage(gjson.Get(view(body), "usage"))
+}
+
+// embeddingsUsage records an embeddings usage object: input tokens only.
+func (m *Meter) embeddingsUsage(u gjson.Result) {
+	if in := u.Get("prompt_tokens"); u.IsObject() && in.Type == gjson.Number {
 		m.setIn(count(in))
 	}
 }
@@ -48,12 +59,55 @@ func (m *Meter) chatEvent(data []byte) {
 			m.chatUsageHighWater(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
-				m.text += int64(len(choice.Get("delta.content").Str))
+				m.text += chatGenerated(choice.Get("delta"))
 				return true
 			})
 		}
 		return true
 	})
+}
+
+// chatGenerated returns the bytes of text a chat completion's message, or a
+// stream chunk's delta, generated: its content, refusal and reasoning
+// (reasoning_content as DeepSeek and vLLM send it, reasoning as OpenRouter
+// and newer vLLM do), the names and arguments of its tool calls and of a
+// legacy function_call, and an audio answer's transcript. The audio itself
+// is sound in base64, not text, and is not counted. A content given as an
+// array of parts counts each part's text.
+func chatGenerated(msg gjson.Result) int64 {
+	var n int64
+	msg.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "content":
+			n += strLen(v)
+			if v.IsArray() {
+				v.ForEach(func(_, part gjson.Result) bool { n += strLen(part.Get("text")); return true })
+			}
+		case "refusal", "reasoning_content", "reasoning":
+			n += strLen(v)
+		case "tool_calls":
+			v.ForEach(func(_, call gjson.Result) bool { n += functionLen(call.Get("function")); return true })
+		case "function_call":
+			n += functionLen(v)
+		case "audio":
+			n += strLen(v.Get("transcript"))
+		}
+		return true
+	})
+	return n
+}
+
+// functionLen returns the bytes of a function call's name and arguments.
+func functionLen(fn gjson.Result) int64 {
+	return strLen(fn.Get("name")) + strLen(fn.Get("arguments"))
+}
+
+// strLen returns the length of v's text when v is a JSON string, else 0.
+func strLen(v gjson.Result) int64 {
+	if v.Type != gjson.String {
+		return 0
+	}
+	return int64(len(v.Str))
 }
 
 // chatUsage records a usage object of the chat completions shape.

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -13,9 +14,17 @@ import (
 // on the response object: the whole body, or, in a stream, the response of
 // the terminal event.
 
-// The Responses stream events the meter reads.
+// The Responses stream events the meter reads: every response.*.delta
+// event but the audio one generates text (output_text, refusal,
+// function_call_arguments, reasoning_text, reasoning_summary_text,
+// audio.transcript, code_interpreter_call_code, custom_tool_call_input,
+// mcp_call_arguments, and those to come), and the terminal events carry
+// the usage.
 const (
-	responsesTextDelta  = "response.output_text.delta"
+	responsesEventPrefix = "response."
+	responsesDeltaSuffix = ".delta"
+	// responsesAudioDelta carries sound in base64, not text.
+	responsesAudioDelta = "response.audio.delta"
 	responsesCompleted  = "response.completed"
 	responsesIncomplete = "response.incomplete"
 	responsesFailed     = "response.failed"
@@ -23,9 +32,37 @@ const (
 
 var responsesPrefix = []byte(`"response.`)
 
-// responsesBody reads a Responses API response.
+// responsesBody reads a Responses API response: its usage, and what its
+// output items generated for the estimate when it has none.
 func (m *Meter) responsesBody(body []byte) {
-	m.responsesUsage(gjson.Get(view(body), "usage"))
+	doc := gjson.Parse(view(body))
+	m.responsesUsage(doc.Get("usage"))
+	doc.Get("output").ForEach(func(_, item gjson.Result) bool {
+		m.text += responsesGenerated(item)
+		return true
+	})
+}
+
+// responsesGenerated returns the bytes of text one output item of a
+// Responses answer generated: a message's text and refusals, a reasoning
+// item's summary and text, a function call's arguments, a custom tool
+// call's input, a code interpreter call's code — what the stream's delta
+// events carry. Names of tools are not counted: no delta carries them.
+func responsesGenerated(item gjson.Result) int64 {
+	var n int64
+	item.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "arguments", "input", "code":
+			n += strLen(v)
+		case "content", "summary":
+			v.ForEach(func(_, part gjson.Result) bool {
+				n += strLen(part.Get("text")) + strLen(part.Get("refusal"))
+				return true
+			})
+		}
+		return true
+	})
+	return n
 }
 
 // responsesEvent reads one event of a Responses API stream. The event type
@@ -34,12 +71,34 @@ func (m *Meter) responsesEvent(name, data []byte) {
 	if len(name) == 0 && !bytes.Contains(data, responsesPrefix) {
 		return
 	}
-	switch eventType(name, data) {
-	case responsesTextDelta:
-		m.text += int64(len(gjson.Get(view(data), "delta").Str))
+	switch t := eventType(name, data); t {
 	case responsesCompleted, responsesIncomplete, responsesFailed:
 		m.terminal = true
 		m.responsesUsage(gjson.Get(view(data), "response.usage"))
+	default:
+		if isResponsesDelta(t) {
+			m.text += strLen(gjson.Get(view(data), "delta"))
+		}
+	}
+}
+
+// isResponsesDelta reports whether a Responses stream event type is one
+// whose delta is generated text: response.*.delta but the audio.
+func isResponsesDelta(t string) bool {
+	return strings.HasPrefix(t, responsesEventPrefix) && strings.HasSuffix(t, responsesDeltaSuffix) && t != responsesAudioDelta
+}
+
+// responsesLongEvent reads a Responses event of type t whose data outgrew
+// its window: a terminal event's usage from the end of the response it
+// repeats (a member of the data's response object: depth 2), a delta's
+// bytes as text.
+func (m *Meter) responsesLongEvent(t string, d *window) {
+	switch {
+	case t == responsesCompleted || t == responsesIncomplete || t == responsesFailed:
+		m.terminal = true
+		m.responsesUsage(tailUsage(d.tail(), 2))
+	case isResponsesDelta(t):
+		m.text += d.size
 	}
 }
 

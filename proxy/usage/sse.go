@@ -2,17 +2,16 @@ package usage
 
 import "bytes"
 
-// Bounds of what a stream may make the meter hold.
+// Bounds of what a stream may make the meter hold besides its event's
+// data (a window).
 const (
-	// maxLine is the longest SSE line kept; a longer one is skipped and its
-	// event dropped. Provider events are a few KiB.
-	maxLine = 1 << 20
-	// maxEventData bounds the joined data lines of one event, so many
-	// lines under maxLine cannot add up without limit.
-	maxEventData = 1 << 20
-	// keepCap is the buffer capacity kept between events; a buffer grown
-	// beyond it by one large event is released after that event.
-	keepCap = 64 << 10
+	// maxFieldName is the longest field name read: "event", "data", "id"
+	// and "retry" are shorter, so a line whose first bytes hold no colon
+	// is a field no reader knows, and is skipped.
+	maxFieldName = 8
+	// maxEventName is the longest event name kept; a longer one is
+	// truncated, and so names no event the meter reads.
+	maxEventName = 64
 )
 
 // lineEnd says how a piece cut by lineSplitter.cut ends.
@@ -69,27 +68,42 @@ func (s *lineSplitter) cut(p []byte) (text []byte, n int, end lineEnd) {
 }
 
 // eventHandler receives the events an sseReader assembles. name is the
-// event: field (empty when absent), data the data: lines joined with LF.
-// Both are valid only during the call.
+// event: field (empty when absent), data the data: lines joined with LF,
+// whole or in part (see window). Both are valid only during the call.
 type eventHandler interface {
-	event(name, data []byte)
+	event(name []byte, data *window)
 }
 
+// fieldKind is what the current line of a stream is, once its field name
+// is known.
+type fieldKind uint8
+
+const (
+	fieldUnknown fieldKind = iota // the name is still arriving
+	fieldData                     // data: its value joins the event's data
+	fieldEvent                    // event: its value names the event
+	fieldSkip                     // a comment, id:, retry: or a field no reader knows
+)
+
 // sseReader assembles server-sent events from pieces of a stream, holding
-// at most one line and one event's data, each bounded. The zero value is
-// ready at the start of a stream.
+// at most the start of a line (maxFieldName bytes), an event name
+// (maxEventName) and one event's data in a window — its value bytes go
+// straight there, so no line is kept whole. The zero value is ready at the
+// start of a stream.
 type sseReader struct {
 	split lineSplitter
-	// line is the start of the current line when it spans writes.
-	line []byte
-	// skip says the current line outgrew maxLine: the rest of it is dropped.
-	skip bool
+	// kind is the current line's field; start its first bytes until the
+	// name is known. inLine says part of the line has arrived; space that
+	// the optional space after the colon may still come.
+	kind  fieldKind
+	start []byte
+	inLine,
+	space bool
 	// name and data are the current event's fields; hasData says a data
 	// line was seen (data may be empty).
-	name, data []byte
-	hasData    bool
-	// broken says the event lost a line to a bound; it is not dispatched.
-	broken bool
+	name    []byte
+	data    window
+	hasData bool
 }
 
 // feed reads p, dispatching each event that ends in it to h.
@@ -97,79 +111,100 @@ func (r *sseReader) feed(p []byte, h eventHandler) {
 	for len(p) > 0 {
 		text, n, end := r.split.cut(p)
 		p = p[n:]
-		switch {
-		case end == lineLF:
-		case r.skip:
-			if end == lineDone {
-				r.skip = false
-			}
-		case len(r.line)+len(text) > maxLine:
-			r.line, r.broken = shrink(r.line), true
-			r.skip = end == lineOpen
-		case end == lineOpen:
-			r.line = append(r.line, text...)
-		case len(r.line) > 0:
-			r.line = append(r.line, text...)
-			r.field(r.line, h)
-			r.line = shrink(r.line)
-		default:
-			r.field(text, h)
+		if end == lineLF {
+			continue
+		}
+		r.piece(text)
+		if end == lineDone {
+			r.lineEnd(h)
 		}
 	}
+}
+
+// piece reads text, the next bytes of the current line.
+func (r *sseReader) piece(text []byte) {
+	if len(text) == 0 {
+		return
+	}
+	r.inLine = true
+	if r.kind == fieldUnknown {
+		name, value, colon := bytes.Cut(text, []byte{':'})
+		if len(r.start)+len(name) > maxFieldName {
+			r.kind = fieldSkip
+			return
+		}
+		r.start = append(r.start, name...)
+		if !colon {
+			return
+		}
+		r.startField(r.start)
+		text = value
+	}
+	r.value(text)
+}
+
+// startField begins a line's value once its field name is known.
+func (r *sseReader) startField(name []byte) {
+	switch string(name) {
+	case "data":
+		r.kind = fieldData
+		if r.hasData {
+			r.data.write([]byte{'\n'})
+		}
+		r.hasData = true
+	case "event":
+		r.kind = fieldEvent
+		r.name = r.name[:0]
+	default: // comments (an empty name), id:, retry: and unknown fields say nothing about usage
+		r.kind = fieldSkip
+	}
+	r.space = true
+}
+
+// value reads text, the next bytes of the current line's value.
+func (r *sseReader) value(text []byte) {
+	if r.space && len(text) > 0 {
+		r.space = false
+		if text[0] == ' ' {
+			text = text[1:]
+		}
+	}
+	switch r.kind {
+	case fieldData:
+		r.data.write(text)
+	case fieldEvent:
+		r.name = append(r.name, text[:min(len(text), maxEventName-len(r.name))]...)
+	}
+}
+
+// lineEnd ends the current line, and at a blank line the event.
+func (r *sseReader) lineEnd(h eventHandler) {
+	switch {
+	case !r.inLine:
+		r.dispatch(h)
+	case r.kind == fieldUnknown: // a name without a colon: the field with an empty value
+		r.startField(r.start)
+	}
+	r.kind, r.start, r.inLine, r.space = fieldUnknown, r.start[:0], false, false
 }
 
 // end is called at a clean end of stream. A final event whose blank line
 // never came is dispatched anyway if its last line was whole; providers end
 // every event properly, and a lenient reader loses nothing by it.
 func (r *sseReader) end(h eventHandler) {
-	if !r.skip && len(r.line) == 0 {
+	if !r.inLine {
 		r.dispatch(h)
 	}
 }
 
-// field applies one whole line of the stream.
-func (r *sseReader) field(line []byte, h eventHandler) {
-	if len(line) == 0 {
-		r.dispatch(h)
-		return
-	}
-	name, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		name, value = line[:i], line[i+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-	}
-	switch string(name) {
-	case "data":
-		if r.hasData {
-			if len(r.data)+1+len(value) > maxEventData {
-				r.broken = true
-				return
-			}
-			r.data = append(r.data, '\n')
-		}
-		r.data, r.hasData = append(r.data, value...), true
-	case "event":
-		r.name = append(r.name[:0], value...)
-	}
-	// Comments (an empty name), id:, retry: and unknown fields say nothing
-	// about usage.
-}
-
-// dispatch ends the current event, passing it to h when it is whole.
+// dispatch ends the current event, passing it to h when it has data.
 func (r *sseReader) dispatch(h eventHandler) {
-	if r.hasData && !r.broken {
-		h.event(r.name, r.data)
+	if r.hasData {
+		h.event(r.name, &r.data)
 	}
-	r.name, r.data = shrink(r.name), shrink(r.data)
-	r.hasData, r.broken = false, false
+	r.name, r.hasData = r.name[:0], false
+	r.data.reset()
 }
 
-// shrink empties b for reuse, releasing it if one large use grew it.
-func shrink(b []byte) []byte {
-	if cap(b) > keepCap {
-		return nil
-	}
-	return b[:0]
-}
+// held returns the bytes the reader's buffers take.
+func (r *sseReader) held() int { return cap(r.start) + cap(r.name) + r.data.held() }

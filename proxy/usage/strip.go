@@ -17,8 +17,8 @@ import (
 // (comment lines before it pass at once) until its data line is whole and
 // shows otherwise — a data line not starting with "{" passes at once. Other
 // lines (not data, event, id, retry or a comment) pass at once, so a body
-// that is not an event stream is not held. At most about 1 MiB is held;
-// beyond that the event passes. An event the stream ends inside, without
+// that is not an event stream is not held. At most about maxHold (64 KiB)
+// is held; beyond that the event passes. An event the stream ends inside, without
 // its blank line, is not passed on if it was held (event-stream clients
 // discard such an event anyway).
 //
@@ -74,7 +74,8 @@ type stripper struct {
 	// that arrives in the next Write.
 	endDest dest
 
-	// held is the current event's bytes kept back, at most maxLine.
+	// held is the current event's bytes kept back, at most maxHold and
+	// the piece that passed it.
 	held []byte
 
 	// p and [run0, run1) are the bytes of the current Write passed on but
@@ -132,7 +133,7 @@ func (s *stripper) piece(text []byte, i, j int, end lineEnd) {
 		s.dest = destForward
 	}
 	s.route(s.dest, i, j)
-	if len(s.held) > maxLine {
+	if len(s.held) > maxHold {
 		s.pass()
 	}
 	if end == lineDone {
@@ -275,6 +276,19 @@ func lineKindOf(line []byte, done bool) lineKind {
 		return kindMeta
 	}
 	return kindOther
+}
+
+// maxHold is the most of an event a stripper holds back while it may be
+// the usage chunk (under 1 KiB on the wire); a longer event passes. Its
+// buffers are released after an event that grew them past it.
+const maxHold = 64 << 10
+
+// shrink empties b for reuse, releasing it if one large event grew it.
+func shrink(b []byte) []byte {
+	if cap(b) > maxHold {
+		return nil
+	}
+	return b[:0]
 }
 
 // dataValue returns the value of a data line: after "data:" and one

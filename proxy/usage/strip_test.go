@@ -141,13 +141,13 @@ func TestStripUsageChunkWriteError(t *testing.T) {
 }
 
 func TestStripUsageChunkBounded(t *testing.T) {
-	// A data line that may be the chunk is held only up to maxLine.
+	// A data line that may be the chunk is held only up to maxHold.
 	var out bytes.Buffer
 	s := StripUsageChunk(&out).(*stripper)
-	long := []byte(`data: {"choices":[],"pad":"` + strings.Repeat("x", 2*maxLine))
+	long := []byte(`data: {"choices":[],"pad":"` + strings.Repeat("x", 2*maxHold))
 	for i := 0; i < len(long); i += 4096 {
 		_, _ = s.Write(long[i:min(i+4096, len(long))])
-		if len(s.held) > maxLine+4096 || len(s.text) > maxLine+4096 {
+		if len(s.held) > maxHold+4096 || len(s.text) > maxHold+4096 {
 			t.Fatalf("holding %d bytes, text %d", len(s.held), len(s.text))
 		}
 	}
