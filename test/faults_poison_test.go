@@ -149,7 +149,7 @@ func hostileHeldAnswers(t *testing.T, p *procs.Proxy, l *ledger) {
 	leave := make(chan struct{})
 	for range heldClients {
 		done.Go(func() {
-			a := holdAnswer(client, p.URL+"/v1/chat/completions", reached.Done, leave)
+			a := holdHeldAnswer(client, p.URL+"/v1/chat/completions", reached.Done, leave)
 			l.of("p", "held-answer").record(a)
 		})
 	}
@@ -165,10 +165,10 @@ func hostileHeldAnswers(t *testing.T, p *procs.Proxy, l *ledger) {
 	}
 }
 
-// holdAnswer asks for a held answer, reads all the upstream sent of it,
+// holdHeldAnswer asks the fake provider for a held answer, reads all the upstream sent of it,
 // calls reached, and goes away when leave closes (or at once when the
 // answer is not the one asked for).
-func holdAnswer(client *http.Client, url string, reached func(), leave <-chan struct{}) answer {
+func holdHeldAnswer(client *http.Client, url string, reached func(), leave <-chan struct{}) answer {
 	var once sync.Once
 	signal := func() { once.Do(reached) }
 	defer signal()
