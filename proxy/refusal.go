@@ -52,12 +52,16 @@ const (
 	// reasonBodyMemory: the bodies in memory would exceed
 	// server.max_body_memory_bytes.
 	reasonBodyMemory = "body_memory_exhausted"
+	// reasonChargeTooLarge: the request would be charged more tokens than
+	// one request may be (account.max_request_tokens, or a pool's).
+	reasonChargeTooLarge = "charge_too_large"
 )
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
+	reasonChargeTooLarge,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

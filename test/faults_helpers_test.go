@@ -266,6 +266,7 @@ var proxyReasons = map[string]int{
 	"conflicting_credentials": http.StatusBadRequest,
 	"body_read_timeout":       http.StatusRequestTimeout,
 	"body_memory_exhausted":   http.StatusServiceUnavailable,
+	"charge_too_large":        http.StatusBadRequest,
 }
 
 // answer is how one request ended, as its client saw it.
