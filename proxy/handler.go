@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -313,6 +314,11 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 	waiting.Inc()
 	lease, err := h.admitter.Admit(r.Context(), ex.request())
 	waiting.Dec()
+	if tooLarge, ok := errors.AsType[*quota.ChargeTooLargeError](err); ok { // refused before it waited
+		h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
+		h.refuse(w, ex, chargeRefusal(tooLarge))
+		return nil, false
+	}
 	wait := time.Since(start).Seconds()
 	if err == nil {
 		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
@@ -359,6 +365,16 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 	}
 	h.refuse(w, ex, f)
 	return nil, false
+}
+
+// chargeRefusal is the answer to a request that would be charged more
+// tokens than one request may be in its pool: 400, as the provider
+// answers a request it can never serve, naming the limit and the key
+// that sets it.
+func chargeRefusal(e *quota.ChargeTooLargeError) refusal {
+	return refusal{status: http.StatusBadRequest, reason: reasonChargeTooLarge, kind: "invalid_request_error",
+		message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
+			e.Tokens, e.Limit, e.Pool, e.Key)}
 }
 
 // forward sends the admitted request upstream and counts how it ended. A
@@ -441,11 +457,28 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		f = refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
 			message: "meterproxy: the upstream could not be reached", retry: true}
 	}
+	if ex != nil && ex.lease != nil && neverSent(err) {
+		ex.lease.Correct(0) // the provider never saw it: it cost nothing
+	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	if rec != nil {
 		rec.refused = f.reason
 	}
 	f.write(w, ex != nil && ex.rt.anthropic)
+}
+
+// neverSent reports whether a transport error says the request never
+// left: no connection to the upstream could be made (the dial or the
+// name lookup failed). Only then is its token charge given back. Any
+// other failure — a timeout, a connection that broke after the request
+// was written — may have reached the provider, which charges a request
+// as it arrives, so the charge stands.
+func neverSent(err error) bool {
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
+		return true
+	}
+	_, ok := errors.AsType[*net.DNSError](err)
+	return ok
 }
 
 func isTimeout(err error) bool {

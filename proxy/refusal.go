@@ -58,13 +58,16 @@ const (
 	// reasonUnsupportedEncoding: a metered body in a Content-Encoding
 	// (415).
 	reasonUnsupportedEncoding = "unsupported_encoding"
+	// reasonChargeTooLarge: the request would be charged more tokens than
+	// one request may be (account.max_request_tokens, or a pool's).
+	reasonChargeTooLarge = "charge_too_large"
 )
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
-	reasonDuplicateKey, reasonUnsupportedEncoding,
+	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

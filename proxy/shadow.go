@@ -14,12 +14,13 @@ const (
 	shadowQueueFull  = reasonQueueFull        // would have been refused at once
 	shadowMaxWait    = reasonMaxWait          // would have been refused after max_wait
 	shadowCallerCap  = reasonCallerCap        // the caller's own cap would have refused it
+	shadowTooLarge   = reasonChargeTooLarge   // charged more tokens than one request may be
 	shadowUnfinished = "unfinished"           // the response ended before the decision
 	shadowOther      = reasonStoreUnavailable // the store was unavailable or closing
 )
 
 // shadowOutcomes name a refusal as meterproxy_refusals_total's reason does.
-var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowUnfinished, shadowOther}
+var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowTooLarge, shadowUnfinished, shadowOther}
 
 // shadowAdmit asks the limiter, beside a request that is forwarded at once
 // (mode: shadow), what it would have decided, and records it. The returned
@@ -46,6 +47,8 @@ func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
 			outcome = shadowQueueFull
 		case errors.As(err, &refused):
 			outcome = shadowMaxWait
+		case errors.As(err, new(*quota.ChargeTooLargeError)):
+			outcome = shadowTooLarge
 		case errors.Is(err, context.Canceled):
 			outcome = shadowUnfinished
 		}

@@ -72,12 +72,22 @@ func exchangeOf(ctx context.Context) *exchange {
 }
 
 // modifyResponse reads the upstream's account state from every response's
-// headers and meters the tokens of successful ones as the body passes.
+// headers, settles the charge of an answer that is not a success, and
+// meters the tokens of successful ones as the body passes.
 func (h *Handler) modifyResponse(resp *http.Response) error {
 	now := time.Now()
 	ex := exchangeOf(resp.Request.Context())
 	h.observe(resp, now, ex)
-	if ex == nil || ex.rt.api == usage.Other || resp.StatusCode < 200 || resp.StatusCode >= 300 {
+	success := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if !success && ex != nil && ex.lease != nil {
+		// The provider refused the request (4xx: too large, invalid, over
+		// its own limit) or failed it (5xx): it generated nothing, and
+		// whatever the dialect's settling, its charge — max_tokens as sent,
+		// for one — is given back. Kept, one refused request froze the
+		// pool's tokens.
+		ex.lease.Correct(0)
+	}
+	if ex == nil || ex.rt.api == usage.Other || !success {
 		return nil
 	}
 	if ex.background {

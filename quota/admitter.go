@@ -142,11 +142,16 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 
 // Admit waits until req may go upstream and returns its Lease, which the
 // caller must Release when the upstream exchange ends. It returns a
+// *ChargeTooLargeError at once, charging nothing, when req's tokens are
+// more than one request may be charged in its pool (MaxCharge), a
 // *RefusedError when a queue is full or max_wait passes (Caller set when
 // the caller's own cap refused), ErrStoreUnavailable when the store failed
 // under on_error "closed", ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
+	if err := a.cfg.Load().checkCharge(req); err != nil {
+		return nil, err
+	}
 	l, gate := a.route(req)
 	if gate != nil && gate.capped(req.Caller) {
 		return admitGated(ctx, gate, l, req)

@@ -23,6 +23,11 @@ type AccountConfig struct {
 	// TokensPerMinute is the account's token allowance; 0 means not enforced.
 	// For Anthropic it is the input budget (ITPM).
 	TokensPerMinute int64 `koanf:"tokens_per_minute"`
+	// MaxRequestTokens is the most one request may be charged in tokens
+	// while TokensPerMinute is enforced; a request above it is refused
+	// before it is charged (ChargeTooLargeError). 0 means
+	// TokensPerMinute, one minute's allowance; it may not exceed it.
+	MaxRequestTokens int64 `koanf:"max_request_tokens"`
 	// OutputTokensPerMinute is the account's output-token budget, charged
 	// the output responses report (Anthropic's OTPM); 0 means not enforced.
 	OutputTokensPerMinute int64 `koanf:"output_tokens_per_minute"`
@@ -138,6 +143,7 @@ func (c Config) Validate() error {
 		bad("account.expected_replicas", "must be >= 1, got %d", a.ExpectedReplicas)
 	}
 	checkAllowance(bad, "account", a.RequestsPerMinute, a.TokensPerMinute, a.OutputTokensPerMinute, a.MaxInFlight, a.ExpectedReplicas)
+	checkMaxCharge(bad, "account", a.MaxRequestTokens, a.TokensPerMinute)
 	c.validateModels(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
@@ -198,6 +204,19 @@ func checkAllowance(bad func(string, string, ...any), key string, rpm, tpm, otpm
 		bad(key+".max_in_flight", "must be > 0, got %d", maxInFlight)
 	} else if replicas >= 1 && maxInFlight < replicas {
 		bad(key+".max_in_flight", "must be >= %s (%d) so every replica may send, got %d", configcheck.Ref("account.expected_replicas"), replicas, maxInFlight)
+	}
+}
+
+// checkMaxCharge checks an account's or a pool's max_request_tokens,
+// under key, against its tokens_per_minute tpm: a charge above a minute's
+// allowance could not be carried in full (window.next), and the providers
+// refuse such a request themselves.
+func checkMaxCharge(bad func(string, string, ...any), key string, most, tpm int64) {
+	switch {
+	case most < 0:
+		bad(key+".max_request_tokens", "must be >= 0 (0 = %s), got %d", configcheck.Ref(key+".tokens_per_minute"), most)
+	case tpm > 0 && most > tpm:
+		bad(key+".max_request_tokens", "must be <= %s (%d), a minute's allowance, got %d", configcheck.Ref(key+".tokens_per_minute"), tpm, most)
 	}
 }
 

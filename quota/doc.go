@@ -8,7 +8,9 @@
 // their class, for at most their class's max_wait in a queue of at most
 // max_queue; the Lease they get is released when the upstream exchange
 // ends. Observe feeds it the provider's word: bulk is held while the
-// account is below the interactive reserve, or after a 429.
+// account is below the interactive reserve, or after a 429. A request
+// charged more tokens than one request may be in its pool is refused at
+// once, charging nothing (ChargeTooLargeError, charge.go).
 //
 // Inside, one admission loop (limiter.Run, loop.go) serves both classes:
 // it asks its store, in one call, for as many grants as there are waiters
@@ -16,8 +18,9 @@
 // call, so a store that lives in Redis costs one round trip per batch
 // rather than per request; far from every limit it takes credits ahead of
 // demand (credits.go, prefetch.go). The store decides which waiters go in
-// one function, grantInOrder (store.go): in the order the loop lists
-// them, a capped caller's passed over while its cap is full. memoryStore
+// one function, grantInOrder (grant.go): in the order the loop lists
+// them, a capped caller's passed over while its cap is full; the loop
+// hands each grant to the waiter it was decided for (hand.go). memoryStore
 // serves a single replica; redisStore a fleet, with take.lua doing the
 // same in one script call, behind a failoverStore that applies
 // store.on_error when Redis fails.

@@ -17,14 +17,18 @@ type window struct {
 // next is the window of second sec after w. Token use past the
 // allowance (one request may overshoot a second) is carried into the
 // second that follows w as use, bulk's first, so the overshoot is paid
-// for and a run of seconds charges no more than its allowance; nothing
-// else carries: unused allowance and unspent credit are gone with w.
+// for and a run of seconds charges no more than its allowance — up to one
+// minute's allowance (tpm): whatever one request was charged or settled
+// to, the seconds after it are spent for at most a minute (take.lua's
+// readWindow alike). Nothing else carries: unused allowance and unspent
+// credit are gone with w.
 func (w window) next(sec, tpm int64) window {
 	n := window{sec: sec}
 	if sec != w.sec+1 {
 		return n
 	}
-	if excess := w.tokens[classify.Interactive] + w.tokens[classify.Bulk] - Allowance(w.sec, tpm); excess > 0 {
+	excess := w.tokens[classify.Interactive] + w.tokens[classify.Bulk] - Allowance(w.sec, tpm)
+	if excess = min(excess, tpm); excess > 0 {
 		n.tokens[classify.Bulk] = min(max(w.tokens[classify.Bulk], 0), excess)
 		n.tokens[classify.Interactive] = excess - n.tokens[classify.Bulk]
 	}
@@ -46,7 +50,7 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 	account := Allowance(sec, l.AccountRPM)
 	tAccount := Allowance(sec, l.AccountTPM)
 	for c := range tok {
-		tok[c] = settleTokens(tok[c], req.Corrections[c], tAccount)
+		tok[c] = settleTokens(tok[c], req.Corrections[c], tAccount, l.AccountTPM)
 	}
 	if held[I] {
 		if want[I] > 0 {
@@ -88,14 +92,16 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 // settleTokens is a class's token use in the window after correction
 // (real usage minus the estimates charged, for requests that ended since
 // the last call) is added to used, with tAccount the window's account
-// allowance. A charge settled down is room in this window, even below
-// zero — credit carried into the second the response ended in, where the
-// next requests spend it — but never more than one second's allowance, so
-// a burst of short answers cannot open a flood. Clamping at zero lost it:
-// at estimates of 36 for answers of 22, a second's 100 tokens carried only
-// 66 to the upstream.
-func settleTokens(used, correction, tAccount int64) int64 {
-	return max(-tAccount, used+correction)
+// allowance and tpm the minute's. A charge settled down is room in this
+// window, even below zero — credit carried into the second the response
+// ended in, where the next requests spend it — but never more than one
+// second's allowance, so a burst of short answers cannot open a flood.
+// Clamping at zero lost it: at estimates of 36 for answers of 22, a
+// second's 100 tokens carried only 66 to the upstream. Settled up, the
+// use is bounded by the second's allowance and a minute's: past that the
+// carry (window.next) is a minute's all the same.
+func settleTokens(used, correction, tAccount, tpm int64) int64 {
+	return min(max(-tAccount, used+correction), tAccount+tpm)
 }
 
 // tokenRoom is one class's token room in a call, when tokens are

@@ -209,7 +209,9 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	case granted && timedOut:
 		return w.lease(l, c), nil
 	case granted:
-		w.lease(l, c).Release()
+		lease := w.lease(l, c)
+		lease.Correct(0) // it never went: its tokens are given back
+		lease.Release()
 		return nil, cause
 	case werr != nil:
 		return nil, werr
@@ -296,14 +298,19 @@ type Lease struct {
 	weight float64
 }
 
-// Correct settles the token charge with the request's real usage: the
-// difference to the estimate is added to the current window. Calls after
+// Correct settles the token charge with what the request really cost:
+// the difference to the estimate is added to the current window. 0 gives
+// the whole charge back (an answer the provider refused spent nothing).
+// A cost more than a minute's allowance above the estimate counts as that
+// much: the carry into later seconds is bounded by a minute all the same
+// (window.next), and so no sum of corrections can overflow. Calls after
 // the first do nothing; without tokens_per_minute it does nothing.
 func (s *Lease) Correct(tokens int64) {
-	if s.l.limits.Load().enforced.AccountTPM <= 0 || !s.settled.CompareAndSwap(false, true) {
+	tpm := s.l.limits.Load().enforced.AccountTPM
+	if tpm <= 0 || !s.settled.CompareAndSwap(false, true) {
 		return
 	}
-	if d := tokens - s.cost; d != 0 {
+	if d := min(max(tokens, 0)-s.cost, tpm); d != 0 {
 		if s.weight > 0 {
 			s.l.mu.Lock()
 			s.l.classes[s.class].fair.correct(s.flow, float64(d)/s.weight)
@@ -319,10 +326,12 @@ func (s *Lease) Correct(tokens int64) {
 
 // Spent records the output tokens the request's response reported, for
 // account.output_tokens_per_minute; the store hears of them with the next
-// call. Without that budget it does nothing.
+// call. Past two minutes of the budget, more changes nothing (its debt is
+// bounded at a minute), so a report is counted at most that. Without that
+// budget it does nothing.
 func (s *Lease) Spent(output int64) {
-	if output > 0 && s.l.limits.Load().enforced.OutputTPM > 0 {
-		s.l.output.Add(output)
+	if otpm := s.l.limits.Load().enforced.OutputTPM; output > 0 && otpm > 0 {
+		s.l.output.Add(min(output, 2*otpm))
 	}
 }
 

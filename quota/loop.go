@@ -37,7 +37,10 @@ type loopState struct {
 	waiters  [classify.NumClasses][]queued
 	caps     []*capCount
 	capTakes []capTake
-	pf       prefetchState
+	// listed are, per class, the waiters the call's list names, position
+	// for position (nil for a spare): its grants go to them (hand).
+	listed [classify.NumClasses][]*waiter
+	pf     prefetchState
 	// gen is the credits' generation when the current call's want was
 	// made, and waiting how many of want were waiters, not spare.
 	gen     uint64
@@ -197,7 +200,7 @@ func (l *limiter) ask(st *loopState) takeRequest {
 		cq := &l.classes[c]
 		listed := tokens || cq.capped > 0
 		if listed {
-			st.waiters[c] = l.listLocked(classify.Class(c), st.waiters[c])
+			st.waiters[c], st.listed[c] = l.listLocked(classify.Class(c), st.waiters[c], st.listed[c])
 			st.waiting[c] = int64(len(st.waiters[c]))
 		} else {
 			st.waiting[c] = int64(cq.q.n)
@@ -214,6 +217,7 @@ func (l *limiter) ask(st *loopState) takeRequest {
 		if listed {
 			for range spare {
 				st.waiters[c] = append(st.waiters[c], queued{}) // uncapped, for anyone
+				st.listed[c] = append(st.listed[c], nil)
 			}
 			req.Waiters[c] = st.waiters[c]
 		}
@@ -227,10 +231,11 @@ func (l *limiter) ask(st *loopState) takeRequest {
 // maxBatch bounds the waiters listed in one call per class.
 const maxBatch = 4096
 
-// listLocked lists class c's waiters in the order grants go to them: first
-// come, first served.
-func (l *limiter) listLocked(c classify.Class, buf []queued) []queued {
-	buf = buf[:0]
+// listLocked lists class c's waiters in the order grants go to them (the
+// queue's order), into buf for the store and who, position for position,
+// for handing out the grants.
+func (l *limiter) listLocked(c classify.Class, buf []queued, who []*waiter) ([]queued, []*waiter) {
+	buf, who = buf[:0], who[:0]
 	for w := l.classes[c].q.head; w != nil && len(buf) < maxBatch; w = w.next {
 		q := queued{Cost: w.cost}
 		if cc := w.cap; cc != nil && cc.bounding {
@@ -241,8 +246,9 @@ func (l *limiter) listLocked(c classify.Class, buf []queued) []queued {
 			q.Cap = cc.slot
 		}
 		buf = append(buf, q)
+		who = append(who, w)
 	}
-	return buf
+	return buf, who
 }
 
 // storeFailed handles a failed Take: under on_error "closed" every waiter

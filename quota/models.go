@@ -25,6 +25,10 @@ type ModelPool struct {
 	TokensPerMinute       int64 `koanf:"tokens_per_minute"`
 	OutputTokensPerMinute int64 `koanf:"output_tokens_per_minute"`
 	MaxInFlight           int64 `koanf:"max_in_flight"`
+	// MaxRequestTokens is the most one request may be charged in the
+	// pool's tokens, as the account's is for the account: 0 means the
+	// pool's own TokensPerMinute (the account's is not inherited).
+	MaxRequestTokens int64 `koanf:"max_request_tokens"`
 }
 
 // DefaultPool is the account's pool as metrics and /admin/state name it:
@@ -51,7 +55,7 @@ func (c Config) Pool(name string) Config {
 	for _, m := range c.Account.Models {
 		if m.Name == name {
 			c.Account = AccountConfig{RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute,
-				OutputTokensPerMinute: m.OutputTokensPerMinute, MaxInFlight: m.MaxInFlight,
+				MaxRequestTokens: m.MaxRequestTokens, OutputTokensPerMinute: m.OutputTokensPerMinute, MaxInFlight: m.MaxInFlight,
 				ExpectedReplicas: c.Account.ExpectedReplicas}
 			return c
 		}
@@ -132,6 +136,7 @@ func (c Config) validateModels(bad func(string, string, ...any)) {
 			patterns = append(patterns, earlier{pkey, p})
 		}
 		checkAllowance(bad, key, m.RequestsPerMinute, m.TokensPerMinute, m.OutputTokensPerMinute, m.MaxInFlight, c.Account.ExpectedReplicas)
+		checkMaxCharge(bad, key, m.MaxRequestTokens, m.TokensPerMinute)
 	}
 }
 

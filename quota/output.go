@@ -40,7 +40,10 @@ func (b *outputBucket) take(nowMs, spent, tpm, reserve int64) (bulkMs, interacti
 		b.level = min(full, b.level+min(nowMs-b.atMs, outputUnit)*tpm)
 	}
 	b.atMs = max(b.atMs, nowMs)
-	b.level = max(b.level-spent*outputUnit, -full)
+	// The level is at most full and its debt at most full: spending more
+	// than twice full changes nothing, and bounded so the product cannot
+	// overflow (a response may report 2^48 tokens).
+	b.level = max(b.level-min(spent, 2*tpm)*outputUnit, -full)
 	if r := reserve * outputUnit; b.level < r {
 		bulkMs = ceilDiv(r-b.level, tpm)
 	}

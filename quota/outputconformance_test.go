@@ -31,15 +31,16 @@ func runOutputConformance(t *testing.T, newStore newStoreFunc) {
 	off := outputLimits
 	off.OutputTPM, off.ReserveOutputTPM = 0, 0
 	steps := []step{
-		{0, 0, outputLimits, pc(1, 1), pc(1, 1), [2]blocker{nb, nb}, 0, 0},                                                       // full: 600 tokens
-		{10 * ms, 400, outputLimits, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0, 0},                                               // 200 left, above the reserve of 180
-		{20 * ms, 21, outputLimits, pc(1, 1), pc(1, 0), [2]blocker{nb, blockedByUpstream}, 90 * ms, 90 * ms},                     // 179.1 left: 0.9 to refill
-		{110 * ms, 0, outputLimits, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0, 0},                                                // back at the reserve
-		{120 * ms, 197, outputLimits, pc(1, 1), pc(0, 0), [2]blocker{blockedByOutput, blockedByUpstream}, 19690 * ms, 1691 * ms}, // 16.9 in debt
-		{1811 * ms, 0, outputLimits, pc(1, 1), pc(1, 0), [2]blocker{nb, blockedByUpstream}, 17999 * ms, 17999 * ms},              // 0.01 left
-		{2 * time.Second, 100000, outputLimits, pc(0, 1), pc(0, 0), [2]blocker{nb, blockedByUpstream}, 78000 * ms, 0},            // debt bounded at a minute
-		{3 * time.Second, 50, off, pc(1, 1), pc(1, 1), [2]blocker{nb, nb}, 0, 0},                                                 // no budget: nothing held, output ignored
-		{4 * time.Second, 0, outputLimits, pc(1, 1), pc(1, 1), [2]blocker{nb, nb}, 0, 0},                                         // set again: full
+		{0, 0, outputLimits, pc(1, 1), pc(1, 1), [2]blocker{nb, nb}, 0, 0},                                                          // full: 600 tokens
+		{10 * ms, 400, outputLimits, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0, 0},                                                  // 200 left, above the reserve of 180
+		{20 * ms, 21, outputLimits, pc(1, 1), pc(1, 0), [2]blocker{nb, blockedByUpstream}, 90 * ms, 90 * ms},                        // 179.1 left: 0.9 to refill
+		{110 * ms, 0, outputLimits, pc(0, 1), pc(0, 1), [2]blocker{nb, nb}, 0, 0},                                                   // back at the reserve
+		{120 * ms, 197, outputLimits, pc(1, 1), pc(0, 0), [2]blocker{blockedByOutput, blockedByUpstream}, 19690 * ms, 1691 * ms},    // 16.9 in debt
+		{1811 * ms, 0, outputLimits, pc(1, 1), pc(1, 0), [2]blocker{nb, blockedByUpstream}, 17999 * ms, 17999 * ms},                 // 0.01 left
+		{2 * time.Second, 100000, outputLimits, pc(0, 1), pc(0, 0), [2]blocker{nb, blockedByUpstream}, 78000 * ms, 0},               // debt bounded at a minute
+		{3 * time.Second, 50, off, pc(1, 1), pc(1, 1), [2]blocker{nb, nb}, 0, 0},                                                    // no budget: nothing held, output ignored
+		{4 * time.Second, 0, outputLimits, pc(1, 1), pc(1, 1), [2]blocker{nb, nb}, 0, 0},                                            // set again: full
+		{5 * time.Second, 1 << 48, outputLimits, pc(1, 1), pc(0, 0), [2]blocker{blockedByOutput, blockedByUpstream}, 78000 * ms, 0}, // 2^48 reported: a minute's debt, no overflow
 	}
 	base := time.Unix(1_700_000_000, 0)
 	var now time.Time

@@ -183,10 +183,10 @@ local function readWindow()
     used = {tonumber(w[2]) or 0, tonumber(w[3]) or 0}
     tok = {tonumber(w[4]) or 0, tonumber(w[5]) or 0}
   elseif tonumber(w[1]) == sec - 1 then
-    -- The last second's token overshoot is carried as use, bulk's first
-    -- (grant.go's window.next).
+    -- The last second's token overshoot is carried as use, bulk's first,
+    -- up to a minute's allowance (grant.go's window.next).
     local ti, tb = tonumber(w[4]) or 0, tonumber(w[5]) or 0
-    local excess = ti + tb - allowanceAt(sec - 1, accountTPM)
+    local excess = math.min(ti + tb - allowanceAt(sec - 1, accountTPM), accountTPM)
     if excess > 0 then
       local cb = math.min(math.max(tb, 0), excess)
       tok = {excess - cb, cb}
@@ -244,7 +244,10 @@ local function takeOutput()
     level = math.min(full, level + math.min(nowMs - at, OUTPUT_UNIT) * tpm)
   end
   at = math.max(at, nowMs)
-  level = math.max(level - num('output_spent') * OUTPUT_UNIT, -full)
+  -- Past two minutes' worth, spent changes nothing (the level is at most
+  -- full, its debt bounded at a minute): output.go bounds it so, to keep
+  -- its product in an int64.
+  level = math.max(level - math.min(num('output_spent'), 2 * tpm) * OUTPUT_UNIT, -full)
   redis.call('HSET', kout, 'level', string.format('%.0f', level), 'at', string.format('%.0f', at))
   redis.call('PEXPIRE', kout, 120000)
   local bulkMs, interactiveMs = 0, 0
@@ -355,9 +358,10 @@ local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
 local TA = allowance(accountTPM)
 -- A charge settled down is room in this window, even below zero, down to
--- one second's allowance (grant.go's settleTokens).
-tok[1] = math.max(-TA, tok[1] + num('correction_i'))
-tok[2] = math.max(-TA, tok[2] + num('correction_b'))
+-- one second's allowance; settled up, use is bounded by the second's and
+-- a minute's allowance (grant.go's settleTokens).
+tok[1] = math.min(math.max(-TA, tok[1] + num('correction_i')), TA + accountTPM)
+tok[2] = math.min(math.max(-TA, tok[2] + num('correction_b')), TA + accountTPM)
 
 -- Phase: interactive takes any free capacity of the second; a shortfall
 -- marks this replica starved, which stops bulk borrowing fleet-wide.

@@ -269,6 +269,7 @@ var proxyReasons = map[string]int{
 	// Bodies the proxy and the provider could read differently.
 	"duplicate_key":        http.StatusBadRequest,
 	"unsupported_encoding": http.StatusUnsupportedMediaType,
+	"charge_too_large":     http.StatusBadRequest,
 }
 
 // answer is how one request ended, as its client saw it.

@@ -1,0 +1,75 @@
+package quota
+
+import "fmt"
+
+// What one request may be charged. A request's token charge is what its
+// body asks for (max_tokens, the prompt's size), so a caller can ask for
+// any number: charged as sent, one request went as the first of its
+// second, and its overshoot, carried from second to second, froze the
+// pool's tokens for everyone. So each pool bounds what one request may be
+// charged (max_request_tokens; by default a minute of the pool's tokens,
+// the most a provider accepts in one request), and Admit refuses a
+// request above it before it queues, charging nothing. The carried
+// overshoot is bounded too (window.next).
+
+// ChargeTooLargeError refuses a request whose token charge exceeds what
+// one request may be charged in its pool (Config.MaxCharge). Nothing was
+// charged, and the same request can never be admitted: the caller should
+// answer 400.
+type ChargeTooLargeError struct {
+	// Tokens is the request's charge; Limit the most one request may be
+	// charged in its pool.
+	Tokens, Limit int64
+	// Key is the configuration key Limit comes from: the pool's
+	// max_request_tokens, or its tokens_per_minute while that is 0
+	// (e.g. account.models[0].tokens_per_minute).
+	Key string
+	// Pool is the pool's name as metrics label it (DefaultPool for the
+	// account's).
+	Pool string
+}
+
+// Error implements error.
+func (e *ChargeTooLargeError) Error() string {
+	return fmt.Sprintf("quota: a charge of %d tokens exceeds the %d one request may be charged in pool %s (%s)", e.Tokens, e.Limit, e.Pool, e.Key)
+}
+
+// MaxCharge is the most one request drawn on pool (as Request.Pool names
+// it: the account's for "" or a pool not configured) may be charged in
+// tokens, and the key that sets it: the pool's max_request_tokens, or
+// while that is 0 its tokens_per_minute, one minute's allowance. It is 0,
+// no bound, when the pool does not enforce tokens.
+func (c Config) MaxCharge(pool string) (limit int64, key string) {
+	limit, key, _ = c.maxCharge(pool)
+	return limit, key
+}
+
+// maxCharge is MaxCharge, and the pool's name as metrics label it.
+func (c Config) maxCharge(pool string) (limit int64, key, label string) {
+	prefix, label := "account", DefaultPool
+	tpm, most := c.Account.TokensPerMinute, c.Account.MaxRequestTokens
+	for i, m := range c.Account.Models {
+		if m.Name == pool {
+			prefix, label = fmt.Sprintf("account.models[%d]", i), m.Name
+			tpm, most = m.TokensPerMinute, m.MaxRequestTokens
+			break
+		}
+	}
+	switch {
+	case tpm <= 0:
+		return 0, "", label
+	case most > 0:
+		return most, prefix + ".max_request_tokens", label
+	}
+	return tpm, prefix + ".tokens_per_minute", label
+}
+
+// checkCharge refuses req with a *ChargeTooLargeError when its pool
+// enforces tokens and its charge is above MaxCharge.
+func (c Config) checkCharge(req Request) error {
+	limit, key, label := c.maxCharge(req.Pool)
+	if limit <= 0 || req.Tokens <= limit {
+		return nil
+	}
+	return &ChargeTooLargeError{Tokens: req.Tokens, Limit: limit, Key: key, Pool: label}
+}
