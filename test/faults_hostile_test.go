@@ -335,8 +335,8 @@ func TestFaultHostileClients(t *testing.T) {
 		good.run(goodCtx, rand.New(rand.NewPCG(1, 2))) //nolint:gosec // G404: the good caller draws nothing
 	}()
 
+	hostileHeldAnswers(t, p, l) // first: the memory attack leaves the heap grown
 	hostileMemoryAttack(t, p, l)
-	hostileHeldAnswers(t, p, l)
 	hostileVolumeMix(t, p, l, rng)
 
 	stopGood()
@@ -354,8 +354,8 @@ func TestFaultHostileClients(t *testing.T) {
 	}
 	rules := maps.Clone(hostileRules)
 	maps.Copy(rules, poisonRules)
+	checkPoisonedWindows(t, p, l)
 	checkRules(t, l, rules)
-	checkPoisonedWindows(t, p)
 	// Only responses that spent this account move its state: another
 	// account's 429s held nothing (and good bulk went on, checked above).
 	if hold := scrape(t, p.AdminURL).Sum("meterproxy_upstream_hold_seconds", nil); hold != 0 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,10 +24,13 @@ import (
 // upstream that, like OpenAI, answers an output limit above what a model
 // can produce (poisonModelOutput) with 400.
 const (
-	// poisonTPM is account.tokens_per_minute: a million tokens a second,
-	// and one request may be charged at most this (the default of
-	// account.max_request_tokens).
-	poisonTPM = 60_000_000
+	// poisonTPM is account.tokens_per_minute: a hundred million tokens a
+	// second, ten times what the whole mix asks at its pace (its 150 deep
+	// bodies of 2 MiB alone, interactive, are charged 78 million tokens
+	// within seconds), so any good request refused for tokens was refused
+	// for a poisoned window; one request may be charged at most this (the
+	// default of account.max_request_tokens), far below 2^48.
+	poisonTPM = 6_000_000_000
 	// poisonModelOutput is the fake provider's -max-output-tokens.
 	poisonModelOutput = 4096
 	// poisonBigBody is the size of a body without max_tokens, charged a
@@ -102,8 +106,9 @@ func poisonShot(rng *rand.Rand, kind, chat string) (s shot, ok bool) {
 // checkPoisonedWindows requires that the token windows are not poisoned
 // after the mix: what the proxy reports used in the current second is no
 // more than one minute of the allowance (the most overshoot a second may
-// carry), and an interactive request is still admitted at once.
-func checkPoisonedWindows(t *testing.T, p *procs.Proxy) {
+// carry), and an interactive request is still admitted at once (recorded
+// in l as good-interactive).
+func checkPoisonedWindows(t *testing.T, p *procs.Proxy, l *ledger) {
 	t.Helper()
 	m := scrape(t, p.AdminURL)
 	if used := m.Sum("meterproxy_window_used_tokens", nil); used > poisonTPM {
@@ -112,9 +117,11 @@ func checkPoisonedWindows(t *testing.T, p *procs.Proxy) {
 	client := newClient(t, 1)
 	defer client.CloseIdleConnections()
 	for i := range 5 {
-		status, _, body := post(t, client, p.URL+"/v1/chat/completions", chatBody, map[string]string{"Authorization": "Bearer " + chatKey})
-		if status != http.StatusOK {
-			t.Fatalf("interactive request %d after the poisoned bodies: %d %s", i, status, body)
+		a := fire(client, shot{url: p.URL + "/v1/chat/completions", body: chatBody,
+			headers: map[string]string{"Authorization": "Bearer " + chatKey}}, nil)
+		l.of("p", "good-interactive").record(a)
+		if a.status != http.StatusOK {
+			t.Errorf("interactive request %d after the poisoned bodies: %d %s", i, a.status, a.body)
 		}
 	}
 }
@@ -147,9 +154,12 @@ func hostileHeldAnswers(t *testing.T, p *procs.Proxy, l *ledger) {
 	var reached, done sync.WaitGroup
 	reached.Add(heldClients)
 	leave := make(chan struct{})
-	for range heldClients {
+	for i := range heldClients {
 		done.Go(func() {
 			a := holdHeldAnswer(client, p.URL+"/v1/chat/completions", reached.Done, leave)
+			if a.err != nil && !a.left {
+				t.Logf("held answer %d: status %d, %s: %v", i, a.status, a.conn, a.err)
+			}
 			l.of("p", "held-answer").record(a)
 		})
 	}
@@ -182,11 +192,12 @@ func holdHeldAnswer(client *http.Client, url string, reached func(), leave <-cha
 	}
 	defer func() { _ = res.Body.Close() }()
 	a := answer{status: res.StatusCode, header: res.Header}
-	if res.StatusCode != http.StatusOK || res.ContentLength < heldAnswerBytes {
+	sent, err := strconv.ParseInt(res.Header.Get(fakeprovider.HeaderSentBytes), 10, 64)
+	if res.StatusCode != http.StatusOK || err != nil || sent < heldAnswerBytes {
 		a.body, a.err = io.ReadAll(res.Body)
 		return a
 	}
-	if _, a.err = io.CopyN(io.Discard, res.Body, res.ContentLength-fakeprovider.HeldTail); a.err != nil {
+	if _, a.err = io.CopyN(io.Discard, res.Body, sent); a.err != nil {
 		return a
 	}
 	signal()

@@ -19,8 +19,13 @@ const (
 	HeaderToolCall = "X-Fake-Tool-Call"
 	// HeaderHoldTail writes a JSON chat answer but its last HeldTail
 	// bytes (where its usage is), then waits for the client to go away:
-	// an answer held in flight with nearly all of it sent.
+	// an answer held in flight with nearly all of it sent. The answer has
+	// no Content-Length (a proxy passes each part on at once);
+	// HeaderSentBytes says how much of it comes before the hold.
 	HeaderHoldTail = "X-Fake-Hold-Tail"
+	// HeaderSentBytes is the response header of a HeaderHoldTail answer:
+	// the bytes it sends before holding the rest.
+	HeaderSentBytes = "X-Fake-Sent-Bytes"
 )
 
 // HeldTail is how many bytes of a JSON answer HeaderHoldTail keeps back.
@@ -61,9 +66,11 @@ func parseShape(h http.Header) (shape, error) {
 	return s, nil
 }
 
-// writeJSONHoldingTail answers v with status 200 and its full length, but
-// writes all of it except the last HeldTail bytes, then waits until the
-// client goes away (HeaderHoldTail).
+// writeJSONHoldingTail answers v with status 200, writes all of it except
+// the last HeldTail bytes, then waits until the client goes away
+// (HeaderHoldTail). No Content-Length is sent, so a reverse proxy passes
+// every write on at once (httputil.ReverseProxy flushes an answer of
+// unknown length as it comes, and buffers one of known length).
 func (x *exchange) writeJSONHoldingTail(v any) {
 	b, err := json.Marshal(v)
 	if err != nil { // only our own types are marshalled; they always encode
@@ -71,11 +78,12 @@ func (x *exchange) writeJSONHoldingTail(v any) {
 		return
 	}
 	h := x.w.Header()
+	sent := max(0, len(b)-HeldTail)
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set(HeaderSentBytes, strconv.Itoa(sent))
 	x.status = http.StatusOK
 	x.w.WriteHeader(http.StatusOK)
-	_, _ = x.w.Write(b[:max(0, len(b)-HeldTail)])
+	_, _ = x.w.Write(b[:sent])
 	_ = http.NewResponseController(x.w).Flush()
 	<-x.r.Context().Done()
 }
