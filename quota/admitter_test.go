@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// runAdmitter builds the Admitter of cfg and callers over the in-process
-// store and runs it until the test ends.
+// runAdmitter builds the Admitter of cfg and callers over the store cfg
+// names, runs it until the test ends, and then closes it.
 func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter {
 	t.Helper()
 	a, err := New(cfg, Deps{Callers: callers, Log: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
@@ -27,6 +27,9 @@ func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter 
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
+		}
+		if err := a.Close(); err != nil {
+			t.Errorf("Close: %v", err)
 		}
 	})
 	return a

@@ -1,16 +1,13 @@
 package quota
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/redistest"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // chargeConfig enforces 6,000 tokens a minute on the account (its
@@ -26,28 +23,6 @@ func chargeConfig() Config {
 	return cfg
 }
 
-// startAdmitter runs the Admitter of cfg until the test ends, and then
-// closes it.
-func startAdmitter(t *testing.T, cfg Config) *Admitter {
-	t.Helper()
-	a, err := New(cfg, Deps{Log: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		if err := a.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return a
-}
 
 // TestChargeTooLarge: a request charged more than one request may be
 // charged in its pool is refused at once with a *ChargeTooLargeError
@@ -63,7 +38,7 @@ func TestChargeTooLarge(t *testing.T) {
 			if store == "redis" {
 				cfg.Store.RedisURL, cfg.Store.KeyPrefix, cfg.Store.Timeout = srv.URL(), redistest.Prefix(t), 2*time.Second
 			}
-			a := startAdmitter(t, cfg)
+			a := runAdmitter(t, cfg, nil)
 			tests := []struct {
 				pool       string
 				tokens     int64
