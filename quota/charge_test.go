@@ -23,7 +23,6 @@ func chargeConfig() Config {
 	return cfg
 }
 
-
 // TestChargeTooLarge: a request charged more than one request may be
 // charged in its pool is refused at once with a *ChargeTooLargeError
 // naming the limit and its key, and charges nothing; at the limit it is
