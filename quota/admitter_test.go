@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -20,18 +19,12 @@ func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
 		if err := a.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
+	startRun(t, a) // stopped before Close: cleanups run last first
 	return a
 }
 

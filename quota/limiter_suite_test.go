@@ -32,15 +32,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		if prefetch {
 			l.enablePrefetch()
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- l.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
+		startRun(t, l)
 		return l
 	}
 	t.Run("FIFO", func(t *testing.T) {
