@@ -15,7 +15,13 @@ import (
 // names, runs it until the test ends, and then closes it.
 func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter {
 	t.Helper()
-	a, err := New(cfg, Deps{Callers: callers, Log: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	return runAdmitterOn(t, cfg, callers, prometheus.NewRegistry())
+}
+
+// runAdmitterOn is runAdmitter with the Admitter's metrics on reg.
+func runAdmitterOn(t *testing.T, cfg Config, callers []classify.Caller, reg *prometheus.Registry) *Admitter {
+	t.Helper()
+	a, err := New(cfg, Deps{Callers: callers, Log: slog.New(slog.DiscardHandler), Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
