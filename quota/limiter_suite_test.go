@@ -22,7 +22,8 @@ func testConfig() Config {
 }
 
 // runLimiterSuite is the limiter's behaviour over any Store, in real time:
-// FIFO, max_wait, max_queue, disconnect, in-flight release.
+// one caller served in arrival order (FIFO), max_wait, max_queue,
+// disconnect, in-flight release.
 // With prefetch the limiter takes credits ahead of demand; the behaviour
 // must be the same.
 func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store, prefetch bool) {
