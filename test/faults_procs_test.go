@@ -4,9 +4,9 @@ package test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -58,8 +58,7 @@ type fakeProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-	mu   sync.Mutex
-	logs bytes.Buffer
+	logs syncWriter // its stdout and stderr
 }
 
 var listeningLine = regexp.MustCompile(`msg=listening addr=(\S+)`)
@@ -75,7 +74,7 @@ func startFake(t *testing.T, args ...string) *fakeProc {
 		t.Fatal(err)
 	}
 	f := &fakeProc{cmd: cmd, done: make(chan struct{})}
-	cmd.Stderr = &lockedWriter{mu: &f.mu, w: &f.logs}
+	cmd.Stderr = &f.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +82,7 @@ func startFake(t *testing.T, args ...string) *fakeProc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			f.mu.Lock()
-			f.logs.Write(sc.Bytes())
-			f.logs.WriteByte('\n')
-			f.mu.Unlock()
+			_, _ = fmt.Fprintf(&f.logs, "%s\n", sc.Bytes())
 			if m := listeningLine.FindSubmatch(sc.Bytes()); m != nil {
 				addr <- string(m[1])
 			}
@@ -100,28 +96,11 @@ func startFake(t *testing.T, args ...string) *fakeProc {
 	case a := <-addr:
 		f.URL = "http://" + a
 	case <-f.done:
-		t.Fatalf("fakeprovider exited before listening: %v\n%s", f.err, f.logText())
+		t.Fatalf("fakeprovider exited before listening: %v\n%s", f.err, f.logs.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("fakeprovider did not start\n%s", f.logText())
+		t.Fatalf("fakeprovider did not start\n%s", f.logs.String())
 	}
 	return f
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
-func (f *fakeProc) logText() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.logs.String()
 }
 
 // stop ends the provider with SIGTERM (its graceful shutdown closes every
