@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -30,7 +29,7 @@ type Handler struct {
 	m         *metrics
 	log       *slog.Logger
 	target    *url.URL
-	dialect   upstreamDialect
+	provider  upstreamProvider
 	apiKey    string
 	maxUpload int64
 	maxHold   time.Duration
@@ -93,7 +92,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	bodies := newBodyReader(cfg.Server)
 	h := &Handler{
-		admitter: d.Admitter, log: d.Log, target: target, dialect: newUpstreamDialect(cfg.Upstream.Provider, target),
+		admitter: d.Admitter, log: d.Log, target: target, provider: newUpstreamProvider(cfg.Upstream.Provider, target),
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies,
 		m:      newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
@@ -127,7 +126,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	live := h.live.Load()
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	rt, bad := inspect(r)
-	ex := &exchange{res: res, rt: rt, dialect: h.dialect.of(rt), live: live, spent: h.apiKey != "" || res.Known}
+	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.apiKey != "" || res.Known}
 	switch {
 	case bad != nil:
 		closeUnread(w, r)
@@ -314,11 +313,6 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 	waiting.Inc()
 	lease, err := h.admitter.Admit(r.Context(), ex.request())
 	waiting.Dec()
-	if tooLarge, ok := errors.AsType[*quota.ChargeTooLargeError](err); ok { // refused before it waited
-		h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
-		h.refuse(w, ex, chargeRefusal(tooLarge))
-		return nil, false
-	}
 	wait := time.Since(start).Seconds()
 	if err == nil {
 		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
@@ -330,51 +324,18 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 		h.m.callerAdmissions.WithLabelValues(pool, class, res.Caller).Inc()
 		return lease, true
 	}
-	if r.Context().Err() == nil {
-		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
-	}
-	if refused, ok := errors.AsType[*quota.RefusedError](err); ok {
-		h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
-		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
-			message: "meterproxy: the " + class + " queue is full", retryAfter: refused.RetryAfter, retry: true}
-		if errors.Is(err, quota.ErrWaitTimeout) {
-			f.reason, f.message = reasonMaxWait, "meterproxy: no "+class+" capacity within the class's max_wait"
-		}
-		if refused.Caller != "" {
-			f.reason, f.message = reasonCallerCap, "meterproxy: this caller's own cap (callers[].max_in_flight, requests_per_minute) left no room within the "+class+" class's max_wait"
-			if errors.Is(err, quota.ErrQueueFull) {
-				f.message = "meterproxy: too many of this caller's requests already wait for its own cap"
-			}
-		}
-		h.refuse(w, ex, f)
-		return nil, false
-	}
-	if r.Context().Err() != nil {
+	f, decided := reasonOf(err, res.Class)
+	switch {
+	case !decided && r.Context().Err() != nil: // the client left first
 		h.m.admissions.WithLabelValues(pool, class, admitCancelled).Inc()
 		h.cancelled(res)
 		return nil, false
+	case r.Context().Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
+		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
 	}
 	h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
-	f := refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
-		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
-	switch {
-	case errors.Is(err, quota.ErrStoreUnavailable):
-		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable and store.on_error is closed"
-	case errors.Is(err, quota.ErrPoolRemoved):
-		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"
-	}
 	h.refuse(w, ex, f)
 	return nil, false
-}
-
-// chargeRefusal is the answer to a request that would be charged more
-// tokens than one request may be in its pool: 400, as the provider
-// answers a request it can never serve, naming the limit and the key
-// that sets it.
-func chargeRefusal(e *quota.ChargeTooLargeError) refusal {
-	return refusal{status: http.StatusBadRequest, reason: reasonChargeTooLarge, kind: "invalid_request_error",
-		message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
-			e.Tokens, e.Limit, e.Pool, e.Key)}
 }
 
 // forward sends the admitted request upstream and counts how it ended. A
@@ -423,12 +384,8 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
 	// An uncompressed body, so usage parsing never sees gzip.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
-	if h.apiKey != "" {
-		anthropic := false
-		if ex := exchangeOf(pr.In.Context()); ex != nil {
-			anthropic = ex.rt.anthropic
-		}
-		replaceCredential(pr.Out.Header, anthropic, h.apiKey)
+	if ex := exchangeOf(pr.In.Context()); ex != nil && h.apiKey != "" {
+		replaceCredential(pr.Out.Header, ex.credential(), h.apiKey)
 	}
 }
 
@@ -464,7 +421,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	if rec != nil {
 		rec.refused = f.reason
 	}
-	f.write(w, ex != nil && ex.rt.anthropic)
+	f.write(w, ex.errorShape())
 }
 
 // neverSent reports whether a transport error says the request never
@@ -492,7 +449,7 @@ func (h *Handler) refuse(w http.ResponseWriter, ex *exchange, f refusal) {
 	class := ex.res.Class.String()
 	h.m.refusals.WithLabelValues(ex.poolLabel(), class, f.reason).Inc()
 	h.m.requests.WithLabelValues(class, ex.res.Caller, outcomeRefused, statusCode(f.status)).Inc()
-	f.write(w, ex.rt.anthropic)
+	f.write(w, ex.errorShape())
 }
 
 func (h *Handler) cancelled(res classify.Result) {
