@@ -12,5 +12,6 @@
 // quota.Admitter, then forwarded; streamed responses reach the client as
 // they arrive. Every request ends as exactly one of forwarded (the
 // upstream answered), refused (meterproxy answered with a provider-shaped
-// JSON error) or cancelled (the client left first), and is counted so.
+// JSON error) or cancelled (the client left first), and is counted so,
+// once, when the handler ends (Handler.count).
 package proxy

@@ -49,6 +49,9 @@ type exchange struct {
 	lease      *quota.Lease
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
+	// rec writes every answer to the client and records the request's
+	// outcome, counted once when ServeHTTP ends (Handler.count).
+	rec *recorder
 }
 
 // poolLabel is the exchange's pool as metrics label it; ex may be nil.
