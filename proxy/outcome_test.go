@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,36 +14,6 @@ import (
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// outcomeUpstream answers the status X-Test-Status names; with
-// X-Test-Stream it sends the head of a 200 event stream and then waits
-// for the client to leave, or with X-Test-Stream: abort cuts the stream
-// itself; with X-Test-Stall it waits for the client to leave before any
-// answer. Any other request gets a 200.
-func outcomeUpstream() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		switch {
-		case r.Header.Get("X-Test-Stream") != "":
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, "data: {\"choices\":[]}\n\n")
-			_ = http.NewResponseController(w).Flush()
-			if r.Header.Get("X-Test-Stream") == "abort" {
-				panic(http.ErrAbortHandler) // the upstream cuts its answer
-			}
-			<-r.Context().Done()
-		case r.Header.Get("X-Test-Stall") != "":
-			<-r.Context().Done()
-		case r.Header.Get("X-Test-Status") != "":
-			code, _ := strconv.Atoi(r.Header.Get("X-Test-Status"))
-			w.WriteHeader(code)
-			_, _ = io.WriteString(w, `{"error":{"message":"no","type":"invalid_request_error","code":null}}`)
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[]}`)
-		}
-	})
-}
 
 // tally is meterproxy_requests_total by outcome and code ("forwarded
 // 200"), meterproxy_refusals_total by reason ("refused queue_full") and
@@ -119,7 +88,7 @@ func expectOutcome(t *testing.T, reg *prometheus.Registry, want, reason, cut str
 // (with meterproxy's status and one refusal of its reason) or cancelled —
 // on every path a request can take through the handler.
 func TestEveryRequestCountedOnce(t *testing.T) {
-	p := newTestProxy(t, proxyOpts{upstream: outcomeUpstream(), mutate: func(c *Config, q *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
+	p := newTestProxy(t, proxyOpts{upstream: statusUpstream(), mutate: func(c *Config, q *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
 		c.Server.MaxBodyBytes, c.Server.MaxUploadBytes = 4096, 1<<20
 		c.Upstream.ResponseHeaderTimeout, c.Upstream.Provider = 300*time.Millisecond, "openai"
 		q.Account.TokensPerMinute = 6000
@@ -187,7 +156,7 @@ func TestEveryRequestCountedOnce(t *testing.T) {
 			req.Body, req.ContentLength = io.NopCloser(io.LimitReader(zeros{}, 2<<20)), 2<<20
 			do(t, req)
 		}},
-		{"upload too large, streamed", "refused 413", reasonBodyTooLarge, "", post("/v1/uploads", "chunked:")},
+		{"upload too large, streamed", "refused 413", reasonBodyTooLarge, "", post("/v1/uploads", "chunked:", "X-Test-Stall", "1")},
 		{"shadow mode", "forwarded 200", "", "", func() {
 			live := *p.handler.live.Load()
 			live.Shadow = true
@@ -200,7 +169,7 @@ func TestEveryRequestCountedOnce(t *testing.T) {
 	}
 
 	t.Run("upstream unreachable", func(t *testing.T) {
-		dead := newTestProxy(t, proxyOpts{upstream: outcomeUpstream(), mutate: func(c *Config, _ *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
+		dead := newTestProxy(t, proxyOpts{upstream: statusUpstream(), mutate: func(c *Config, _ *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
 			c.Upstream.URL = "http://127.0.0.1:1" // nothing listens on port 1
 		}})
 		expectOutcome(t, dead.reg, "refused 502", reasonUnreachable, "", func() {
@@ -209,7 +178,7 @@ func TestEveryRequestCountedOnce(t *testing.T) {
 	})
 
 	t.Run("waiting: queue full, then cancelled", func(t *testing.T) {
-		slow := newTestProxy(t, proxyOpts{upstream: outcomeUpstream(), mutate: slowQuota})
+		slow := newTestProxy(t, proxyOpts{upstream: statusUpstream(), mutate: slowQuota})
 		ctx, cancel := context.WithCancel(t.Context())
 		held := make(chan error, 1)
 		go func() {
