@@ -12,39 +12,39 @@ import (
 
 func TestRouteOf(t *testing.T) {
 	tests := []struct {
-		path   string
-		ok     bool
-		api    usage.API
-		kind   routeKind
-		family family
+		path      string
+		ok        bool
+		api       usage.API
+		kind      routeKind
+		anthropic bool
 	}{
-		{"/v1/chat/completions", true, usage.ChatCompletions, routeMetered, familyOpenAI},
-		{"/v1/chat/completions/", true, usage.ChatCompletions, routeMetered, familyOpenAI},
-		{"/v1/messages", true, usage.Messages, routeMetered, familyAnthropic},
-		{"/v1/messages/count_tokens", true, usage.Other, routeMetered, familyAnthropic},
-		{"/v1/messages/batches", true, usage.Other, routeBatch, familyAnthropic},
-		{"/v1/messages/batches/msgbatch_1/results", true, usage.Other, routeBatch, familyAnthropic},
-		{"/v1/batches", true, usage.Other, routeBatch, familyOpenAI},
-		{"/v1/batches/batch_1/cancel", true, usage.Other, routeBatch, familyOpenAI},
-		{"/v1/batchesx", true, usage.Other, routeMetered, familyOpenAI},
-		{"/v1/files", true, usage.Other, routeUpload, familyOpenAI},
-		{"/v1/files/file-1/content", true, usage.Other, routeUpload, familyOpenAI},
-		{"/v1/uploads/upload_1/parts", true, usage.Other, routeUpload, familyOpenAI},
-		{"/openai/deployments/gpt/chat/completions", true, usage.ChatCompletions, routeMetered, familyAzure},
-		{"/", true, usage.Other, routeMetered, familyOpenAI},
-		{"", false, 0, 0, familyOpenAI},
-		{"*", false, 0, 0, familyOpenAI},
-		{"/v1/batches/../chat/completions", false, 0, 0, familyOpenAI},
-		{"/v1/./chat/completions", false, 0, 0, familyOpenAI},
-		{"/v1/chat/completions/.", false, 0, 0, familyOpenAI},
-		{"//v1/chat/completions", false, 0, 0, familyOpenAI},
-		{"/v1//chat/completions", false, 0, 0, familyOpenAI},
-		{"/v1/chat/completions//", false, 0, 0, familyOpenAI},
-		{"/v1/batches%2F..%2Fchat/completions", false, 0, 0, familyOpenAI},
-		{"/v1/batches%2f..%2fchat/completions", false, 0, 0, familyOpenAI},
-		{"/v1/batches%5C..%5Cchat/completions", false, 0, 0, familyOpenAI},
-		{"/v1/batches\\..\\chat/completions", false, 0, 0, familyOpenAI},
-		{"/v1/%2e%2e/chat/completions", false, 0, 0, familyOpenAI},
+		{"/v1/chat/completions", true, usage.ChatCompletions, routeMetered, false},
+		{"/v1/chat/completions/", true, usage.ChatCompletions, routeMetered, false},
+		{"/v1/messages", true, usage.Messages, routeMetered, true},
+		{"/v1/messages/count_tokens", true, usage.Other, routeMetered, true},
+		{"/v1/messages/batches", true, usage.Other, routeBatch, true},
+		{"/v1/messages/batches/msgbatch_1/results", true, usage.Other, routeBatch, true},
+		{"/v1/batches", true, usage.Other, routeBatch, false},
+		{"/v1/batches/batch_1/cancel", true, usage.Other, routeBatch, false},
+		{"/v1/batchesx", true, usage.Other, routeMetered, false},
+		{"/v1/files", true, usage.Other, routeUpload, false},
+		{"/v1/files/file-1/content", true, usage.Other, routeUpload, false},
+		{"/v1/uploads/upload_1/parts", true, usage.Other, routeUpload, false},
+		{"/openai/deployments/gpt/chat/completions", true, usage.ChatCompletions, routeMetered, false},
+		{"/", true, usage.Other, routeMetered, false},
+		{"", false, 0, 0, false},
+		{"*", false, 0, 0, false},
+		{"/v1/batches/../chat/completions", false, 0, 0, false},
+		{"/v1/./chat/completions", false, 0, 0, false},
+		{"/v1/chat/completions/.", false, 0, 0, false},
+		{"//v1/chat/completions", false, 0, 0, false},
+		{"/v1//chat/completions", false, 0, 0, false},
+		{"/v1/chat/completions//", false, 0, 0, false},
+		{"/v1/batches%2F..%2Fchat/completions", false, 0, 0, false},
+		{"/v1/batches%2f..%2fchat/completions", false, 0, 0, false},
+		{"/v1/batches%5C..%5Cchat/completions", false, 0, 0, false},
+		{"/v1/batches\\..\\chat/completions", false, 0, 0, false},
+		{"/v1/%2e%2e/chat/completions", false, 0, 0, false},
 	}
 	for _, tt := range tests {
 		u := &url.URL{Path: tt.path}
@@ -56,8 +56,8 @@ func TestRouteOf(t *testing.T) {
 			t.Errorf("%q: canonical %v, want %v", tt.path, ok, tt.ok)
 			continue
 		}
-		if tt.ok && (rt.api != tt.api || rt.kind != tt.kind || rt.family != tt.family) {
-			t.Errorf("%q: %+v, want api %v kind %v family %v", tt.path, rt, tt.api, tt.kind, tt.family)
+		if tt.ok && (rt.api != tt.api || rt.kind != tt.kind || (rt.family == familyAnthropic) != tt.anthropic) {
+			t.Errorf("%q: %+v, want api %v kind %v anthropic %v", tt.path, rt, tt.api, tt.kind, tt.anthropic)
 		}
 	}
 }
