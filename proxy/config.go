@@ -71,8 +71,9 @@ type UpstreamConfig struct {
 	// its headers hold bulk once the account is below the reserve: auto
 	// (by dialect), continuous or window. See refillOf.
 	Refill Refill `koanf:"refill"`
-	// Provider is the provider behind URL (auto: told by path and host);
-	// see upstreamDialect.
+	// Provider is the provider behind URL, whose accounting (how tokens
+	// are charged, how buckets refill) every request falls under (auto:
+	// told by path and host); see the provider table, provider.go.
 	Provider Provider `koanf:"provider"`
 }
 

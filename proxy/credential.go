@@ -20,15 +20,12 @@ var accountSelectors = []string{"Openai-Organization", "Openai-Project"}
 // Bearer, api-key or x-api-key) and drops every other credential header,
 // and the caller's account selectors: they would choose among the
 // organizations and projects of key, not of the caller's own. A caller
-// without a key gets the provider's usual header: x-api-key on Anthropic's
-// API, else Authorization.
-func replaceCredential(h http.Header, anthropic bool, key string) {
+// without a key gets it in fallback, the header its API reads a key from
+// (endpoint.credential).
+func replaceCredential(h http.Header, fallback, key string) {
 	used, _, ok := classify.Credential(h)
 	if !ok {
-		used = "Authorization"
-		if anthropic {
-			used = "X-Api-Key"
-		}
+		used = fallback
 	}
 	for _, name := range credentialHeaders {
 		h.Del(name)

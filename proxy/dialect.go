@@ -1,16 +1,11 @@
 package proxy
 
-import (
-	"net/url"
-	"strings"
+import "github.com/meterproxy/meterproxy/proxy/usage"
 
-	"github.com/meterproxy/meterproxy/internal/configcheck"
-	"github.com/meterproxy/meterproxy/proxy/usage"
-)
-
-// dialect is the provider family a request goes to: how its buckets refill
-// (refillOf) and how it charges tokens (charge). It is resolved per request
-// from the path and the upstream's host, once.
+// dialect is the provider whose accounting a request falls under: how its buckets refill
+// (refillOf) and how it charges tokens (charge). It is resolved per request,
+// once, from upstream.provider, the path family and the upstream's host
+// (upstreamProvider.resolve).
 type dialect uint8
 
 const (
@@ -19,82 +14,15 @@ const (
 	dialectCompatible dialect = iota
 	// dialectOpenAI is api.openai.com.
 	dialectOpenAI
-	// dialectAzure is Azure OpenAI: a path under /openai/, or a host under
-	// openai.azure.com.
+	// dialectAzure is Azure OpenAI.
 	dialectAzure
-	// dialectAnthropic is Anthropic's Messages API.
+	// dialectAnthropic is Anthropic.
 	dialectAnthropic
 )
 
 var dialectNames = [...]string{"openai-compatible", "openai", "azure", "anthropic"}
 
 func (d dialect) String() string { return dialectNames[d] }
-
-// Provider is upstream.provider: the provider behind upstream.url, which
-// decides how its buckets refill and how it charges tokens. auto tells it
-// from each request's path and the upstream's host (upstreamDialect); set it
-// when the upstream is a gateway in front of one provider.
-type Provider string
-
-// ProviderAuto is upstream.provider's default.
-const ProviderAuto Provider = "auto"
-
-// dialect is p's dialect, and false for auto.
-func (p Provider) dialect() (dialect, bool) {
-	for d, name := range dialectNames {
-		if string(p) == name {
-			return dialect(d), true
-		}
-	}
-	return 0, false
-}
-
-// providers are the upstream.provider values.
-var providers = []Provider{ProviderAuto, "openai", "azure", "anthropic", "openai-compatible"}
-
-// UnmarshalText implements encoding.TextUnmarshaler, so a config file that
-// names another provider is refused at load, by key.
-func (p *Provider) UnmarshalText(b []byte) error { return configcheck.SetOneOf(p, b, providers...) }
-
-// upstreamDialect is what upstream.provider and upstream.url say of every
-// request, resolved once when the handler is built: the dialect itself when
-// the provider is named, else the host's, which a request's path may
-// override.
-type upstreamDialect struct {
-	host  dialect
-	named bool
-}
-
-// newUpstreamDialect resolves p and upstream's host.
-func newUpstreamDialect(p Provider, upstream *url.URL) upstreamDialect {
-	if d, ok := p.dialect(); ok {
-		return upstreamDialect{host: d, named: true}
-	}
-	host := strings.ToLower(upstream.Hostname())
-	switch {
-	case strings.HasSuffix(host, ".openai.azure.com"):
-		return upstreamDialect{host: dialectAzure}
-	case host == "api.openai.com":
-		return upstreamDialect{host: dialectOpenAI}
-	default:
-		return upstreamDialect{host: dialectCompatible}
-	}
-}
-
-// of is the dialect of a request on rt: the named provider's, else
-// Anthropic's or Azure's when the path says so, else the host's.
-func (u upstreamDialect) of(rt route) dialect {
-	switch {
-	case u.named:
-		return u.host
-	case rt.anthropic:
-		return dialectAnthropic
-	case rt.azure:
-		return dialectAzure
-	default:
-		return u.host
-	}
-}
 
 // charge is what admission charges a request to the token windows (with
 // account.tokens_per_minute set), and whether the charge is settled to the

@@ -1,62 +1,10 @@
 package proxy
 
 import (
-	"net/url"
 	"testing"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 )
-
-// TestDialectOf: the provider family from the path and the upstream host.
-func TestDialectOf(t *testing.T) {
-	tests := []struct {
-		upstream, path string
-		want           dialect
-	}{
-		{"https://api.openai.com", "/v1/chat/completions", dialectOpenAI},
-		{"https://API.OpenAI.com:443", "/v1/responses", dialectOpenAI},
-		{"https://my-resource.openai.azure.com", "/v1/chat/completions", dialectAzure},
-		{"https://gateway.internal", "/openai/deployments/gpt-4o/chat/completions", dialectAzure},
-		{"https://api.anthropic.com", "/v1/messages", dialectAnthropic},
-		{"https://gateway.internal", "/v1/messages", dialectAnthropic},
-		{"http://vllm:8000", "/v1/chat/completions", dialectCompatible},
-		{"https://api.groq.com/openai", "/v1/chat/completions", dialectCompatible},
-		{"https://api.openai.com.evil.example", "/v1/chat/completions", dialectCompatible},
-	}
-	for _, tt := range tests {
-		u, err := url.Parse(tt.upstream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rt, err := routeOf(&url.URL{Path: tt.path})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := newUpstreamDialect(ProviderAuto, u).of(rt); got != tt.want {
-			t.Errorf("dialect of %s to %s = %s, want %s", tt.path, tt.upstream, got, tt.want)
-		}
-	}
-}
-
-// TestProviderOverrides: upstream.provider names the dialect of every
-// request, whatever the path or host.
-func TestProviderOverrides(t *testing.T) {
-	rt, err := routeOf(&url.URL{Path: "/v1/chat/completions"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := &url.URL{Scheme: "http", Host: "127.0.0.1:8081"}
-	for p, want := range map[Provider]dialect{"openai": dialectOpenAI, "azure": dialectAzure, "anthropic": dialectAnthropic,
-		"openai-compatible": dialectCompatible, ProviderAuto: dialectCompatible} {
-		if got := newUpstreamDialect(p, local).of(rt); got != want {
-			t.Errorf("upstream.provider %s: dialect %s, want %s", p, got, want)
-		}
-	}
-	var p Provider
-	if err := p.UnmarshalText([]byte("bedrock")); err == nil {
-		t.Error("upstream.provider: bedrock accepted")
-	}
-}
 
 // TestChargeByDialect: what admission charges and whether it is settled,
 // as each provider counts tokens (see dialect.charge).

@@ -4,11 +4,14 @@
 // Prometheus metrics.
 //
 // A request is checked at the front door (method, upgrade, canonical path,
-// credentials; frontdoor.go, route.go), classified, read (bounded by
+// credentials; frontdoor.go, route.go), resolved once against the
+// provider table (provider.go: its API, model, error shape, credential
+// header and dialect), classified, read (bounded by
 // server.max_body_bytes, server.body_read_timeout and the body memory
 // budget; batches and uploads stream through), admitted by the
 // quota.Admitter, then forwarded; streamed responses reach the client as
 // they arrive. Every request ends as exactly one of forwarded (the
 // upstream answered), refused (meterproxy answered with a provider-shaped
-// JSON error) or cancelled (the client left first), and is counted so.
+// JSON error) or cancelled (the client left first), and is counted so,
+// once, when the handler ends (Handler.count).
 package proxy

@@ -47,7 +47,7 @@ func inspect(r *http.Request) (route, *refusal) {
 		if status == http.StatusMethodNotAllowed {
 			f.allow = allowedMethods
 		}
-		return route{anthropic: anthropicPath(r.URL.Path)}, f
+		return route{family: familyOf(r.URL.Path)}, f
 	}
 	switch {
 	case !methodAllowed(r.Method):

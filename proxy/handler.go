@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -30,7 +29,7 @@ type Handler struct {
 	m         *metrics
 	log       *slog.Logger
 	target    *url.URL
-	dialect   upstreamDialect
+	provider  upstreamProvider
 	apiKey    string
 	maxUpload int64
 	maxHold   time.Duration
@@ -93,7 +92,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	bodies := newBodyReader(cfg.Server)
 	h := &Handler{
-		admitter: d.Admitter, log: d.Log, target: target, dialect: newUpstreamDialect(cfg.Upstream.Provider, target),
+		admitter: d.Admitter, log: d.Log, target: target, provider: newUpstreamProvider(cfg.Upstream.Provider, target),
 		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies,
 		m:      newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
@@ -127,15 +126,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	live := h.live.Load()
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	rt, bad := inspect(r)
-	ex := &exchange{res: res, rt: rt, dialect: h.dialect.of(rt), live: live, spent: h.apiKey != "" || res.Known}
+	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.apiKey != "" || res.Known,
+		rec: &recorder{ResponseWriter: w}}
+	defer h.count(ex) // last: after the response's own counts (forward), even when it panics
 	switch {
 	case bad != nil:
 		closeUnread(w, r)
-		h.refuse(w, ex, *bad)
+		h.refuse(ex, *bad)
 		return
 	case errors.Is(err, classify.ErrUnknownCaller):
 		closeUnread(w, r)
-		h.refuse(w, ex, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
+		h.refuse(ex, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
 		return
 	}
@@ -145,7 +146,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if f := encodingRefusal(r.Header); f != nil {
 		closeUnread(w, r)
-		h.refuse(w, ex, *f)
+		h.refuse(ex, *f)
 		return
 	}
 	body, err := h.bodies.read(w, r, res.Class == classify.Interactive)
@@ -156,14 +157,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer body.release()
 	payload, bad := h.prepare(r, ex, body)
 	if bad != nil {
-		h.refuse(w, ex, *bad)
+		h.refuse(ex, *bad)
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if live.Shadow {
 		defer h.shadowAdmit(r.Context(), ex.request())()
 	} else {
-		lease, ok := h.admit(w, r, ex, start)
+		lease, ok := h.admit(r, ex, start)
 		if !ok {
 			return
 		}
@@ -171,13 +172,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.lease = lease
 	}
 	setBody(r, payload)
+	var out http.ResponseWriter = ex.rec
 	if ex.injected {
-		w = &stripWriter{ResponseWriter: w}
+		out = &stripWriter{ResponseWriter: ex.rec}
 	}
 	upstream := h.m.callerInFlight.WithLabelValues(res.Caller)
 	upstream.Inc()
 	defer upstream.Dec()
-	h.forward(w, r, res)
+	h.forward(out, r, ex)
 }
 
 // prepare reads what admission needs of a metered request's body into
@@ -221,7 +223,7 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 		outcome = admitUpload
 	}
 	h.m.admissions.WithLabelValues(ex.poolLabel(), ex.res.Class.String(), outcome).Inc()
-	h.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex.res)
+	h.forward(ex.rec, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex)
 }
 
 // closeUnread marks an HTTP/1 connection to close after the answer to a
@@ -269,13 +271,12 @@ func (h *Handler) bodyFailed(w http.ResponseWriter, r *http.Request, ex *exchang
 	switch {
 	case ok:
 	case r.Context().Err() != nil:
-		h.cancelled(ex.res)
-		return
+		return // the client left: nothing is written, and it counts as cancelled
 	default:
 		f = refusal{status: http.StatusBadRequest, reason: reasonBadRequest,
 			kind: "invalid_request_error", message: "meterproxy: could not read the request body"}
 	}
-	h.refuse(w, ex, f)
+	h.refuse(ex, f)
 	if f.reason == reasonBodyMemory || f.reason == reasonBodyTooLarge {
 		linger(w, r)
 	}
@@ -306,19 +307,15 @@ func linger(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.CopyN(io.Discard, r.Body, lingerBytes)
 }
 
-// admit waits for admission; when it fails the answer is already written.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
+// admit waits for admission; when it fails the answer is already written
+// (or, the client gone, none is).
+func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
 	res := ex.res
 	class, pool := res.Class.String(), ex.poolLabel()
 	waiting := h.m.callerWaiting.WithLabelValues(pool, class, res.Caller)
 	waiting.Inc()
 	lease, err := h.admitter.Admit(r.Context(), ex.request())
 	waiting.Dec()
-	if tooLarge, ok := errors.AsType[*quota.ChargeTooLargeError](err); ok { // refused before it waited
-		h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
-		h.refuse(w, ex, chargeRefusal(tooLarge))
-		return nil, false
-	}
 	wait := time.Since(start).Seconds()
 	if err == nil {
 		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
@@ -330,89 +327,44 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, ex *exchange, st
 		h.m.callerAdmissions.WithLabelValues(pool, class, res.Caller).Inc()
 		return lease, true
 	}
-	if r.Context().Err() == nil {
+	f, decided := reasonOf(err, res.Class)
+	switch {
+	case !decided && r.Context().Err() != nil: // the client left first
+		h.m.admissions.WithLabelValues(pool, class, admitCancelled).Inc()
+		return nil, false
+	case r.Context().Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
 		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
 	}
-	if refused, ok := errors.AsType[*quota.RefusedError](err); ok {
-		h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
-		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
-			message: "meterproxy: the " + class + " queue is full", retryAfter: refused.RetryAfter, retry: true}
-		if errors.Is(err, quota.ErrWaitTimeout) {
-			f.reason, f.message = reasonMaxWait, "meterproxy: no "+class+" capacity within the class's max_wait"
-		}
-		if refused.Caller != "" {
-			f.reason, f.message = reasonCallerCap, "meterproxy: this caller's own cap (callers[].max_in_flight, requests_per_minute) left no room within the "+class+" class's max_wait"
-			if errors.Is(err, quota.ErrQueueFull) {
-				f.message = "meterproxy: too many of this caller's requests already wait for its own cap"
-			}
-		}
-		h.refuse(w, ex, f)
-		return nil, false
-	}
-	if r.Context().Err() != nil {
-		h.m.admissions.WithLabelValues(pool, class, admitCancelled).Inc()
-		h.cancelled(res)
-		return nil, false
-	}
 	h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
-	f := refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
-		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
-	switch {
-	case errors.Is(err, quota.ErrStoreUnavailable):
-		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable and store.on_error is closed"
-	case errors.Is(err, quota.ErrPoolRemoved):
-		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"
-	}
-	h.refuse(w, ex, f)
+	h.refuse(ex, f)
 	return nil, false
 }
 
-// chargeRefusal is the answer to a request that would be charged more
-// tokens than one request may be in its pool: 400, as the provider
-// answers a request it can never serve, naming the limit and the key
-// that sets it.
-func chargeRefusal(e *quota.ChargeTooLargeError) refusal {
-	return refusal{status: http.StatusBadRequest, reason: reasonChargeTooLarge, kind: "invalid_request_error",
-		message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
-			e.Tokens, e.Limit, e.Pool, e.Key)}
-}
-
-// forward sends the admitted request upstream and counts how it ended. A
-// response cut short makes ReverseProxy panic with http.ErrAbortHandler;
-// the count is taken and the panic goes on to net/http.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, res classify.Result) {
-	rec := &recorder{ResponseWriter: w}
-	class := res.Class.String()
+// forward sends the admitted request upstream through w, which writes
+// to ex.rec, and measures the exchange; its outcome is counted when
+// ServeHTTP ends (count). A response cut short makes ReverseProxy panic
+// with http.ErrAbortHandler: the cut is counted here, before the
+// request's outcome, so a reading that has the outcome has the cut too,
+// and the panic goes on to net/http.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	class := ex.res.Class.String()
 	start := time.Now()
-	if ex := exchangeOf(r.Context()); ex != nil {
-		ex.sent = start
-	}
+	ex.sent = start
 	defer func() {
 		p := recover()
 		end := time.Now()
 		h.m.upstream.WithLabelValues(class).Observe(end.Sub(start).Seconds())
-		h.m.little[res.Class].add(end, end.Sub(start))
-		if p != nil { // counted before the request's outcome, so a reading that has the outcome has this too
+		h.m.little[ex.res.Class].add(end, end.Sub(start))
+		if p != nil {
 			side := "upstream"
-			if r.Context().Err() != nil || rec.clientFailed {
+			if r.Context().Err() != nil || ex.rec.clientFailed {
 				side = "client" // it left, or writing to it failed before that was noticed
 			}
 			h.m.cutShort.WithLabelValues(class, side).Inc()
-		}
-		switch {
-		case rec.refused != "":
-			h.m.refusals.WithLabelValues(exchangeOf(r.Context()).poolLabel(), class, rec.refused).Inc()
-			h.m.requests.WithLabelValues(class, res.Caller, outcomeRefused, statusCode(rec.status)).Inc()
-		case rec.cancelled || rec.status == 0:
-			h.cancelled(res)
-		default:
-			h.m.requests.WithLabelValues(class, res.Caller, outcomeForwarded, statusCode(rec.status)).Inc()
-		}
-		if p != nil {
 			panic(p)
 		}
 	}()
-	h.rp.ServeHTTP(rec, r)
+	h.rp.ServeHTTP(w, r)
 }
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
@@ -423,29 +375,21 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
 	// An uncompressed body, so usage parsing never sees gzip.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
-	if h.apiKey != "" {
-		anthropic := false
-		if ex := exchangeOf(pr.In.Context()); ex != nil {
-			anthropic = ex.rt.anthropic
-		}
-		replaceCredential(pr.Out.Header, anthropic, h.apiKey)
+	if ex := exchangeOf(pr.In.Context()); ex != nil && h.apiKey != "" {
+		replaceCredential(pr.Out.Header, ex.credential(), h.apiKey)
 	}
 }
 
 // upstreamError answers when the upstream could not be reached or did not
 // answer in time; a client that left gets nothing.
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	rec, _ := w.(*recorder)
 	ex := exchangeOf(r.Context())
-	if ex != nil && ex.upload != nil && ex.upload.err() != nil {
+	if ex.upload != nil && ex.upload.err() != nil {
 		err = ex.upload.err() // the client's side failed, not the upstream
 	}
 	f, clientSide := bodyRefusal(err, true) // only a streamed body is still read here
 	if r.Context().Err() != nil && !clientSide {
-		if rec != nil {
-			rec.cancelled = true
-		}
-		return
+		return // nothing is written: it counts as cancelled
 	}
 	switch {
 	case clientSide:
@@ -457,14 +401,11 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		f = refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
 			message: "meterproxy: the upstream could not be reached", retry: true}
 	}
-	if ex != nil && ex.lease != nil && neverSent(err) {
+	if ex.lease != nil && neverSent(err) {
 		ex.lease.Correct(0) // the provider never saw it: it cost nothing
 	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-	if rec != nil {
-		rec.refused = f.reason
-	}
-	f.write(w, ex != nil && ex.rt.anthropic)
+	h.refuse(ex, f)
 }
 
 // neverSent reports whether a transport error says the request never
@@ -486,15 +427,22 @@ func isTimeout(err error) bool {
 	return (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// refuse answers ex's request with f in the shape of its provider and
-// counts a refusal.
-func (h *Handler) refuse(w http.ResponseWriter, ex *exchange, f refusal) {
-	class := ex.res.Class.String()
-	h.m.refusals.WithLabelValues(ex.poolLabel(), class, f.reason).Inc()
-	h.m.requests.WithLabelValues(class, ex.res.Caller, outcomeRefused, statusCode(f.status)).Inc()
-	f.write(w, ex.rt.anthropic)
+// refuse answers ex's request with f in the shape of its API, and marks
+// it refused for its reason (counted when ServeHTTP ends).
+func (h *Handler) refuse(ex *exchange, f refusal) {
+	ex.rec.refuse(f.reason)
+	f.write(ex.rec, ex.errorShape())
 }
 
-func (h *Handler) cancelled(res classify.Result) {
-	h.m.requests.WithLabelValues(res.Class.String(), res.Caller, outcomeCancelled, "none").Inc()
+// count records how ex's request ended, once, when ServeHTTP ends:
+// meterproxy_requests_total by its outcome (recorder.outcome) and, for a
+// refusal, meterproxy_refusals_total by its reason. It is the only place
+// either is counted, so every request is counted exactly once.
+func (h *Handler) count(ex *exchange) {
+	class := ex.res.Class.String()
+	outcome, code := ex.rec.outcome()
+	if outcome == outcomeRefused {
+		h.m.refusals.WithLabelValues(ex.poolLabel(), class, ex.rec.refused).Inc()
+	}
+	h.m.requests.WithLabelValues(class, ex.res.Caller, outcome, code).Inc()
 }

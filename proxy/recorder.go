@@ -8,20 +8,44 @@ import (
 	"github.com/meterproxy/meterproxy/proxy/usage"
 )
 
-// recorder remembers what was written to the client, so each request can be
-// counted as exactly one outcome. It keeps http.ResponseController working
-// through Unwrap, which ReverseProxy uses to flush streams.
+// recorder is every answer's writer: it remembers what was written to the
+// client, and whether meterproxy refused the request, so the request is
+// counted as exactly one outcome (Handler.count). It keeps
+// http.ResponseController working through Unwrap, which ReverseProxy uses
+// to flush streams and the body reader to set deadlines.
 type recorder struct {
 	http.ResponseWriter
+	// status is the status the client got; 0 before any.
 	status int
-	// refused is the reason meterproxy answered instead of the upstream.
+	// refused is the reason meterproxy answered instead of the upstream
+	// (set by refuse).
 	refused string
-	// cancelled is set when the client left before any answer.
-	cancelled bool
 	// clientFailed is set when writing or flushing to the client failed:
 	// a response cut short then was cut by the client, even before its
 	// leaving cancels the request's context.
 	clientFailed bool
+}
+
+// refuse marks the request refused for reason; the first refusal wins.
+func (r *recorder) refuse(reason string) {
+	if r.refused == "" {
+		r.refused = reason
+	}
+}
+
+// outcome is how the request ended, as meterproxy_requests_total labels
+// it: refused when meterproxy answered (with the status it wrote),
+// cancelled when nothing was written (the client left first), else
+// forwarded with the upstream's status.
+func (r *recorder) outcome() (outcome, code string) {
+	switch {
+	case r.refused != "":
+		return outcomeRefused, statusCode(r.status)
+	case r.status == 0:
+		return outcomeCancelled, "none"
+	default:
+		return outcomeForwarded, statusCode(r.status)
+	}
 }
 
 // WriteHeader implements http.ResponseWriter.

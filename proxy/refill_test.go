@@ -36,7 +36,7 @@ func TestRefillOf(t *testing.T) {
 		if tt.azureSpelling {
 			h.Set("X-Rate-Limit-Remaining-Tokens", "5")
 		}
-		d := newUpstreamDialect(ProviderAuto, &url.URL{Host: "upstream.example"}).of(rt)
+		d := newUpstreamProvider(ProviderAuto, &url.URL{Host: "upstream.example"}).resolve(rt).dialect
 		if got := refillOf(tt.mode, d, h); got != tt.want {
 			t.Errorf("refillOf(%s, %s, azure spelling %v) = %s, want %s", tt.mode, tt.path, tt.azureSpelling, got, tt.want)
 		}

@@ -2,10 +2,15 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
 // refusal is an answer meterproxy gives itself instead of the upstream's.
@@ -88,10 +93,9 @@ type anthropicError struct {
 	} `json:"error"`
 }
 
-// write sends the refusal in the shape of the provider's API (Anthropic's
-// when anthropic, else OpenAI's), with the retry headers the official SDKs
-// read.
-func (f refusal) write(w http.ResponseWriter, anthropic bool) {
+// write sends the refusal in the error shape of the request's API, with
+// the retry headers the official SDKs read.
+func (f refusal) write(w http.ResponseWriter, shape errorShape) {
 	h := w.Header()
 	if f.allow != "" {
 		h.Set("Allow", f.allow)
@@ -104,7 +108,7 @@ func (f refusal) write(w http.ResponseWriter, anthropic bool) {
 		h.Set("Retry-After-Ms", strconv.FormatInt(max(f.retryAfter.Milliseconds(), 1), 10))
 	}
 	var body any
-	if anthropic {
+	if shape == shapeAnthropic {
 		var e anthropicError
 		e.Type, e.Error.Type, e.Error.Message = "error", f.kind, f.message
 		body = e
@@ -115,4 +119,45 @@ func (f refusal) write(w http.ResponseWriter, anthropic bool) {
 	}
 	w.WriteHeader(f.status)
 	_ = json.NewEncoder(w).Encode(body) // the client may be gone; nothing to do
+}
+
+// reasonOf is the refusal that answers a request of class whose admission
+// failed with err (quota.Admitter.Admit), and whether err is a decision
+// about the request itself: its charge is more than one request may be
+// (400 charge_too_large), its class's queue is full or max_wait passed
+// (429 queue_full, max_wait_exceeded), or its caller's own cap left no
+// room (429 caller_cap_exceeded). Any other error decided nothing about
+// the request: the store failed under on_error closed, a reload removed
+// its pool, the proxy is shutting down (503 store_unavailable,
+// pool_removed, shutting_down) — or its context ended, which the caller
+// tells apart (the client left; no answer).
+func reasonOf(err error, class classify.Class) (f refusal, decided bool) {
+	if e, ok := errors.AsType[*quota.ChargeTooLargeError](err); ok {
+		return refusal{status: http.StatusBadRequest, reason: reasonChargeTooLarge, kind: "invalid_request_error",
+			message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
+				e.Tokens, e.Limit, e.Pool, e.Key)}, true
+	}
+	c := class.String()
+	if e, ok := errors.AsType[*quota.RefusedError](err); ok {
+		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
+			message: "meterproxy: the " + c + " queue is full", retryAfter: e.RetryAfter, retry: true}
+		switch {
+		case e.Caller != "" && errors.Is(err, quota.ErrQueueFull):
+			f.reason, f.message = reasonCallerCap, "meterproxy: too many of this caller's requests already wait for its own cap"
+		case e.Caller != "":
+			f.reason, f.message = reasonCallerCap, "meterproxy: this caller's own cap (callers[].max_in_flight, requests_per_minute) left no room within the "+c+" class's max_wait"
+		case errors.Is(err, quota.ErrWaitTimeout):
+			f.reason, f.message = reasonMaxWait, "meterproxy: no "+c+" capacity within the class's max_wait"
+		}
+		return f, true
+	}
+	f = refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
+		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
+	switch {
+	case errors.Is(err, quota.ErrStoreUnavailable):
+		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable and store.on_error is closed"
+	case errors.Is(err, quota.ErrPoolRemoved):
+		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"
+	}
+	return f, false
 }

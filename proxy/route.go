@@ -26,15 +26,13 @@ const (
 	routeUpload
 )
 
-// route is what a request's canonical path says about it, resolved once:
-// the API whose usage the response reports, the provider dialect of errors
-// and credentials, and how it is admitted.
+// route is what a request's canonical path says about it, from the
+// provider table (pathTable), resolved once: the API whose usage the
+// response reports, the path family (error shape and credential header),
+// the Azure deployment it names, and how it is admitted.
 type route struct {
-	api       usage.API
-	anthropic bool
-	// azure says the path is Azure OpenAI's (/openai/deployments/…,
-	// /openai/v1/…), whose buckets refill in windows (refillOf).
-	azure bool
+	api    usage.API
+	family family
 	// deployment is the Azure deployment an /openai/deployments/{name}/…
 	// path names: the model the request is for (modelOf).
 	deployment string
@@ -86,8 +84,9 @@ func routeOf(u *url.URL) (route, error) {
 			return route{}, errNonCanonicalPath
 		}
 	}
-	rt := route{api: usage.APIForPath(p), anthropic: anthropicPath(p), azure: under(p, "/openai")}
-	if dep, _, ok := usage.AzureDeployment(p); ok {
+	row, dep, _ := lookup(p)
+	rt := route{api: row.api, family: row.family, kind: row.kind}
+	if dep != "" {
 		// The escaped path must spell the name as it is: "gpt%2D4o" is
 		// gpt-4o here and perhaps not at the provider.
 		if !usage.ValidDeployment(dep) || !under(u.EscapedPath(), "/openai/deployments/"+dep) {
@@ -95,21 +94,7 @@ func routeOf(u *url.URL) (route, error) {
 		}
 		rt.deployment = dep
 	}
-	switch {
-	case under(p, "/v1/batches"), under(p, "/v1/messages/batches"):
-		rt.kind = routeBatch
-	case under(p, "/v1/files"), under(p, "/v1/uploads"):
-		rt.kind = routeUpload
-	}
 	return rt, nil
-}
-
-// anthropicPath reports whether path belongs to Anthropic's API, whose
-// error shape and credential header differ from OpenAI's. It is the one
-// place that says so: routeOf uses it, and so does a refusal given before
-// the path is known to be canonical.
-func anthropicPath(path string) bool {
-	return under(path, "/v1/messages") || under(path, "/v1/complete")
 }
 
 // under reports whether path is prefix or lies below it, segment-wise:

@@ -61,7 +61,7 @@ func TestRouteOf(t *testing.T) {
 			t.Errorf("%q: canonical %v, want %v", tt.path, ok, tt.ok)
 			continue
 		}
-		if tt.ok && (rt.api != tt.api || rt.kind != tt.kind || rt.anthropic != tt.anthropic) {
+		if tt.ok && (rt.api != tt.api || rt.kind != tt.kind || (rt.family == familyAnthropic) != tt.anthropic) {
 			t.Errorf("%q: %+v, want api %v kind %v anthropic %v", tt.path, rt, tt.api, tt.kind, tt.anthropic)
 		}
 	}

@@ -13,11 +13,21 @@ import (
 
 // statusUpstream answers the status X-Test-Status names with an OpenAI
 // error body, waits for the client to leave when X-Test-Stall is set, and
-// answers any other request 200.
+// answers any other request 200. With X-Test-Stream it sends the head of
+// a 200 event stream and then waits for the client to leave, or with
+// X-Test-Stream: abort cuts the stream itself.
 func statusUpstream() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
+		case r.Header.Get("X-Test-Stream") != "":
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"choices\":[]}\n\n")
+			_ = http.NewResponseController(w).Flush()
+			if r.Header.Get("X-Test-Stream") == "abort" {
+				panic(http.ErrAbortHandler) // the upstream cuts its answer
+			}
+			<-r.Context().Done()
 		case r.Header.Get("X-Test-Stall") != "":
 			_, _ = io.Copy(io.Discard, r.Body) // read whole, the server notices the client leave
 			<-r.Context().Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
 )
 
@@ -34,24 +35,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
 	go func() {
 		defer close(done)
 		lease, err := h.admitter.Admit(ctx, req)
-		outcome := shadowOther
-		var refused *quota.RefusedError
-		switch {
-		case err == nil && lease.Held():
-			outcome = shadowHeld
-		case err == nil:
-			outcome = shadowAdmitted
-		case errors.As(err, &refused) && refused.Caller != "":
-			outcome = shadowCallerCap
-		case errors.As(err, &refused) && errors.Is(err, quota.ErrQueueFull):
-			outcome = shadowQueueFull
-		case errors.As(err, &refused):
-			outcome = shadowMaxWait
-		case errors.As(err, new(*quota.ChargeTooLargeError)):
-			outcome = shadowTooLarge
-		case errors.Is(err, context.Canceled):
-			outcome = shadowUnfinished
-		}
+		outcome := shadowOutcome(lease, err, c)
 		h.m.shadow.WithLabelValues(c.String(), outcome).Inc()
 		if lease != nil {
 			<-ctx.Done() // hold the slot until the response ends
@@ -62,4 +46,22 @@ func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
 		cancel()
 		<-done
 	}
+}
+
+// shadowOutcome is what admission decided, as
+// meterproxy_shadow_decisions_total names it: a refusal by its reason
+// (reasonOf), every 503 reason as one.
+func shadowOutcome(lease *quota.Lease, err error, class classify.Class) string {
+	switch {
+	case err == nil && lease.Held():
+		return shadowHeld
+	case err == nil:
+		return shadowAdmitted
+	case errors.Is(err, context.Canceled):
+		return shadowUnfinished
+	}
+	if f, decided := reasonOf(err, class); decided {
+		return f.reason
+	}
+	return shadowOther
 }

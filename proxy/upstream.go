@@ -18,7 +18,9 @@ import (
 type exchange struct {
 	live *Live // the configuration the request started under
 	res  classify.Result
-	rt   route
+	// endpoint is the request resolved against the provider table: its
+	// route (ex.rt) and dialect (ex.dialect).
+	endpoint
 	// pool is the admission pool the request draws on (quota.Request.Pool,
 	// resolved by Admitter.PoolFor from modelOf); "" is the account.
 	// pooled says it was resolved: until then metrics say "none".
@@ -44,11 +46,12 @@ type exchange struct {
 	// true: answered at once while generation goes on, so an answer
 	// without usage is never settled below the charge.
 	background bool
-	// dialect is the provider family the request goes to.
-	dialect dialect
-	lease   *quota.Lease
+	lease      *quota.Lease
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
+	// rec writes every answer to the client and records the request's
+	// outcome, counted once when ServeHTTP ends (Handler.count).
+	rec *recorder
 }
 
 // poolLabel is the exchange's pool as metrics label it; ex may be nil.

@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
+	"github.com/meterproxy/meterproxy/proxy/usage"
+)
+
+// The provider table: what the proxy knows of a request from its path and
+// from upstream.provider, written once. Two things are told apart:
+//
+//   - The path says what the caller's SDK speaks (its family, from
+//     pathTable): the API whose usage the response reports, where the
+//     model is named (an Azure deployment in the path, else the body),
+//     the error shape a refusal is written in, the header a provider key
+//     goes in for a caller that sent none, and how the request is
+//     admitted (metered, batch, upload). A gateway in front of another
+//     provider still answers the caller's SDK in the SDK's own terms.
+//   - upstream.provider says whose accounting the request falls under:
+//     its dialect, which decides how tokens are charged and how buckets
+//     refill. Named, it holds for every path (provider: anthropic with
+//     /v1/chat/completions is Anthropic's OpenAI-compatible endpoint,
+//     charged as Anthropic charges). With auto, a path of Anthropic's or
+//     Azure's family is that provider's, and any other is told by
+//     upstream.url's host (upstreamProvider).
+//
+// The handler resolves a request against both once (upstreamProvider.
+// resolve, into an endpoint), and every consumer reads that value.
+
+// family is a path family: the wire protocol of the caller's SDK.
+type family uint8
+
+const (
+	// familyOpenAI is OpenAI's API as OpenAI and every OpenAI-compatible
+	// server (vLLM, Groq, a gateway) serve it: every path not below.
+	familyOpenAI family = iota
+	// familyAzure is Azure OpenAI's API: paths under /openai.
+	familyAzure
+	// familyAnthropic is Anthropic's API: /v1/messages and /v1/complete,
+	// and paths below them.
+	familyAnthropic
+)
+
+// errorShape is the shape of an error body (see refusal.write).
+type errorShape uint8
+
+const (
+	// shapeOpenAI is {"error":{"message","type","code"}}, OpenAI's and
+	// Azure's.
+	shapeOpenAI errorShape = iota
+	// shapeAnthropic is {"type":"error","error":{"type","message"}}.
+	shapeAnthropic
+)
+
+// familyFacts are what a family says of every request on its paths.
+type familyFacts struct {
+	// errors is the shape of the family's error bodies.
+	errors errorShape
+	// keyHeader is the header a provider key goes in for a caller that
+	// sent none (replaceCredential): the one the family's API reads a key
+	// from (Azure's deployment API reads a resource key from api-key only).
+	keyHeader string
+	// dialect is the family's provider under upstream.provider auto; byHost
+	// says the family has none of its own, and upstream.url's host tells.
+	dialect dialect
+	byHost  bool
+}
+
+// families is the family table.
+var families = [...]familyFacts{
+	familyOpenAI:    {errors: shapeOpenAI, keyHeader: "Authorization", byHost: true},
+	familyAzure:     {errors: shapeOpenAI, keyHeader: "Api-Key", dialect: dialectAzure},
+	familyAnthropic: {errors: shapeAnthropic, keyHeader: "X-Api-Key", dialect: dialectAnthropic},
+}
+
+// pathRow is one row of pathTable: the paths it matches and what they are.
+type pathRow struct {
+	// pattern is a path, segment by segment; the segment {deployment}
+	// matches any one segment, an Azure deployment: the model the request
+	// is for (modelOf).
+	pattern string
+	// below says the row also matches every path below pattern.
+	below  bool
+	family family
+	api    usage.API
+	kind   routeKind
+}
+
+// deploymentSegment is the pattern segment that names an Azure deployment.
+const deploymentSegment = "{deployment}"
+
+// pathTable is every path family's paths, the first matching row winning;
+// a path that matches none is OpenAI's family, API usage.Other, metered.
+// An API other than usage.Other is metered as it reports usage; the model
+// is the {deployment} segment where the row has one, else the body's.
+var pathTable = []pathRow{
+	{pattern: "/v1/chat/completions", api: usage.ChatCompletions},
+	{pattern: "/v1/responses", api: usage.Responses},
+	{pattern: "/v1/embeddings", api: usage.Embeddings},
+	{pattern: "/v1/batches", below: true, api: usage.Other, kind: routeBatch},
+	{pattern: "/v1/files", below: true, api: usage.Other, kind: routeUpload},
+	{pattern: "/v1/uploads", below: true, api: usage.Other, kind: routeUpload},
+	{pattern: "/v1/messages", family: familyAnthropic, api: usage.Messages},
+	{pattern: "/v1/messages/batches", below: true, family: familyAnthropic, api: usage.Other, kind: routeBatch},
+	{pattern: "/v1/messages", below: true, family: familyAnthropic, api: usage.Other}, // count_tokens
+	{pattern: "/v1/complete", below: true, family: familyAnthropic, api: usage.Other},
+	{pattern: "/openai/deployments/{deployment}/chat/completions", family: familyAzure, api: usage.ChatCompletions},
+	{pattern: "/openai/deployments/{deployment}/embeddings", family: familyAzure, api: usage.Embeddings},
+	{pattern: "/openai/deployments/{deployment}", below: true, family: familyAzure, api: usage.Other},
+	{pattern: "/openai", below: true, family: familyAzure, api: usage.Other},
+}
+
+// lookup is the row of pathTable that path (without a trailing slash)
+// matches, and the deployment segment it names; ok is false when no row
+// does.
+func lookup(path string) (row pathRow, deployment string, ok bool) {
+	for _, row := range pathTable {
+		if deployment, ok := row.match(path); ok {
+			return row, deployment, true
+		}
+	}
+	return pathRow{api: usage.Other}, "", false
+}
+
+// match reports whether path is row's, and the segment it has where the
+// pattern has {deployment}.
+func (row pathRow) match(path string) (deployment string, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/")
+	if !ok {
+		return "", false
+	}
+	more := true // rest is what follows a "/" of path
+	for want := range strings.SplitSeq(row.pattern[1:], "/") {
+		if !more {
+			return "", false
+		}
+		var got string
+		got, rest, more = strings.Cut(rest, "/")
+		switch {
+		case want == deploymentSegment && got != "":
+			deployment = got
+		case want != got:
+			return "", false
+		}
+	}
+	return deployment, !more || row.below
+}
+
+// familyOf is the family of a path, canonical or not: a refusal given
+// before the path is checked still takes the shape of the API it names.
+func familyOf(path string) family {
+	row, _, _ := lookup(strings.TrimSuffix(path, "/"))
+	return row.family
+}
+
+// Provider is upstream.provider: the provider behind upstream.url, which
+// decides how tokens are charged and buckets refill (the dialect) for
+// every path. auto tells it from each request's path family and the
+// upstream's host (upstreamProvider); set it when the upstream is a
+// gateway in front of one provider. It never changes what a path speaks
+// (its family): the error shape, the credential header, where usage and
+// the model are read.
+type Provider string
+
+// ProviderAuto is upstream.provider's default.
+const ProviderAuto Provider = "auto"
+
+// dialect is p's dialect, and false for auto.
+func (p Provider) dialect() (dialect, bool) {
+	for d, name := range dialectNames {
+		if string(p) == name {
+			return dialect(d), true
+		}
+	}
+	return 0, false
+}
+
+// providers are the upstream.provider values.
+var providers = []Provider{ProviderAuto, "openai", "azure", "anthropic", "openai-compatible"}
+
+// UnmarshalText implements encoding.TextUnmarshaler, so a config file that
+// names another provider is refused at load, by key.
+func (p *Provider) UnmarshalText(b []byte) error { return configcheck.SetOneOf(p, b, providers...) }
+
+// upstreamProvider is what upstream.provider and upstream.url say of every
+// request, resolved once when the handler is built: the dialect itself
+// when the provider is named, else the host's, which a path family with a
+// provider of its own overrides.
+type upstreamProvider struct {
+	host  dialect
+	named bool
+}
+
+// newUpstreamProvider resolves p and upstream's host.
+func newUpstreamProvider(p Provider, upstream *url.URL) upstreamProvider {
+	if d, ok := p.dialect(); ok {
+		return upstreamProvider{host: d, named: true}
+	}
+	host := strings.ToLower(upstream.Hostname())
+	switch {
+	case strings.HasSuffix(host, ".openai.azure.com"):
+		return upstreamProvider{host: dialectAzure}
+	case host == "api.openai.com":
+		return upstreamProvider{host: dialectOpenAI}
+	default:
+		return upstreamProvider{host: dialectCompatible}
+	}
+}
+
+// endpoint is a request resolved against the provider table once: what
+// its path speaks (rt) and whose accounting it falls under (dialect).
+type endpoint struct {
+	rt      route
+	dialect dialect
+}
+
+// resolve is the endpoint of a request on rt: the named provider's
+// dialect, else its family's own provider's, else the host's.
+func (u upstreamProvider) resolve(rt route) endpoint {
+	ep := endpoint{rt: rt, dialect: u.host}
+	if f := families[rt.family]; !u.named && !f.byHost {
+		ep.dialect = f.dialect
+	}
+	return ep
+}
+
+// errorShape is the shape of the error bodies of ep's API.
+func (ep endpoint) errorShape() errorShape { return families[ep.rt.family].errors }
+
+// credential is the header ep's API reads a key from, for a caller that
+// sent none.
+func (ep endpoint) credential() string { return families[ep.rt.family].keyHeader }

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// TestReasonOf: every error admission returns maps to one refusal — the
+// same for the handler's answer and for shadow mode's record — or, for a
+// context that ended, to no decision (the client left; shadow mode's
+// unfinished).
+func TestReasonOf(t *testing.T) {
+	refused := func(reason error, caller string) error {
+		return fmt.Errorf("wrapped: %w", &quota.RefusedError{Class: classify.Bulk, Reason: reason, RetryAfter: 3 * time.Second, Caller: caller})
+	}
+	tests := []struct {
+		name     string
+		err      error
+		status   int
+		reason   string
+		retry    time.Duration
+		decided  bool
+		shadow   string
+		mentions string
+	}{
+		{"charge too large", &quota.ChargeTooLargeError{Tokens: 9000, Limit: 100, Key: "account.max_request_tokens", Pool: "default"},
+			400, reasonChargeTooLarge, 0, true, shadowTooLarge, "charged 9000 tokens, more than the 100 one request may be charged in pool default (account.max_request_tokens)"},
+		{"queue full", refused(quota.ErrQueueFull, ""), 429, reasonQueueFull, 3 * time.Second, true, shadowQueueFull, "the bulk queue is full"},
+		{"max wait", refused(quota.ErrWaitTimeout, ""), 429, reasonMaxWait, 3 * time.Second, true, shadowMaxWait, "no bulk capacity within the class's max_wait"},
+		{"caller cap, waited", refused(quota.ErrWaitTimeout, "batch"), 429, reasonCallerCap, 3 * time.Second, true, shadowCallerCap, "own cap"},
+		{"caller cap, queue full", refused(quota.ErrQueueFull, "batch"), 429, reasonCallerCap, 3 * time.Second, true, shadowCallerCap, "already wait for its own cap"},
+		{"store unavailable", fmt.Errorf("x: %w", quota.ErrStoreUnavailable), 503, reasonStoreUnavailable, time.Second, false, shadowOther, "store.on_error is closed"},
+		{"pool removed", quota.ErrPoolRemoved, 503, reasonPoolRemoved, time.Second, false, shadowOther, "reload removed the pool"},
+		{"closed", quota.ErrClosed, 503, reasonShuttingDown, time.Second, false, shadowOther, "shutting down"},
+		{"context", context.Canceled, 503, reasonShuttingDown, time.Second, false, shadowUnfinished, "shutting down"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, decided := reasonOf(tt.err, classify.Bulk)
+			if f.status != tt.status || f.reason != tt.reason || f.retryAfter != tt.retry || decided != tt.decided ||
+				f.retry != (tt.status != http.StatusBadRequest) || !strings.Contains(f.message, tt.mentions) {
+				t.Errorf("reasonOf = %+v decided %v, want %d %s retry after %v decided %v mentioning %q",
+					f, decided, tt.status, tt.reason, tt.retry, tt.decided, tt.mentions)
+			}
+			kinds := map[int]string{400: "invalid_request_error", 429: "rate_limit_error", 503: "api_error"}
+			if f.kind != kinds[f.status] {
+				t.Errorf("kind %s, want %s", f.kind, kinds[f.status])
+			}
+			if got := shadowOutcome(nil, tt.err, classify.Bulk); got != tt.shadow {
+				t.Errorf("shadow outcome %s, want %s", got, tt.shadow)
+			}
+			if !slices.Contains(refusalReasons, f.reason) || !slices.Contains(shadowOutcomes, tt.shadow) {
+				t.Errorf("%s or %s is not a pre-initialised label", f.reason, tt.shadow)
+			}
+		})
+	}
+}
