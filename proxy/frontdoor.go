@@ -64,7 +64,7 @@ func inspect(r *http.Request) (route, *refusal) {
 		return refuse(http.StatusBadRequest, reasonNonCanonicalPath,
 			"meterproxy: the Azure deployment name in the path must be letters, digits, '-', '_' and '.', not ending in '.', without percent-encoding or ';' parameters")
 	case errors.Is(err, errNonCanonicalPath):
-		return refuse(http.StatusBadRequest, reasonNonCanonicalPath, "meterproxy: the path is not canonical (dot segments, empty segments or encoded slashes)")
+		return refuse(http.StatusBadRequest, reasonNonCanonicalPath, "meterproxy: the path is not canonical (dot segments, empty segments, encoded slashes or ';' parameters)")
 	}
 	return rt, nil
 }

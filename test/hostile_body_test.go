@@ -196,9 +196,11 @@ func TestHostileBodies(t *testing.T) {
 			t.Errorf("deployment GPT-4o-Mini: %v admissions in the gpt-4o-mini pool, want 1", got)
 		}
 		before := up.count()
-		for _, dep := range []string{"gpt-4o-mini.", "gpt-4o-mini%2E", "gpt%2D4o-mini", "gpt-4o-mini;v=1", "gpt-4o-mini%3Bv=1"} {
+		// A ";" is refused anywhere in a path, a deployment's included.
+		for dep, says := range map[string]string{"gpt-4o-mini.": "deployment", "gpt-4o-mini%2E": "deployment", "gpt%2D4o-mini": "deployment",
+			"gpt-4o-mini;v=1": "';' parameters", "gpt-4o-mini%3Bv=1": "';' parameters"} {
 			status, _, answer := post(t, client, p.URL+"/openai/deployments/"+dep+"/chat/completions?api-version=2024-10-21", `{"messages":[]}`, auth)
-			refusedWith(t, "deployment "+dep, status, answer, http.StatusBadRequest, "non_canonical_path", "deployment")
+			refusedWith(t, "deployment "+dep, status, answer, http.StatusBadRequest, "non_canonical_path", says)
 		}
 		if up.count() != before {
 			t.Errorf("a deployment spelt another way reached the upstream: %v", up.since(before))
