@@ -8,9 +8,12 @@
 // their class, for at most their class's max_wait in a queue of at most
 // max_queue; the Lease they get is released when the upstream exchange
 // ends. Observe feeds it the provider's word: bulk is held while the
-// account is below the interactive reserve, or after a 429. A request
-// charged more tokens than one request may be in its pool is refused at
-// once, charging nothing (ChargeTooLargeError, charge.go).
+// account is below the interactive reserve, or after a 429. What a
+// request costs in its pool is decided here alone (charge.go): its token
+// estimate where the pool enforces tokens_per_minute, nothing in tokens
+// where it does not; a request charged more tokens than one request may
+// be in its pool is refused at once, charging nothing
+// (ChargeTooLargeError).
 //
 // Inside, one admission loop (limiter.Run, loop.go) serves both classes:
 // it asks its store, in one call, for as many grants as there are waiters
