@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,13 +20,7 @@ type replica struct {
 func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCap) *replica {
 	t.Helper()
 	r := &replica{lim: newLimiter(cfg, cfg.Enforced(), caps, b.Store, b.Heartbeat, slog.New(slog.DiscardHandler))}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = r.lim.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	startRun(t, r.lim)
 	return r
 }
 
