@@ -24,9 +24,10 @@ var dialectNames = [...]string{"openai-compatible", "openai", "azure", "anthropi
 
 func (d dialect) String() string { return dialectNames[d] }
 
-// charge is what admission charges a request to the token windows (with
-// account.tokens_per_minute set), and whether the charge is settled to the
-// usage the response reports, as the dialect's provider counts it:
+// charge is what the provider charges a request in tokens — handed to
+// admission, which charges it where the request's pool enforces
+// tokens_per_minute — and whether the charge is settled to the usage the
+// response reports, as the dialect's provider counts it:
 //
 //   - OpenAI charges "the maximum of max_tokens and the estimated number of
 //     tokens based on the character count of your request", at admission,
@@ -39,10 +40,10 @@ func (d dialect) String() string { return dialectNames[d] }
 //   - Anthropic limits input tokens (ITPM, "estimated at the beginning of
 //     each request, and the estimate is adjusted during the request") and
 //     output tokens (OTPM, "evaluated in real time"; "max_tokens does not
-//     factor" in) apart. account.tokens_per_minute is then its input
+//     factor" in) apart. A pool's tokens_per_minute is then its input
 //     budget: the charge is the input estimate, settled to the input the
-//     response reports. Output is charged after the fact to
-//     account.output_tokens_per_minute (Lease.Spent, in modifyResponse),
+//     response reports. Output is charged after the fact to the pool's
+//     output_tokens_per_minute (Lease.Spent, in modifyResponse),
 //     and Anthropic's own anthropic-ratelimit-output-tokens-* headers
 //     hold bulk below the reserve like any other bucket (see observe).
 //   - Any other OpenAI-compatible server: the input estimate plus the most

@@ -62,9 +62,6 @@ type Live struct {
 	Reserve float64
 	// Refill is upstream.refill: how long such a hold lasts (refillOf).
 	Refill Refill
-	// EnforceTokens says account.tokens_per_minute is set: requests are
-	// charged a token estimate at admission and corrected at the end.
-	EnforceTokens bool
 	// InjectStreamUsage is upstream.inject_stream_usage.
 	InjectStreamUsage bool
 	// ConfigVersion identifies the configuration, for /admin/state.
@@ -186,7 +183,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ex — its input estimate, pool and token charge — from one walk of it
 // (readFields), and returns the payload to forward (with stream usage
 // injected when configured); a refusal when the body is refused, before
-// anything is admitted.
+// anything is admitted. The charge is what the provider would charge,
+// always: whether the request's pool charges tokens is quota's to decide.
 func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *refusal) {
 	payload := body.Bytes()
 	fields, bad := readFields(r, payload)
@@ -201,9 +199,7 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	ex.inputEstimate = usage.EstimateInput(payload)
 	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.pool, ex.pooled = h.admitter.PoolFor(func() quota.Model { return modelOf(ex.rt, fields) }), true
-	if ex.live.EnforceTokens {
-		ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
-	}
+	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
 	return payload, nil
 }
 

@@ -85,7 +85,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	}
 	transport := NewTransport(cfg.Upstream, adm.InFlightLimit())
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
-		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, EnforceTokens: qcfg.Account.TokensPerMinute > 0}
+		InjectStreamUsage: cfg.Upstream.InjectStreamUsage}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
 		Log: log, Registry: reg})
 	if err != nil {

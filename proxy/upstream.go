@@ -37,9 +37,10 @@ type exchange struct {
 	// injected says meterproxy added stream_options.include_usage, so the
 	// usage chunk the caller did not ask for must be stripped.
 	injected bool
-	// cost is the tokens charged at admission (0 when tokens are not
-	// enforced), as the dialect charges them; settle says what lease
-	// settles it to when the response reports its usage.
+	// cost is what the provider charges the request in tokens, as the
+	// dialect says, handed to admission (which charges it where the pool
+	// enforces tokens); settle says what lease settles it to when the
+	// response reports its usage.
 	cost   int64
 	settle settling
 	// background says the request is a Responses one with background:

@@ -69,8 +69,10 @@ type Request struct {
 	// Anonymous tells unknown callers apart for fair queuing
 	// (classify.Result.Anonymous); 0 for a configured caller or none.
 	Anonymous uint64
-	// Tokens is the request's token estimate, charged at admission when
-	// account.tokens_per_minute is enforced (Lease.Correct settles it).
+	// Tokens is what the provider would charge the request, as the caller
+	// estimates it. Admit charges it to the token window of the request's
+	// pool when that pool enforces tokens (its own tokens_per_minute), and
+	// nothing there otherwise (Config.charge); Lease.Correct settles it.
 	Tokens int64
 	// until, when set, ends the wait before the class's max_wait: what is
 	// left of it after the caps gate (gate.go).
@@ -141,7 +143,9 @@ func (a *Admitter) PoolFor(model func() Model) string {
 func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log) }
 
 // Admit waits until req may go upstream and returns its Lease, which the
-// caller must Release when the upstream exchange ends. It returns a
+// caller must Release when the upstream exchange ends. What req costs in
+// its pool — requests, and its tokens only where the pool enforces them —
+// is decided here, whatever req's estimate. It returns a
 // *ChargeTooLargeError at once, charging nothing, when req's tokens are
 // more than one request may be charged in its pool (MaxCharge), a
 // *RefusedError when a queue is full or max_wait passes (Caller set when
@@ -149,9 +153,11 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // under on_error "closed", ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
-	if err := a.cfg.Load().checkCharge(req); err != nil {
+	tokens, err := a.cfg.Load().charge(req)
+	if err != nil {
 		return nil, err
 	}
+	req.Tokens = tokens
 	l, gate := a.route(req)
 	if gate != nil && gate.capped(req.Caller) {
 		return admitGated(ctx, gate, l, req)

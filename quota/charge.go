@@ -64,12 +64,18 @@ func (c Config) maxCharge(pool string) (limit int64, key, label string) {
 	return tpm, prefix + ".tokens_per_minute", label
 }
 
-// checkCharge refuses req with a *ChargeTooLargeError when its pool
-// enforces tokens and its charge is above MaxCharge.
-func (c Config) checkCharge(req Request) error {
+// charge is what req costs in its pool's tokens, decided here alone: its
+// estimate when the pool enforces tokens (its tokens_per_minute, the
+// account's for the account's pool), 0 when it does not — such a pool
+// charges requests alone, whatever the caller estimated. It is a
+// *ChargeTooLargeError when the estimate is above MaxCharge.
+func (c Config) charge(req Request) (int64, error) {
 	limit, key, label := c.maxCharge(req.Pool)
-	if limit <= 0 || req.Tokens <= limit {
-		return nil
+	switch {
+	case limit <= 0:
+		return 0, nil
+	case req.Tokens > limit:
+		return 0, &ChargeTooLargeError{Tokens: req.Tokens, Limit: limit, Key: key, Pool: label}
 	}
-	return &ChargeTooLargeError{Tokens: req.Tokens, Limit: limit, Key: key, Pool: label}
+	return max(0, req.Tokens), nil
 }

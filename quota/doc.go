@@ -4,8 +4,11 @@
 // context ends and follows reloads (Reconfigure). Admit takes a Request —
 // pool (PoolFor), class, caller, token estimate — and returns a Lease, to
 // settle with what the request cost and release when the exchange ends, or
-// a refusal (RefusedError, ChargeTooLargeError). Observe feeds it the
-// provider's rate-limit word; State shows what it holds.
+// a refusal (RefusedError, ChargeTooLargeError). What the request costs in
+// its pool is decided here alone: its token estimate where the pool
+// enforces tokens_per_minute, nothing in tokens where it does not.
+// Observe feeds it the provider's rate-limit word; State shows what it
+// holds.
 //
 // A capped caller's request first passes its caller's gate (max_in_flight,
 // requests_per_minute, fleet-wide), then its pool, the account or one of

@@ -129,9 +129,10 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits, caps map[string]callerC
 }
 
 // Admit waits until req may go upstream and returns its Lease, which the
-// caller must Release when the upstream exchange ends. With
-// account.tokens_per_minute set the estimate is charged to the class's
-// token window, and Lease.Correct settles it. It returns a *RefusedError
+// caller must Release when the upstream exchange ends. req.Tokens, the
+// charge Admitter.Admit decided (0 where the pool does not enforce
+// tokens), is charged to the class's token window, and Lease.Correct
+// settles it. It returns a *RefusedError
 // when a queue is full or max_wait passes (Caller set when the caller's
 // own cap kept it), ErrStoreUnavailable when the store failed under
 // on_error "closed", ErrClosed after Run has stopped, or the context's
@@ -305,7 +306,8 @@ type Lease struct {
 // A cost more than a minute's allowance above the estimate counts as that
 // much: the carry into later seconds is bounded by a minute all the same
 // (window.next), and so no sum of corrections can overflow. Calls after
-// the first do nothing; without tokens_per_minute it does nothing.
+// the first do nothing; in a pool without tokens_per_minute it does
+// nothing.
 func (s *Lease) Correct(tokens int64) {
 	tpm := s.l.limits.Load().enforced.AccountTPM
 	if tpm <= 0 || !s.settled.CompareAndSwap(false, true) {

@@ -74,7 +74,7 @@ func newPoolCollector(a *Admitter) *poolCollector {
 		limitRequests: prometheus.NewDesc("meterproxy_limit_requests_per_second",
 			"The most the class may take of the pool in a second, as configured and enforced (fleet-wide with Redis): the account's allowance for interactive; for bulk its share, or all but the interactive reserve while it may borrow.", pc, nil),
 		limitTokens: prometheus.NewDesc("meterproxy_limit_tokens_per_second",
-			"As meterproxy_limit_requests_per_second, in tokens; only while account.tokens_per_minute is enforced.", pc, nil),
+			"As meterproxy_limit_requests_per_second, in tokens; only for a pool that enforces tokens_per_minute.", pc, nil),
 		limit: prometheus.NewDesc("meterproxy_in_flight_limit",
 			"The in-flight bound admission works under now, by pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.", []string{"pool"}, nil),
 		hold: prometheus.NewDesc("meterproxy_upstream_hold_seconds",

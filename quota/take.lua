@@ -9,7 +9,7 @@
 --                                                 (credits, prefetch.go): the fleet's, each replica's
 --                     <replica>:d1, :d2           the last second it had waiters, by class
 --                     <replica>:s, :g1, :g2       the second it last took in, and what it
---                                                 took of each class in it
+--                     <replica>:t1, :t2           took of each class in it: requests, tokens
 --   3 heartbeat ZSET  replica -> expiry (ms)     live replicas
 --   4 starved   ZSET  replica -> last second in which an interactive request waited
 --   5 upstream  HASH  at, hold, throttle (ms)   the freshest upstream observation
@@ -131,7 +131,7 @@ local function reapDead()
         if n ~= 0 then redis.call('HINCRBY', kinf, field[c], -n) end
         local cr = tonumber(redis.call('HGET', kinf, r .. ':c' .. field[c]) or '0')
         if cr ~= 0 then redis.call('HINCRBY', kinf, 'c' .. field[c], -cr) end
-        redis.call('HDEL', kinf, r .. ':' .. field[c], r .. ':c' .. field[c], r .. ':d' .. c, r .. ':g' .. c)
+        redis.call('HDEL', kinf, r .. ':' .. field[c], r .. ':c' .. field[c], r .. ':d' .. c, r .. ':g' .. c, r .. ':t' .. c)
       end
       redis.call('HDEL', kinf, r .. ':s')
       capFields = capFields or redis.call('HKEYS', kcapinf)
@@ -322,37 +322,61 @@ local function grantInOrder(c, want, wroom, froom, troom, strict)
   return n, 0
 end
 
--- Phase: replicas with waiters share a fair class's second. In its first
--- SPLIT_MS, a replica takes at most its part of what the class may take in
--- the second (an equal part among the live replicas that had waiters of
--- the class this second or the last); after it, anyone takes what is
--- left, so nothing goes unused. Without it, the replica that calls first
--- at a second's start takes the whole second, and a caller whose request
--- waits on another replica waits for seconds however each replica orders
--- its own queue (fair.go); with it, each replica's next grant comes within
--- the second and goes to its most deserving waiter. splitRoom returns the
--- room it leaves class c, whose room in the second is room, and whether
--- the split applies.
+-- Phase: replicas with waiters share a fair class's second, counted in
+-- what the pool limits: requests, and tokens too while tokens are
+-- enforced (as each replica's own queue counts service, fair.go). In its
+-- first SPLIT_MS, a replica takes at most its part of what the class may
+-- take in the second (an equal part among the live replicas that had
+-- waiters of the class this second or the last); after it, anyone takes
+-- what is left, so nothing goes unused. Without it, the replica that
+-- calls first at a second's start takes the whole second, and a caller
+-- whose request waits on another replica waits for seconds however each
+-- replica orders its own queue; with it, each replica's next grant comes
+-- within the second and goes to its most deserving waiter. splitRoom
+-- returns the rooms it leaves class c — of room requests and troom
+-- tokens, whose use in the second is used and tused — and whether the
+-- split binds each.
+local splitHeld = {false, false}
 local SPLIT_MS = 500
 local fairMask = num('fair')
 local fairOn = {fairMask % 2 == 1, math.floor(fairMask / 2) % 2 == 1}
 local tookSec = tonumber(redis.call('HGET', kinf, rid .. ':s') or '0')
-local took = {0, 0}
+local took, tookTok = {0, 0}, {0, 0}
 if tookSec == sec then
-  took = {tonumber(redis.call('HGET', kinf, rid .. ':g1') or '0'), tonumber(redis.call('HGET', kinf, rid .. ':g2') or '0')}
+  local t = redis.call('HMGET', kinf, rid .. ':g1', rid .. ':g2', rid .. ':t1', rid .. ':t2')
+  took = {tonumber(t[1]) or 0, tonumber(t[2]) or 0}
+  tookTok = {tonumber(t[3]) or 0, tonumber(t[4]) or 0}
 end
-local function splitRoom(c, used, room)
-  if not fairOn[c] or want[c] <= 0 or nowMs % 1000 >= SPLIT_MS then return room, false end
+local function splitRoom(c, used, room, tused, troom)
+  if not fairOn[c] or want[c] <= 0 or nowMs % 1000 >= SPLIT_MS then return room, troom, false, false end
   local n = 1
   for _, r in ipairs(redis.call('ZRANGE', khb, 0, -1)) do
     if r ~= rid and tonumber(redis.call('HGET', kinf, r .. ':d' .. c) or '0') >= sec - 1 then n = n + 1 end
   end
-  if n == 1 then return room, false end
+  if n == 1 then return room, troom, false, false end
   local part = math.max(0, math.ceil((used + room) / n) - took[c])
-  if part >= room then return room, false end
-  return part, true
+  local split = part < room
+  if split then room = part end
+  local tsplit = false
+  if accountTPM > 0 then
+    local tpart = math.max(0, math.ceil((tused + troom) / n) - tookTok[c])
+    tsplit = tpart < troom
+    if tsplit then troom = tpart end
+  end
+  return room, troom, split, tsplit
 end
-local splitHeld = {false, false}
+-- grantSplit is grantInOrder within what splitRoom leaves class c, and
+-- records what the class took in tokens and whether the split alone held
+-- it: its part of the requests all taken, or its part of the tokens
+-- stopping it with requests to spare.
+local function grantSplit(c, wroom, froom, troom, strict)
+  local tused, split, tsplit = tok[c], false, false
+  wroom, troom, split, tsplit = splitRoom(c, used[c], wroom, tused, troom)
+  local n, b = grantInOrder(c, want[c], wroom, froom, troom, strict)
+  tookTok[c] = tookTok[c] + tok[c] - tused
+  splitHeld[c] = (split and n >= wroom) or (tsplit and b == 1 and n < wroom)
+  return n, b
+end
 
 local granted, blocker = {0, 0}, {0, 0}
 local A = allowance(accountRPM)
@@ -369,9 +393,7 @@ local function grantInteractive()
   if outInteractiveMs > 0 then
     if want[1] > 0 then blocker[1] = 5 end
   else
-    local wroom, split = splitRoom(1, used[1], A - used[1] - used[2])
-    granted[1], blocker[1] = grantInOrder(1, want[1], wroom, limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
-    splitHeld[1] = split and granted[1] >= wroom
+    granted[1], blocker[1] = grantSplit(1, A - used[1] - used[2], limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
   end
   used[1] = used[1] + granted[1]
   total[1] = total[1] + granted[1]
@@ -400,11 +422,8 @@ local function grantBulk()
     froom = math.max(froom, limIF - reserveIF - inAll)
     troom = math.max(troom, TA - allowance(reserveTPM) - tokAll)
   end
-  local split
-  wroom, split = splitRoom(2, used[2], math.min(wroom, A - usedAll))
-  granted[2], blocker[2] = grantInOrder(2, want[2], wroom, math.min(froom, limIF - inAll),
+  granted[2], blocker[2] = grantSplit(2, math.min(wroom, A - usedAll), math.min(froom, limIF - inAll),
     math.min(troom, TA - tokAll), true)
-  splitHeld[2] = split and granted[2] >= wroom
   used[2] = used[2] + granted[2]
   total[2] = total[2] + granted[2]
 end
@@ -417,6 +436,7 @@ local function save()
   redis.call('HSET', kinf, 'i', total[1], 'b', total[2],
     rid .. ':i', held[1] + granted[1], rid .. ':b', held[2] + granted[2],
     rid .. ':s', sec, rid .. ':g1', took[1] + granted[1], rid .. ':g2', took[2] + granted[2],
+    rid .. ':t1', tookTok[1], rid .. ':t2', tookTok[2],
     'ci', fleetCredits[1], 'cb', fleetCredits[2], rid .. ':ci', credits[1], rid .. ':cb', credits[2])
   for c = 1, 2 do
     if want[c] > 0 then redis.call('HSET', kinf, rid .. ':d' .. c, sec) end

@@ -101,7 +101,6 @@ func checkServable(cfg Config, getenv func(string) string) (*classify.Classifier
 func live(cfg Config, classifier *classify.Classifier) proxy.Live {
 	return proxy.Live{
 		Classifier: classifier, ClassHeader: cfg.Classify.Header, Reserve: cfg.Classes.Interactive.Reserve, Refill: cfg.Upstream.Refill,
-		EnforceTokens: cfg.Account.TokensPerMinute > 0, InjectStreamUsage: cfg.Upstream.InjectStreamUsage,
-		ConfigVersion: cfg.version(), Shadow: cfg.Mode == ModeShadow,
+		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, ConfigVersion: cfg.version(), Shadow: cfg.Mode == ModeShadow,
 	}
 }
