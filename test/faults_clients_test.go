@@ -27,9 +27,10 @@ import (
 //     flight add up to their number) each leaves at a random moment within
 //     2 s, queued or mid-request.
 //
-// p's upstream must be the fake provider streaming at least 40 chunks 25 ms
-// apart, so a client leaving after 10 events leaves at least 0.7 s before
-// the end: the proxy sees every stream cut short by its client. p must
+// p's upstream must be the fake provider streaming 40 chunks: each stream
+// stalls after them (X-Fake-Stall-After) until its client leaves, so the
+// proxy sees every stream cut short by its client, however late a loaded
+// machine lets the client read. p must
 // let its clients wait longer than all this takes (max_wait, an upstream
 // timeout over a minute) and serve no one else, so its gauges count these
 // clients only.
@@ -48,8 +49,13 @@ func leaveAtRandom(t *testing.T, client *http.Client, p *procs.Proxy, n int, rng
 		wg.Go(func() { tl.record(fire(client, s, leave[i])) })
 	}
 	for range streams {
+		// The stream stalls after its content, so it is still going when
+		// its client leaves however late the client reads: a starved
+		// client reading its 10th event after the whole stream had gone
+		// into the sockets made the proxy see it end whole (296 of 300
+		// cuts seen under load).
 		s := shot{url: p.URL + "/v1/chat/completions", body: streamBody, headers: map[string]string{
-			"Authorization": "Bearer " + importKey}, leaveAfter: 1 + rng.IntN(10)}
+			"Authorization": "Bearer " + importKey, "X-Fake-Stall-After": "40"}, leaveAfter: 1 + rng.IntN(10)}
 		wg.Go(func() { tl.record(fire(client, s, nil)) })
 	}
 	addr := strings.TrimPrefix(p.URL, "http://")
