@@ -52,7 +52,7 @@ func runCapConformance(t *testing.T, newStore newStoreFunc) {
 		now = base.Add(st.at)
 		req := takeRequest{Limits: windowLimits}
 		for k, b := range capsUnder {
-			req.Caps = append(req.Caps, capTake{Name: []string{"a", "b"}[k], InFlight: st.held[k], Cap: b})
+			req.Caps = append(req.Caps, poolCapTake{Name: []string{"a", "b"}[k], InFlight: st.held[k], Cap: b})
 		}
 		for c, list := range st.list {
 			for _, k := range list {
@@ -85,7 +85,7 @@ func TestRedisCapReplicaExpiry(t *testing.T) {
 	ctx := t.Context()
 	capped := func(held int64, n int) takeRequest {
 		req := takeRequest{Limits: windowLimits, Want: pc(int64(n), 0),
-			Caps: []capTake{{Name: "a", InFlight: held, Cap: capsUnder[0]}}}
+			Caps: []poolCapTake{{Name: "a", InFlight: held, Cap: capsUnder[0]}}}
 		for range n {
 			req.Waiters[0] = append(req.Waiters[0], queued{Cap: 1})
 		}

@@ -155,11 +155,11 @@ func (l *limiter) capsForCallLocked(buf []*capCount) []*capCount {
 	return buf
 }
 
-// capTakes is what the store hears of caps.
-func capTakes(caps []*capCount, buf []capTake) []capTake {
+// poolCapTakes is what the store hears of caps.
+func poolCapTakes(caps []*capCount, buf []poolCapTake) []poolCapTake {
 	buf = buf[:0]
 	for _, cc := range caps {
-		ct := capTake{Name: cc.name, InFlight: cc.inFlight.Load(), Cap: cc.fleet, Local: cc.local}
+		ct := poolCapTake{Name: cc.name, InFlight: cc.inFlight.Load(), Cap: cc.fleet, Local: cc.local}
 		if cc.lifted() {
 			ct.Cap = capBounds{MaxInFlight: unbounded, RequestsPerMinute: unbounded}
 			ct.Local = ct.Cap

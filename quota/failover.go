@@ -82,23 +82,12 @@ func (s *failoverStore) Failures() int64 { return s.failures.Load() }
 
 // Take implements Store.
 func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
-	if !s.degraded.Load() {
-		start := time.Now()
-		res, err := s.primary.Take(ctx, req)
-		if ctx.Err() != nil {
-			return res, err // the caller left: not the store's doing
-		}
-		if s.observe != nil {
-			s.observe(time.Since(start), err)
-		}
-		if err == nil {
-			if s.recovering.CompareAndSwap(true, false) {
-				s.log.Info("store_recovered")
-			}
-			return res, nil
-		}
-		s.failures.Add(1)
-		s.degrade(ctx, err)
+	var res takeResult
+	if done, err := s.callPrimary(ctx, func(ctx context.Context) (err error) {
+		res, err = s.primary.Take(ctx, req)
+		return err
+	}); done {
+		return res, err
 	}
 	switch s.policy {
 	case OnErrorOpen:
@@ -108,7 +97,7 @@ func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, 
 	default:
 		req.Limits = req.LocalLimits
 		if len(req.Caps) > 0 {
-			caps := make([]capTake, len(req.Caps))
+			caps := make([]poolCapTake, len(req.Caps))
 			for k, ct := range req.Caps {
 				ct.Cap = ct.Local
 				caps[k] = ct
@@ -116,6 +105,63 @@ func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, 
 			req.Caps = caps
 		}
 		return s.local.Take(ctx, req)
+	}
+}
+
+// callPrimary calls call on the shared store unless the breaker is
+// open, and reports whether its answer stands: it succeeded, or ctx ended
+// (the caller left: not the store's doing). Otherwise store.on_error
+// decides, and a failure opens the breaker.
+func (s *failoverStore) callPrimary(ctx context.Context, call func(context.Context) error) (done bool, err error) {
+	if s.degraded.Load() {
+		return false, nil
+	}
+	start := time.Now()
+	err = call(ctx)
+	if ctx.Err() != nil {
+		return true, err
+	}
+	if s.observe != nil {
+		s.observe(time.Since(start), err)
+	}
+	if err == nil {
+		if s.recovering.CompareAndSwap(true, false) {
+			s.log.Info("store_recovered")
+		}
+		return true, nil
+	}
+	s.failures.Add(1)
+	s.degrade(ctx, err)
+	return false, nil
+}
+
+var _ capCounter = failoverCapCounter{}
+
+// failoverCapCounter is the callers' caps behind the same breaker and
+// store.on_error policy as the pools: while Redis fails, caps are
+// counted per replica (local), not at all (open), or refuse (closed).
+type failoverCapCounter struct {
+	primary, local capCounter
+	f              *failoverStore
+}
+
+// take implements capCounter.
+func (c failoverCapCounter) take(ctx context.Context, t capTake) (capAnswer, error) {
+	var ans capAnswer
+	if done, err := c.f.callPrimary(ctx, func(ctx context.Context) (err error) {
+		ans, err = c.primary.take(ctx, t)
+		return err
+	}); done {
+		return ans, err
+	}
+	switch c.f.policy {
+	case OnErrorOpen:
+		return capAnswer{Granted: t.Want, FleetInFlight: t.InFlight + t.Want}, nil
+	case OnErrorClosed:
+		return capAnswer{}, ErrStoreUnavailable
+	default:
+		t.Cap = t.Local
+		return c.local.take(ctx, t)
 	}
 }
 

@@ -43,7 +43,7 @@ func (w window) next(sec, tpm int64) window {
 // (it is on and no interactive request waits anywhere). caps are the
 // capped callers' rooms, by takeRequest.Caps position. The Redis store's
 // take.lua is the same procedure; the conformance suite holds them equal.
-func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []capRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
+func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []poolCapRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
 	const I, B = classify.Interactive, classify.Bulk
 	want, used, tok := req.Want, &win.used, &win.tokens
 	tokensOn := l.AccountTPM > 0
@@ -116,23 +116,23 @@ type tokenRoom struct {
 	used       *int64
 }
 
-// capRoom is what one capped caller may still take in a call: requests in
+// poolCapRoom is what one capped caller may still take in a call: requests in
 // its window and slots under its in-flight bound. res is where its answer
 // goes.
-type capRoom struct {
+type poolCapRoom struct {
 	window, inFlight int64
 	res              *capResult
 }
 
 // newCapRoom is the room of a caller capped at b, with used requests in
 // the window of second sec and fleet in flight, answering in res.
-func newCapRoom(b capBounds, sec, used, fleet int64, res *capResult) capRoom {
-	return capRoom{window: Allowance(sec, b.RequestsPerMinute) - used, inFlight: b.MaxInFlight - fleet, res: res}
+func newCapRoom(b capBounds, sec, used, fleet int64, res *capResult) poolCapRoom {
+	return poolCapRoom{window: Allowance(sec, b.RequestsPerMinute) - used, inFlight: b.MaxInFlight - fleet, res: res}
 }
 
-func (r *capRoom) full() bool { return r.window <= 0 || r.inFlight <= 0 }
+func (r *poolCapRoom) full() bool { return r.window <= 0 || r.inFlight <= 0 }
 
-func (r *capRoom) take(c classify.Class) {
+func (r *poolCapRoom) take(c classify.Class) {
 	r.window--
 	r.inFlight--
 	r.res.Granted[c]++
@@ -147,7 +147,7 @@ func (r *capRoom) take(c classify.Class) {
 // the one place the order of grants is decided: the limiter lists its
 // waiters in the order they are to go, and take.lua's grantInOrder mirrors
 // this function.
-func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk tokenRoom, caps []capRoom) (int64, blocker) {
+func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk tokenRoom, caps []poolCapRoom) (int64, blocker) {
 	var n int64
 	stop := func() (int64, blocker) {
 		if wroom <= n {

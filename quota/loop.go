@@ -33,10 +33,10 @@ type loopState struct {
 	// of; pending says one is waiting.
 	releases *time.Timer
 	pending  bool
-	// waiters, caps and capTakes are reused buffers for the call's lists.
-	waiters  [classify.NumClasses][]queued
-	caps     []*capCount
-	capTakes []capTake
+	// waiters, caps and poolCapTakes are reused buffers for the call's lists.
+	waiters      [classify.NumClasses][]queued
+	caps         []*capCount
+	poolCapTakes []poolCapTake
 	// listed are, per class, the waiters the call's list names, position
 	// for position (nil for a spare): its grants go to them (hand).
 	listed [classify.NumClasses][]*waiter
@@ -222,8 +222,8 @@ func (l *limiter) ask(st *loopState) takeRequest {
 			req.Waiters[c] = st.waiters[c]
 		}
 	}
-	st.capTakes = capTakes(st.caps, st.capTakes)
-	req.Caps = st.capTakes
+	st.poolCapTakes = poolCapTakes(st.caps, st.poolCapTakes)
+	req.Caps = st.poolCapTakes
 	st.gen = l.credits.gen
 	return req
 }
@@ -312,7 +312,7 @@ func (l *limiter) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	l.mu.Lock()
-	caps := capTakes(l.capsForCallLocked(nil), nil)
+	caps := poolCapTakes(l.capsForCallLocked(nil), nil)
 	l.mu.Unlock()
 	req := takeRequest{Pool: l.pool, Caps: caps}
 	req.InFlight, req.Credits = l.occupied()

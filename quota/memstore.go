@@ -83,10 +83,10 @@ func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 		s.capSec = sec
 		clear(s.capUsed)
 	}
-	var rooms []capRoom
+	var rooms []poolCapRoom
 	if len(req.Caps) > 0 {
 		res.Caps = make([]capResult, len(req.Caps))
-		rooms = make([]capRoom, len(req.Caps))
+		rooms = make([]poolCapRoom, len(req.Caps))
 		for k, ct := range req.Caps {
 			rooms[k] = newCapRoom(ct.Cap, sec, s.capUsed[ct.Name], ct.InFlight, &res.Caps[k])
 		}

@@ -53,7 +53,7 @@ type takeRequest struct {
 	Waiters [classify.NumClasses][]queued
 	// Caps are the capped callers this call concerns: those with waiters
 	// in Waiters, and those whose in-flight count the store must hear.
-	Caps []capTake
+	Caps []poolCapTake
 	// Corrections are, per class, real usage minus the estimates charged
 	// for requests that ended since the last call; added to this window.
 	Corrections PerClass
@@ -78,8 +78,8 @@ type queued struct {
 	Cost int64
 }
 
-// capTake is one capped caller in a takeRequest.
-type capTake struct {
+// poolCapTake is one capped caller in a takeRequest.
+type poolCapTake struct {
 	Name string
 	// InFlight is how many of its requests this replica has in flight now
 	// (absolute), not counting what this call grants.
@@ -90,7 +90,7 @@ type capTake struct {
 	Cap, Local capBounds
 }
 
-// capResult is a store's answer for one capTake.
+// capResult is a store's answer for one poolCapTake.
 type capResult struct {
 	// Granted is how many of its waiters were granted, by class.
 	Granted PerClass

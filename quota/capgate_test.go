@@ -1,0 +1,93 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/redistest"
+)
+
+// runGate runs a capGate over counter with caps, one request a class
+// may queue, until the test ends.
+func runGate(t *testing.T, counter capCounter, caps map[string]callerCap) *capGate {
+	t.Helper()
+	g := newCapGate(counter, time.Second, slog.New(slog.DiscardHandler))
+	cfg := capConfig()
+	cfg.Classes.Interactive.MaxQueue = 1
+	g.Reconfigure(cfg, caps)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = g.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return g
+}
+
+// runGateSuite: an uncapped caller passes at once holding nothing; a
+// capped one takes a slot, waits (held) while its cap is full, goes
+// when a slot comes back, and is refused, naming the caller, when its
+// line is full or its wait ends.
+func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
+	g := runGate(t, newCounter(t), map[string]callerCap{runaway: {MaxInFlight: 1}})
+	ctx := t.Context()
+	start := func(caller string, wait time.Duration) (gatePass, error) {
+		return g.Start(ctx, caller, classify.Interactive, time.Now().Add(wait))
+	}
+	if p, err := start("other", 0); err != nil || p.release != nil || p.held {
+		t.Fatalf("an uncapped caller: %+v, %v; want a pass holding nothing", p, err)
+	}
+	first, err := start(runaway, time.Second)
+	if err != nil || first.held {
+		t.Fatalf("the first capped request: %+v, %v", first, err)
+	}
+	second := make(chan error, 1)
+	var secondPass gatePass
+	go func() {
+		var err error
+		secondPass, err = start(runaway, 10*time.Second)
+		second <- err
+	}()
+	waitUntil(t, "the second request to wait at the cap", func() bool { return g.capState()[runaway].Queued == 1 })
+	_, err = start(runaway, time.Second)
+	if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != runaway || !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("a third with the line full: %v, want ErrQueueFull naming %q", err, runaway)
+	}
+	first.Release()
+	first.Release() // a second release does nothing
+	if err := <-second; err != nil {
+		t.Fatalf("the second once the first ended: %v", err)
+	}
+	if !secondPass.held {
+		t.Error("the second waited at the cap but is not held")
+	}
+	if st := g.capState()[runaway]; st.InFlight != 1 || st.FleetInFlight != 1 {
+		t.Fatalf("cap state %+v, want 1 in flight", st)
+	}
+	_, err = start(runaway, 50*time.Millisecond)
+	if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != runaway || !errors.Is(err, ErrWaitTimeout) {
+		t.Fatalf("over the cap: %v, want ErrWaitTimeout naming %q", err, runaway)
+	}
+	secondPass.Release()
+	waitUntil(t, "the counter to hear the last slot come back", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		ln := g.lines[runaway]
+		return ln.inFlight == 0 && ln.reported == 0
+	})
+}
+
+func TestCapGateInProcess(t *testing.T) {
+	runGateSuite(t, func(*testing.T) capCounter { return newMemCapCounter(nil) })
+}
+
+func TestCapGateOverRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	runGateSuite(t, func(t *testing.T) capCounter { return newTestCapCounter(t, srv, redistest.Prefix(t)) })
+}
