@@ -99,7 +99,7 @@ func TestAdmitterPools(t *testing.T) {
 // across pools (the caps gate): capped at 2 in flight, it holds 2 in all
 // pools together, its third request waits until one ends, whichever pool
 // it is for; an uncapped caller is not gated at all. Without models, the
-// account's own store call decides caps and there is no gate.
+// same gate decides caps.
 func TestCapsAcrossPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
@@ -142,11 +142,11 @@ func TestCapsAcrossPools(t *testing.T) {
 		if err := <-third; err != nil {
 			t.Fatalf("the third request once one ended: %v", err)
 		}
-		// A reload without models: the gate goes, the account decides caps.
+		// A reload without models: the same gate decides caps.
 		next := DefaultConfig()
 		a.Reconfigure(next, callers)
-		if _, g := a.route(Request{}); g != nil {
-			t.Fatal("a gate without pools")
+		if got := a.State().Caps["capped"]; got.MaxInFlight != 2 || got.InFlight != 2 {
+			t.Fatalf("the cap after a reload without models: %+v, want 2 of 2 in flight", got)
 		}
 		// Without pools a request's model is never looked for.
 		if got := a.PoolFor(func() Model { t.Error("looked for the model with no pools to match"); return Model{Name: "gpt-4o"} }); got != accountPool {

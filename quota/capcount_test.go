@@ -85,10 +85,10 @@ func newTestCapCounter(t testing.TB, srv *redistest.Server, prefix string) *redi
 	return newRedisCapCounter(srv.Client(t), StoreConfig{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second}, "")
 }
 
-// TestRedisCapCounterExpiry: a replica that dies holding slots under a
+// TestRedisCapReplicaExpiry: a replica that dies holding slots under a
 // cap stops counting against it once its heartbeat expires, and every
 // key the cap uses has a TTL and shares one hash tag.
-func TestRedisCapCounterExpiry(t *testing.T) {
+func TestRedisCapReplicaExpiry(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := redistest.Prefix(t)
 	now := time.Unix(1_700_000_000, 0)

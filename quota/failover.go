@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
@@ -96,14 +95,6 @@ func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, 
 		return takeResult{}, ErrStoreUnavailable
 	default:
 		req.Limits = req.LocalLimits
-		if len(req.Caps) > 0 {
-			caps := make([]poolCapTake, len(req.Caps))
-			for k, ct := range req.Caps {
-				ct.Cap = ct.Local
-				caps[k] = ct
-			}
-			req.Caps = caps
-		}
 		return s.local.Take(ctx, req)
 	}
 }
@@ -166,24 +157,9 @@ func (c failoverCapCounter) take(ctx context.Context, t capTake) (capAnswer, err
 }
 
 // grantEverything answers req as store.on_error "open" does: every
-// waiter goes, capped or not.
+// waiter goes.
 func grantEverything(req takeRequest) takeResult {
-	res := takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.InFlight, req.Want)}
-	if len(req.Caps) > 0 {
-		res.Caps = make([]capResult, len(req.Caps))
-		for c, ws := range req.Waiters {
-			for _, w := range ws {
-				if w.Cap > 0 {
-					res.Caps[w.Cap-1].Granted[c]++
-				}
-			}
-		}
-		for k, ct := range req.Caps {
-			g := res.Caps[k].Granted
-			res.Caps[k].FleetInFlight = ct.InFlight + g[classify.Interactive] + g[classify.Bulk]
-		}
-	}
-	return res
+	return takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.InFlight, req.Want)}
 }
 
 func addPerClass(a, b PerClass) PerClass {

@@ -35,7 +35,7 @@ func (s *heldStore) Take(ctx context.Context, req takeRequest) (takeResult, erro
 func heldLimiter(t *testing.T, cfg Config) (*limiter, *heldStore) {
 	t.Helper()
 	s := &heldStore{memoryStore: newMemoryStore(nil), out: make(chan struct{}), release: make(chan struct{})}
-	l := newLimiter(cfg, cfg.PerReplica(), nil, s, 0, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, cfg.PerReplica(), s, 0, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()

@@ -18,7 +18,7 @@ func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
 	store := newMemoryStore(nil)
-	l := newLimiter(cfg, limits, nil, store, 0, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -206,7 +206,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(smallConfig(), smallConfig().PerReplica(), nil, newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()
@@ -276,7 +276,7 @@ func TestLimiterReconfigureWakesBlockedWaiters(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		cfg.Account.MaxInFlight = 2
-		l.Reconfigure(cfg, cfg.PerReplica(), nil)
+		l.Reconfigure(cfg, cfg.PerReplica())
 		b := <-got
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("admitted %s after the bound was raised, want at once", waited)
