@@ -136,7 +136,7 @@ func newCapCollector(a *Admitter) *capCollector {
 		queued: prometheus.NewDesc("meterproxy_caller_queue_depth",
 			"Requests of a capped caller waiting on this replica, by caller.", label, nil),
 		inFlight: prometheus.NewDesc("meterproxy_caller_cap_slots_used",
-			"Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. With account.models a request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight).", label, nil),
+			"Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. A request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight).", label, nil),
 		limit: prometheus.NewDesc("meterproxy_caller_in_flight_limit",
 			"A capped caller's callers[].max_in_flight (0: no in-flight cap), by caller.", label, nil),
 		rateLimit: prometheus.NewDesc("meterproxy_caller_limit_requests_per_second",
