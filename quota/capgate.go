@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -30,6 +31,9 @@ type capGate struct {
 	heartbeat time.Duration
 	log       *slog.Logger
 	wake      chan struct{}
+	// capped are the capped callers' names, as of the last Reconfigure:
+	// anyone else passes without taking mu.
+	capped atomic.Pointer[map[string]bool]
 
 	mu       sync.Mutex
 	lines    map[string]*capLine
@@ -87,7 +91,12 @@ func newCapGate(counter capCounter, heartbeat time.Duration, log *slog.Logger) *
 // hold no slot) and its line goes once the counter heard its last slot
 // come back.
 func (g *capGate) Reconfigure(cfg Config, caps map[string]callerCap) {
+	capped := make(map[string]bool, len(caps))
+	for name := range caps {
+		capped[name] = true
+	}
 	g.mu.Lock()
+	g.capped.Store(&capped)
 	g.maxQueue = [classify.NumClasses]int{cfg.Classes.Interactive.MaxQueue, cfg.Classes.Bulk.MaxQueue}
 	for name, ln := range g.lines {
 		if _, ok := caps[name]; !ok && !ln.lifted() {
@@ -116,6 +125,9 @@ func (g *capGate) Reconfigure(cfg Config, caps map[string]callerCap) {
 
 // Start implements callerGate.
 func (g *capGate) Start(ctx context.Context, caller string, class classify.Class, until time.Time) (gatePass, error) {
+	if capped := g.capped.Load(); capped == nil || !(*capped)[caller] {
+		return gatePass{}, nil
+	}
 	g.mu.Lock()
 	if g.closed {
 		err := g.closeErr
