@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -126,5 +128,46 @@ func TestRedisCapReplicaExpiry(t *testing.T) {
 		if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 {
 			t.Errorf("key %s has no TTL (%s)", k, ttl)
 		}
+	}
+}
+
+// downCounter is a shared counter that always fails, as a dead Redis.
+type downCounter struct{}
+
+func (downCounter) take(context.Context, capTake) (capAnswer, error) {
+	return capAnswer{}, errors.New("quota: redis cap: connection refused")
+}
+
+// TestFailoverCapCounter: while the shared counter fails, caps follow
+// store.on_error as the pools do: the per-replica bound (local), every
+// request (open), or ErrStoreUnavailable (closed); the failure opens the
+// same breaker the pools use.
+func TestFailoverCapCounter(t *testing.T) {
+	t.Parallel()
+	fleet := capBounds{MaxInFlight: 4, RequestsPerMinute: unbounded}
+	local := capBounds{MaxInFlight: 1, RequestsPerMinute: unbounded}
+	tests := []struct {
+		policy  OnError
+		granted int64
+		err     error
+	}{
+		{OnErrorLocal, 1, nil},
+		{OnErrorOpen, 3, nil},
+		{OnErrorClosed, 0, ErrStoreUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			down := func(context.Context) error { return errors.New("down") }
+			fs := newFailoverStore(nil, newMemoryStore(nil), tt.policy, down, time.Hour, slog.New(slog.DiscardHandler))
+			t.Cleanup(fs.Close)
+			c := failoverCapCounter{primary: downCounter{}, local: newMemCapCounter(nil), f: fs}
+			ans, err := c.take(t.Context(), capTake{Name: "a", Want: 3, Cap: fleet, Local: local})
+			if !errors.Is(err, tt.err) || ans.Granted != tt.granted {
+				t.Fatalf("granted %d, err %v; want %d, %v", ans.Granted, err, tt.granted, tt.err)
+			}
+			if !fs.Degraded() {
+				t.Error("a failed cap call did not open the breaker")
+			}
+		})
 	}
 }
