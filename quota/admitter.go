@@ -31,8 +31,10 @@ type Admitter struct {
 	// pools are the pools' limiters, by pool name (pool.go), the account's
 	// under accountPool; Reconfigure adds and removes model pools.
 	pools map[string]*poolRun
-	// caps is the callers' caps, one gate in front of every pool.
-	caps *capGate
+	// caps is the callers' caps, one gate in front of every pool; gates
+	// are every caller gate a request passes, in order (caps first).
+	caps  *capGate
+	gates gateChain
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup
@@ -87,6 +89,7 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if backend.failover != nil {
 		backend.failover.observe = a.observeStoreCall
 	}
+	a.gates = gateChain{a.caps}
 	a.Reconfigure(cfg, d.Callers) // builds every pool
 	a.limiter = a.pools[accountPool].l
 	registerMetrics(d.Registry, a)
@@ -151,7 +154,7 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	if err := cfg.checkCharge(req); err != nil {
 		return nil, err
 	}
-	return admitThrough(ctx, a.caps, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
+	return admitThrough(ctx, a.gates, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
 }
 
 // admitThrough admits req through gate, then its pool l: the caller's

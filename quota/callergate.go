@@ -37,3 +37,40 @@ func (p gatePass) Release() {
 		p.release()
 	}
 }
+
+var _ callerGate = gateChain(nil)
+
+// gateChain is a request's caller gates, passed in order: the caller's
+// cap today, its spend budget next. Its pass releases every gate's.
+type gateChain []callerGate
+
+// Start implements callerGate: each gate in turn, within the one until;
+// a refusal gives back what the gates before it granted.
+func (ch gateChain) Start(ctx context.Context, caller string, class classify.Class, until time.Time) (gatePass, error) {
+	if len(ch) == 1 {
+		return ch[0].Start(ctx, caller, class, until)
+	}
+	var passes []gatePass
+	held := false
+	for _, g := range ch {
+		p, err := g.Start(ctx, caller, class, until)
+		if err != nil {
+			for _, q := range passes {
+				q.Release()
+			}
+			return gatePass{}, err
+		}
+		held = held || p.held
+		if p.release != nil {
+			passes = append(passes, p)
+		}
+	}
+	if len(passes) == 0 {
+		return gatePass{held: held}, nil
+	}
+	return gatePass{held: held, release: func() {
+		for _, p := range passes {
+			p.Release()
+		}
+	}}, nil
+}

@@ -91,3 +91,27 @@ func TestCapGateOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	runGateSuite(t, func(t *testing.T) capCounter { return newTestCapCounter(t, srv, redistest.Prefix(t)) })
 }
+
+// TestGateChain: a request passes every gate of the chain in order; a
+// refusal by a later gate gives back what the earlier ones granted, and
+// the chain's pass releases every gate's.
+func TestGateChain(t *testing.T) {
+	loose := runGate(t, newMemCapCounter(nil), map[string]callerCap{runaway: {MaxInFlight: 5}})
+	tight := runGate(t, newMemCapCounter(nil), map[string]callerCap{runaway: {MaxInFlight: 1}})
+	ch := gateChain{loose, tight}
+	start := func(wait time.Duration) (gatePass, error) {
+		return ch.Start(t.Context(), runaway, classify.Interactive, time.Now().Add(wait))
+	}
+	first, err := start(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := start(20 * time.Millisecond); !errors.Is(err, ErrWaitTimeout) {
+		t.Fatalf("over the tight gate: %v, want ErrWaitTimeout", err)
+	}
+	waitUntil(t, "the loose gate's slot to come back", func() bool { return loose.capState()[runaway].InFlight == 1 })
+	first.Release()
+	waitUntil(t, "both gates' slots to come back", func() bool {
+		return loose.capState()[runaway].InFlight == 0 && tight.capState()[runaway].InFlight == 0
+	})
+}
