@@ -68,15 +68,16 @@ var errBadDeployment = fmt.Errorf("%w: Azure deployment name", errNonCanonicalPa
 
 // routeOf resolves r's route from its path, after checking that the path is
 // canonical: it starts with "/", has no "." or ".." segment, no empty
-// segment ("//") but a single trailing slash, and carries no slash or
-// backslash in any form ("%2F", "%5C", "\"). A single trailing slash is
+// segment ("//") but a single trailing slash, carries no slash or
+// backslash in any form ("%2F", "%5C", "\") and no ";" (path parameters,
+// which some hops strip and others keep). A single trailing slash is
 // accepted and ignored, so /v1/chat/completions/ is metered as
 // /v1/chat/completions. An Azure deployment segment must be a name
 // usage.ValidDeployment accepts, spelt without percent-encoding
 // (errBadDeployment).
 func routeOf(u *url.URL) (route, error) {
 	p := u.Path
-	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, '\\') || hasEncodedSeparator(u.EscapedPath()) {
+	if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\;") || hasEncodedSeparator(u.EscapedPath()) {
 		return route{}, errNonCanonicalPath
 	}
 	p = strings.TrimSuffix(p, "/")

@@ -45,6 +45,11 @@ func TestRouteOf(t *testing.T) {
 		{"/v1/batches%5C..%5Cchat/completions", false, 0, 0, false},
 		{"/v1/batches\\..\\chat/completions", false, 0, 0, false},
 		{"/v1/%2e%2e/chat/completions", false, 0, 0, false},
+		// Path parameters: a hop that strips ";x" (a Java server, a
+		// CDN) would serve chat completions the proxy took for another API.
+		{"/v1/chat/completions;x", false, 0, 0, false},
+		{"/v1/chat;v=1/completions", false, 0, 0, false},
+		{"/v1/chat/completions%3Bx", false, 0, 0, false},
 	}
 	for _, tt := range tests {
 		u := &url.URL{Path: tt.path}

@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -16,22 +15,22 @@ import (
 // names, runs it until the test ends, and then closes it.
 func runAdmitter(t *testing.T, cfg Config, callers []classify.Caller) *Admitter {
 	t.Helper()
-	a, err := New(cfg, Deps{Callers: callers, Log: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	return runAdmitterOn(t, cfg, callers, prometheus.NewRegistry())
+}
+
+// runAdmitterOn is runAdmitter with the Admitter's metrics on reg.
+func runAdmitterOn(t *testing.T, cfg Config, callers []classify.Caller, reg *prometheus.Registry) *Admitter {
+	t.Helper()
+	a, err := New(cfg, Deps{Callers: callers, Log: slog.New(slog.DiscardHandler), Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
 		if err := a.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
+	startRun(t, a) // stopped before Close: cleanups run last first
 	return a
 }
 

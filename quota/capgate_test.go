@@ -1,10 +1,8 @@
 package quota
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +18,7 @@ func runGate(t *testing.T, counter capCounter, caps map[string]callerCap) *capGa
 	cfg := capConfig()
 	cfg.Classes.Interactive.MaxQueue = 1
 	g.Reconfigure(cfg, caps)
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = g.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	startRun(t, g)
 	return g
 }
 

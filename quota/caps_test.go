@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,14 +24,8 @@ func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCa
 	log := slog.New(slog.DiscardHandler)
 	r := &replica{cfg: cfg, gate: newCapGate(b.Caps, b.Heartbeat, log), lim: newLimiter(cfg, cfg.Enforced(), b.Store, b.Heartbeat, log)}
 	r.gate.Reconfigure(cfg, caps)
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = r.lim.Run(ctx) })
-	wg.Go(func() { _ = r.gate.Run(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	startRun(t, r.lim)
+	startRun(t, r.gate)
 	return r
 }
 

@@ -1,28 +1,22 @@
 // Package quota decides when a request may go upstream.
 //
-// An Admitter (New) admits each Request — a class (classify.Interactive or
-// classify.Bulk), a caller and a token estimate — first through its
-// caller's gates (its own cap, if it has one: capgate.go), then against
-// its pool: a partitioned allowance counted in one-second windows and a
-// bound on requests in flight. Requests that cannot be admitted at once
-// wait, first in first out within their class, for at most their class's max_wait in a queue of at most
-// max_queue; the Lease they get is released when the upstream exchange
-// ends. Observe feeds it the provider's word: bulk is held while the
-// account is below the interactive reserve, or after a 429. A request
-// charged more tokens than one request may be in its pool is refused at
-// once, charging nothing (ChargeTooLargeError, charge.go).
+// New builds an Admitter from a Config and Deps; it serves until Run's
+// context ends and follows reloads (Reconfigure). Admit takes a Request —
+// pool (PoolFor), class, caller, token estimate — and returns a Lease, to
+// settle with what the request cost and release when the exchange ends, or
+// a refusal (RefusedError, ChargeTooLargeError). Observe feeds it the
+// provider's rate-limit word; State shows what it holds.
 //
-// Inside, one admission loop (limiter.Run, loop.go) serves both classes:
-// it asks its store, in one call, for as many grants as there are waiters
-// of either class, like a group commit, and reports releases in the same
-// call, so a store that lives in Redis costs one round trip per batch
-// rather than per request; far from every limit it takes credits ahead of
-// demand (credits.go, prefetch.go). The store decides which waiters go in
-// one function, grantInOrder (grant.go), in the order the loop lists
-// them; the loop hands each grant to the waiter it was decided for
-// (hand.go). memoryStore serves a single replica; redisStore a fleet,
-// with take.lua doing the same in one script call, behind a
-// failoverStore that applies store.on_error when Redis fails. The caps
-// gate counts on its own (capcount.go): in process, or in Redis through
-// cap.lua, keyed per caller, behind the same failover.
+// A capped caller's request first passes its caller's gate (max_in_flight,
+// requests_per_minute, fleet-wide), then its pool, the account or one of
+// account.models: requests and tokens in one-second windows partitioned
+// between interactive and bulk, a bound on requests in flight, and bulk
+// held while the provider reports the pool short of the interactive
+// reserve or after a 429. Waiters queue for at most max_wait, served by
+// caller weight (fairness "callers", the default) or in arrival order
+// ("fifo").
+//
+// With store.redis the limits are the fleet's, kept in Redis at one script
+// call per batch of waiters, and store.on_error says what happens when
+// Redis fails; without it each replica enforces its share in process.
 package quota

@@ -36,16 +36,10 @@ func heldLimiter(t *testing.T, cfg Config) (*limiter, *heldStore) {
 	t.Helper()
 	s := &heldStore{memoryStore: newMemoryStore(nil), out: make(chan struct{}), release: make(chan struct{})}
 	l := newLimiter(cfg, cfg.PerReplica(), s, 0, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	t.Cleanup(func() {
-		s.hold.Store(false) // Run's last call tells the store what is in flight
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	startRun(t, l)
+	// Before Run stops (cleanups run last first): Run's last call tells
+	// the store what is in flight.
+	t.Cleanup(func() { s.hold.Store(false) })
 	return l, s
 }
 

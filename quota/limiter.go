@@ -12,9 +12,10 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// limiter admits requests to one pool against a Store. Each class has a
-// FIFO queue; one admission loop serves both, asking the store for as many
-// grants as there are waiters, both classes and every release in one call.
+// limiter admits requests to one pool against a store. Each class has a
+// queue in its fairness's order (by caller, or by arrival); one admission
+// loop serves both, asking the store for as many grants as there are
+// waiters, both classes and every release in one call.
 // It is safe for concurrent use. Admit may be called before Run starts;
 // waiters are served once it does.
 type limiter struct {

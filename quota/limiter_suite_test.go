@@ -22,7 +22,8 @@ func testConfig() Config {
 }
 
 // runLimiterSuite is the limiter's behaviour over any Store, in real time:
-// FIFO, max_wait, max_queue, disconnect, in-flight release.
+// one caller served in arrival order (FIFO), max_wait, max_queue,
+// disconnect, in-flight release.
 // With prefetch the limiter takes credits ahead of demand; the behaviour
 // must be the same.
 func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store, prefetch bool) {
@@ -32,15 +33,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		if prefetch {
 			l.enablePrefetch()
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- l.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
+		startRun(t, l)
 		return l
 	}
 	t.Run("FIFO", func(t *testing.T) {

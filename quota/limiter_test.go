@@ -19,15 +19,7 @@ func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
 	limits := cfg.PerReplica()
 	store := newMemoryStore(nil)
 	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	startRun(t, l)
 	return l, store
 }
 
@@ -207,18 +199,13 @@ func TestLimiterInFlightRelease(t *testing.T) {
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- l.Run(ctx) }()
+		stop := startRun(t, l)
 		errc := make(chan error, 1)
 		go func() { _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); errc <- err }()
 		synctest.Wait()
-		cancel()
+		stop()
 		if err := <-errc; !errors.Is(err, ErrClosed) {
 			t.Errorf("waiter got %v, want ErrClosed", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
 		}
 		if _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); !errors.Is(err, ErrClosed) {
 			t.Errorf("Admit after Run: %v, want ErrClosed", err)

@@ -17,8 +17,8 @@ import (
 // used. They expire with the store's second (a credit of second S is never
 // spent in S+1), are dropped when the upstream holds bulk or the limits
 // change, and are not taken at all near a limit, while tokens are enforced
-// (a credit's cost is unknown), or while anyone waits (FIFO) but a capped
-// caller held by its own cap.
+// (a credit's cost is unknown), or while anyone waits (a newcomer never
+// passes a waiter) but a capped caller held by its own cap.
 
 const (
 	// maxSpare bounds the credits asked for per class and call.
@@ -50,7 +50,7 @@ type prefetchState struct {
 // are valid and nobody of its class waits.
 func (l *limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
 	if l.classes[c].q.n > 0 {
-		return false // first come, first served
+		return false // a newcomer never passes a waiter
 	}
 	took, dropped := l.credits.takeLocked(c, now)
 	if dropped {

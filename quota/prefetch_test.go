@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -20,10 +19,7 @@ func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*limiter,
 	l.enablePrefetch()
 	calls := &atomic.Int64{}
 	l.OnStoreCall(func(time.Duration, error) { calls.Add(1) })
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = l.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	startRun(t, l)
 	return l, calls
 }
 

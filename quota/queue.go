@@ -44,7 +44,8 @@ func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
 	return s
 }
 
-// queue is an intrusive FIFO of waiters; removal from the middle is O(1)
+// queue is an intrusive list of waiters in the order they are to be
+// granted (fair.go's, or arrival); removal from the middle is O(1)
 // and nothing is allocated beyond the waiter itself. Not safe for
 // concurrent use: limiter.mu guards it.
 type queue struct {

@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,9 +25,7 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 			cfg.Account.MaxInFlight = 100_000
 			s := newRedisStore(srv.Client(b), StoreConfig{KeyPrefix: redistest.Prefix(b), Timeout: time.Second, Heartbeat: time.Second})
 			l := newLimiter(cfg, cfg.Limits(), s, time.Second, slog.New(slog.DiscardHandler))
-			ctx, cancel := context.WithCancel(b.Context())
-			done := make(chan error, 1)
-			go func() { done <- l.Run(ctx) }()
+			stop := startRun(b, l)
 			before := scriptCalls(srv.CommandStats(b))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -39,7 +36,7 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 				class := classify.Classes[i%2]
 				wg.Go(func() {
 					for left.Add(-1) >= 0 {
-						lease, err := l.Admit(ctx, Request{Class: class})
+						lease, err := l.Admit(b.Context(), Request{Class: class})
 						if err != nil {
 							b.Error(err)
 							return
@@ -51,10 +48,7 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			calls := scriptCalls(srv.CommandStats(b)) - before
-			cancel()
-			if err := <-done; err != nil {
-				b.Errorf("Run: %v", err)
-			}
+			stop()
 			b.ReportMetric(float64(calls)/float64(b.N), "redis-calls/admit")
 		})
 	}

@@ -26,7 +26,8 @@ func newTestRedisStore(t testing.TB, srv *redistest.Server, prefix string) *redi
 }
 
 // TestLimiterOverRedis runs the limiter behaviour tests over the Redis
-// store: FIFO, max_wait, max_queue, disconnect, in-flight release.
+// store: one caller served in arrival order (FIFO), max_wait, max_queue,
+// disconnect, in-flight release.
 func TestLimiterOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, prefetch := range []bool{false, true} {

@@ -181,7 +181,7 @@ func rawAnswer(addr, raw string) answer {
 var hostileNonCanonical = []string{
 	"/v1/batches/../chat/completions", "/v1/batches/%2e%2e/chat/completions", "/v1/./chat/completions",
 	"//v1/chat/completions", "/v1//chat/completions", "/v1/batches%2F..%2Fchat/completions",
-	"/v1/batches%5c..%5cchat/completions", "/v1/chat\\completions", "/v1/files/..",
+	"/v1/batches%5c..%5cchat/completions", "/v1/chat\\completions", "/v1/files/..", "/v1/batches;x/../chat/completions",
 }
 
 // deepBody is a streamed chat request whose messages are 2 MiB of '[':
