@@ -34,7 +34,7 @@ type Admitter struct {
 	// caps is the callers' caps, one gate in front of every pool; gates
 	// are every caller gate a request passes, in order (caps first).
 	caps  *capGate
-	gates gateChain
+	gates callerGate
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup

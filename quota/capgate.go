@@ -31,6 +31,9 @@ type capGate struct {
 	heartbeat time.Duration
 	log       *slog.Logger
 	wake      chan struct{}
+	// inline says the counter is in process: a request with nobody ahead
+	// of it asks it at once, under mu, rather than through the loop.
+	inline bool
 	// capped are the capped callers' names, as of the last Reconfigure:
 	// anyone else passes without taking mu.
 	capped atomic.Pointer[map[string]bool]
@@ -58,6 +61,8 @@ type capLine struct {
 	// retryAt is when the counter may grant again; zero: at once, or when
 	// a slot comes back.
 	retryAt time.Time
+	// asking says the loop has a call for ln out: nobody else asks then.
+	asking bool
 }
 
 // capWaiter is one request waiting in a capLine; guarded by capGate.mu,
@@ -80,7 +85,8 @@ func (ln *capLine) queued() int {
 // newCapGate returns a gate counting on counter, with heartbeat as
 // capGate.heartbeat.
 func newCapGate(counter capCounter, heartbeat time.Duration, log *slog.Logger) *capGate {
-	return &capGate{counter: counter, heartbeat: heartbeat, log: log,
+	_, inline := counter.(*memCapCounter)
+	return &capGate{counter: counter, heartbeat: heartbeat, log: log, inline: inline,
 		wake: make(chan struct{}, 1), lines: map[string]*capLine{}}
 }
 
@@ -139,6 +145,10 @@ func (g *capGate) Start(ctx context.Context, caller string, class classify.Class
 		g.mu.Unlock()
 		return gatePass{}, nil
 	}
+	if p, ok := g.passAtOnceLocked(ctx, ln); ok {
+		g.mu.Unlock()
+		return p, nil
+	}
 	if ahead := len(ln.waiting[class]); ahead >= g.maxQueue[class] {
 		retry := ln.cap.retryAfter(ahead)
 		g.mu.Unlock()
@@ -163,6 +173,24 @@ func (g *capGate) Start(ctx context.Context, caller string, class classify.Class
 		cause = ErrWaitTimeout
 	}
 	return g.leave(ln, class, w, cause)
+}
+
+// passAtOnceLocked asks an in-process counter for a slot under ln's cap
+// at once when nobody waits in ln: no loop round for a request its cap
+// has room for. It reports whether it got one.
+func (g *capGate) passAtOnceLocked(ctx context.Context, ln *capLine) (gatePass, bool) {
+	if !g.inline || ln.queued() > 0 || ln.asking {
+		return gatePass{}, false
+	}
+	t := ln.takeLocked()
+	t.Want = 1
+	ans, err := g.counter.take(ctx, t)
+	if err != nil || ans.Granted == 0 {
+		return gatePass{}, false
+	}
+	ln.reported, ln.fleetInFlight, ln.sec = t.InFlight+1, ans.FleetInFlight, ans.Sec
+	ln.inFlight++
+	return g.slotPass(ln, false), true
 }
 
 // leave takes w out of its line after it gave up. A grant that raced the
@@ -197,8 +225,13 @@ func (g *capGate) passLocked(ln *capLine, w *capWaiter) (gatePass, error) {
 	if w.free {
 		return gatePass{held: w.held}, nil
 	}
+	return g.slotPass(ln, w.held), nil
+}
+
+// slotPass is the pass of a slot under ln's cap, given back once.
+func (g *capGate) slotPass(ln *capLine, held bool) gatePass {
 	var once sync.Once
-	return gatePass{held: w.held, release: func() { once.Do(func() { g.giveBack(ln) }) }}, nil
+	return gatePass{held: held, release: func() { once.Do(func() { g.giveBack(ln) }) }}
 }
 
 // giveBack returns one of ln's slots; the counter hears of it on the

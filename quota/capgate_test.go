@@ -3,6 +3,8 @@ package quota
 import (
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,4 +108,53 @@ func TestGateChain(t *testing.T) {
 	waitUntil(t, "both gates' slots to come back", func() bool {
 		return loose.capState()[runaway].InFlight == 0 && tight.capState()[runaway].InFlight == 0
 	})
+}
+
+// TestCapGateNeverOverCap: many requests of one caller, arriving,
+// giving up and ending at once, never hold more than its cap between
+// them — the in-process gate's at-once path and its loop both grant.
+func TestCapGateNeverOverCap(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		counter func(t *testing.T) capCounter
+	}{
+		{"in-process", func(*testing.T) capCounter { return newMemCapCounter(nil) }},
+		{"redis", func(t *testing.T) capCounter {
+			return newTestCapCounter(t, redistest.Start(t), redistest.Prefix(t))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const capOf = 2
+			g := runGate(t, tt.counter(t), map[string]callerCap{runaway: {MaxInFlight: capOf}})
+			g.Reconfigure(Config{Classes: ClassesConfig{Interactive: InteractiveConfig{MaxQueue: 1000}}}, map[string]callerCap{runaway: {MaxInFlight: capOf}})
+			var held atomic.Int64
+			var peakMu sync.Mutex
+			var peak int64
+			var wg sync.WaitGroup
+			for i := range 32 {
+				wg.Go(func() {
+					for j := range 20 {
+						wait := time.Second
+						if (i+j)%5 == 0 {
+							wait = time.Millisecond // some give up, racing their grant
+						}
+						p, err := g.Start(t.Context(), runaway, classify.Interactive, time.Now().Add(wait))
+						if err != nil {
+							continue
+						}
+						n := held.Add(1)
+						peakMu.Lock()
+						peak = max(peak, n)
+						peakMu.Unlock()
+						held.Add(-1)
+						p.Release()
+					}
+				})
+			}
+			wg.Wait()
+			if got := peak; got > capOf || got == 0 {
+				t.Fatalf("peak %d held at once, cap %d", got, capOf)
+			}
+		})
+	}
 }

@@ -55,6 +55,7 @@ func (g *capGate) round(ctx context.Context, now time.Time, alive bool) (next ti
 		waits := ln.queued() > 0 && !now.Before(ln.retryAt)
 		if waits || ln.inFlight != ln.reported || (alive && (ln.inFlight > 0 || ln.reported > 0)) {
 			calls = append(calls, capCall{ln: ln, t: ln.takeLocked()})
+			ln.asking = true
 		}
 	}
 	g.mu.Unlock()
@@ -97,6 +98,7 @@ func (ln *capLine) takeLocked() capTake {
 // theirs comes back.
 func (g *capGate) answerLocked(ctx context.Context, c capCall, ans capAnswer, err error, now time.Time) {
 	ln := c.ln
+	ln.asking = false
 	switch {
 	case errors.Is(err, ErrStoreUnavailable):
 		g.refuseLocked(ln, err)
