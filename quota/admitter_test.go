@@ -153,3 +153,33 @@ func TestCapsAcrossPools(t *testing.T) {
 		}
 	})
 }
+
+// TestCapHoldsAcrossReloadAddingPools: a caller capped at 1 holds its
+// slot across a reload that adds the first account.models pool (and one
+// that removes the last): a second request waits for it and is refused
+// at max_wait, naming the caller, instead of being admitted over the cap
+// under a count that never saw the first.
+func TestCapHoldsAcrossReloadAddingPools(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Classes.Bulk.MaxWait = time.Second
+		callers := []classify.Caller{{Name: "capped", Class: classify.Bulk, MaxInFlight: 1}}
+		a := runAdmitter(t, cfg, callers)
+		first, err := a.Admit(t.Context(), Request{Class: classify.Bulk, Caller: "capped"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		withPools := cfg
+		withPools.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
+		for _, next := range []Config{withPools, cfg} {
+			a.Reconfigure(next, callers)
+			for _, pool := range []string{accountPool, "gpt-4o"} {
+				_, err := a.Admit(t.Context(), Request{Pool: pool, Class: classify.Bulk, Caller: "capped"})
+				if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, ErrWaitTimeout) {
+					t.Fatalf("pools %d, %q: a second request of a caller capped at 1 got %v; want a max_wait refusal naming it", len(next.Account.Models), pool, err)
+				}
+			}
+		}
+		first.Release()
+	})
+}
