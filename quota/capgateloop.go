@@ -11,15 +11,10 @@ import (
 // with ErrClosed and tells the counter what is still in flight. Call it
 // once.
 func (g *capGate) Run(ctx context.Context) error {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	timer := stoppedTimer()
 	defer timer.Stop()
-	var beat <-chan time.Time
-	if g.heartbeat > 0 {
-		t := time.NewTicker(g.heartbeat)
-		defer t.Stop()
-		beat = t.C
-	}
+	beat, stopBeat := heartbeatTicker(g.heartbeat)
+	defer stopBeat()
 	for {
 		alive := false
 		select {

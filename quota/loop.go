@@ -48,17 +48,11 @@ type loopState struct {
 // Run serves the queues until ctx ends, then refuses every waiter with
 // ErrClosed and tells the store what is still in flight. Call it once.
 func (l *limiter) Run(ctx context.Context) error {
-	st := &loopState{timer: time.NewTimer(time.Hour), releases: time.NewTimer(time.Hour)}
-	st.timer.Stop()
-	st.releases.Stop()
+	st := &loopState{timer: stoppedTimer(), releases: stoppedTimer()}
 	defer st.timer.Stop()
 	defer st.releases.Stop()
-	var beat <-chan time.Time
-	if l.heartbeat > 0 {
-		t := time.NewTicker(l.heartbeat)
-		defer t.Stop()
-		beat = t.C
-	}
+	beat, stopBeat := heartbeatTicker(l.heartbeat)
+	defer stopBeat()
 	for {
 		force := false
 		select {
@@ -242,6 +236,22 @@ func (l *limiter) storeFailed(ctx context.Context, st *loopState, err error) {
 	l.mu.Unlock()
 	st.blocked = [classify.NumClasses]blocker{blockedByWindow, blockedByWindow}
 	st.arm(storeRetry)
+}
+
+// stoppedTimer is a timer that has not been armed.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// heartbeatTicker ticks every d, and never when d is 0; stop stops it.
+func heartbeatTicker(d time.Duration) (beat <-chan time.Time, stop func()) {
+	if d <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // arm makes the timer fire after d, unless it fires sooner already.
