@@ -11,12 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Admitter is quota's entry point: it admits each request against the
-// account — its class's share of the one-second windows and the
-// in-flight bound, and its caller's cap if the caller has one, decided
-// together —
-// over the store the configuration names (in process, or Redis for a
-// fleet). It is safe for concurrent use. Admit may be called before Run
+// Admitter is quota's entry point: it admits each request through its
+// caller's gates (its cap, if it has one), then against its pool — its
+// class's share of the one-second windows and the in-flight bound — over
+// the store the configuration names (in process, or Redis for a fleet). It is safe for concurrent use. Admit may be called before Run
 // starts; waiters are served once it does.
 type Admitter struct {
 	backend *backend
@@ -33,9 +31,10 @@ type Admitter struct {
 	// pools are the pools' limiters, by pool name (pool.go), the account's
 	// under accountPool; Reconfigure adds and removes model pools.
 	pools map[string]*poolRun
-	// gate decides callers' caps across pools (gate.go); nil without
-	// account.models or without caps.
-	gate *poolRun
+	// caps is the callers' caps, one gate in front of every pool; gates
+	// are every caller gate a request passes, in order (caps first).
+	caps  *capGate
+	gates callerGate
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup
@@ -75,7 +74,7 @@ type Request struct {
 	// nothing there otherwise (Config.charge); Lease.Correct settles it.
 	Tokens int64
 	// until, when set, ends the wait before the class's max_wait: what is
-	// left of it after the caps gate (gate.go).
+	// left of it after the caller's gates (admitThrough).
 	until time.Time
 }
 
@@ -87,11 +86,13 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{}}
+	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{},
+		caps: newCapGate(backend.Caps, backend.Heartbeat, d.Log)}
 	if backend.failover != nil {
 		backend.failover.observe = a.observeStoreCall
 	}
-	a.Reconfigure(cfg, d.Callers) // builds every pool, and the gate
+	a.gates = gateChain{a.caps}
+	a.Reconfigure(cfg, d.Callers) // builds every pool
 	a.limiter = a.pools[accountPool].l
 	registerMetrics(d.Registry, a)
 	return a, nil
@@ -114,8 +115,8 @@ func poolNames(cfg Config) []string {
 }
 
 // newLimiter returns a limiter enforcing pc, as pool name.
-func (a *Admitter) newLimiter(pc Config, name string, caps map[string]callerCap) *limiter {
-	l := newLimiter(pc, pc.Enforced(), caps, a.backend.Store, a.backend.Heartbeat, a.log)
+func (a *Admitter) newLimiter(pc Config, name string) *limiter {
+	l := newLimiter(pc, pc.Enforced(), a.backend.Store, a.backend.Heartbeat, a.log)
 	l.pool = name
 	if a.backend.failover == nil { // with Redis, the failover store observes its calls
 		l.OnStoreCall(a.observeStoreCall)
@@ -153,38 +154,42 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // under on_error "closed", ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
-	tokens, err := a.cfg.Load().charge(req)
+	cfg := a.cfg.Load()
+	tokens, err := cfg.charge(req)
 	if err != nil {
 		return nil, err
 	}
 	req.Tokens = tokens
-	l, gate := a.route(req)
-	if gate != nil && gate.capped(req.Caller) {
-		return admitGated(ctx, gate, l, req)
-	}
-	return l.Admit(ctx, req)
+	return admitThrough(ctx, a.gates, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
 }
 
-// route is the limiter of req's pool (the account's when its pool is not
-// configured) and the caps gate, nil without one.
-func (a *Admitter) route(req Request) (l, gate *limiter) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	l = a.limiter
-	if p, ok := a.pools[req.Pool]; ok {
-		l = p.l
+// admitThrough admits req through gate, then its pool l: the caller's
+// gate first, waiting within the class's maxWait, then the pool within
+// what is left of it. The Lease releases both.
+func admitThrough(ctx context.Context, gate callerGate, l *limiter, req Request, maxWait time.Duration) (*Lease, error) {
+	req.until = time.Now().Add(maxWait)
+	p, err := gate.Start(ctx, req.Caller, req.Class, req.until)
+	if err != nil {
+		return nil, err
 	}
-	if a.gate != nil {
-		gate = a.gate.l
+	lease, err := l.Admit(ctx, req)
+	if err != nil {
+		p.Release()
+		return nil, err
 	}
-	return l, gate
+	lease.gate = p
+	return lease, nil
 }
 
 // pool is the limiter of the pool named name: the account's when name is
 // not configured.
 func (a *Admitter) pool(name string) *limiter {
-	l, _ := a.route(Request{Pool: name})
-	return l
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.pools[name]; ok {
+		return p.l
+	}
+	return a.limiter
 }
 
 // Observe records what the upstream said at at about pool (as Request.Pool
@@ -206,22 +211,21 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 	caps, weights := capsOf(callers), weightsOf(callers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	own := poolCaps(gated(cfg, caps), caps)
 	keep := map[string]bool{}
 	for _, name := range poolNames(cfg) {
 		keep[name] = true
 		pc := cfg.Pool(name)
 		p, ok := a.pools[name]
 		if ok {
-			p.l.Reconfigure(pc, pc.Enforced(), own)
+			p.l.Reconfigure(pc, pc.Enforced())
 		} else {
-			p = &poolRun{l: a.newLimiter(pc, name, own)}
+			p = &poolRun{l: a.newLimiter(pc, name)}
 			a.pools[name] = p
 			a.startLocked(p)
 		}
 		p.l.setWeights(weights)
 	}
-	a.setGateLocked(cfg, caps)
+	a.caps.Reconfigure(cfg, caps)
 	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist
 	for name, p := range a.pools {
 		if !keep[name] {
@@ -243,9 +247,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 	for _, p := range a.pools {
 		a.startLocked(p)
 	}
-	if a.gate != nil {
-		a.startLocked(a.gate)
-	}
+	a.wg.Go(func() { _ = a.caps.Run(ctx) }) // it returns nil when ctx ends
 	a.mu.Unlock()
 	<-ctx.Done()
 	a.wg.Wait()
@@ -320,22 +322,11 @@ func (a *Admitter) State() State {
 	st := State{
 		Store:     StoreState{Mode: mode, Degraded: a.backend.Degraded()},
 		PoolState: a.limiter.state(),
-		Caps:      a.capLimiter().capState(),
+		Caps:      a.caps.capState(),
 		Pools:     map[string]PoolState{},
 	}
 	a.eachPool(func(name string, l *limiter) { st.Pools[name] = l.state() })
 	return st
-}
-
-// capLimiter is the limiter that decides the callers' caps: the gate's,
-// else the account's.
-func (a *Admitter) capLimiter() *limiter {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.gate != nil {
-		return a.gate.l
-	}
-	return a.limiter
 }
 
 // Pools are the pools' names as metrics label them (the account's is

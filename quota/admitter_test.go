@@ -98,7 +98,7 @@ func TestAdmitterPools(t *testing.T) {
 // across pools (the caps gate): capped at 2 in flight, it holds 2 in all
 // pools together, its third request waits until one ends, whichever pool
 // it is for; an uncapped caller is not gated at all. Without models, the
-// account's own store call decides caps and there is no gate.
+// same gate decides caps.
 func TestCapsAcrossPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
@@ -141,15 +141,45 @@ func TestCapsAcrossPools(t *testing.T) {
 		if err := <-third; err != nil {
 			t.Fatalf("the third request once one ended: %v", err)
 		}
-		// A reload without models: the gate goes, the account decides caps.
+		// A reload without models: the same gate decides caps.
 		next := DefaultConfig()
 		a.Reconfigure(next, callers)
-		if _, g := a.route(Request{}); g != nil {
-			t.Fatal("a gate without pools")
+		if got := a.State().Caps["capped"]; got.MaxInFlight != 2 || got.InFlight != 2 {
+			t.Fatalf("the cap after a reload without models: %+v, want 2 of 2 in flight", got)
 		}
 		// Without pools a request's model is never looked for.
 		if got := a.PoolFor(func() Model { t.Error("looked for the model with no pools to match"); return Model{Name: "gpt-4o"} }); got != accountPool {
 			t.Fatalf("PoolFor without pools = %q, want the account", got)
 		}
+	})
+}
+
+// TestCapHoldsAcrossReloadAddingPools: a caller capped at 1 holds its
+// slot across a reload that adds the first account.models pool (and one
+// that removes the last): a second request waits for it and is refused
+// at max_wait, naming the caller, instead of being admitted over the cap
+// under a count that never saw the first.
+func TestCapHoldsAcrossReloadAddingPools(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Classes.Bulk.MaxWait = time.Second
+		callers := []classify.Caller{{Name: "capped", Class: classify.Bulk, MaxInFlight: 1}}
+		a := runAdmitter(t, cfg, callers)
+		first, err := a.Admit(t.Context(), Request{Class: classify.Bulk, Caller: "capped"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		withPools := cfg
+		withPools.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
+		for _, next := range []Config{withPools, cfg} {
+			a.Reconfigure(next, callers)
+			for _, pool := range []string{accountPool, "gpt-4o"} {
+				_, err := a.Admit(t.Context(), Request{Pool: pool, Class: classify.Bulk, Caller: "capped"})
+				if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, ErrWaitTimeout) {
+					t.Fatalf("pools %d, %q: a second request of a caller capped at 1 got %v; want a max_wait refusal naming it", len(next.Account.Models), pool, err)
+				}
+			}
+		}
+		first.Release()
 	})
 }

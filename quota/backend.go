@@ -13,6 +13,8 @@ import (
 type backend struct {
 	// Store is what the limiter calls.
 	Store store
+	// Caps counts the callers' caps (capGate).
+	Caps capCounter
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).
@@ -32,7 +34,7 @@ const probeEvery = 250 * time.Millisecond
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
-		return &backend{Store: newMemoryStore(nil), log: log}, nil
+		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), log: log}, nil
 	}
 	client, err := newRedisClient(cfg.Store)
 	if err != nil {
@@ -47,6 +49,8 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	probe := storeProbe(client)
 	b.failover = newFailoverStore(primary, newMemoryStore(nil), cfg.Store.OnError, probe, probeEvery, b.log)
 	b.Store = b.failover
+	b.Caps = failoverCapCounter{primary: newRedisCapCounter(client, cfg.Store, primary.Replica()),
+		local: newMemCapCounter(nil), f: b.failover}
 	return b, nil
 }
 
@@ -64,8 +68,11 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	if err := takeScript.Load(ctx, b.client).Err(); err != nil {
-		log.Warn("store_warm_failed", slog.String("error", err.Error()))
+	for _, script := range []*redis.Script{takeScript, capScript} {
+		if err := script.Load(ctx, b.client).Err(); err != nil {
+			log.Warn("store_warm_failed", slog.String("error", err.Error()))
+			return
+		}
 	}
 }
 

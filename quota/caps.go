@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -9,13 +8,9 @@ import (
 
 // Caller caps: a caller with callers[].max_in_flight or
 // callers[].requests_per_minute is bounded by them fleet-wide, inside its
-// class's limits. Its waiters stand in the class's queue like anyone
-// else's, and the same store call decides them: the store grants a capped
-// caller's waiter only while its cap has room, and passes over it to the
-// next waiter when it has none (grantInOrder), so a runaway caller waits
-// behind its own cap while the rest of its class goes on. A capped
-// caller's waiters have a queue bound of their own (the class's
-// max_queue), apart from the class's.
+// class's limits, by one gate in front of every pool (capGate): its
+// request takes a slot under its cap before it waits for its pool, and
+// the pools know nothing of caps.
 
 // callerCap is one caller's configured cap; a zero field is no bound.
 type callerCap struct {
@@ -39,7 +34,7 @@ func capsOf(callers []classify.Caller) map[string]callerCap {
 // small enough that Allowance and Lua's doubles stay exact.
 const unbounded = 1 << 40
 
-// capBounds are a cap as a store enforces it: a missing bound is
+// capBounds are a cap as a capCounter enforces it: a missing bound is
 // unbounded, and 0 admits nothing.
 type capBounds struct {
 	MaxInFlight       int64
@@ -61,68 +56,8 @@ func (cp callerCap) bounds(replicas int64) capBounds {
 	return b
 }
 
-// capCount is one capped caller on this replica: its cap, its waiters
-// and its requests in flight. A cap lifted by a reload stays until the
-// store has heard its last request end (prune).
-type capCount struct {
-	name string
-
-	// Guarded by limiter.mu:
-	cap          callerCap // zero once lifted
-	fleet, local capBounds
-	queued       [classify.NumClasses]int // its waiters in the class queues
-
-	// inFlight counts its leases not yet released on this replica.
-	inFlight atomic.Int64
-	// fleetInFlight and sec are the store's last word: the fleet's count
-	// under the cap, and the window second it was granted in.
-	fleetInFlight, sec atomic.Int64
-
-	// Owned by the admission loop (under limiter.mu while it builds a
-	// call and hands out its grants):
-	reported int64                      // the in-flight count the store last heard
-	slot     int                        // position in this call's Caps plus one; 0 when not in it
-	bounding bool                       // in this call, its waiters were listed under the cap (not lifted)
-	listed   int                        // its waiters listed in this call
-	grants   [classify.NumClasses]int64 // this call's grants not yet handed out
-	full     bool                       // this call found the cap full
-}
-
-func (cc *capCount) lifted() bool { return cc.cap == (callerCap{}) }
-
-// setCapsLocked applies the configured caps: a new cap starts at once, a
-// changed one applies from the next store call, a lifted one lets its
-// waiters go (they are granted as anyone's) and is pruned once the store
-// has heard its last request end.
-func (l *limiter) setCapsLocked(caps map[string]callerCap, replicas int64) {
-	if l.caps == nil {
-		l.caps = map[string]*capCount{}
-	}
-	for name, cc := range l.caps {
-		if _, ok := caps[name]; !ok {
-			cc.cap, cc.fleet, cc.local = callerCap{}, capBounds{}, capBounds{}
-		}
-	}
-	for name, cp := range caps {
-		cc := l.caps[name]
-		if cc == nil {
-			cc = &capCount{name: name}
-			l.caps[name] = cc
-		}
-		cc.cap, cc.fleet, cc.local = cp, cp.bounds(1), cp.bounds(replicas)
-	}
-}
-
-// capOfLocked is caller's cap, or nil when it has none.
-func (l *limiter) capOfLocked(caller string) *capCount {
-	if cc := l.caps[caller]; cc != nil && !cc.lifted() {
-		return cc
-	}
-	return nil
-}
-
-// capListBound is the most waiters of one capped caller worth listing in
-// a call: no more can be granted in one.
+// capListBound is the most waiters of one capped caller worth asking
+// for in a call: no more can be granted in one.
 func capListBound(cp callerCap) int {
 	n := int64(maxBatch)
 	if cp.MaxInFlight > 0 {
@@ -132,41 +67,6 @@ func capListBound(cp callerCap) int {
 		n = min(n, cp.RequestsPerMinute/60+1)
 	}
 	return int(n)
-}
-
-// capsForCallLocked lists the caps this call concerns — those with
-// waiters, with requests in flight, or whose count the store has not yet
-// heard fall to zero — sets their slots, and prunes lifted caps the
-// store is done with.
-func (l *limiter) capsForCallLocked(buf []*capCount) []*capCount {
-	buf = buf[:0]
-	for name, cc := range l.caps {
-		cc.slot, cc.bounding, cc.listed, cc.grants, cc.full = 0, !cc.lifted(), 0, [classify.NumClasses]int64{}, false
-		busy := cc.queued != [classify.NumClasses]int{} || cc.inFlight.Load() != 0 || cc.reported != 0
-		if !busy {
-			if cc.lifted() {
-				delete(l.caps, name)
-			}
-			continue
-		}
-		buf = append(buf, cc)
-		cc.slot = len(buf)
-	}
-	return buf
-}
-
-// capTakes is what the store hears of caps.
-func capTakes(caps []*capCount, buf []capTake) []capTake {
-	buf = buf[:0]
-	for _, cc := range caps {
-		ct := capTake{Name: cc.name, InFlight: cc.inFlight.Load(), Cap: cc.fleet, Local: cc.local}
-		if cc.lifted() {
-			ct.Cap = capBounds{MaxInFlight: unbounded, RequestsPerMinute: unbounded}
-			ct.Local = ct.Cap
-		}
-		buf = append(buf, ct)
-	}
-	return buf
 }
 
 // retryAfter estimates when a capped caller's request behind ahead others
@@ -188,20 +88,4 @@ type CapState struct {
 	// store's last word on the fleet's.
 	InFlight      int64 `json:"in_flight"`
 	FleetInFlight int64 `json:"fleet_in_flight"`
-}
-
-// capState returns the capped callers' numbers, by caller name.
-func (l *limiter) capState() map[string]CapState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string]CapState{}
-	for name, cc := range l.caps {
-		if cc.lifted() {
-			continue
-		}
-		out[name] = CapState{MaxInFlight: cc.cap.MaxInFlight, RequestsPerMinute: cc.cap.RequestsPerMinute,
-			Queued: cc.queued[classify.Interactive] + cc.queued[classify.Bulk], InFlight: cc.inFlight.Load(),
-			FleetInFlight: cc.fleetInFlight.Load()}
-	}
-	return out
 }

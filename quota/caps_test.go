@@ -11,28 +11,43 @@ import (
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
-// replica is one limiter with callers' caps over a backend, running until
-// the test ends.
+// replica is one pool's limiter behind the callers' caps gate over a
+// backend, running until the test ends.
 type replica struct {
-	lim *limiter
+	cfg  Config
+	gate *capGate
+	lim  *limiter
 }
 
 func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCap) *replica {
 	t.Helper()
-	r := &replica{lim: newLimiter(cfg, cfg.Enforced(), caps, b.Store, b.Heartbeat, slog.New(slog.DiscardHandler))}
+	log := slog.New(slog.DiscardHandler)
+	r := &replica{cfg: cfg, gate: newCapGate(b.Caps, b.Heartbeat, log), lim: newLimiter(cfg, cfg.Enforced(), b.Store, b.Heartbeat, log)}
+	r.gate.Reconfigure(cfg, caps)
 	startRun(t, r.lim)
+	startRun(t, r.gate)
 	return r
 }
 
 // admit admits an interactive request of caller.
 func (r *replica) admit(ctx context.Context, caller string) (*Lease, error) {
-	return r.lim.Admit(ctx, Request{Class: classify.Interactive, Caller: caller})
+	return admitThrough(ctx, r.gate, r.lim, Request{Class: classify.Interactive, Caller: caller}, r.cfg.Classes.Interactive.MaxWait)
 }
 
 // cap is caller's cap state; ok is false when it has none.
 func (r *replica) cap(caller string) (CapState, bool) {
-	st, ok := r.lim.capState()[caller]
+	st, ok := r.gate.capState()[caller]
 	return st, ok
+}
+
+// setCaps reconfigures the replica's caps.
+func (r *replica) setCaps(caps map[string]callerCap) { r.gate.Reconfigure(r.cfg, caps) }
+
+// capSec is the window second of caller's last grant under its cap.
+func (r *replica) capSec(caller string) int64 {
+	r.gate.mu.Lock()
+	defer r.gate.mu.Unlock()
+	return r.gate.lines[caller].sec
 }
 
 // capConfig: one class (interactive), plenty of account, a short max_wait.
@@ -144,7 +159,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 			if err != nil {
 				t.Fatal(err)
 			}
-			secs = append(secs, r.lim.caps[runaway].sec.Load())
+			secs = append(secs, r.capSec(runaway))
 			l.Release()
 		}
 		if secs[0] == secs[1] || secs[1] == secs[2] {
@@ -152,11 +167,11 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		}
 	})
 	t.Run("lifting a cap lets its waiters go", func(t *testing.T) {
-		r, cfg, first := holdingCap(t)
+		r, _, first := holdingCap(t)
 		defer first.Release()
 		second := admitAsync(t.Context(), r, runaway)
 		waitUntil(t, "the second request to wait on the cap", func() bool { return capOf(r, runaway).Queued == 1 })
-		r.lim.Reconfigure(cfg, cfg.Enforced(), nil)
+		r.setCaps(nil)
 		res := <-second
 		if res.err != nil {
 			t.Fatalf("waiter after the cap was lifted: %v", res.err)
@@ -255,19 +270,19 @@ func TestCapsLiftedAreDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := func() int {
-		r.lim.mu.Lock()
-		defer r.lim.mu.Unlock()
-		return len(r.lim.caps)
+		r.gate.mu.Lock()
+		defer r.gate.mu.Unlock()
+		return len(r.gate.lines)
 	}
-	r.lim.Reconfigure(cfg, cfg.Enforced(), nil) // lifted
-	r.lim.Reconfigure(cfg, cfg.Enforced(), nil)
+	r.setCaps(nil) // lifted
+	r.setCaps(nil)
 	if n := held(); n != 1 {
 		t.Fatalf("with a request in flight: %d caps kept; want the lifted cap's", n)
 	}
 	lease.Release()
 	waitUntil(t, "the lifted cap to be dropped once the store heard its request end", func() bool { return held() == 0 })
 	// Capped again, it starts afresh.
-	r.lim.Reconfigure(cfg, cfg.Enforced(), map[string]callerCap{runaway: {MaxInFlight: 1}})
+	r.setCaps(map[string]callerCap{runaway: {MaxInFlight: 1}})
 	lease, err = r.admit(ctx, runaway)
 	if err != nil {
 		t.Fatalf("capped again: %v", err)

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
@@ -233,4 +234,12 @@ func checkWait(bad func(string, string, ...any), prefix string, wait time.Durati
 	if queue < 1 {
 		bad(prefix+".max_queue", "must be >= 1, got %d", queue)
 	}
+}
+
+// maxWait is class c's max_wait.
+func (c ClassesConfig) maxWait(cl classify.Class) time.Duration {
+	if cl == classify.Bulk {
+		return c.Bulk.MaxWait
+	}
+	return c.Interactive.MaxWait
 }

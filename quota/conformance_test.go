@@ -250,7 +250,7 @@ func TestStoreConformance(t *testing.T) {
 		run  func(*testing.T, newStoreFunc)
 	}{
 		{"partition", runStoreConformance}, {"upstream", runUpstreamConformance}, {"tokens", runTokenConformance},
-		{"caps", runCapConformance}, {"pools", runPoolConformance}, {"output", runOutputConformance}, {"carry", runCarryConformance},
+		{"pools", runPoolConformance}, {"output", runOutputConformance}, {"carry", runCarryConformance},
 	}
 	for _, st := range stores {
 		for _, su := range suites {

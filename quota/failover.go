@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
@@ -82,23 +81,12 @@ func (s *failoverStore) Failures() int64 { return s.failures.Load() }
 
 // Take implements Store.
 func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
-	if !s.degraded.Load() {
-		start := time.Now()
-		res, err := s.primary.Take(ctx, req)
-		if ctx.Err() != nil {
-			return res, err // the caller left: not the store's doing
-		}
-		if s.observe != nil {
-			s.observe(time.Since(start), err)
-		}
-		if err == nil {
-			if s.recovering.CompareAndSwap(true, false) {
-				s.log.Info("store_recovered")
-			}
-			return res, nil
-		}
-		s.failures.Add(1)
-		s.degrade(ctx, err)
+	var res takeResult
+	if done, err := s.callPrimary(ctx, func(ctx context.Context) (err error) {
+		res, err = s.primary.Take(ctx, req)
+		return err
+	}); done {
+		return res, err
 	}
 	switch s.policy {
 	case OnErrorOpen:
@@ -107,37 +95,71 @@ func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, 
 		return takeResult{}, ErrStoreUnavailable
 	default:
 		req.Limits = req.LocalLimits
-		if len(req.Caps) > 0 {
-			caps := make([]capTake, len(req.Caps))
-			for k, ct := range req.Caps {
-				ct.Cap = ct.Local
-				caps[k] = ct
-			}
-			req.Caps = caps
-		}
 		return s.local.Take(ctx, req)
 	}
 }
 
-// grantEverything answers req as store.on_error "open" does: every
-// waiter goes, capped or not.
-func grantEverything(req takeRequest) takeResult {
-	res := takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.InFlight, req.Want)}
-	if len(req.Caps) > 0 {
-		res.Caps = make([]capResult, len(req.Caps))
-		for c, ws := range req.Waiters {
-			for _, w := range ws {
-				if w.Cap > 0 {
-					res.Caps[w.Cap-1].Granted[c]++
-				}
-			}
-		}
-		for k, ct := range req.Caps {
-			g := res.Caps[k].Granted
-			res.Caps[k].FleetInFlight = ct.InFlight + g[classify.Interactive] + g[classify.Bulk]
-		}
+// callPrimary calls call on the shared store unless the breaker is
+// open, and reports whether its answer stands: it succeeded, or ctx ended
+// (the caller left: not the store's doing). Otherwise store.on_error
+// decides, and a failure opens the breaker.
+func (s *failoverStore) callPrimary(ctx context.Context, call func(context.Context) error) (done bool, err error) {
+	if s.degraded.Load() {
+		return false, nil
 	}
-	return res
+	start := time.Now()
+	err = call(ctx)
+	if ctx.Err() != nil {
+		return true, err
+	}
+	if s.observe != nil {
+		s.observe(time.Since(start), err)
+	}
+	if err == nil {
+		if s.recovering.CompareAndSwap(true, false) {
+			s.log.Info("store_recovered")
+		}
+		return true, nil
+	}
+	s.failures.Add(1)
+	s.degrade(ctx, err)
+	return false, nil
+}
+
+var _ capCounter = failoverCapCounter{}
+
+// failoverCapCounter is the callers' caps behind the same breaker and
+// store.on_error policy as the pools: while Redis fails, caps are
+// counted per replica (local), not at all (open), or refuse (closed).
+type failoverCapCounter struct {
+	primary, local capCounter
+	f              *failoverStore
+}
+
+// take implements capCounter.
+func (c failoverCapCounter) take(ctx context.Context, t capTake) (capAnswer, error) {
+	var ans capAnswer
+	if done, err := c.f.callPrimary(ctx, func(ctx context.Context) (err error) {
+		ans, err = c.primary.take(ctx, t)
+		return err
+	}); done {
+		return ans, err
+	}
+	switch c.f.policy {
+	case OnErrorOpen:
+		return capAnswer{Granted: t.Want, FleetInFlight: t.InFlight + t.Want}, nil
+	case OnErrorClosed:
+		return capAnswer{}, ErrStoreUnavailable
+	default:
+		t.Cap = t.Local
+		return c.local.take(ctx, t)
+	}
+}
+
+// grantEverything answers req as store.on_error "open" does: every
+// waiter goes.
+func grantEverything(req takeRequest) takeResult {
+	return takeResult{Granted: req.Want, FleetInFlight: addPerClass(req.InFlight, req.Want)}
 }
 
 func addPerClass(a, b PerClass) PerClass {

@@ -40,10 +40,9 @@ func (w window) next(sec, tpm int64) window {
 // updated in place; inFlight is the fleet's. held says a class gets
 // nothing: bulk on the upstream's word or the output budget, interactive
 // while the output budget is spent. borrow says bulk may borrow
-// (it is on and no interactive request waits anywhere). caps are the
-// capped callers' rooms, by takeRequest.Caps position. The Redis store's
+// (it is on and no interactive request waits anywhere). The Redis store's
 // take.lua is the same procedure; the conformance suite holds them equal.
-func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass, caps []capRoom) (granted PerClass, blocker [classify.NumClasses]blocker) {
+func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bool, borrow func(interactiveShort bool) bool, win *window, inFlight *PerClass) (granted PerClass, blocker [classify.NumClasses]blocker) {
 	const I, B = classify.Interactive, classify.Bulk
 	want, used, tok := req.Want, &win.used, &win.tokens
 	tokensOn := l.AccountTPM > 0
@@ -57,14 +56,12 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 			blocker[I] = blockedByOutput
 		}
 	} else {
-		granted[I], blocker[I] = grantInOrder(I, req.Waiters[I], want[I], account-used[I]-used[B], l.InFlight-inFlight[I]-inFlight[B],
-			tokenRoom{on: tokensOn, room: tAccount - tok[I] - tok[B], used: &tok[I]}, caps)
+		granted[I], blocker[I] = grantInOrder(req.Waiters[I], want[I], account-used[I]-used[B], l.InFlight-inFlight[I]-inFlight[B],
+			tokenRoom{on: tokensOn, room: tAccount - tok[I] - tok[B], used: &tok[I]})
 	}
 	used[I] += granted[I]
 	inFlight[I] += granted[I]
-	// A waiter left for its own cap does not stop bulk borrowing: the
-	// class had room for it.
-	short := granted[I] < want[I] && blocker[I] != blockedByCap
+	short := granted[I] < want[I]
 
 	if held[B] {
 		if want[B] > 0 {
@@ -82,8 +79,8 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 		froom = max(froom, l.InFlight-l.ReserveInFlight-totalInFlight)
 		troom = max(troom, tAccount-Allowance(sec, l.ReserveTPM)-totalTokens)
 	}
-	granted[B], blocker[B] = grantInOrder(B, req.Waiters[B], want[B], min(wroom, account-total), min(froom, l.InFlight-totalInFlight),
-		tokenRoom{on: tokensOn, strict: true, room: min(troom, tAccount-totalTokens), used: &tok[B]}, caps)
+	granted[B], blocker[B] = grantInOrder(req.Waiters[B], want[B], min(wroom, account-total), min(froom, l.InFlight-totalInFlight),
+		tokenRoom{on: tokensOn, strict: true, room: min(troom, tAccount-totalTokens), used: &tok[B]})
 	used[B] += granted[B]
 	inFlight[B] += granted[B]
 	return granted, blocker
@@ -116,38 +113,15 @@ type tokenRoom struct {
 	used       *int64
 }
 
-// capRoom is what one capped caller may still take in a call: requests in
-// its window and slots under its in-flight bound. res is where its answer
-// goes.
-type capRoom struct {
-	window, inFlight int64
-	res              *capResult
-}
-
-// newCapRoom is the room of a caller capped at b, with used requests in
-// the window of second sec and fleet in flight, answering in res.
-func newCapRoom(b capBounds, sec, used, fleet int64, res *capResult) capRoom {
-	return capRoom{window: Allowance(sec, b.RequestsPerMinute) - used, inFlight: b.MaxInFlight - fleet, res: res}
-}
-
-func (r *capRoom) full() bool { return r.window <= 0 || r.inFlight <= 0 }
-
-func (r *capRoom) take(c classify.Class) {
-	r.window--
-	r.inFlight--
-	r.res.Granted[c]++
-}
-
 // grantInOrder grants class c's waiters in order while the class has room:
 // wroom requests in the window, froom in flight and, when tokens are
-// enforced, tk's tokens. A capped caller's waiter is passed over once its
-// cap is full, and the next one goes. Without a list (ws nil, tokens not
-// enforced) want uncapped requests are granted as the rooms allow. It
-// says which room stopped it; blockedByCap when only caps did. This is
+// enforced, tk's tokens. Without a list (ws nil, tokens not enforced)
+// want requests are granted as the rooms allow. It says which room
+// stopped it. This is
 // the one place the order of grants is decided: the limiter lists its
 // waiters in the order they are to go, and take.lua's grantInOrder mirrors
 // this function.
-func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk tokenRoom, caps []capRoom) (int64, blocker) {
+func grantInOrder(ws []queued, want, wroom, froom int64, tk tokenRoom) (int64, blocker) {
 	var n int64
 	stop := func() (int64, blocker) {
 		if wroom <= n {
@@ -163,15 +137,9 @@ func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk to
 		return stop()
 	}
 	first := tk.on && *tk.used <= 0
-	capped := false
 	for _, w := range ws {
 		if n >= min(wroom, froom) {
 			return stop()
-		}
-		if w.Cap > 0 && caps[w.Cap-1].full() {
-			caps[w.Cap-1].res.Full = true
-			capped = true
-			continue
 		}
 		if tk.on {
 			if tk.room <= 0 || (tk.strict && w.Cost > tk.room && (!first || n > 0)) {
@@ -181,25 +149,19 @@ func grantInOrder(c classify.Class, ws []queued, want, wroom, froom int64, tk to
 			*tk.used += w.Cost
 		}
 		n++
-		if w.Cap > 0 {
-			caps[w.Cap-1].take(c)
-		}
-	}
-	if capped {
-		return n, blockedByCap
 	}
 	return n, notBlocked
 }
 
 // retryAfter is when a call blocked as blocker may succeed, at now: the next
-// window, inFlightPoll for an in-flight bound (the account's or a cap's) if
+// window, inFlightPoll for the in-flight bound if
 // that is sooner, the end of the upstream hold, or outputWait for a spent
 // output budget.
 func retryAfter(now time.Time, blocker [classify.NumClasses]blocker, inFlightPoll, upstreamHold, outputWait time.Duration) time.Duration {
 	var d time.Duration
 	for _, b := range blocker {
 		next := untilNextSecond(now)
-		if (b == blockedByInFlight || b == blockedByCap) && inFlightPoll > 0 {
+		if b == blockedByInFlight && inFlightPoll > 0 {
 			next = min(next, inFlightPoll)
 		}
 		switch b {

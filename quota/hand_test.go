@@ -35,7 +35,7 @@ func (s *heldStore) Take(ctx context.Context, req takeRequest) (takeResult, erro
 func heldLimiter(t *testing.T, cfg Config) (*limiter, *heldStore) {
 	t.Helper()
 	s := &heldStore{memoryStore: newMemoryStore(nil), out: make(chan struct{}), release: make(chan struct{})}
-	l := newLimiter(cfg, cfg.PerReplica(), nil, s, 0, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, cfg.PerReplica(), s, 0, slog.New(slog.DiscardHandler))
 	startRun(t, l)
 	// Before Run stops (cleanups run last first): Run's last call tells
 	// the store what is in flight.

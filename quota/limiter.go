@@ -35,8 +35,6 @@ type limiter struct {
 	closed  bool
 	// closeErr is what Admit answers once closed.
 	closeErr error
-	// caps are the capped callers (caps.go), by name.
-	caps map[string]*capCount
 	// weights are the callers' fair-queuing weights, by name (1 if absent).
 	weights map[string]float64
 	// credits are grants taken ahead of demand; guarded by mu.
@@ -80,9 +78,6 @@ type classQueue struct {
 	q        queue
 	maxWait  time.Duration
 	maxQueue int
-	// capped counts the waiters in q that a caller's cap bounds: they have
-	// a queue bound of their own, apart from max_queue's.
-	capped int
 	// shortfalls counts store calls that left this class's waiters queued;
 	// a waiter that saw one (joined before it, or while short) was held.
 	shortfalls uint64
@@ -91,14 +86,13 @@ type classQueue struct {
 	fair fairShare
 }
 
-// newLimiter returns a limiter for cfg's classes and the callers' caps over
-// store; limits are the ones the store enforces, used to estimate
+// newLimiter returns a limiter for cfg's classes over store; limits are the ones the store enforces, used to estimate
 // Retry-After. heartbeat is how often the loop calls the store when idle
 // (0: never), so a shared store knows the replica is alive.
-func newLimiter(cfg Config, limits Limits, caps map[string]callerCap, store store, heartbeat time.Duration, log *slog.Logger) *limiter {
+func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration, log *slog.Logger) *limiter {
 	l := &limiter{store: store, log: log, heartbeat: heartbeat,
 		arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
-	l.Reconfigure(cfg, limits, caps)
+	l.Reconfigure(cfg, limits)
 	return l
 }
 
@@ -107,17 +101,15 @@ type limitSet struct {
 	enforced, local Limits
 }
 
-// Reconfigure applies a new configuration's classes, limits (what the
-// store enforces; the per-replica fallback is derived from cfg) and
-// callers' caps. Waiting and admitted requests keep their place and their
-// slot: the new queue bounds and max_wait apply to requests that arrive
-// from now on, the new limits and caps from the store's next call. Safe to
-// call while serving.
-func (l *limiter) Reconfigure(cfg Config, limits Limits, caps map[string]callerCap) {
+// Reconfigure applies a new configuration's classes and limits (what the
+// store enforces; the per-replica fallback is derived from cfg). Waiting
+// and admitted requests keep their place and their slot: the new queue
+// bounds and max_wait apply to requests that arrive from now on, the new
+// limits from the store's next call. Safe to call while serving.
+func (l *limiter) Reconfigure(cfg Config, limits Limits) {
 	l.limits.Store(&limitSet{enforced: limits, local: cfg.PerReplica()})
 	ic, bc := cfg.Classes.Interactive, cfg.Classes.Bulk
 	l.mu.Lock()
-	l.setCapsLocked(caps, cfg.Account.ExpectedReplicas)
 	l.dropCreditsLocked(classify.Classes[:]...) // taken under the old limits
 	l.classes[classify.Interactive].maxWait, l.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	l.classes[classify.Bulk].maxWait, l.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
@@ -132,9 +124,8 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits, caps map[string]callerC
 // caller must Release when the upstream exchange ends. req.Tokens, the
 // charge Admitter.Admit decided (0 where the pool does not enforce
 // tokens), is charged to the class's token window, and Lease.Correct
-// settles it. It returns a *RefusedError
-// when a queue is full or max_wait passes (Caller set when the caller's
-// own cap kept it), ErrStoreUnavailable when the store failed under
+// settles it. It returns a *RefusedError when the queue is full or
+// max_wait passes, ErrStoreUnavailable when the store failed under
 // on_error "closed", ErrClosed after Run has stopped, or the context's
 // error if ctx ends first.
 func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
@@ -150,22 +141,16 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		l.mu.Unlock()
 		return nil, err
 	}
-	cc := l.capOfLocked(req.Caller)
-	if cc == nil && l.prefetch && l.takeCreditLocked(c, time.Now()) {
+	if l.prefetch && l.takeCreditLocked(c, time.Now()) {
 		l.mu.Unlock()
 		l.admitted[c].Add(1)
 		return &Lease{l: l, class: c}, nil
 	}
-	switch {
-	case cc != nil && cc.queued[c] >= cq.maxQueue:
-		l.mu.Unlock()
-		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, Caller: cc.name, RetryAfter: cc.cap.retryAfter(cc.queued[c])}
-	case cc == nil && cq.q.n-cq.capped >= cq.maxQueue:
-		n := cq.q.n - cq.capped
+	if n := cq.q.n; n >= cq.maxQueue {
 		l.mu.Unlock()
 		return nil, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: l.retryAfter(c, n)}
 	}
-	w := &waiter{done: make(chan struct{}), cost: max(0, req.Tokens), cap: cc}
+	w := &waiter{done: make(chan struct{}), cost: max(0, req.Tokens)}
 	weight := l.weightOfLocked(req.Caller)
 	w.flow, w.span = cq.fair.flowOf(req.Caller, req.Anonymous), 1/weight
 	if l.limits.Load().enforced.AccountTPM > 0 && w.cost > 0 {
@@ -198,13 +183,9 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 // timeout is kept; one that raced a cancellation is handed back.
 func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error) {
 	l.mu.Lock()
-	granted, werr, capWait := w.granted, w.err, w.capWait
+	granted, werr := w.granted, w.err
 	l.dequeueLocked(c, w)
 	ahead := l.classes[c].q.n
-	var capped callerCap
-	if w.cap != nil {
-		capped, ahead = w.cap.cap, w.cap.queued[c]
-	}
 	l.mu.Unlock()
 	timedOut := errors.Is(cause, ErrWaitTimeout)
 	switch {
@@ -217,8 +198,6 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 		return nil, cause
 	case werr != nil:
 		return nil, werr
-	case timedOut && capWait:
-		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, Caller: w.cap.name, RetryAfter: capped.retryAfter(ahead)}
 	case timedOut:
 		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, RetryAfter: l.retryAfter(c, ahead)}
 	default:
@@ -236,10 +215,6 @@ func (l *limiter) enqueueLocked(c classify.Class, w *waiter) {
 		w.tag = 0
 		cq.q.push(w)
 	}
-	if w.cap != nil {
-		cq.capped++
-		w.cap.queued[c]++
-	}
 }
 
 // dequeueLocked takes w out of class c's queue, if it is still in it.
@@ -252,10 +227,6 @@ func (l *limiter) dequeueLocked(c classify.Class, w *waiter) {
 		cq.fair.dequeue(&cq.q, w)
 	} else {
 		cq.q.remove(w)
-	}
-	if w.cap != nil {
-		cq.capped--
-		w.cap.queued[c]--
 	}
 }
 
@@ -288,11 +259,9 @@ type Lease struct {
 	cost     int64
 	released atomic.Bool
 	settled  atomic.Bool
-	// cap is the caller's cap the request holds a slot under, or nil.
-	cap *capCount
-	// gate is its slot under its caller's cap in the caps gate (gate.go),
-	// or nil; released with it.
-	gate *Lease
+	// gate is its pass through its caller's gates (admitThrough),
+	// released with it.
+	gate gatePass
 	// flow and weight are its fair-queuing flow and its caller's weight
 	// when its service was counted in tokens (weight 0 otherwise), so
 	// Correct can settle the flow's service too.
@@ -339,20 +308,15 @@ func (s *Lease) Spent(output int64) {
 }
 
 // Held reports whether the request had to wait for a later window or a
-// released slot (its cap's included) before it was admitted.
-func (s *Lease) Held() bool { return s.held || (s.gate != nil && s.gate.held) }
+// released slot (its caller's gates' included) before it was admitted.
+func (s *Lease) Held() bool { return s.held || s.gate.held }
 
 // Release returns the slot. It never blocks on the store: the admission
 // loop tells the store on its next call. Calls after the first do nothing.
 func (s *Lease) Release() {
-	if s.gate != nil {
-		s.gate.Release()
-	}
 	if s.released.CompareAndSwap(false, true) {
+		s.gate.Release()
 		s.l.inFlight[s.class].Add(-1)
-		if s.cap != nil {
-			s.cap.inFlight.Add(-1)
-		}
 		notify(s.l.freed)
 	}
 }

@@ -29,7 +29,7 @@ func testConfig() Config {
 func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store, prefetch bool) {
 	start := func(t *testing.T, cfg Config) *limiter {
 		t.Helper()
-		l := newLimiter(cfg, cfg.Limits(), nil, newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
+		l := newLimiter(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
 		if prefetch {
 			l.enablePrefetch()
 		}

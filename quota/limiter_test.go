@@ -18,7 +18,7 @@ func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
 	t.Helper()
 	limits := cfg.PerReplica()
 	store := newMemoryStore(nil)
-	l := newLimiter(cfg, limits, nil, store, 0, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
 	startRun(t, l)
 	return l, store
 }
@@ -198,7 +198,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(smallConfig(), smallConfig().PerReplica(), nil, newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
 		stop := startRun(t, l)
 		errc := make(chan error, 1)
 		go func() { _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); errc <- err }()
@@ -263,7 +263,7 @@ func TestLimiterReconfigureWakesBlockedWaiters(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		cfg.Account.MaxInFlight = 2
-		l.Reconfigure(cfg, cfg.PerReplica(), nil)
+		l.Reconfigure(cfg, cfg.PerReplica())
 		b := <-got
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("admitted %s after the bound was raised, want at once", waited)

@@ -33,10 +33,8 @@ type loopState struct {
 	// of; pending says one is waiting.
 	releases *time.Timer
 	pending  bool
-	// waiters, caps and capTakes are reused buffers for the call's lists.
-	waiters  [classify.NumClasses][]queued
-	caps     []*capCount
-	capTakes []capTake
+	// waiters is a reused buffer for the call's lists.
+	waiters [classify.NumClasses][]queued
 	// listed are, per class, the waiters the call's list names, position
 	// for position (nil for a spare): its grants go to them (hand).
 	listed [classify.NumClasses][]*waiter
@@ -50,17 +48,11 @@ type loopState struct {
 // Run serves the queues until ctx ends, then refuses every waiter with
 // ErrClosed and tells the store what is still in flight. Call it once.
 func (l *limiter) Run(ctx context.Context) error {
-	st := &loopState{timer: time.NewTimer(time.Hour), releases: time.NewTimer(time.Hour)}
-	st.timer.Stop()
-	st.releases.Stop()
+	st := &loopState{timer: stoppedTimer(), releases: stoppedTimer()}
 	defer st.timer.Stop()
 	defer st.releases.Stop()
-	var beat <-chan time.Time
-	if l.heartbeat > 0 {
-		t := time.NewTicker(l.heartbeat)
-		defer t.Stop()
-		beat = t.C
-	}
+	beat, stopBeat := heartbeatTicker(l.heartbeat)
+	defer stopBeat()
 	for {
 		force := false
 		select {
@@ -69,20 +61,14 @@ func (l *limiter) Run(ctx context.Context) error {
 			l.flush(context.WithoutCancel(ctx))
 			return nil
 		case <-l.arrive:
-			// A class held only by capped callers' caps has room for anyone else.
-			for c, b := range st.blocked {
-				if b == blockedByCap {
-					st.blocked[c] = notBlocked
-				}
-			}
 		case <-l.freed:
-			// Released slots: a class held by the in-flight bound or a cap
-			// may go now; otherwise the store hears of them, and of the
+			// Released slots: a class held by the in-flight bound may go
+			// now; otherwise the store hears of them, and of the
 			// upstream's reports, with the next call, or after releaseDelay.
 			tokens := l.tokensFreed.Swap(false)
 			all := l.reconfigured.Swap(false)
 			for c, b := range st.blocked {
-				if all || b == blockedByInFlight || b == blockedByCap || (tokens && b == blockedByWindow) {
+				if all || b == blockedByInFlight || (tokens && b == blockedByWindow) {
 					st.blocked[c] = notBlocked
 				}
 			}
@@ -182,24 +168,20 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 
 // ask builds the next call under mu. Per class, every waiter of a class
 // that is not blocked is asked for, with spare credits on top
-// (prefetch.go); when tokens are enforced or a waiter is capped, they are
-// listed in the order grants go to them (at most maxBatch, and no more of
-// one capped caller than its cap can grant in a call), spares last. The
-// caps the call concerns go with it.
+// (prefetch.go); when tokens are enforced, they are listed in the order
+// grants go to them (at most maxBatch), spares last.
 func (l *limiter) ask(st *loopState) takeRequest {
 	var req takeRequest
 	tokens := l.limits.Load().enforced.AccountTPM > 0
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st.caps = l.capsForCallLocked(st.caps)
 	st.waiting = PerClass{}
 	for c := range req.Want {
 		if st.blocked[c] != notBlocked {
 			continue
 		}
 		cq := &l.classes[c]
-		listed := tokens || cq.capped > 0
-		if listed {
+		if tokens {
 			st.waiters[c], st.listed[c] = l.listLocked(classify.Class(c), st.waiters[c], st.listed[c])
 			st.waiting[c] = int64(len(st.waiters[c]))
 		} else {
@@ -214,16 +196,14 @@ func (l *limiter) ask(st *loopState) takeRequest {
 			spare = max(0, st.pf.spare[c]-l.credits.n[c]) // 0 while tokens are enforced (plan)
 		}
 		req.Want[c] = st.waiting[c] + spare
-		if listed {
+		if tokens {
 			for range spare {
-				st.waiters[c] = append(st.waiters[c], queued{}) // uncapped, for anyone
+				st.waiters[c] = append(st.waiters[c], queued{}) // for anyone
 				st.listed[c] = append(st.listed[c], nil)
 			}
 			req.Waiters[c] = st.waiters[c]
 		}
 	}
-	st.capTakes = capTakes(st.caps, st.capTakes)
-	req.Caps = st.capTakes
 	st.gen = l.credits.gen
 	return req
 }
@@ -237,15 +217,7 @@ const maxBatch = 4096
 func (l *limiter) listLocked(c classify.Class, buf []queued, who []*waiter) ([]queued, []*waiter) {
 	buf, who = buf[:0], who[:0]
 	for w := l.classes[c].q.head; w != nil && len(buf) < maxBatch; w = w.next {
-		q := queued{Cost: w.cost}
-		if cc := w.cap; cc != nil && cc.bounding {
-			if cc.listed >= capListBound(cc.cap) {
-				continue // more than its cap can take in one call
-			}
-			cc.listed++
-			q.Cap = cc.slot
-		}
-		buf = append(buf, q)
+		buf = append(buf, queued{Cost: w.cost})
 		who = append(who, w)
 	}
 	return buf, who
@@ -264,6 +236,22 @@ func (l *limiter) storeFailed(ctx context.Context, st *loopState, err error) {
 	l.mu.Unlock()
 	st.blocked = [classify.NumClasses]blocker{blockedByWindow, blockedByWindow}
 	st.arm(storeRetry)
+}
+
+// stoppedTimer is a timer that has not been armed.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// heartbeatTicker ticks every d, and never when d is 0; stop stops it.
+func heartbeatTicker(d time.Duration) (beat <-chan time.Time, stop func()) {
+	if d <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // arm makes the timer fire after d, unless it fires sooner already.
@@ -311,10 +299,7 @@ func (l *limiter) closeWith(err error) {
 func (l *limiter) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	l.mu.Lock()
-	caps := capTakes(l.capsForCallLocked(nil), nil)
-	l.mu.Unlock()
-	req := takeRequest{Pool: l.pool, Caps: caps}
+	req := takeRequest{Pool: l.pool}
 	req.InFlight, req.Credits = l.occupied()
 	if _, err := l.store.Take(ctx, req); err != nil {
 		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))

@@ -29,11 +29,7 @@ type memoryPool struct {
 	// because an interactive request was left waiting.
 	starvedThrough int64
 	upstream       upstreamState
-	// capSec and capUsed are the capped callers' use of second capSec, by
-	// name; their in-flight counts are what each call says (one replica).
-	capSec  int64
-	capUsed map[string]int64
-	output  outputBucket
+	output         outputBucket
 }
 
 // newMemoryStore returns an in-process store, reading the time from now
@@ -55,7 +51,7 @@ func (s *memoryStore) take(now time.Time, req takeRequest) takeResult {
 	defer s.mu.Unlock()
 	p := s.pools[req.Pool]
 	if p == nil {
-		p = &memoryPool{starvedThrough: math.MinInt64, capUsed: map[string]int64{}}
+		p = &memoryPool{starvedThrough: math.MinInt64}
 		s.pools[req.Pool] = p
 	}
 	return p.take(now, req)
@@ -79,27 +75,8 @@ func (s *memoryPool) take(now time.Time, req takeRequest) takeResult {
 	bulkMs, interactiveMs := s.output.take(now.UnixMilli(), req.Output, req.Limits.OutputTPM, req.Limits.ReserveOutputTPM)
 	res := takeResult{UpstreamHold: max(s.upstream.hold(now), time.Duration(bulkMs)*time.Millisecond)}
 	outputWait := time.Duration(interactiveMs) * time.Millisecond
-	if sec != s.capSec {
-		s.capSec = sec
-		clear(s.capUsed)
-	}
-	var rooms []capRoom
-	if len(req.Caps) > 0 {
-		res.Caps = make([]capResult, len(req.Caps))
-		rooms = make([]capRoom, len(req.Caps))
-		for k, ct := range req.Caps {
-			rooms[k] = newCapRoom(ct.Cap, sec, s.capUsed[ct.Name], ct.InFlight, &res.Caps[k])
-		}
-	}
 	held := [classify.NumClasses]bool{classify.Interactive: outputWait > 0, classify.Bulk: res.UpstreamHold > 0}
-	res.Granted, res.Blocker = grantAll(req.Limits, sec, req, held, borrow, &s.win, &s.inFlight, rooms)
-	for k, ct := range req.Caps {
-		n := res.Caps[k].Granted[classify.Interactive] + res.Caps[k].Granted[classify.Bulk]
-		res.Caps[k].FleetInFlight = ct.InFlight + n
-		if n > 0 {
-			s.capUsed[ct.Name] += n
-		}
-	}
+	res.Granted, res.Blocker = grantAll(req.Limits, sec, req, held, borrow, &s.win, &s.inFlight)
 	res.RetryAfter = retryAfter(now, res.Blocker, 0, res.UpstreamHold, outputWait)
 	res.FleetInFlight = s.inFlight
 	for c := range res.FleetCredits {

@@ -136,7 +136,7 @@ func newCapCollector(a *Admitter) *capCollector {
 		queued: prometheus.NewDesc("meterproxy_caller_queue_depth",
 			"Requests of a capped caller waiting on this replica, by caller.", label, nil),
 		inFlight: prometheus.NewDesc("meterproxy_caller_cap_slots_used",
-			"Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. With account.models a request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight).", label, nil),
+			"Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. A request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight).", label, nil),
 		limit: prometheus.NewDesc("meterproxy_caller_in_flight_limit",
 			"A capped caller's callers[].max_in_flight (0: no in-flight cap), by caller.", label, nil),
 		rateLimit: prometheus.NewDesc("meterproxy_caller_limit_requests_per_second",
@@ -149,7 +149,7 @@ func (c *capCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (c *capCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, st := range c.a.capLimiter().capState() {
+	for name, st := range c.a.caps.capState() {
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name)
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.MaxInFlight), name)

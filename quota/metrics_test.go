@@ -63,7 +63,7 @@ func compareExposition(t *testing.T, reg *prometheus.Registry, when, want string
 // its 0.7 share, one bulk request granted in the window.
 func admissionExposition(bulk int) string {
 	return fmt.Sprintf(`
-# HELP meterproxy_caller_cap_slots_used Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. With account.models a request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight).
+# HELP meterproxy_caller_cap_slots_used Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. A request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight).
 # TYPE meterproxy_caller_cap_slots_used gauge
 meterproxy_caller_cap_slots_used{caller="capped"} %[1]d
 # HELP meterproxy_caller_in_flight_limit A capped caller's callers[].max_in_flight (0: no in-flight cap), by caller.

@@ -2,7 +2,7 @@ package quota
 
 // Pools: admission is keyed by pool. A pool is a complete account of its
 // own — its one-second windows, in-flight counts, upstream state,
-// credits, queues and callers' caps — served by a limiter of its own
+// credits and queues — served by a limiter of its own
 // and kept in Redis under keys of its own. The account is the pool named
 // accountPool; until limits per model are configured it is the only one,
 // and a request naming a pool that is not configured draws on it.
@@ -19,6 +19,5 @@ func poolKeys(prefix, pool string) []string {
 	if pool != accountPool {
 		tag = "{" + prefix + ":pool:" + pool + "}"
 	}
-	return []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream",
-		tag + ":capwindow", tag + ":capinflight", tag + ":output"}
+	return []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream", tag + ":output"}
 }

@@ -47,10 +47,9 @@ type prefetchState struct {
 }
 
 // takeCreditLocked admits a request of class c from the credits, if any
-// are valid and nobody of its class waits but capped callers (who wait on
-// their caps, not on the class).
+// are valid and nobody of its class waits.
 func (l *limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
-	if cq := &l.classes[c]; cq.q.n > cq.capped {
+	if l.classes[c].q.n > 0 {
 		return false // a newcomer never passes a waiter
 	}
 	took, dropped := l.credits.takeLocked(c, now)
@@ -122,7 +121,7 @@ func (l *limiter) plan(p *prefetchState, res takeResult, lim Limits) {
 		return
 	}
 	for c := range p.spare {
-		if b := res.Blocker[c]; b != notBlocked && b != blockedByCap {
+		if res.Blocker[c] != notBlocked {
 			continue
 		}
 		if c == int(B) {

@@ -15,7 +15,7 @@ import (
 // counts its store calls.
 func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*limiter, *atomic.Int64) {
 	t.Helper()
-	l := newLimiter(cfg, cfg.Limits(), nil, newTestRedisStore(t, srv, redistest.Prefix(t)), time.Second, slog.New(slog.DiscardHandler))
+	l := newLimiter(cfg, cfg.Limits(), newTestRedisStore(t, srv, redistest.Prefix(t)), time.Second, slog.New(slog.DiscardHandler))
 	l.enablePrefetch()
 	calls := &atomic.Int64{}
 	l.OnStoreCall(func(time.Duration, error) { calls.Add(1) })

@@ -19,12 +19,6 @@ type waiter struct {
 	// gen is its class's shortfall count (classQueue.shortfalls) when the
 	// waiter joined.
 	gen uint64
-	// cap is its caller's cap, or nil; capWait says the last store call
-	// passed it over because the cap was full.
-	cap     *capCount
-	capWait bool
-	// capSlot says its grant took a slot under its cap.
-	capSlot bool
 	// flow, span and tag are its place in fair queuing (fair.go): its
 	// caller, what it costs the class over the caller's weight, and its
 	// start tag; tagged says it was queued fairly (not under fifo).
@@ -41,15 +35,11 @@ type waiter struct {
 	weight float64
 }
 
-// lease is the Lease of a granted waiter; it holds a slot under the
-// caller's cap unless a reload lifted the cap while it waited.
+// lease is the Lease of a granted waiter.
 func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
 	s := &Lease{l: l, class: c, held: w.held, cost: w.cost}
 	if w.tagged && w.weight > 0 {
 		s.flow, s.weight = w.flow, w.weight
-	}
-	if w.capSlot {
-		s.cap = w.cap
 	}
 	return s
 }

@@ -87,11 +87,9 @@ func (s *redisStore) Take(ctx context.Context, req takeRequest) (takeResult, err
 
 // take.lua's arguments by position, 0-based into its ARGV (which Lua
 // counts from 1): the script's ARG table names the same positions, and
-// TestTakeScriptPositions holds the two equal. After argCaps (how many
-// caps) come argsPerCap values per cap (name, in flight here, max in
-// flight, per minute), then per class, interactive first, the number of
-// listed waiters and two values per waiter (its cap's position from 1, or
-// 0; its token estimate).
+// TestTakeScriptPositions holds the two equal. At argLists begin the
+// lists: per class, interactive first, the number of listed waiters and
+// each one's token estimate.
 const (
 	argReplica = iota
 	argWantI
@@ -122,9 +120,8 @@ const (
 	argCreditsI
 	argCreditsB
 	argFair
-	argCaps
+	argLists
 	numArgs
-	argsPerCap = 4
 )
 
 // take.lua's reply by position, 0-based; the script's REPLY table names
@@ -147,9 +144,6 @@ const (
 	replyCreditsI
 	replyCreditsB
 	replyLen
-	// Each cap's answer follows: granted interactive, granted bulk, the
-	// fleet's count in flight under it, and 1 when it was full.
-	replyPerCap = 4
 )
 
 // take is Take, also returning the window (Unix second) the script used.
@@ -170,7 +164,7 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 		age, hold, throttle = strconv.FormatInt(u.Age.Milliseconds(), 10), u.Hold.Milliseconds(), u.ThrottleFor.Milliseconds()
 	}
 	const I, B = classify.Interactive, classify.Bulk
-	args := make([]any, numArgs, numArgs+argsPerCap*len(req.Caps)+2+2*(len(req.Waiters[I])+len(req.Waiters[B])))
+	args := make([]any, argLists, numArgs+1+len(req.Waiters[I])+len(req.Waiters[B]))
 	args[argReplica] = s.replica
 	args[argWantI], args[argWantB] = req.Want[I], req.Want[B]
 	args[argInFlightI], args[argInFlightB] = req.InFlight[I], req.InFlight[B]
@@ -184,14 +178,10 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 	args[argOutputTPM], args[argReserveOutputTPM], args[argOutput] = l.OutputTPM, l.ReserveOutputTPM, req.Output
 	args[argCreditsI], args[argCreditsB] = req.Credits[I], req.Credits[B]
 	args[argFair] = fairMask(l.Fair)
-	args[argCaps] = len(req.Caps)
-	for _, ct := range req.Caps {
-		args = append(args, ct.Name, ct.InFlight, ct.Cap.MaxInFlight, ct.Cap.RequestsPerMinute)
-	}
 	for _, ws := range req.Waiters {
 		args = append(args, len(ws))
 		for _, w := range ws {
-			args = append(args, w.Cap, w.Cost)
+			args = append(args, w.Cost)
 		}
 	}
 	reply, err := takeScript.Run(ctx, s.client, s.Keys(req.Pool), args...).Int64Slice()
@@ -201,18 +191,17 @@ func (s *redisStore) take(ctx context.Context, req takeRequest) (takeResult, int
 		}
 		return takeResult{}, 0, fmt.Errorf("quota: redis take: %w", err)
 	}
-	res, err := parseTake(reply, len(req.Caps))
+	res, err := parseTake(reply)
 	if err != nil {
 		return takeResult{}, 0, err
 	}
 	return res, reply[replySec], nil
 }
 
-// parseTake reads take.lua's reply to a call with caps caps, checking its
-// shape.
-func parseTake(r []int64, caps int) (takeResult, error) {
-	if want := replyLen + replyPerCap*caps; len(r) != want {
-		return takeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want %d", len(r), want)
+// parseTake reads take.lua's reply, checking its shape.
+func parseTake(r []int64) (takeResult, error) {
+	if len(r) != replyLen {
+		return takeResult{}, fmt.Errorf("quota: redis take: reply has %d values, want %d", len(r), replyLen)
 	}
 	const I, B = classify.Interactive, classify.Bulk
 	var res takeResult
@@ -232,12 +221,5 @@ func parseTake(r []int64, caps int) (takeResult, error) {
 	res.UpstreamHold = time.Duration(r[replyHoldMs]) * time.Millisecond
 	// Milliseconds are floored, so the second may end up to 1 ms sooner.
 	res.SecondLeft = max(0, time.Duration(r[replyLeftMs]-1)*time.Millisecond)
-	if caps > 0 {
-		res.Caps = make([]capResult, caps)
-		for k := range res.Caps {
-			v := r[replyLen+replyPerCap*k:]
-			res.Caps[k] = capResult{Granted: PerClass{v[0], v[1]}, FleetInFlight: v[2], Full: v[3] == 1}
-		}
-	}
 	return res, nil
 }

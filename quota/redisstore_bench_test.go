@@ -24,7 +24,7 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 			cfg.Account.RequestsPerMinute = 600_000_000 // never the limit: this measures batching
 			cfg.Account.MaxInFlight = 100_000
 			s := newRedisStore(srv.Client(b), StoreConfig{KeyPrefix: redistest.Prefix(b), Timeout: time.Second, Heartbeat: time.Second})
-			l := newLimiter(cfg, cfg.Limits(), nil, s, time.Second, slog.New(slog.DiscardHandler))
+			l := newLimiter(cfg, cfg.Limits(), s, time.Second, slog.New(slog.DiscardHandler))
 			stop := startRun(b, l)
 			before := scriptCalls(srv.CommandStats(b))
 			b.ReportAllocs()

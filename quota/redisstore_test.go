@@ -130,13 +130,6 @@ func TestRedisKeyHygiene(t *testing.T) {
 	ctx := t.Context()
 	for i := range 500 {
 		req := takeRequest{Want: pc(int64(i%3), int64(i%5)), InFlight: pc(int64(i%7), 0), Limits: windowLimits}
-		if i%2 == 0 { // a capped caller's waiters too, so its keys are made
-			req.Caps = []capTake{{Name: "capped", InFlight: int64(i % 3), Cap: capsUnder[1]}}
-			req.Waiters[0] = make([]queued, req.Want[0])
-			for k := range req.Waiters[0] {
-				req.Waiters[0][k].Cap = 1
-			}
-		}
 		if _, err := s.Take(ctx, req); err != nil {
 			t.Fatal(err)
 		}

@@ -46,14 +46,9 @@ type takeRequest struct {
 	// or nil.
 	Upstream *upstreamReport
 	// Waiters are, per class, the waiters to grant, in the order grants go
-	// to them: each one's capped caller (an index into Caps) and token
-	// estimate. When set, Want is its length. Nil when tokens are not
-	// enforced and no waiter of the class is capped: Want alone says how
-	// many, all uncapped.
+	// to them: each one's token estimate. When set, Want is its length.
+	// Nil when tokens are not enforced: Want alone says how many.
 	Waiters [classify.NumClasses][]queued
-	// Caps are the capped callers this call concerns: those with waiters
-	// in Waiters, and those whose in-flight count the store must hear.
-	Caps []capTake
 	// Corrections are, per class, real usage minus the estimates charged
 	// for requests that ended since the last call; added to this window.
 	Corrections PerClass
@@ -71,33 +66,8 @@ type takeRequest struct {
 
 // queued is one waiter in a takeRequest.
 type queued struct {
-	// Cap is its caller's position in takeRequest.Caps plus one; 0 for a
-	// caller without a cap.
-	Cap int
 	// Cost is its token estimate (0 when tokens are not enforced).
 	Cost int64
-}
-
-// capTake is one capped caller in a takeRequest.
-type capTake struct {
-	Name string
-	// InFlight is how many of its requests this replica has in flight now
-	// (absolute), not counting what this call grants.
-	InFlight int64
-	// Cap is what the store enforces across the fleet; Local the
-	// per-replica fallback (store.on_error local). A bound of unbounded is
-	// none.
-	Cap, Local capBounds
-}
-
-// capResult is a store's answer for one capTake.
-type capResult struct {
-	// Granted is how many of its waiters were granted, by class.
-	Granted PerClass
-	// FleetInFlight is its count in flight across the fleet after the call.
-	FleetInFlight int64
-	// Full says its cap left one of its waiters waiting.
-	Full bool
 }
 
 // upstreamReport is the freshest account state a replica observed in the
@@ -132,9 +102,6 @@ const (
 	// the account below the interactive reserve, or answered 429; more is
 	// possible after RetryAfter.
 	blockedByUpstream
-	// blockedByCap means only capped callers' own caps left waiters of the
-	// class waiting: the class itself has room for anyone else.
-	blockedByCap
 	// blockedByOutput means interactive waits because the output budget
 	// is spent; more is possible after RetryAfter. (Bulk held by the
 	// output budget is blockedByUpstream: it is held as on the upstream's
@@ -166,8 +133,6 @@ type takeResult struct {
 	// SecondLeft is what was left of the window's second when the store
 	// decided, by the store's clock: grants are charged to that second.
 	SecondLeft time.Duration
-	// Caps answer takeRequest.Caps, position for position.
-	Caps []capResult
 }
 
 // WindowUse is what each class has used of one second's allowance.

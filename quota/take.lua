@@ -14,11 +14,7 @@
 --   4 starved   ZSET  replica -> last second in which an interactive request waited
 --   5 upstream  HASH  at, hold, throttle (ms)   the freshest upstream observation
 --                     and until when bulk is held on the upstream's word
---   6 capwindow HASH  sec, n|<caller>            what each capped caller used of the
---                                                  current second
---   7 capinflight HASH t|<caller>                each capped caller's fleet total in flight
---                     r|<replica>|<caller>       each replica's own count
---   8 output    HASH  level, at                  the output budget's bucket: level in
+--   6 output    HASH  level, at                  the output budget's bucket: level in
 --                                                  1/60000 token, when it was brought up
 --                                                  to date (ms)
 -- ARGV (by name in ARG below; redisstore.go's arg* constants are the same
@@ -42,13 +38,10 @@
 --   27,28 credits interactive, bulk       of held, the credits (absolute)
 --   29 fair: which classes share their second between replicas with
 --      waiters (fairness callers): 1 interactive, 2 bulk, 3 both, 0 none
---   30 k: how many capped callers follow, four values each: name, this
---      replica's count in flight under the cap (absolute), max in flight,
---      requests per minute (2^40 for no bound)
---   then per class, interactive first: n, how many waiters are listed, and
---      two values per waiter in the order grants go to them: its caller's
---      cap (1..k, 0 for none) and its token estimate. n = 0 with tokens not
---      enforced means the want counts uncapped waiters.
+--   30.. per class, interactive first: n, how many waiters are listed, and
+--      one value per waiter in the order grants go to them: its token
+--      estimate. n = 0 with tokens not enforced means the want counts the
+--      waiters.
 -- Reply (by name in REPLY below, mirrored by redisstore.go's reply*
 -- constants): {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec,
 --         fleet_i, fleet_b, hold_ms, used_i, used_b, tokens_i, tokens_b, left_ms,
@@ -57,14 +50,12 @@
 --   the credits (so fleet - credits is requests genuinely in flight).
 --   left_ms: what is left of the window's second, by Redis's clock.
 --   blocker: 0 none, 1 window, 2 in flight, 3 upstream or output budget
---   (bulk held), 4 only capped callers' caps, 5 output budget spent
---   (interactive held). hold_ms counts the output budget's bulk hold too.
---   Then four values per capped caller: granted interactive, granted bulk,
---   the fleet's count in flight under its cap, 1 if the cap was full.
+--   (bulk held), 4 output budget spent (interactive held). hold_ms counts
+--   the output budget's bulk hold too.
 --
 -- The script runs in phases, one function each, in this order: the clock,
 -- reaping dead replicas, this replica's in-flight count, the window, the
--- upstream's word, the output budget, the caps' rooms, interactive's grant, bulk's grant,
+-- upstream's word, the output budget, interactive's grant, bulk's grant,
 -- saving, and the reply with its retry hint.
 
 local ARG = {
@@ -75,7 +66,7 @@ local ARG = {
   upstream_age = 16, upstream_hold = 17, upstream_throttle = 18,
   account_tpm = 19, bulk_tpm = 20, reserve_tpm = 21,
   correction_i = 22, correction_b = 23,
-  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, credits_i = 27, credits_b = 28, fair = 29, caps = 30,
+  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, credits_i = 27, credits_b = 28, fair = 29, lists = 30,
 }
 local REPLY = {
   granted_i = 1, granted_b = 2, blocker_i = 3, blocker_b = 4, retry_ms = 5, sec = 6,
@@ -85,7 +76,7 @@ local REPLY = {
 local function arg(name) return ARGV[ARG[name]] end
 local function num(name) return tonumber(ARGV[ARG[name]]) end
 
-local kwin, kinf, khb, kstarved, kup, kcapwin, kcapinf, kout = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local kwin, kinf, khb, kstarved, kup, kout = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local rid = arg('replica')
 local want = {num('want_i'), num('want_b')}
 local held = {num('inflight_i'), num('inflight_b')}
@@ -97,17 +88,12 @@ local ttl = num('replica_ttl')
 local poll = num('inflight_poll')
 local field = {'i', 'b'}
 
--- The capped callers, then each class's list of waiters (ARGV positions).
-local caps, lists = {}, {}
-local pos = ARG.caps + 1
-for k = 1, num('caps') do
-  caps[k] = {name = ARGV[pos], held = tonumber(ARGV[pos + 1]), maxIF = tonumber(ARGV[pos + 2]),
-    rpm = tonumber(ARGV[pos + 3]), granted = {0, 0}, full = 0}
-  pos = pos + 4
-end
+-- Each class's list of waiters (ARGV positions).
+local lists = {}
+local pos = ARG.lists
 for c = 1, 2 do
   lists[c] = {first = pos + 1, n = tonumber(ARGV[pos])}
-  pos = pos + 1 + 2 * lists[c].n
+  pos = pos + 1 + lists[c].n
 end
 
 -- Phase: the clock. Windows follow Redis TIME unless a test sets it.
@@ -119,11 +105,9 @@ end
 local nowMs = clock()
 local sec = math.floor(nowMs / 1000)
 
--- Phase: replicas whose heartbeat expired stop counting, under the
--- account and under every cap.
+-- Phase: replicas whose heartbeat expired stop counting.
 local function reapDead()
   local dead = redis.call('ZRANGEBYSCORE', khb, '-inf', nowMs)
-  local capFields
   for _, r in ipairs(dead) do
     if r ~= rid then
       for c = 1, 2 do
@@ -134,16 +118,6 @@ local function reapDead()
         redis.call('HDEL', kinf, r .. ':' .. field[c], r .. ':c' .. field[c], r .. ':d' .. c, r .. ':g' .. c, r .. ':t' .. c)
       end
       redis.call('HDEL', kinf, r .. ':s')
-      capFields = capFields or redis.call('HKEYS', kcapinf)
-      local prefix = 'r|' .. r .. '|'
-      for _, f in ipairs(capFields) do
-        if string.sub(f, 1, #prefix) == prefix then
-          local tf = 't|' .. string.sub(f, #prefix + 1)
-          local left = tonumber(redis.call('HGET', kcapinf, tf) or '0') - tonumber(redis.call('HGET', kcapinf, f) or '0')
-          if left > 0 then redis.call('HSET', kcapinf, tf, left) else redis.call('HDEL', kcapinf, tf) end
-          redis.call('HDEL', kcapinf, f)
-        end
-      end
       redis.call('ZREM', khb, r)
       redis.call('ZREM', kstarved, r)
     end
@@ -264,25 +238,11 @@ local holdMs = mergeUpstream()
 local outBulkMs, outInteractiveMs = takeOutput()
 holdMs = math.max(holdMs, outBulkMs)
 
--- Phase: each capped caller's room, in its window and in flight; this
--- replica's count under it is what it says it holds.
-local function readCaps()
-  local fresh = tonumber(redis.call('HGET', kcapwin, 'sec')) == sec
-  for _, cp in ipairs(caps) do
-    local old = tonumber(redis.call('HGET', kcapinf, 'r|' .. rid .. '|' .. cp.name) or '0')
-    cp.fleet = math.max(0, tonumber(redis.call('HGET', kcapinf, 't|' .. cp.name) or '0') - old + cp.held)
-    local used = 0
-    if fresh then used = tonumber(redis.call('HGET', kcapwin, 'n|' .. cp.name) or '0') end
-    cp.wroom, cp.froom = allowance(cp.rpm) - used, cp.maxIF - cp.fleet
-  end
-end
-
 -- Grants class c's listed waiters in order while the class has room:
 -- wroom requests in the window, froom in flight and, when tokens are
 -- enforced, troom tokens (strict: bulk takes only what fits, but for its
--- first request of a second). A capped caller's waiter is passed over once
--- its cap is full. With no list and tokens not enforced, want uncapped
--- requests go as the rooms allow. Same as store.go's grantInOrder.
+-- first request of a second). With no list and tokens not enforced, want
+-- requests go as the rooms allow. Same as grant.go's grantInOrder.
 local function grantInOrder(c, want, wroom, froom, troom, strict)
   local n = 0
   local function stop()
@@ -296,29 +256,16 @@ local function grantInOrder(c, want, wroom, froom, troom, strict)
     return stop()
   end
   local first = tok[c] <= 0
-  local capped = false
-  local i = list.first
-  for _ = 1, list.n do
-    local k, cost = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-    i = i + 2
+  for i = list.first, list.first + list.n - 1 do
+    local cost = tonumber(ARGV[i])
     if n >= math.min(wroom, froom) then return stop() end
-    local cp = caps[k]
-    if cp and (cp.wroom <= 0 or cp.froom <= 0) then
-      cp.full, capped = 1, true
-    else
-      if accountTPM > 0 then
-        if troom <= 0 or (strict and cost > troom and not (first and n == 0)) then return n, 1 end
-        troom = troom - cost
-        tok[c] = tok[c] + cost
-      end
-      n = n + 1
-      if cp then
-        cp.wroom, cp.froom = cp.wroom - 1, cp.froom - 1
-        cp.granted[c] = cp.granted[c] + 1
-      end
+    if accountTPM > 0 then
+      if troom <= 0 or (strict and cost > troom and not (first and n == 0)) then return n, 1 end
+      troom = troom - cost
+      tok[c] = tok[c] + cost
     end
+    n = n + 1
   end
-  if capped then return n, 4 end
   return n, 0
 end
 
@@ -391,15 +338,15 @@ tok[2] = math.min(math.max(-TA, tok[2] + num('correction_b')), TA + accountTPM)
 -- marks this replica starved, which stops bulk borrowing fleet-wide.
 local function grantInteractive()
   if outInteractiveMs > 0 then
-    if want[1] > 0 then blocker[1] = 5 end
+    if want[1] > 0 then blocker[1] = 4 end
   else
     granted[1], blocker[1] = grantSplit(1, A - used[1] - used[2], limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
   end
   used[1] = used[1] + granted[1]
   total[1] = total[1] + granted[1]
-  -- A waiter left for its own cap, or for other replicas' part of the
-  -- second, does not stop borrowing: the class had room.
-  if granted[1] < want[1] and blocker[1] ~= 4 and not splitHeld[1] then
+  -- A waiter left for other replicas' part of the second does not stop
+  -- borrowing: the class had room.
+  if granted[1] < want[1] and not splitHeld[1] then
     redis.call('ZADD', kstarved, sec + 1, rid)
   elseif want[1] > 0 then
     redis.call('ZREM', kstarved, rid)
@@ -428,8 +375,7 @@ local function grantBulk()
   total[2] = total[2] + granted[2]
 end
 
--- Phase: the window, the in-flight counts, this replica's heartbeat, and
--- the capped callers' windows and counts.
+-- Phase: the window, the in-flight counts and this replica's heartbeat.
 local function save()
   redis.call('HSET', kwin, 'sec', sec, 'i', used[1], 'b', used[2], 'ti', tok[1], 'tb', tok[2])
   redis.call('PEXPIRE', kwin, 5000)
@@ -446,21 +392,6 @@ local function save()
   redis.call('PEXPIRE', kinf, keep)
   redis.call('PEXPIRE', khb, keep)
   redis.call('PEXPIRE', kstarved, keep)
-  if #caps == 0 then return end
-  if tonumber(redis.call('HGET', kcapwin, 'sec')) ~= sec then
-    redis.call('DEL', kcapwin)
-    redis.call('HSET', kcapwin, 'sec', sec)
-  end
-  for _, cp in ipairs(caps) do
-    local g = cp.granted[1] + cp.granted[2]
-    if g > 0 then redis.call('HINCRBY', kcapwin, 'n|' .. cp.name, g) end
-    cp.fleet = cp.fleet + g
-    local mine, tf = 'r|' .. rid .. '|' .. cp.name, 't|' .. cp.name
-    if cp.held + g > 0 then redis.call('HSET', kcapinf, mine, cp.held + g) else redis.call('HDEL', kcapinf, mine) end
-    if cp.fleet > 0 then redis.call('HSET', kcapinf, tf, cp.fleet) else redis.call('HDEL', kcapinf, tf) end
-  end
-  redis.call('PEXPIRE', kcapwin, 5000)
-  redis.call('PEXPIRE', kcapinf, keep)
 end
 
 -- Phase: when asking again can succeed for a blocked class.
@@ -469,9 +400,9 @@ local function retryHint()
   for c = 1, 2 do
     if blocker[c] ~= 0 then
       local r = 1000 - nowMs % 1000
-      if (blocker[c] == 2 or blocker[c] == 4) and poll > 0 and poll < r then r = poll end
+      if blocker[c] == 2 and poll > 0 and poll < r then r = poll end
       if blocker[c] == 3 then r = math.max(1, holdMs) end
-      if blocker[c] == 5 then r = math.max(1, outInteractiveMs) end
+      if blocker[c] == 4 then r = math.max(1, outInteractiveMs) end
       if splitHeld[c] then r = math.max(1, SPLIT_MS - nowMs % 1000) end
       if retry == 0 or r < retry then retry = r end
     end
@@ -479,7 +410,6 @@ local function retryHint()
   return retry
 end
 
-readCaps()
 grantInteractive()
 grantBulk()
 save()
@@ -494,10 +424,4 @@ reply[REPLY.used_i], reply[REPLY.used_b] = used[1], used[2]
 reply[REPLY.tokens_i], reply[REPLY.tokens_b] = math.max(0, tok[1]), math.max(0, tok[2]) -- credit is room, not use
 reply[REPLY.left_ms] = 1000 - nowMs % 1000
 reply[REPLY.credits_i], reply[REPLY.credits_b] = math.min(fleetCredits[1], total[1]), math.min(fleetCredits[2], total[2])
-for _, cp in ipairs(caps) do
-  reply[#reply + 1] = cp.granted[1]
-  reply[#reply + 1] = cp.granted[2]
-  reply[#reply + 1] = cp.fleet
-  reply[#reply + 1] = cp.full
-end
 return reply

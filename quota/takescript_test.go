@@ -35,7 +35,7 @@ func TestTakeScriptPositions(t *testing.T) {
 			"account_tpm": argAccountTPM, "bulk_tpm": argBulkTPM, "reserve_tpm": argReserveTPM,
 			"correction_i": argCorrectionI, "correction_b": argCorrectionB,
 			"output_tpm": argOutputTPM, "reserve_output_tpm": argReserveOutputTPM, "output_spent": argOutput,
-			"credits_i": argCreditsI, "credits_b": argCreditsB, "fair": argFair, "caps": argCaps,
+			"credits_i": argCreditsI, "credits_b": argCreditsB, "fair": argFair, "lists": argLists,
 		},
 		"REPLY": {
 			"granted_i": replyGrantedI, "granted_b": replyGrantedB, "blocker_i": replyBlockerI, "blocker_b": replyBlockerB,

@@ -1,0 +1,264 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+var _ callerGate = (*capGate)(nil)
+
+// capGate is the callers' caps (callers[].max_in_flight,
+// requests_per_minute) as a callerGate: a capped caller's request takes
+// a slot under its cap, counted fleet-wide by a capCounter, before it
+// waits for its pool; an uncapped caller's passes at once. A capped
+// caller's waiters stand in a line of its own, apart from the pools'
+// queues, so a runaway caller waits behind its own cap while the rest
+// of its class goes on; its line holds at most its class's max_queue.
+// One loop (Run) asks the counter for the lines that have waiters, have
+// released slots, or must show they are alive. Safe for concurrent use;
+// Start may be called before Run, and waiters are served once it runs.
+type capGate struct {
+	counter capCounter
+	// heartbeat is how often a line holding slots tells the counter it
+	// is alive; 0: only when there is something to ask or release.
+	heartbeat time.Duration
+	log       *slog.Logger
+	wake      chan struct{}
+	// inline says the counter is in process: a request with nobody ahead
+	// of it asks it at once, under mu, rather than through the loop.
+	inline bool
+	// capped are the capped callers' names, as of the last Reconfigure:
+	// anyone else passes without taking mu.
+	capped atomic.Pointer[map[string]bool]
+
+	mu       sync.Mutex
+	lines    map[string]*capLine
+	maxQueue [classify.NumClasses]int
+	closed   bool
+	closeErr error
+}
+
+// capLine is one capped caller on this replica: its cap, its waiters
+// and its slots. Its fields are guarded by capGate.mu. A line whose cap
+// a reload lifted stays until the counter has heard its last slot come
+// back.
+type capLine struct {
+	name         string
+	cap          callerCap // zero once lifted
+	fleet, local capBounds
+	waiting      [classify.NumClasses][]*capWaiter // interactive served first
+	// inFlight is the slots this replica holds under the cap; reported
+	// what the counter last heard; fleetInFlight its last word on the
+	// fleet's; sec the window second of its last grant.
+	inFlight, reported, fleetInFlight, sec int64
+	// retryAt is when the counter may grant again; zero: at once, or when
+	// a slot comes back.
+	retryAt time.Time
+	// asking says the loop has a call for ln out: nobody else asks then.
+	asking bool
+}
+
+// capWaiter is one request waiting in a capLine; guarded by capGate.mu,
+// but for done, closed once when it is answered.
+type capWaiter struct {
+	done chan struct{}
+	// granted says it may go; free that it holds no slot (its cap was
+	// lifted while it waited); held that it waited for a later second or
+	// a slot; err why it may not go.
+	granted, free, held bool
+	err                 error
+}
+
+func (ln *capLine) lifted() bool { return ln.cap == (callerCap{}) }
+
+func (ln *capLine) queued() int {
+	return len(ln.waiting[classify.Interactive]) + len(ln.waiting[classify.Bulk])
+}
+
+// newCapGate returns a gate counting on counter, with heartbeat as
+// capGate.heartbeat.
+func newCapGate(counter capCounter, heartbeat time.Duration, log *slog.Logger) *capGate {
+	_, inline := counter.(*memCapCounter)
+	return &capGate{counter: counter, heartbeat: heartbeat, log: log, inline: inline,
+		wake: make(chan struct{}, 1), lines: map[string]*capLine{}}
+}
+
+// Reconfigure applies the configured caps, with replicas the account's
+// expected_replicas (the per-replica fallback divides by it), and the
+// classes' max_queue: a new cap starts at once, a changed one applies
+// from the counter's next call, a lifted one lets its waiters go (they
+// hold no slot) and its line goes once the counter heard its last slot
+// come back.
+func (g *capGate) Reconfigure(cfg Config, caps map[string]callerCap) {
+	capped := make(map[string]bool, len(caps))
+	for name := range caps {
+		capped[name] = true
+	}
+	g.mu.Lock()
+	g.capped.Store(&capped)
+	g.maxQueue = [classify.NumClasses]int{cfg.Classes.Interactive.MaxQueue, cfg.Classes.Bulk.MaxQueue}
+	for name, ln := range g.lines {
+		if _, ok := caps[name]; !ok && !ln.lifted() {
+			ln.cap, ln.fleet, ln.local = callerCap{}, capBounds{}, capBounds{}
+			for c := range ln.waiting {
+				for _, w := range ln.waiting[c] {
+					w.granted, w.free = true, true
+					close(w.done)
+				}
+				ln.waiting[c] = nil
+			}
+		}
+	}
+	for name, cp := range caps {
+		ln := g.lines[name]
+		if ln == nil {
+			ln = &capLine{name: name}
+			g.lines[name] = ln
+		}
+		ln.cap, ln.fleet, ln.local = cp, cp.bounds(1), cp.bounds(cfg.Account.ExpectedReplicas)
+		ln.retryAt = time.Time{}
+	}
+	g.mu.Unlock()
+	notify(g.wake)
+}
+
+// Start implements callerGate.
+func (g *capGate) Start(ctx context.Context, caller string, class classify.Class, until time.Time) (gatePass, error) {
+	if capped := g.capped.Load(); capped == nil || !(*capped)[caller] {
+		return gatePass{}, nil
+	}
+	g.mu.Lock()
+	if g.closed {
+		err := g.closeErr
+		g.mu.Unlock()
+		return gatePass{}, err
+	}
+	ln := g.lines[caller]
+	if ln == nil || ln.lifted() {
+		g.mu.Unlock()
+		return gatePass{}, nil
+	}
+	if p, ok := g.passAtOnceLocked(ctx, ln); ok {
+		g.mu.Unlock()
+		return p, nil
+	}
+	if ahead := len(ln.waiting[class]); ahead >= g.maxQueue[class] {
+		retry := ln.cap.retryAfter(ahead)
+		g.mu.Unlock()
+		return gatePass{}, &RefusedError{Class: class, Reason: ErrQueueFull, Caller: caller, RetryAfter: retry}
+	}
+	w := &capWaiter{done: make(chan struct{})}
+	ln.waiting[class] = append(ln.waiting[class], w)
+	g.mu.Unlock()
+	notify(g.wake)
+
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	var cause error
+	select {
+	case <-w.done:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.passLocked(ln, w)
+	case <-ctx.Done():
+		cause = context.Cause(ctx)
+	case <-timer.C:
+		cause = ErrWaitTimeout
+	}
+	return g.leave(ln, class, w, cause)
+}
+
+// passAtOnceLocked asks an in-process counter for a slot under ln's cap
+// at once when nobody waits in ln: no loop round for a request its cap
+// has room for. It reports whether it got one.
+func (g *capGate) passAtOnceLocked(ctx context.Context, ln *capLine) (gatePass, bool) {
+	if !g.inline || ln.queued() > 0 || ln.asking {
+		return gatePass{}, false
+	}
+	t := ln.takeLocked()
+	t.Want = 1
+	ans, err := g.counter.take(ctx, t)
+	if err != nil || ans.Granted == 0 {
+		return gatePass{}, false
+	}
+	ln.reported, ln.fleetInFlight, ln.sec = t.InFlight+1, ans.FleetInFlight, ans.Sec
+	ln.inFlight++
+	return g.slotPass(ln, false), true
+}
+
+// leave takes w out of its line after it gave up. A grant that raced the
+// timeout is kept; one that raced a cancellation is given back.
+func (g *capGate) leave(ln *capLine, class classify.Class, w *capWaiter, cause error) (gatePass, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	timedOut := errors.Is(cause, ErrWaitTimeout)
+	switch {
+	case w.granted && timedOut, w.err != nil:
+		return g.passLocked(ln, w)
+	case w.granted: // it never went: its slot comes back
+		if !w.free {
+			g.giveBackLocked(ln)
+		}
+		return gatePass{}, cause
+	}
+	ln.waiting[class] = slices.DeleteFunc(ln.waiting[class], func(o *capWaiter) bool { return o == w })
+	if !timedOut {
+		return gatePass{}, cause
+	}
+	retry := ln.cap.retryAfter(len(ln.waiting[class]))
+	return gatePass{}, &RefusedError{Class: class, Reason: ErrWaitTimeout, Caller: ln.name, RetryAfter: retry}
+}
+
+// passLocked is the pass of w, answered: a slot under ln's cap, given
+// back once; none when its cap was lifted; w's error when it was refused.
+func (g *capGate) passLocked(ln *capLine, w *capWaiter) (gatePass, error) {
+	if w.err != nil {
+		return gatePass{}, w.err
+	}
+	if w.free {
+		return gatePass{held: w.held}, nil
+	}
+	return g.slotPass(ln, w.held), nil
+}
+
+// slotPass is the pass of a slot under ln's cap, given back once.
+func (g *capGate) slotPass(ln *capLine, held bool) gatePass {
+	var once sync.Once
+	return gatePass{held: held, release: func() { once.Do(func() { g.giveBack(ln) }) }}
+}
+
+// giveBack returns one of ln's slots; the counter hears of it on the
+// loop's next call.
+func (g *capGate) giveBack(ln *capLine) {
+	g.mu.Lock()
+	g.giveBackLocked(ln)
+	g.mu.Unlock()
+}
+
+func (g *capGate) giveBackLocked(ln *capLine) {
+	ln.inFlight--
+	ln.retryAt = time.Time{} // the slot may be what its waiters wait for
+	notify(g.wake)
+}
+
+// capState returns the capped callers' numbers, by caller name.
+func (g *capGate) capState() map[string]CapState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]CapState{}
+	for name, ln := range g.lines {
+		if ln.lifted() {
+			continue
+		}
+		out[name] = CapState{MaxInFlight: ln.cap.MaxInFlight, RequestsPerMinute: ln.cap.RequestsPerMinute,
+			Queued: ln.queued(), InFlight: ln.inFlight, FleetInFlight: ln.fleetInFlight}
+	}
+	return out
+}
