@@ -43,20 +43,11 @@ end
 local old = tonumber(redis.call('HGET', kinf, rid) or '0')
 local fleet = math.max(0, tonumber(redis.call('HGET', kinf, 't') or '0') - old + a.in_flight)
 
--- floor((t+1)·r) − floor(t·r) with r = rpm/60 for second s (limits.go's
--- Allowance); periodic with period 60, so t = s mod 60 keeps it exact.
-local function allowance(s, rpm)
-  if rpm <= 0 then return 0 end
-  local t = s % 60
-  local hi, lo = (t + 1) * rpm, t * rpm
-  return (hi - math.fmod(hi, 60)) / 60 - (lo - math.fmod(lo, 60)) / 60
-end
-
 -- The grant: as capcount.go's capRoom.
 local w = redis.call('HMGET', kwin, 'sec', 'n')
 local used = 0
 if tonumber(w[1]) == sec then used = tonumber(w[2]) or 0 end
-local wroom = allowance(sec, a.requests_per_minute) - used
+local wroom = allowanceAt(sec, a.requests_per_minute) - used -- allowance.lua's, prepended
 local granted = math.max(0, math.min(a.want, wroom, a.max_in_flight - fleet))
 
 if granted > 0 then

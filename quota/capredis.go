@@ -16,7 +16,7 @@ import (
 var capLua string
 
 // capScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
-var capScript = redis.NewScript(capLua)
+var capScript = redis.NewScript(allowanceLua + capLua)
 
 var _ capCounter = (*redisCapCounter)(nil)
 

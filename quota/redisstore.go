@@ -18,9 +18,15 @@ import (
 //go:embed take.lua
 var takeLua string
 
+// allowanceLua is the per-second allowance every quota script counts by,
+// prepended to each (the formula written once in Lua).
+//
+//go:embed allowance.lua
+var allowanceLua string
+
 // takeScript runs through EVALSHA, falling back to EVAL (which loads it)
 // when Redis answers NOSCRIPT, e.g. after SCRIPT FLUSH or a restart.
-var takeScript = redis.NewScript(takeLua)
+var takeScript = redis.NewScript(allowanceLua + takeLua)
 
 var _ store = (*redisStore)(nil)
 

@@ -138,14 +138,7 @@ local function assertInFlight()
   return total, cred
 end
 
--- floor((t+1)·r) − floor(t·r) with r = rpm/60 for second s; periodic in
--- t with period 60, so t = s mod 60 keeps every product exact.
-local function allowanceAt(s, rpm)
-  if rpm <= 0 then return 0 end
-  local t = s % 60
-  local a, b = (t + 1) * rpm, t * rpm
-  return (a - math.fmod(a, 60)) / 60 - (b - math.fmod(b, 60)) / 60
-end
+-- allowanceAt is allowance.lua's, prepended to this script.
 local function allowance(rpm) return allowanceAt(sec, rpm) end
 
 -- Phase: the current second's use, in requests and tokens; a new second
