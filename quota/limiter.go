@@ -153,8 +153,9 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	w := &waiter{done: make(chan struct{}), cost: max(0, req.Tokens)}
 	weight := l.weightOfLocked(req.Caller)
 	w.flow, w.span = cq.fair.flowOf(req.Caller, req.Anonymous), 1/weight
-	if l.limits.Load().enforced.AccountTPM > 0 && w.cost > 0 {
-		// service counted in what the pool limits: tokens
+	if w.cost > 0 {
+		// service counted in what the pool limits: tokens (Config.charge
+		// left a cost only where the pool enforces them)
 		w.span, w.weight = float64(w.cost)/weight, weight
 	}
 	w.gen, w.held = cq.shortfalls, cq.short
