@@ -11,19 +11,23 @@ import (
 )
 
 // newLogger returns tint on a terminal and JSON otherwise (log.format auto),
-// at log.level.
+// at log.level. Text is coloured only on a terminal: written to a file or
+// a pipe, colour codes are noise in every line.
 func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Level)) // validated: debug, info, warn, error
+	f, ok := w.(*os.File)
+	tty := ok && isatty.IsTerminal(f.Fd())
 	format := cfg.Format
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		if tty {
 			format = "text"
 		}
 	}
 	if format == "text" {
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: durationsAsText}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
+			ReplaceAttr: durationsAsText, NoColor: !tty}))
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}))
 }

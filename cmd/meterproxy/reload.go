@@ -115,7 +115,7 @@ func (r *reloader) reload(trigger string) {
 		result, reason, attrs := reloadFailure, "invalid", []any{slog.String("trigger", trigger)}
 		if nr, ok := errors.AsType[*needsRestartError](err); ok {
 			result, reason = reloadNeedsRestart, reloadNeedsRestart
-			attrs = append(attrs, slog.Any("sections", nr.sections))
+			attrs = append(attrs, slog.Any("keys", nr.keys))
 		}
 		r.results.WithLabelValues(result).Inc()
 		r.log.Error("config_reload_refused", append(attrs, slog.String("reason", reason),
@@ -132,14 +132,14 @@ func (r *reloader) reload(trigger string) {
 // needsRestartError refuses a reload whose file changes sections that
 // apply only at start.
 type needsRestartError struct {
-	// sections are the changed sections, by key: server, upstream, store
-	// or log.
-	sections []string
+	// keys are the changed keys, dotted as written in the file
+	// ("server.shutdown_grace").
+	keys []string
 }
 
 func (e *needsRestartError) Error() string {
 	return fmt.Sprintf("config: reload: %s changed, and apply only at start: nothing of the file was applied; restart to run it",
-		strings.Join(e.sections, ", "))
+		strings.Join(e.keys, ", "))
 }
 
 // prepareReload reads the configuration from src again and returns what a
@@ -154,8 +154,8 @@ func prepareReload(current Config, src source) (Config, *classify.Classifier, er
 		return Config{}, nil, err
 	}
 	next := effective(current, file)
-	if sections := changedAtStart(next, file); len(sections) > 0 {
-		return Config{}, nil, &needsRestartError{sections: sections}
+	if keys := changedAtStart(next, file); len(keys) > 0 {
+		return Config{}, nil, &needsRestartError{keys: keys}
 	}
 	classifier, err := checkServable(next, src.getenv)
 	if err != nil {
@@ -175,29 +175,21 @@ func effective(current, file Config) Config {
 	return next
 }
 
-// section is one part of the configuration, by key, with its value.
-type section struct {
-	name  string
-	value any
-}
-
-// startOnly returns c's sections that apply only at start: server,
-// upstream (but for inject_stream_usage), store and log.
-func (c Config) startOnly() []section {
+// startOnly returns c's sections that apply only at start, by key:
+// server, upstream (but for inject_stream_usage), store and log.
+func (c Config) startOnly() map[string]any {
 	up := c.Upstream
 	up.InjectStreamUsage = false
-	return []section{{"server", c.Server}, {"upstream", up}, {"store", c.Store}, {"log", c.Log}}
+	return map[string]any{"server": c.Server, "upstream": up, "store": c.Store, "log": c.Log}
 }
 
-// changedAtStart names the sections that apply only at start in which a
-// and b differ.
+// changedAtStart names the keys that apply only at start in which a and b
+// differ ("server.shutdown_grace"), in the order the sections are written.
 func changedAtStart(a, b Config) []string {
 	var changed []string
-	bs := b.startOnly()
-	for i, s := range a.startOnly() {
-		if !reflect.DeepEqual(s.value, bs[i].value) {
-			changed = append(changed, s.name)
-		}
+	as, bs := a.startOnly(), b.startOnly()
+	for _, name := range []string{"server", "upstream", "store", "log"} {
+		changed = append(changed, changedKeys(name, reflect.ValueOf(as[name]), reflect.ValueOf(bs[name]))...)
 	}
 	return changed
 }

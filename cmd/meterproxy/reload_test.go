@@ -75,7 +75,7 @@ upstream: {url: "http://127.0.0.1:1"` + up + `}
 // TestReloadAppliesWholeOrNothing: a reload applies the file when what it
 // changes may change live, and otherwise applies nothing of it: a file that
 // changes a section that applies only at start is refused whole
-// (needs_restart), logged naming the sections and counted; an invalid file
+// (needs_restart), logged naming the changed keys and counted; an invalid file
 // is refused (failure). Before issue 21 (item 3) the live part of a
 // needs-restart file was applied beside the running restart-only sections:
 // the running provider key with the file's unknown_callers: forward, an
@@ -88,15 +88,17 @@ func TestReloadAppliesWholeOrNothing(t *testing.T) {
 	tests := []struct {
 		name, from, to string
 		want           string   // the result
-		sections       []string // for needs_restart
+		keys           []string // for needs_restart: the changed keys, named
 	}{
 		{"the provider key dropped, unknown callers forwarded", withKey,
-			reloadYAML("", "classify: {unknown_callers: forward}\n"), reloadNeedsRestart, []string{"upstream"}},
+			reloadYAML("", "classify: {unknown_callers: forward}\n"), reloadNeedsRestart, []string{"upstream.api_key"}},
 		{"a live change beside a restart-only one", plain,
-			reloadYAML("", "classes: {bulk: {share: 0.1}}\nlog: {level: debug}\n"), reloadNeedsRestart, []string{"log"}},
+			reloadYAML("", "classes: {bulk: {share: 0.1}}\nlog: {level: debug}\n"), reloadNeedsRestart, []string{"log.level"}},
 		{"every restart-only section", plain,
 			strings.Replace(reloadYAML(`, refill: window`, "store: {key_prefix: other}\nlog: {format: text}\n"), "8080", "8081", 1),
-			reloadNeedsRestart, []string{"server", "upstream", "store", "log"}},
+			reloadNeedsRestart, []string{"server.listen", "upstream.refill", "store.key_prefix", "log.format"}},
+		{"the one key a newcomer changed", plain,
+			strings.Replace(plain, "}\nupstream", ", shutdown_grace: 7s}\nupstream", 1), reloadNeedsRestart, []string{"server.shutdown_grace"}},
 		{"live changes only", withKey,
 			reloadYAML(", api_key: "+providerKey, "classify: {unknown_callers: reject, header: X-Class}\nclasses: {bulk: {share: 0.1}}\nmode: shadow\n"), reloadSuccess, nil},
 		{"inject_stream_usage is live", plain, reloadYAML(", inject_stream_usage: true", ""), reloadSuccess, nil},
@@ -130,8 +132,8 @@ func TestReloadAppliesWholeOrNothing(t *testing.T) {
 			if reason != "" && (!strings.Contains(logs, `"msg":"config_reload_refused"`) || !strings.Contains(logs, `"reason":"`+reason+`"`)) {
 				t.Errorf("no config_reload_refused line with reason %s in\n%s", reason, logs)
 			}
-			if tt.sections != nil && !strings.Contains(logs, `"sections":["`+strings.Join(tt.sections, `","`)+`"]`) {
-				t.Errorf("the refusal does not name sections %v:\n%s", tt.sections, logs)
+			if tt.keys != nil && !strings.Contains(logs, `"keys":["`+strings.Join(tt.keys, `","`)+`"]`) {
+				t.Errorf("the refusal does not name keys %v:\n%s", tt.keys, logs)
 			}
 			if strings.Contains(logs, providerKey) {
 				t.Error("the log holds the provider key")
@@ -163,7 +165,7 @@ func TestReloadChecksTheEffectiveConfig(t *testing.T) {
 	if _, err := checkServable(next, getenv); err == nil || !strings.Contains(err.Error(), "upstream.key_for_unknown_callers") {
 		t.Fatalf("the effective config passed the start checks (%v); want the open-relay refusal", err)
 	}
-	if got := changedAtStart(next, file); len(got) != 1 || got[0] != "upstream" {
-		t.Fatalf("sections the file changes at start: %v, want [upstream]", got)
+	if got := changedAtStart(next, file); len(got) != 1 || got[0] != "upstream.api_key" {
+		t.Fatalf("keys the file changes at start: %v, want [upstream.api_key]", got)
 	}
 }
