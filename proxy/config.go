@@ -153,6 +153,9 @@ func (c Config) Validate() error {
 		bad("upstream.url", "must be an http:// or https:// URL with a host, got %q", c.Upstream.URL)
 	} else if u.User != nil || u.RawQuery != "" {
 		bad("upstream.url", "must not carry credentials or a query")
+	} else if doubled := doubledPrefix(u, c.Upstream.Provider); doubled != "" {
+		bad("upstream.url", "ends in %s, which the callers' request paths already begin with (%s/…): the upstream would be asked for %s%s/…; write %q",
+			doubled, doubled, doubled, doubled, strings.TrimSuffix(strings.TrimRight(c.Upstream.URL, "/"), doubled))
 	}
 	if c.Upstream.ResponseHeaderTimeout <= 0 {
 		bad("upstream.response_header_timeout", "must be > 0, got %s", c.Upstream.ResponseHeaderTimeout)

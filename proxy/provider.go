@@ -232,3 +232,22 @@ func (ep endpoint) errorShape() errorShape { return families[ep.rt.family].error
 // credential is the header ep's API reads a key from, for a caller that
 // sent none.
 func (ep endpoint) credential() string { return families[ep.rt.family].keyHeader }
+
+// doubledPrefix is the path prefix the proxy would double on upstream —
+// "/v1" or, for Azure, "/openai" — when upstream's path ends in it, else
+// "". The proxy appends the caller's path whole (the SDK's base URL
+// points at the proxy, so paths arrive as /v1/chat/completions or
+// /openai/deployments/…), so the provider's own base URL
+// (https://api.openai.com/v1) doubles it. "/openai" is a prefix of its own
+// only on Azure: an OpenAI-compatible server may live under one (Groq's
+// https://api.groq.com/openai is right as written).
+func doubledPrefix(upstream *url.URL, p Provider) string {
+	path := strings.TrimRight(upstream.Path, "/")
+	switch {
+	case strings.HasSuffix(path, "/v1"):
+		return "/v1"
+	case strings.HasSuffix(path, "/openai") && newUpstreamProvider(p, upstream).host == dialectAzure:
+		return "/openai"
+	}
+	return ""
+}

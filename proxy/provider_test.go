@@ -182,3 +182,32 @@ func TestProviderCombinations(t *testing.T) {
 		})
 	}
 }
+
+// TestDoubledPrefix: an upstream URL whose path ends in the prefix every
+// forwarded path begins with is named; a compatible server under a path
+// of its own is not (Groq's base is https://api.groq.com/openai/v1: the
+// proxy's upstream.url is https://api.groq.com/openai).
+func TestDoubledPrefix(t *testing.T) {
+	for _, tt := range []struct {
+		url      string
+		provider Provider
+		want     string
+	}{
+		{"https://api.openai.com", ProviderAuto, ""},
+		{"https://api.openai.com/v1", ProviderAuto, "/v1"},
+		{"https://api.anthropic.com/v1/", "anthropic", "/v1"},
+		{"http://vllm.local:8000/v1", "openai-compatible", "/v1"},
+		{"https://api.groq.com/openai", ProviderAuto, ""},
+		{"https://res.openai.azure.com/openai", ProviderAuto, "/openai"},
+		{"https://gateway.internal/openai", "azure", "/openai"},
+		{"https://gateway.internal/v1beta", ProviderAuto, ""},
+	} {
+		u, err := url.Parse(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := doubledPrefix(u, tt.provider); got != tt.want {
+			t.Errorf("doubledPrefix(%s, %s) = %q, want %q", tt.url, tt.provider, got, tt.want)
+		}
+	}
+}

@@ -64,6 +64,11 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 		{"fairness and weight", "classes: {bulk: {fairness: random}}\ncallers:\n  - {name: a, key_env: K, class: bulk, weight: -2}\n", []string{"K=secret"},
 			[]string{`classes.bulk.fairness: must be callers or fifo, got "random"`, "callers[0].weight: must be between 0 (= 1) and 1000, got -2"}},
 		{"refill model", "upstream: {refill: linear}\n", nil, []string{`upstream.refill: must be auto, continuous or window, got "linear"`}},
+		// Issue 23 item 3: the provider's own base URL doubles the path.
+		{"upstream.url ending in /v1", "upstream: {url: \"https://api.openai.com/v1/\"}\n", nil,
+			[]string{`upstream.url: ends in /v1, which the callers' request paths already begin with (/v1/…): the upstream would be asked for /v1/v1/…; write "https://api.openai.com"`}},
+		{"Azure upstream.url ending in /openai", "upstream: {url: \"https://example.openai.azure.com/openai\"}\n", nil,
+			[]string{`upstream.url: ends in /openai`, `write "https://example.openai.azure.com"`}},
 		{"every problem at once", "server:\n  lisen: x\nclasses:\n  interactive: {share: -1}\nlog: {level: loud}\n", nil,
 			[]string{"server.lisen", "classes.interactive.share", "log.level"}},
 	}
