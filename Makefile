@@ -28,7 +28,9 @@ build: ## Build bin/meterproxy and bin/fakeprovider (static, trimmed, VERSION st
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/fakeprovider ./cmd/fakeprovider
 
 run: ## Run the proxy on config.example.yaml with the in-process store (no Redis).
-	$(GO) run ./cmd/meterproxy serve --config config.example.yaml
+	@echo "building bin/meterproxy (the first build takes about 20 s; later ones are cached)…"
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/meterproxy ./cmd/meterproxy
+	bin/meterproxy serve --config config.example.yaml
 
 demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive load).
 	$(GO) run ./test/demo

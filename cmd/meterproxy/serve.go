@@ -29,6 +29,16 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("invalid config, not starting:\n%w", err)
 	}
+	store := "in process (this replica alone)"
+	if cfg.Store.Shared() {
+		store = redactedURL(cfg.Store.RedisURL)
+	}
+	configFile := src.path
+	if configFile == "" {
+		configFile = "none (defaults and environment)"
+	}
+	log.Info("starting", slog.String("config", configFile), slog.String("version", cfg.version()),
+		slog.String("mode", string(cfg.Mode)), slog.String("upstream", cfg.Upstream.URL), slog.String("store", store))
 	if cfg.Upstream.APIKey == "" && len(cfg.Callers) == 0 {
 		// Only responses that spent this account move its state.
 		log.Warn("upstream_headers_unread", slog.String("reason",
