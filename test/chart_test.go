@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/test/procs"
 	"go.yaml.in/yaml/v3"
 )
@@ -366,5 +367,40 @@ func TestChartNotesWarnAboveTheCeiling(t *testing.T) {
 	}
 	if out := notesFor("config.store.redis_url="); !strings.Contains(out, "WARNING: store.redis_url is empty") {
 		t.Errorf("NOTES without Redis:\n%s\nwant the warning", out)
+	}
+}
+
+// TestChartMemoryLimitFollowsBodies: the container's memory limit is the
+// README's budget for config.server.max_body_memory_bytes — twice it plus
+// 64 MiB — unless the values set one (issue 23: the chart's fixed 512Mi
+// was below the 576 MiB its own default config needs). The default the
+// chart falls back to when the key is absent is the proxy's own.
+func TestChartMemoryLimitFollowsBodies(t *testing.T) {
+	const mi = 1 << 20
+	budget := func(bodies int64) string { return fmt.Sprintf("%dMi", (2*bodies+64*mi+mi-1)/mi) }
+	defaults := proxy.DefaultServerConfig().MaxBodyMemoryBytes
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"defaults", nil, budget(defaults)},
+		{"the key absent", []string{"--set", "config.server.max_body_memory_bytes=null"}, budget(defaults)},
+		{"a larger bound", []string{"--set", "config.server.max_body_memory_bytes=1073741824"}, budget(1 << 30)},
+		{"an uneven bound", []string{"--set", "config.server.max_body_memory_bytes=100000000"}, budget(100000000)},
+		{"set by the values", []string{"--set", "resources.limits.memory=3Gi"}, "3Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dig(render(t, tc.args...).get(t, "Deployment/mp-meterproxy"), "spec", "template", "spec", "containers", "0")
+			if got := dig(c, "resources", "limits", "memory"); got != tc.want {
+				t.Errorf("memory limit %v, want %s", got, tc.want)
+			}
+			if got := dig(c, "resources", "requests", "memory"); got != "128Mi" {
+				t.Errorf("memory request %v, want the values' 128Mi", got)
+			}
+		})
+	}
+	if budget(defaults) != "576Mi" {
+		t.Errorf("the default budget is %s; the README and values.yaml say 576Mi", budget(defaults))
 	}
 }

@@ -155,3 +155,23 @@ pools).
 {{- $set -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The container's resources: the values' own, with a memory limit derived
+from config.server.max_body_memory_bytes when none is set — the README's
+budget (Security, "Memory"): twice the bodies' bound (the bodies, and as
+much again of garbage before the collector runs) plus 64 MiB for the
+runtime and connections, rounded up to a MiB.
+*/}}
+{{- define "meterproxy.resources" -}}
+{{- $res := deepCopy (default dict .Values.resources) -}}
+{{- $limits := default dict (get $res "limits") -}}
+{{- if not (get $limits "memory") -}}
+{{- $bodies := int64 (default 268435456 (dig "server" "max_body_memory_bytes" nil (default dict .Values.config))) -}}
+{{- $mi := int64 1048576 -}}
+{{- $budget := add (mul 2 $bodies) (mul 64 $mi) -}}
+{{- $_ := set $limits "memory" (printf "%dMi" (div (add $budget (sub $mi 1)) $mi)) -}}
+{{- $_ := set $res "limits" $limits -}}
+{{- end -}}
+{{- toYaml $res -}}
+{{- end -}}
