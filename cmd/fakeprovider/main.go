@@ -5,6 +5,14 @@
 // Usage:
 //
 //	fakeprovider -listen :8081 -latency 50ms -chunks 5 -chunk-interval 20ms -rpm 0 -tpm 0
+//
+// With -enforce-tpm the token limit is one (requests charged as the
+// provider charges them, 429 past it); -model gives a model or an Azure
+// deployment limits of its own (repeat it); -window refills the buckets in
+// fixed windows, as Azure does:
+//
+//	fakeprovider -rpm 600 -tpm 60000 -enforce-tpm -window 10s \
+//	    -model gpt-4o:rpm=300,tpm=30000 -model gpt-4o-mini:tpm=100000
 package main
 
 import (
@@ -18,6 +26,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,7 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Handler:           fakeprovider.New(cfg),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "rpm", cfg.RPM, "tpm", cfg.TPM,
+	log.Info("listening", "addr", ln.Addr().String(), "rpm", cfg.RPM, "tpm", cfg.TPM, "enforce_tpm", cfg.EnforceTPM,
+		"window", cfg.Window, "models", len(cfg.Models),
 		"latency", cfg.Latency, "chunks", cfg.StreamChunks, "chunk_interval", cfg.ChunkInterval)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -92,6 +103,14 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 	fs.DurationVar(&cfg.ChunkInterval, "chunk-interval", cfg.ChunkInterval, "pause between SSE chunks")
 	fs.IntVar(&cfg.RPM, "rpm", cfg.RPM, "requests per minute limit (0 = unlimited)")
 	fs.IntVar(&cfg.TPM, "tpm", cfg.TPM, "tokens per minute reported in headers (0 = not reported)")
+	fs.BoolVar(&cfg.EnforceTPM, "enforce-tpm", cfg.EnforceTPM, "enforce -tpm (and -output-tpm): charge each request as its provider does, answer 429 past it")
+	fs.IntVar(&cfg.OutputTPM, "output-tpm", cfg.OutputTPM, "Anthropic's output tokens per minute, with -enforce-tpm (0 = output charged to -tpm)")
+	fs.DurationVar(&cfg.Window, "window", cfg.Window, "refill the buckets in fixed windows of this length, as Azure does (0 = continuously)")
+	fs.Func("model", "a model's (or Azure deployment's) own limits, NAME:rpm=N,tpm=N,output-tpm=N (any of them; repeat the flag per model)", func(v string) error {
+		m, err := parseModel(v)
+		cfg.Models = append(cfg.Models, m)
+		return err
+	})
 	fs.IntVar(&cfg.MaxOutputTokens, "max-output-tokens", cfg.MaxOutputTokens, "most output tokens a chat request may ask for; more is answered 400 (0 = 2^31-1)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err
@@ -100,4 +119,35 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 		return cfg, "", fmt.Errorf("fakeprovider: unexpected arguments %q", fs.Args())
 	}
 	return cfg, *listen, cfg.Validate()
+}
+
+// parseModel reads one -model value, NAME:rpm=N,tpm=N,output-tpm=N, where
+// each limit is optional and 0 (or absent) means unlimited.
+func parseModel(v string) (fakeprovider.ModelLimits, error) {
+	name, limits, _ := strings.Cut(v, ":")
+	m := fakeprovider.ModelLimits{Name: name}
+	if name == "" {
+		return m, fmt.Errorf("fakeprovider: -model %q: want NAME:rpm=N,tpm=N,output-tpm=N", v)
+	}
+	if limits == "" {
+		return m, nil
+	}
+	for kv := range strings.SplitSeq(limits, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(val)
+		if !ok || err != nil || n < 0 {
+			return m, fmt.Errorf("fakeprovider: -model %q: %q is not KEY=N with N >= 0", v, kv)
+		}
+		switch k {
+		case "rpm":
+			m.RPM = n
+		case "tpm":
+			m.TPM = n
+		case "output-tpm":
+			m.OutputTPM = n
+		default:
+			return m, fmt.Errorf("fakeprovider: -model %q: unknown limit %q (rpm, tpm or output-tpm)", v, k)
+		}
+	}
+	return m, nil
 }

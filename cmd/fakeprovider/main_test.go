@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -31,6 +32,15 @@ func TestParseFlags(t *testing.T) {
 		{"defaults", nil, def, ":8081", false},
 		{"all flags", []string{"-listen", "127.0.0.1:9", "-latency", "1s", "-chunks", "7", "-chunk-interval", "0s", "-rpm", "600", "-tpm", "90000"},
 			fakeprovider.Config{Latency: time.Second, StreamChunks: 7, RPM: 600, TPM: 90000}, "127.0.0.1:9", false},
+		{"token limits, models and windows", []string{"-tpm", "6000", "-enforce-tpm", "-output-tpm", "900", "-window", "10s",
+			"-model", "gpt-4o:rpm=300,tpm=30000", "-model", "my-deployment:output-tpm=5", "-model", "free"},
+			fakeprovider.Config{Latency: def.Latency, StreamChunks: def.StreamChunks, ChunkInterval: def.ChunkInterval,
+				TPM: 6000, EnforceTPM: true, OutputTPM: 900, Window: 10 * time.Second, Models: []fakeprovider.ModelLimits{
+					{Name: "gpt-4o", RPM: 300, TPM: 30000}, {Name: "my-deployment", OutputTPM: 5}, {Name: "free"}}}, ":8081", false},
+		{"a model without a name", []string{"-model", ":rpm=5"}, fakeprovider.Config{}, "", true},
+		{"a model's unknown limit", []string{"-model", "gpt-4o:rps=5"}, fakeprovider.Config{}, "", true},
+		{"a model's bad number", []string{"-model", "gpt-4o:rpm=-5"}, fakeprovider.Config{}, "", true},
+		{"negative window", []string{"-window", "-1s"}, fakeprovider.Config{}, "", true},
 		{"negative rpm", []string{"-rpm", "-1"}, fakeprovider.Config{}, "", true},
 		{"unknown flag", []string{"-nope"}, fakeprovider.Config{}, "", true},
 		{"stray argument", []string{"extra"}, fakeprovider.Config{}, "", true},
@@ -44,9 +54,8 @@ func TestParseFlags(t *testing.T) {
 			if tc.wantErr {
 				return
 			}
-			if cfg.Latency != tc.wantCfg.Latency || cfg.StreamChunks != tc.wantCfg.StreamChunks ||
-				cfg.ChunkInterval != tc.wantCfg.ChunkInterval || cfg.RPM != tc.wantCfg.RPM ||
-				cfg.TPM != tc.wantCfg.TPM || listen != tc.wantListen {
+			cfg.NoLog = false // the program's own choice, not a flag
+			if !reflect.DeepEqual(cfg, tc.wantCfg) || listen != tc.wantListen {
 				t.Errorf("cfg = %+v listen %q, want %+v %q", cfg, listen, tc.wantCfg, tc.wantListen)
 			}
 		})
