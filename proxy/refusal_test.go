@@ -39,7 +39,7 @@ func TestReasonOf(t *testing.T) {
 		{"caller cap, queue full", refused(quota.ErrQueueFull, "batch"), 429, reasonCallerCap, 3 * time.Second, true, shadowCallerCap, "already wait for its own cap"},
 		{"store unavailable", fmt.Errorf("x: %w", quota.ErrStoreUnavailable), 503, reasonStoreUnavailable, time.Second, false, shadowOther, "store.on_error is closed"},
 		{"pool removed", quota.ErrPoolRemoved, 503, reasonPoolRemoved, time.Second, false, shadowOther, "reload removed the pool"},
-		{"closed", quota.ErrClosed, 503, reasonShuttingDown, time.Second, false, shadowOther, "shutting down"},
+		{"closed", quota.ErrClosed, 503, reasonShuttingDown, time.Second, false, shadowUnfinished, "shutting down"},
 		{"context", context.Canceled, 503, reasonShuttingDown, time.Second, false, shadowUnfinished, "shutting down"},
 	}
 	for _, tt := range tests {

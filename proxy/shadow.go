@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
@@ -16,36 +17,42 @@ const (
 	shadowMaxWait    = reasonMaxWait          // would have been refused after max_wait
 	shadowCallerCap  = reasonCallerCap        // the caller's own cap would have refused it
 	shadowTooLarge   = reasonChargeTooLarge   // charged more tokens than one request may be
-	shadowUnfinished = "unfinished"           // the response ended before the decision
-	shadowOther      = reasonStoreUnavailable // the store was unavailable or closing
+	shadowUnfinished = "unfinished"           // shutdown came before the decision
+	shadowOther      = reasonStoreUnavailable // the store was unavailable, or a reload removed the pool
 )
 
 // shadowOutcomes name a refusal as meterproxy_refusals_total's reason does.
 var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowTooLarge, shadowUnfinished, shadowOther}
 
-// shadowAdmit asks the limiter, beside a request that is forwarded at once
-// (mode: shadow), what it would have decided, and records it. The returned
-// func, called when the response ends, releases the slot the shadow
-// admission took, or abandons its wait, so the limiter's counts follow the
-// real traffic.
+// shadowAdmit asks admission, beside a request that is forwarded at once
+// (mode: shadow), what it would have decided, and records it. The
+// decision runs to its end whatever the response does — a request that
+// would have waited is recorded admitted after its hold, or refused at
+// max_wait, though its real response ended long before — so shadow mode
+// counts what enforcement would have: a fast upstream must not hide the
+// 429s an operator runs shadow mode to learn about. Call the returned
+// func when the response ends. A shadow slot is held as enforcement would
+// have held the request's: from its grant for as long as the real
+// exchange took, so the counts admission decides on follow the traffic.
+// Only a shutdown (the admitter closed) leaves a decision unfinished.
 func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
 	c := req.Class
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
+	start := time.Now()
+	took := make(chan time.Duration, 1)
 	go func() {
-		defer close(done)
-		lease, err := h.admitter.Admit(ctx, req)
-		outcome := shadowOutcome(lease, err, c)
-		h.m.shadow.WithLabelValues(c.String(), outcome).Inc()
-		if lease != nil {
-			<-ctx.Done() // hold the slot until the response ends
-			lease.Release()
+		lease, err := h.admitter.Admit(context.WithoutCancel(ctx), req)
+		h.m.shadow.WithLabelValues(c.String(), shadowOutcome(lease, err, c)).Inc()
+		if lease == nil {
+			return
 		}
+		granted := time.Now()
+		if rest := time.Until(granted.Add(<-took)); rest > 0 {
+			time.AfterFunc(rest, lease.Release)
+			return
+		}
+		lease.Release()
 	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return func() { took <- time.Since(start) }
 }
 
 // shadowOutcome is what admission decided, as
@@ -57,7 +64,7 @@ func shadowOutcome(lease *quota.Lease, err error, class classify.Class) string {
 		return shadowHeld
 	case err == nil:
 		return shadowAdmitted
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, quota.ErrClosed), errors.Is(err, context.Canceled):
 		return shadowUnfinished
 	}
 	if f, decided := reasonOf(err, class); decided {

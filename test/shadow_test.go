@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"github.com/meterproxy/meterproxy/test/poll"
 	"github.com/meterproxy/meterproxy/test/procs"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
@@ -42,13 +43,25 @@ func TestShadowModeOnTheFleet(t *testing.T) {
 	if statuses[http.StatusOK] != 2*n || fake.Stats().Served != 2*n {
 		t.Fatalf("answers %v, upstream served %d; want all %d forwarded at once", statuses, fake.Stats().Served, 2*n)
 	}
+	// A decision runs to its end after the response: one that would have
+	// waited is recorded when its wait would have ended.
 	var decided, wouldRefuse float64
+	poll.Until(t, "every shadow decision recorded", func() bool {
+		decided, wouldRefuse = 0, 0
+		for _, p := range replicas {
+			m := scrape(t, p.AdminURL)
+			decided += sum(m, "meterproxy_shadow_decisions_total", map[string]string{"class": "bulk"})
+			wouldRefuse += sum(m, "meterproxy_shadow_decisions_total", map[string]string{"class": "bulk", "outcome": "queue_full"}) +
+				sum(m, "meterproxy_shadow_decisions_total", map[string]string{"class": "bulk", "outcome": "max_wait_exceeded"})
+			if held := sum(m, "meterproxy_admissions_total", nil); held != 0 {
+				t.Errorf("shadow mode counted %v real admission decisions", held)
+			}
+		}
+		return decided >= 2*n
+	})
 	for _, p := range replicas {
-		m := scrape(t, p.AdminURL)
-		decided += sum(m, "meterproxy_shadow_decisions_total", map[string]string{"class": "bulk"})
-		wouldRefuse += sum(m, "meterproxy_shadow_decisions_total", map[string]string{"class": "bulk", "outcome": "queue_full"})
-		if held := sum(m, "meterproxy_admissions_total", nil); held != 0 {
-			t.Errorf("shadow mode counted %v real admission decisions", held)
+		if u := sum(scrape(t, p.AdminURL), "meterproxy_shadow_decisions_total", map[string]string{"outcome": "unfinished"}); u != 0 {
+			t.Errorf("%v shadow decisions unfinished on %s; only a shutdown leaves one so", u, p.URL)
 		}
 	}
 	if decided != 2*n {
@@ -57,5 +70,5 @@ func TestShadowModeOnTheFleet(t *testing.T) {
 	if wouldRefuse == 0 {
 		t.Error("no request would have been refused, yet the account admits 1 a second and queues 2 per replica")
 	}
-	t.Logf("answers %v; shadow decisions %v, of which would-refuse (queue full) %v", statuses, decided, wouldRefuse)
+	t.Logf("answers %v; shadow decisions %v, of which would-refuse (queue full or max_wait) %v", statuses, decided, wouldRefuse)
 }
