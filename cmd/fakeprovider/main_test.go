@@ -5,15 +5,16 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -101,5 +102,31 @@ func TestRunServesAndStops(t *testing.T) {
 		t.Errorf("run = %v", err)
 	}
 	for range addrs { // wait for the log reader to finish
+	}
+}
+
+// TestREADMECommands: every fakeprovider command line in README.md parses
+// (its flags exist and their values are valid), so the README's scenarios
+// run as written.
+func TestREADMECommands(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(readme), "\\\n", " ") // shell line continuations
+	var found int
+	for line := range strings.Lines(text) {
+		_, command, ok := strings.Cut(line, "go run ./cmd/fakeprovider ")
+		if !ok || strings.HasPrefix(strings.TrimSpace(command), "-h") {
+			continue
+		}
+		found++
+		command, _, _ = strings.Cut(command, "`") // inline code ends there
+		if _, _, err := parseFlags(strings.Fields(command), io.Discard); err != nil {
+			t.Errorf("README.md: go run ./cmd/fakeprovider %s: %v", strings.TrimSpace(command), err)
+		}
+	}
+	if found == 0 {
+		t.Error("README.md shows no fakeprovider command; it has one")
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/meterproxy/meterproxy/proxy"
@@ -10,29 +12,39 @@ import (
 )
 
 // checkConfig prints the numbers a valid configuration works out to: the
-// account's, then each account.models pool's.
+// account's, then each account.models pool's, in one table whose columns
+// are the fleet's numbers and one replica's. Blank lines keep their cells
+// (gap), or tabwriter would start a table of its own after each.
 func checkConfig(cfg Config, w io.Writer) error {
 	q := cfg.quota()
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format+"\n", args...) }
-	p("config is valid")
-	p("")
+	const gap = "\t\t"
 	p("pool default (the account)\tfleet\tper replica (÷ %d expected replicas: %s)", cfg.Account.ExpectedReplicas, perReplicaMeaning(q))
 	printPool(p, q)
 	inFlight := q.Enforced().InFlight
 	for i, m := range cfg.Account.Models {
 		pq := q.Pool(m.Name)
-		p("")
+		p(gap)
 		p("pool %s (account.models[%d])\tfleet\tper replica", m.Name, i)
 		printPool(p, pq)
 		inFlight += pq.Enforced().InFlight
 	}
 	// With a shared store one replica may hold the whole fleet bound of
 	// every pool.
-	p("")
-	p("transport connection limit (per host)\t\t%d", proxy.ConnectionLimit(cfg.Upstream, inFlight))
-	p("store\t%s\t", storeName(q))
-	return tw.Flush()
+	p(gap)
+	p("transport connection limit (per host)\t-\t%d", proxy.ConnectionLimit(cfg.Upstream, inFlight))
+	p("store\t%s\t%s", storeName(q), storeName(q))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	out := "config is valid\n\n"
+	for line := range strings.Lines(table.String()) {
+		out += strings.TrimRight(line, " \n") + "\n"
+	}
+	_, err := io.WriteString(w, out)
+	return err
 }
 
 // printPool prints the numbers one pool's configuration works out to.

@@ -168,20 +168,27 @@ func runLoad(ctx context.Context, proxyURL string, t *tally) {
 	wg.Wait()
 }
 
-// report prints one line a second until the load is done.
+// report prints one line a second until the load is done. A row is one
+// second of the clock — one of the account's one-second windows, and the
+// second the fake provider counts its arrivals in — read just before the
+// second ends (at scrapeAt into it): a row read on a ticker of its own
+// would straddle two windows and show up to twice the account's allowance
+// admitted in "one second".
 func report(ctx context.Context, out io.Writer, adminURL string, fake *fakeprovider.Provider, loadDone <-chan struct{}) error {
+	const scrapeAt = 950 * time.Millisecond
 	say(out, "        upstream  ---- interactive ----  ------------------- bulk -------------------")
 	say(out, "second  arrivals  admitted     refused  admitted  after a hold  waiting  refused  in flight")
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	var prev procs.Metrics
-	start := time.Now().Unix()
-	for sec := 1; ; sec++ {
+	first := time.Now().Unix()
+	for sec := first; ; sec++ {
+		wait := time.NewTimer(time.Until(time.Unix(sec, 0).Add(scrapeAt)))
 		select {
-		case <-tick.C:
+		case <-wait.C:
 		case <-loadDone:
+			wait.Stop()
 			return nil
 		case <-ctx.Done():
+			wait.Stop()
 			return ctx.Err()
 		}
 		m, err := procs.Scrape(ctx, adminURL)
@@ -192,7 +199,7 @@ func report(ctx context.Context, out io.Writer, adminURL string, fake *fakeprovi
 			l := map[string]string{"class": class, "outcome": outcome}
 			return int(m.Sum("meterproxy_admissions_total", l) - prev.Sum("meterproxy_admissions_total", l))
 		}
-		sayf(out, "%6d  %8d  %8d  %10d  %8d  %12d  %7d  %7d  %9d\n", sec, fake.Arrivals()[start+int64(sec)-1],
+		sayf(out, "%6d  %8d  %8d  %10d  %8d  %12d  %7d  %7d  %9d\n", sec-first+1, fake.Arrivals()[sec],
 			adm("interactive", "admitted")+adm("interactive", "held"), adm("interactive", "refused"),
 			adm("bulk", "admitted")+adm("bulk", "held"), adm("bulk", "held"),
 			int(m.Sum("meterproxy_queue_depth", map[string]string{"class": "bulk"})), adm("bulk", "refused"),
