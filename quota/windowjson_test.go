@@ -1,0 +1,27 @@
+package quota
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestWindowNamesTheClasses: /admin/state's window names each class
+// (issue 23: "requests": [0, 5] left the reader to guess which is which).
+func TestWindowNamesTheClasses(t *testing.T) {
+	got, err := json.Marshal(State{Pools: map[string]PoolState{"default": {Window: WindowUse{Sec: 1700000000, Requests: PerClass{3, 5}, Tokens: PerClass{300, 0}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		Pools map[string]struct {
+			Window json.RawMessage `json:"window"`
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal(got, &state); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"second":1700000000,"requests":{"bulk":5,"interactive":3},"tokens":{"bulk":0,"interactive":300}}`
+	if w := string(state.Pools["default"].Window); w != want {
+		t.Errorf("window %s, want %s", w, want)
+	}
+}
