@@ -3,8 +3,6 @@ package quota
 import (
 	"context"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/internal/configcheck"
@@ -36,32 +34,18 @@ func (p *OnError) UnmarshalText(b []byte) error {
 var _ store = (*failoverStore)(nil)
 
 // failoverStore puts a shared store (Redis) first and decides what happens
-// when it fails, by store.on_error. It is a breaker: after one failed call
-// it stops calling the shared store, so a dead Redis costs one timeout, not
-// one per request, and a probe brings it back as soon as it answers.
+// when it fails, by store.on_error. Its breaker stops calls to the shared
+// store after one fails and brings it back as soon as it answers.
 type failoverStore struct {
 	primary store
 	local   store // per-replica limits, for OnErrorLocal
 	policy  OnError
-	probe   func(context.Context) error
-	every   time.Duration
-	log     *slog.Logger
+	breaker *breaker
 
 	// observe, when set before the first Take, sees every call to the
 	// shared store (metrics): its duration and error. Calls answered by
 	// the fallback are not calls to it.
 	observe func(time.Duration, error)
-
-	degraded atomic.Bool
-	// recovering says a probe answered but no call has yet: the breaker
-	// is half open, and store_recovered waits for a call that succeeds, so
-	// an outage is logged once however many pooled connections it broke.
-	recovering atomic.Bool
-	failures   atomic.Int64
-	mu         sync.Mutex // guards probing
-	probing    bool
-	stop       chan struct{}
-	wg         sync.WaitGroup
 }
 
 // newFailoverStore returns a store that uses primary while it answers and
@@ -69,15 +53,17 @@ type failoverStore struct {
 // OnErrorLocal. probe (e.g. a PING) is tried every probeEvery while
 // degraded; the first success ends the degradation. Close stops the probe.
 func newFailoverStore(primary, local store, policy OnError, probe func(context.Context) error, probeEvery time.Duration, log *slog.Logger) *failoverStore {
-	return &failoverStore{primary: primary, local: local, policy: policy, probe: probe, every: probeEvery,
-		log: log, stop: make(chan struct{})}
+	return &failoverStore{primary: primary, local: local, policy: policy, breaker: newBreaker(probe, probeEvery, policy, log)}
 }
 
 // Degraded reports whether the shared store is being bypassed.
-func (s *failoverStore) Degraded() bool { return s.degraded.Load() }
+func (s *failoverStore) Degraded() bool { return s.breaker.Degraded() }
 
 // Failures counts failed calls to the shared store (probes included).
-func (s *failoverStore) Failures() int64 { return s.failures.Load() }
+func (s *failoverStore) Failures() int64 { return s.breaker.Failures() }
+
+// Close stops the breaker's probe.
+func (s *failoverStore) Close() { s.breaker.Close() }
 
 // Take implements Store.
 func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
@@ -104,7 +90,7 @@ func (s *failoverStore) Take(ctx context.Context, req takeRequest) (takeResult, 
 // (the caller left: not the store's doing). Otherwise store.on_error
 // decides, and a failure opens the breaker.
 func (s *failoverStore) callPrimary(ctx context.Context, call func(context.Context) error) (done bool, err error) {
-	if s.degraded.Load() {
+	if s.breaker.Degraded() {
 		return false, nil
 	}
 	start := time.Now()
@@ -116,13 +102,10 @@ func (s *failoverStore) callPrimary(ctx context.Context, call func(context.Conte
 		s.observe(time.Since(start), err)
 	}
 	if err == nil {
-		if s.recovering.CompareAndSwap(true, false) {
-			s.log.Info("store_recovered")
-		}
+		s.breaker.succeeded()
 		return true, nil
 	}
-	s.failures.Add(1)
-	s.degrade(ctx, err)
+	s.breaker.failed(ctx, err)
 	return false, nil
 }
 
@@ -167,55 +150,4 @@ func addPerClass(a, b PerClass) PerClass {
 		a[c] += b[c]
 	}
 	return a
-}
-
-// degrade opens the breaker, once, and starts probing.
-func (s *failoverStore) degrade(ctx context.Context, err error) {
-	if !s.degraded.CompareAndSwap(false, true) {
-		return
-	}
-	if !s.recovering.Load() { // else the outage was logged and goes on
-		s.log.Warn("store_degraded", slog.String("on_error", string(s.policy)), slog.String("error", err.Error()))
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.probing {
-		return
-	}
-	s.probing = true
-	base := context.WithoutCancel(ctx) // the probe outlives the call; Close stops it
-	s.wg.Go(func() { s.probeLoop(base) })
-}
-
-// probeLoop tries the shared store until it answers, then closes the
-// breaker.
-func (s *failoverStore) probeLoop(base context.Context) {
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(base, max(s.every, 50*time.Millisecond))
-		err := s.probe(ctx)
-		cancel()
-		if err != nil {
-			s.failures.Add(1)
-			continue
-		}
-		s.mu.Lock()
-		s.probing = false
-		s.recovering.Store(true)
-		s.degraded.Store(false)
-		s.mu.Unlock()
-		return
-	}
-}
-
-// Close stops the probe.
-func (s *failoverStore) Close() {
-	close(s.stop)
-	s.wg.Wait()
 }

@@ -8,43 +8,36 @@ import (
 
 // Limits are the numbers a Store enforces, derived from Config by Limits or
 // PerReplica. Rates are per minute and turned into per-second allowances by
-// Allowance, so any run of N seconds admits N·rate/60 ± 1.
+// Allowance, so any run of N seconds admits N·rate/60 ± 1. The json tags
+// are take.lua's names for them (takeArgs.Limits).
 type Limits struct {
 	// AccountRPM is the whole account's requests per minute.
-	AccountRPM int64
+	AccountRPM int64 `json:"account_rpm"`
 	// BulkRPM is what bulk may always take, per minute.
-	BulkRPM int64
+	BulkRPM int64 `json:"bulk_rpm"`
 	// ReserveRPM is what bulk never takes, per minute.
-	ReserveRPM int64
+	ReserveRPM int64 `json:"reserve_rpm"`
 	// InFlight bounds requests in flight, both classes together.
-	InFlight int64
+	InFlight int64 `json:"max_in_flight"`
 	// BulkInFlight is the in-flight count bulk may always hold.
-	BulkInFlight int64
+	BulkInFlight int64 `json:"bulk_in_flight"`
 	// ReserveInFlight is the in-flight count bulk never takes.
-	ReserveInFlight int64
+	ReserveInFlight int64 `json:"reserve_in_flight"`
 	// Borrow lets bulk go beyond its share while no interactive request waits.
-	Borrow bool
+	Borrow bool `json:"borrow"`
 	// AccountTPM, BulkTPM and ReserveTPM are the token partition, per
 	// minute; AccountTPM 0 means tokens are not enforced.
-	AccountTPM, BulkTPM, ReserveTPM int64
+	AccountTPM int64 `json:"account_tpm"`
+	BulkTPM    int64 `json:"bulk_tpm"`
+	ReserveTPM int64 `json:"reserve_tpm"`
 	// OutputTPM is the output-token budget per minute (0: not enforced),
 	// and ReserveOutputTPM the part of it bulk never takes.
-	OutputTPM, ReserveOutputTPM int64
+	OutputTPM        int64 `json:"output_tpm"`
+	ReserveOutputTPM int64 `json:"reserve_output_tpm"`
 	// Fair says, by class, that the class is shared between its callers
 	// (classes.<class>.fairness callers): a shared store then shares each
-	// second between the replicas with waiters (take.lua's splitRoom).
-	Fair [classify.NumClasses]bool
-}
-
-// fairMask is take.lua's fair argument: 1 for interactive, 2 for bulk.
-func fairMask(fair [classify.NumClasses]bool) int {
-	m := 0
-	for c, on := range fair {
-		if on {
-			m |= 1 << c
-		}
-	}
-	return m
+	// second between the replicas with waiters (take.lua's grantSplit).
+	Fair [classify.NumClasses]bool `json:"fair"`
 }
 
 // perSecond is the most each class may take in a second, in requests and

@@ -17,88 +17,35 @@
 --   6 output    HASH  level, at                  the output budget's bucket: level in
 --                                                  1/60000 token, when it was brought up
 --                                                  to date (ms)
--- ARGV (by name in ARG below; redisstore.go's arg* constants are the same
--- positions, and TestTakeScriptPositions holds them equal):
---   1 replica id
---   2,3 want interactive, bulk            waiting requests
---   4,5 held interactive, bulk            this replica's in flight now (absolute),
---                                         its credits included
---   6,7,8 account, bulk, reserve          requests per minute
---   9,10,11 in flight: bound, bulk share, reserve
---   12 borrow ("1" or "0")
---   13 replica TTL (ms): how long a silent replica keeps its slots
---   14 clock override (ms), "" in production: windows follow Redis TIME
---   15 in-flight poll (ms): retry hint when only the in-flight bound blocks
---   16 upstream report age (ms), "" when there is none; 17 its hold (ms after
---      the observation, 0 lifts an older hold); 18 429 hold (ms from now, 0 none)
---   19,20,21 tokens per minute: account (0: not enforced), bulk, reserve
---   22,23 token corrections interactive, bulk (real usage minus estimates)
---   24,25 output tokens per minute: budget (0: not enforced), reserve
---   26 output tokens reported since the last call
---   27,28 credits interactive, bulk       of held, the credits (absolute)
---   29 fair: which classes share their second between replicas with
---      waiters (fairness callers): 1 interactive, 2 bulk, 3 both, 0 none
---   30.. per class, interactive first: n, how many waiters are listed, and
---      one value per waiter in the order grants go to them: its token
---      estimate. n = 0 with tokens not enforced means the want counts the
---      waiters.
--- Reply (by name in REPLY below, mirrored by redisstore.go's reply*
--- constants): {granted_i, granted_b, blocker_i, blocker_b, retry_ms, sec,
---         fleet_i, fleet_b, hold_ms, used_i, used_b, tokens_i, tokens_b, left_ms,
---         credits_i, credits_b}
---   fleet: slots taken across the fleet, credits included; credits: of them,
---   the credits (so fleet - credits is requests genuinely in flight).
---   left_ms: what is left of the window's second, by Redis's clock.
---   blocker: 0 none, 1 window, 2 in flight, 3 upstream or output budget
---   (bulk held), 4 output budget spent (interactive held). hold_ms counts
---   the output budget's bulk hold too.
+-- ARGV[1]: one JSON object, takewire.go's takeArgs: the names are its
+-- json tags (those under limits are Limits's, limits.go) and the meaning
+-- of each is its doc comment. Per-class pairs are arrays, interactive
+-- first (args.want[1], args.want[2]).
+-- Reply: one JSON object, takewire.go's takeReply, every integer a decimal
+-- string (luaInt: cjson would write 10^14 as 1e+14).
 --
 -- The script runs in phases, one function each, in this order: the clock,
 -- reaping dead replicas, this replica's in-flight count, the window, the
 -- upstream's word, the output budget, interactive's grant, bulk's grant,
 -- saving, and the reply with its retry hint.
 
-local ARG = {
-  replica = 1, want_i = 2, want_b = 3, inflight_i = 4, inflight_b = 5,
-  account_rpm = 6, bulk_rpm = 7, reserve_rpm = 8,
-  inflight_bound = 9, bulk_inflight = 10, reserve_inflight = 11,
-  borrow = 12, replica_ttl = 13, clock = 14, inflight_poll = 15,
-  upstream_age = 16, upstream_hold = 17, upstream_throttle = 18,
-  account_tpm = 19, bulk_tpm = 20, reserve_tpm = 21,
-  correction_i = 22, correction_b = 23,
-  output_tpm = 24, reserve_output_tpm = 25, output_spent = 26, credits_i = 27, credits_b = 28, fair = 29, lists = 30,
-}
-local REPLY = {
-  granted_i = 1, granted_b = 2, blocker_i = 3, blocker_b = 4, retry_ms = 5, sec = 6,
-  fleet_i = 7, fleet_b = 8, hold_ms = 9, used_i = 10, used_b = 11,
-  tokens_i = 12, tokens_b = 13, left_ms = 14, credits_i = 15, credits_b = 16,
-}
-local function arg(name) return ARGV[ARG[name]] end
-local function num(name) return tonumber(ARGV[ARG[name]]) end
+-- What stopped a class: store.go's blocker constants, by name
+-- (TestTakeScriptBlockers holds the two equal).
+local BLOCKER = {none = 0, window = 1, in_flight = 2, upstream = 3, output = 4}
 
+local args = cjson.decode(ARGV[1])
+local lim = args.limits
 local kwin, kinf, khb, kstarved, kup, kout = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local rid = arg('replica')
-local want = {num('want_i'), num('want_b')}
-local held = {num('inflight_i'), num('inflight_b')}
-local accountRPM, bulkRPM, reserveRPM = num('account_rpm'), num('bulk_rpm'), num('reserve_rpm')
-local limIF, bulkIF, reserveIF = num('inflight_bound'), num('bulk_inflight'), num('reserve_inflight')
-local accountTPM, bulkTPM, reserveTPM = num('account_tpm'), num('bulk_tpm'), num('reserve_tpm')
-local borrowOn = arg('borrow') == '1'
-local ttl = num('replica_ttl')
-local poll = num('inflight_poll')
+local rid = args.replica
+local want, held, credits = args.want, args.in_flight, args.credits
+local accountRPM, bulkRPM, reserveRPM = lim.account_rpm, lim.bulk_rpm, lim.reserve_rpm
+local limIF, bulkIF, reserveIF = lim.max_in_flight, lim.bulk_in_flight, lim.reserve_in_flight
+local accountTPM, bulkTPM, reserveTPM = lim.account_tpm, lim.bulk_tpm, lim.reserve_tpm
 local field = {'i', 'b'}
-
--- Each class's list of waiters (ARGV positions).
-local lists = {}
-local pos = ARG.lists
-for c = 1, 2 do
-  lists[c] = {first = pos + 1, n = tonumber(ARGV[pos])}
-  pos = pos + 1 + lists[c].n
-end
 
 -- Phase: the clock. Windows follow Redis TIME unless a test sets it.
 local function clock()
-  if arg('clock') ~= '' then return num('clock') end
+  if args.clock_ms ~= 0 then return args.clock_ms end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
@@ -126,7 +73,6 @@ end
 
 -- Phase: this replica's count is what it says it holds, so drift heals on
 -- every call. Returns the fleet's totals, by class.
-local credits = {num('credits_i'), num('credits_b')}
 local function assertInFlight()
   local total, cred = {}, {}
   for c = 1, 2 do
@@ -171,17 +117,18 @@ local SIMULTANEOUS_MS = 1000
 local function mergeUpstream()
   local up = redis.call('HMGET', kup, 'at', 'hold', 'throttle')
   local upAt, upHold, upThrottle = tonumber(up[1]) or 0, tonumber(up[2]) or 0, tonumber(up[3]) or 0
-  if arg('upstream_age') ~= '' then
-    local at = nowMs - num('upstream_age')
+  local u = args.upstream
+  if u then
+    local at = nowMs - u.age_ms
     local hold = 0
-    if num('upstream_hold') > 0 then hold = at + num('upstream_hold') end
+    if u.hold_ms > 0 then hold = at + u.hold_ms end
     if at > upAt + SIMULTANEOUS_MS then
       upAt, upHold = at, hold
     elseif at >= upAt - SIMULTANEOUS_MS then
       if at > upAt then upAt = at end
       if hold > upHold then upHold = hold end
     end
-    local th = num('upstream_throttle')
+    local th = u.throttle_ms
     if th > 0 and nowMs + th > upThrottle then upThrottle = nowMs + th end
     redis.call('HSET', kup, 'at', upAt, 'hold', upHold, 'throttle', upThrottle)
     redis.call('PEXPIRE', kup, math.max(60000, math.max(upHold, upThrottle) - nowMs + 60000))
@@ -197,7 +144,7 @@ end
 local OUTPUT_UNIT = 60000
 local function ceilDiv(a, b) return math.floor((a + b - 1) / b) end
 local function takeOutput()
-  local tpm = num('output_tpm')
+  local tpm = lim.output_tpm
   if tpm <= 0 then
     redis.call('DEL', kout)
     return 0, 0
@@ -214,11 +161,11 @@ local function takeOutput()
   -- Past two minutes' worth, spent changes nothing (the level is at most
   -- full, its debt bounded at a minute): output.go bounds it so, to keep
   -- its product in an int64.
-  level = math.max(level - math.min(num('output_spent'), 2 * tpm) * OUTPUT_UNIT, -full)
+  level = math.max(level - math.min(args.output_spent, 2 * tpm) * OUTPUT_UNIT, -full)
   redis.call('HSET', kout, 'level', string.format('%.0f', level), 'at', string.format('%.0f', at))
   redis.call('PEXPIRE', kout, 120000)
   local bulkMs, interactiveMs = 0, 0
-  local reserve = num('reserve_output_tpm') * OUTPUT_UNIT
+  local reserve = lim.reserve_output_tpm * OUTPUT_UNIT
   if level < reserve then bulkMs = ceilDiv(reserve - level, tpm) end
   if level <= 0 then interactiveMs = ceilDiv(1 - level, tpm) end
   return bulkMs, interactiveMs
@@ -239,27 +186,26 @@ holdMs = math.max(holdMs, outBulkMs)
 local function grantInOrder(c, want, wroom, froom, troom, strict)
   local n = 0
   local function stop()
-    if wroom <= n then return n, 1 end
-    return n, 2
+    if wroom <= n then return n, BLOCKER.window end
+    return n, BLOCKER.in_flight
   end
-  local list = lists[c]
-  if list.n == 0 and accountTPM <= 0 then
+  local list = args.waiters[c]
+  if #list == 0 and accountTPM <= 0 then
     n = math.max(0, math.min(want, wroom, froom))
-    if n == want then return n, 0 end
+    if n == want then return n, BLOCKER.none end
     return stop()
   end
   local first = tok[c] <= 0
-  for i = list.first, list.first + list.n - 1 do
-    local cost = tonumber(ARGV[i])
+  for _, cost in ipairs(list) do
     if n >= math.min(wroom, froom) then return stop() end
     if accountTPM > 0 then
-      if troom <= 0 or (strict and cost > troom and not (first and n == 0)) then return n, 1 end
+      if troom <= 0 or (strict and cost > troom and not (first and n == 0)) then return n, BLOCKER.window end
       troom = troom - cost
       tok[c] = tok[c] + cost
     end
     n = n + 1
   end
-  return n, 0
+  return n, BLOCKER.none
 end
 
 -- Phase: replicas with waiters share a fair class's second, counted in
@@ -272,14 +218,9 @@ end
 -- calls first at a second's start takes the whole second, and a caller
 -- whose request waits on another replica waits for seconds however each
 -- replica orders its own queue; with it, each replica's next grant comes
--- within the second and goes to its most deserving waiter. splitRoom
--- returns the rooms it leaves class c — of room requests and troom
--- tokens, whose use in the second is used and tused — and whether the
--- split binds each.
+-- within the second and goes to its most deserving waiter.
 local splitHeld = {false, false}
 local SPLIT_MS = 500
-local fairMask = num('fair')
-local fairOn = {fairMask % 2 == 1, math.floor(fairMask / 2) % 2 == 1}
 local tookSec = tonumber(redis.call('HGET', kinf, rid .. ':s') or '0')
 local took, tookTok = {0, 0}, {0, 0}
 if tookSec == sec then
@@ -287,51 +228,62 @@ if tookSec == sec then
   took = {tonumber(t[1]) or 0, tonumber(t[2]) or 0}
   tookTok = {tonumber(t[3]) or 0, tonumber(t[4]) or 0}
 end
-local function splitRoom(c, used, room, tused, troom)
-  if not fairOn[c] or want[c] <= 0 or nowMs % 1000 >= SPLIT_MS then return room, troom, false, false end
+
+-- sharers counts the live replicas that had waiters of class c this
+-- second or the last, this one included.
+local function sharers(c)
   local n = 1
   for _, r in ipairs(redis.call('ZRANGE', khb, 0, -1)) do
     if r ~= rid and tonumber(redis.call('HGET', kinf, r .. ':d' .. c) or '0') >= sec - 1 then n = n + 1 end
   end
-  if n == 1 then return room, troom, false, false end
-  local part = math.max(0, math.ceil((used + room) / n) - took[c])
-  local split = part < room
-  if split then room = part end
-  local tsplit = false
-  if accountTPM > 0 then
-    local tpart = math.max(0, math.ceil((tused + troom) / n) - tookTok[c])
-    tsplit = tpart < troom
-    if tsplit then troom = tpart end
-  end
-  return room, troom, split, tsplit
+  return n
 end
--- grantSplit is grantInOrder within what splitRoom leaves class c, and
--- records what the class took in tokens and whether the split alone held
--- it: its part of the requests all taken, or its part of the tokens
--- stopping it with requests to spare.
+
+-- grantSplit is grantInOrder for class c within its part of the second
+-- while the split holds (the rooms cut to it: of wroom requests and troom
+-- tokens), recording what the class took in tokens and whether the split
+-- alone held it: its part of the requests all taken, or its part of the
+-- tokens stopping it with requests to spare. It has no Go twin:
+-- memstore serves one replica, whose second is never split, so grant.go
+-- grants within the rooms as they come; TestRedisFairSplit and
+-- TestRedisFairSplitCountsTokens hold this through real Redis.
 local function grantSplit(c, wroom, froom, troom, strict)
-  local tused, split, tsplit = tok[c], false, false
-  wroom, troom, split, tsplit = splitRoom(c, used[c], wroom, tused, troom)
+  local split, tsplit = false, false
+  if lim.fair[c] and want[c] > 0 and nowMs % 1000 < SPLIT_MS then
+    local n = sharers(c)
+    if n > 1 then
+      local part = math.max(0, math.ceil((used[c] + wroom) / n) - took[c])
+      split = part < wroom
+      if split then wroom = part end
+      if accountTPM > 0 then
+        local tpart = math.max(0, math.ceil((tok[c] + troom) / n) - tookTok[c])
+        tsplit = tpart < troom
+        if tsplit then troom = tpart end
+      end
+    end
+  end
+  local tused = tok[c]
   local n, b = grantInOrder(c, want[c], wroom, froom, troom, strict)
   tookTok[c] = tookTok[c] + tok[c] - tused
-  splitHeld[c] = (split and n >= wroom) or (tsplit and b == 1 and n < wroom)
+  splitHeld[c] = (split and n >= wroom) or (tsplit and b == BLOCKER.window and n < wroom)
   return n, b
 end
 
-local granted, blocker = {0, 0}, {0, 0}
+local granted, blocker = {0, 0}, {BLOCKER.none, BLOCKER.none}
 local A = allowance(accountRPM)
 local TA = allowance(accountTPM)
 -- A charge settled down is room in this window, even below zero, down to
 -- one second's allowance; settled up, use is bounded by the second's and
 -- a minute's allowance (grant.go's settleTokens).
-tok[1] = math.min(math.max(-TA, tok[1] + num('correction_i')), TA + accountTPM)
-tok[2] = math.min(math.max(-TA, tok[2] + num('correction_b')), TA + accountTPM)
+for c = 1, 2 do
+  tok[c] = math.min(math.max(-TA, tok[c] + args.corrections[c]), TA + accountTPM)
+end
 
 -- Phase: interactive takes any free capacity of the second; a shortfall
 -- marks this replica starved, which stops bulk borrowing fleet-wide.
 local function grantInteractive()
   if outInteractiveMs > 0 then
-    if want[1] > 0 then blocker[1] = 4 end
+    if want[1] > 0 then blocker[1] = BLOCKER.output end
   else
     granted[1], blocker[1] = grantSplit(1, A - used[1] - used[2], limIF - total[1] - total[2], TA - tok[1] - tok[2], false)
   end
@@ -351,13 +303,13 @@ end
 -- interactive request waits anywhere; nothing while the upstream holds it.
 local function grantBulk()
   if holdMs > 0 then
-    if want[2] > 0 then blocker[2] = 3 end
+    if want[2] > 0 then blocker[2] = BLOCKER.upstream end
     return
   end
   local usedAll, inAll, tokAll = used[1] + used[2], total[1] + total[2], tok[1] + tok[2]
   local wroom, froom = allowance(bulkRPM) - used[2], bulkIF - total[2]
   local troom = allowance(bulkTPM) - tok[2]
-  if borrowOn and redis.call('ZCOUNT', kstarved, sec, '+inf') == 0 then
+  if lim.borrow and redis.call('ZCOUNT', kstarved, sec, '+inf') == 0 then
     wroom = math.max(wroom, A - allowance(reserveRPM) - usedAll)
     froom = math.max(froom, limIF - reserveIF - inAll)
     troom = math.max(troom, TA - allowance(reserveTPM) - tokAll)
@@ -380,8 +332,8 @@ local function save()
   for c = 1, 2 do
     if want[c] > 0 then redis.call('HSET', kinf, rid .. ':d' .. c, sec) end
   end
-  redis.call('ZADD', khb, nowMs + ttl, rid)
-  local keep = math.max(60000, ttl * 10)
+  redis.call('ZADD', khb, nowMs + args.ttl_ms, rid)
+  local keep = math.max(60000, args.ttl_ms * 10)
   redis.call('PEXPIRE', kinf, keep)
   redis.call('PEXPIRE', khb, keep)
   redis.call('PEXPIRE', kstarved, keep)
@@ -391,11 +343,11 @@ end
 local function retryHint()
   local retry = 0
   for c = 1, 2 do
-    if blocker[c] ~= 0 then
+    if blocker[c] ~= BLOCKER.none then
       local r = 1000 - nowMs % 1000
-      if blocker[c] == 2 and poll > 0 and poll < r then r = poll end
-      if blocker[c] == 3 then r = math.max(1, holdMs) end
-      if blocker[c] == 4 then r = math.max(1, outInteractiveMs) end
+      if blocker[c] == BLOCKER.in_flight and args.poll_ms > 0 and args.poll_ms < r then r = args.poll_ms end
+      if blocker[c] == BLOCKER.upstream then r = math.max(1, holdMs) end
+      if blocker[c] == BLOCKER.output then r = math.max(1, outInteractiveMs) end
       if splitHeld[c] then r = math.max(1, SPLIT_MS - nowMs % 1000) end
       if retry == 0 or r < retry then retry = r end
     end
@@ -407,14 +359,15 @@ grantInteractive()
 grantBulk()
 save()
 
-local reply = {}
-reply[REPLY.granted_i], reply[REPLY.granted_b] = granted[1], granted[2]
-reply[REPLY.blocker_i], reply[REPLY.blocker_b] = blocker[1], blocker[2]
-reply[REPLY.retry_ms], reply[REPLY.sec] = retryHint(), sec
-reply[REPLY.fleet_i], reply[REPLY.fleet_b] = total[1], total[2]
-reply[REPLY.hold_ms] = holdMs
-reply[REPLY.used_i], reply[REPLY.used_b] = used[1], used[2]
-reply[REPLY.tokens_i], reply[REPLY.tokens_b] = math.max(0, tok[1]), math.max(0, tok[2]) -- credit is room, not use
-reply[REPLY.left_ms] = 1000 - nowMs % 1000
-reply[REPLY.credits_i], reply[REPLY.credits_b] = math.min(fleetCredits[1], total[1]), math.min(fleetCredits[2], total[2])
-return reply
+-- The reply's integers go as decimal strings (takewire.go's luaInt); %d
+-- drops a fraction as Redis's own integer replies do.
+local function int(x) return string.format('%d', x) end
+local function pair(t) return {int(t[1]), int(t[2])} end
+return cjson.encode({
+  granted = pair(granted), blocker = pair(blocker),
+  fleet = pair(total),
+  credits = pair({math.min(fleetCredits[1], total[1]), math.min(fleetCredits[2], total[2])}),
+  used = pair(used),
+  tokens = pair({math.max(0, tok[1]), math.max(0, tok[2])}), -- credit is room, not use
+  sec = int(sec), retry_ms = int(retryHint()), hold_ms = int(holdMs), left_ms = int(1000 - nowMs % 1000),
+})
