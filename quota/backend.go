@@ -40,7 +40,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	routeRedisLogs(log)
+	redisLogs := routeRedisLogs(log)
 	primary := newRedisStore(client, cfg.Store)
 	b := &backend{Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
 		log: log.With(slog.String("replica", primary.Replica()))}
@@ -48,6 +48,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	// per-replica limits each call brings.
 	probe := storeProbe(client)
 	b.failover = newFailoverStore(primary, newMemoryStore(nil), cfg.Store.OnError, probe, probeEvery, b.log)
+	b.failover.breaker.recovered = redisLogs.flush // go-redis's count of the outage's messages, at its end
 	b.Store = b.failover
 	b.Caps = failoverCapCounter{primary: newRedisCapCounter(client, cfg.Store, primary.Replica()),
 		local: newMemCapCounter(nil), f: b.failover}
