@@ -24,4 +24,11 @@ func TestWindowNamesTheClasses(t *testing.T) {
 	if w := string(state.Pools["default"].Window); w != want {
 		t.Errorf("window %s, want %s", w, want)
 	}
+	var back State
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	if w := back.Pools["default"].Window; w != (WindowUse{Sec: 1700000000, Requests: PerClass{3, 5}, Tokens: PerClass{300, 0}}) {
+		t.Errorf("read back as %+v", w)
+	}
 }
