@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "rpm", cfg.RPM, "tpm", cfg.TPM, "enforce_tpm", cfg.EnforceTPM,
-		"window", cfg.Window, "models", len(cfg.Models),
+		"window", cfg.Window, "models", len(cfg.Models), "slots", cfg.Slots,
 		"latency", cfg.Latency, "chunks", cfg.StreamChunks, "chunk_interval", cfg.ChunkInterval)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -105,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 	fs.IntVar(&cfg.TPM, "tpm", cfg.TPM, "tokens per minute reported in headers (0 = not reported)")
 	fs.BoolVar(&cfg.EnforceTPM, "enforce-tpm", cfg.EnforceTPM, "enforce -tpm (and -output-tpm): charge each request as its provider does, answer 429 past it")
 	fs.IntVar(&cfg.OutputTPM, "output-tpm", cfg.OutputTPM, "Anthropic's output tokens per minute, with -enforce-tpm (0 = output charged to -tpm)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "a server with a knee: latency × max(1, requests in service ÷ slots), as a self-hosted model server's batch slots (0 = no knee)")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "refill the buckets in fixed windows of this length, as Azure does (0 = continuously)")
 	fs.Func("model", "a model's (or Azure deployment's) own limits, NAME:rpm=N,tpm=N,output-tpm=N (any of them; repeat the flag per model)", func(v string) error {
 		m, err := parseModel(v)

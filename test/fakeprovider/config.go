@@ -62,6 +62,13 @@ type Config struct {
 	// asking more, or a value that is not a whole number, is answered 400
 	// as OpenAI answers it. Zero means 2^31−1.
 	MaxOutputTokens int
+	// Slots makes the provider a server with a knee, as a self-hosted model
+	// server is (vLLM's batch slots): a request's latency is Latency ×
+	// max(1, in service ÷ Slots), the requests in service counted as it
+	// arrives, so completions a second grow with concurrency up to Slots
+	// and stay flat past it while every request waits longer. Zero: no
+	// knee. SetSlots changes it while serving.
+	Slots int
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool
 	// NoLog keeps no request log (Requests returns none; Stats and
@@ -103,6 +110,7 @@ func (c Config) Validate() error {
 	check("tpm_start", c.TPMStart < 0, c.TPMStart)
 	check("output_tpm", c.OutputTPM < 0, c.OutputTPM)
 	check("window", c.Window < 0, c.Window)
+	check("slots", c.Slots < 0, c.Slots)
 	return errors.Join(errs...)
 }
 

@@ -29,6 +29,8 @@
 // a bucket of its own, and [Config.Window] refills the buckets in fixed
 // windows, as Azure OpenAI evaluates them; [Config.Models] gives models (or
 // Azure deployments) limits of their own, as providers keep them.
+// [Config.Slots] makes it a server with a knee, as a self-hosted model
+// server is: latency stretched by the requests in service over the slots.
 // Anthropic's token remainders are rounded to the nearest thousand, as
 // Anthropic's are. Batch endpoints have their own quota at real providers,
 // so they are neither debited nor limited here.

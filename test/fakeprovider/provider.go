@@ -26,6 +26,7 @@ type Provider struct {
 	models   map[string]*limits // Config.Models, by model
 	seq      uint64             // arrivals ever, for request ids
 	gen      uint64             // Reset generation
+	slots    int                // Config.Slots, or SetSlots's
 }
 
 var _ http.Handler = (*Provider)(nil)
@@ -33,7 +34,7 @@ var _ http.Handler = (*Provider)(nil)
 // New returns a Provider for cfg. Zero fields take the defaults documented
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg.withDefaults()}
+	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0)}
 	p.resetLocked()
 	return p
 }
@@ -135,7 +136,9 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.faults = f
-	if !x.wait(f.latencyOr(p.cfg.Latency)) {
+	slowdown, done := p.enterService(now)
+	defer done()
+	if !x.wait(time.Duration(float64(f.latencyOr(p.cfg.Latency)) * slowdown)) {
 		return
 	}
 	if f.status != 0 {
@@ -216,4 +219,35 @@ func (x *exchange) failRead(err error) {
 		return
 	}
 	x.fail(http.StatusBadRequest, "Could not read the request body")
+}
+
+// enterService counts a request into service and returns how much slower
+// than Config.Latency it is answered: max(1, in service ÷ slots) with a
+// knee (Config.Slots), else 1. done counts it out again and adds its time
+// in service to Stats.Busy.
+func (p *Provider) enterService(at time.Time) (slowdown float64, done func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.InService++
+	slowdown = 1
+	if p.slots > 0 {
+		slowdown = max(1, float64(p.stats.InService)/float64(p.slots))
+	}
+	gen := p.gen
+	return slowdown, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if gen == p.gen {
+			p.stats.InService--
+			p.stats.Busy += p.cfg.Now().Sub(at)
+		}
+	}
+}
+
+// SetSlots changes the knee (Config.Slots) while serving: a server that
+// lost or gained capacity. Requests in service keep their latency.
+func (p *Provider) SetSlots(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slots = max(n, 0)
 }

@@ -43,6 +43,13 @@ type Stats struct {
 	StreamsAborted   int // streams aborted by X-Fake-Cut-After
 
 	ByPath map[string]int // arrivals per URL path
+
+	// InService is the requests being answered now (Config.Slots counts
+	// them), and Busy the time every request spent being answered, summed:
+	// its change over an interval, divided by the interval, is the mean
+	// number in service (Little's law).
+	InService int
+	Busy      time.Duration
 }
 
 // streamOutcome is how a stream ended.
