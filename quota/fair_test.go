@@ -184,7 +184,7 @@ func TestFairAnonymousBounded(t *testing.T) {
 		defer cancel()
 		l.mu.Lock() // queue them all before the loop serves any
 		for key := range uint64(500) {
-			w := &waiter{done: make(chan struct{}), flow: l.classes[classify.Interactive].fair.flowOf(classify.UnknownCaller, key+1), span: 1}
+			w := &waiter{done: make(chan struct{}), fairTag: fairTag{flow: l.classes[classify.Interactive].fair.flowOf(classify.UnknownCaller, key+1), span: 1}}
 			l.enqueueLocked(classify.Interactive, w)
 		}
 		fs := &l.classes[classify.Interactive].fair
@@ -309,7 +309,7 @@ func TestFairUnknownQueueOrder(t *testing.T) {
 	for step := range 5000 {
 		switch r := rng.IntN(10); {
 		case r < 5 || len(queued) == 0: // arrival
-			w := &waiter{tagged: true, span: float64(1 + rng.IntN(3))}
+			w := &waiter{fairTag: fairTag{tagged: true, span: float64(1 + rng.IntN(3))}}
 			if rng.IntN(3) == 0 {
 				w.flow = f.flowOf("configured-"+strconv.Itoa(rng.IntN(3)), 0)
 			} else {

@@ -19,20 +19,8 @@ type waiter struct {
 	// gen is its class's shortfall count (classQueue.shortfalls) when the
 	// waiter joined.
 	gen uint64
-	// flow, span and tag are its place in fair queuing (fair.go): its
-	// caller, what it costs the class over the caller's weight, and its
-	// start tag; tagged says it was queued fairly (not under fifo).
-	flow      flowKey
-	span, tag float64
-	tagged    bool
-	// sub is an unknown caller's start tag among unknown callers, and
-	// uprev, unext its neighbours in their order (unknownShare).
-	sub          float64
-	uprev, unext *waiter
-	// weight is its caller's weight, when its span is counted in tokens
-	// (0 when in requests): Lease.Correct moves its flow's finish by the
-	// real tokens over it.
-	weight float64
+	// fairTag is its place in fair queuing (fair.go).
+	fairTag
 }
 
 // lease is the Lease of a granted waiter.
