@@ -2,8 +2,9 @@ package quota
 
 import "github.com/meterproxy/meterproxy/classify"
 
-// waiter is one request waiting for admission. Its fields are guarded by
-// limiter.mu, except done, which is closed once on grant.
+// waiter is one request waiting for admission. While it is queued its
+// fields are guarded by its waitQueue's mu, except done, which is closed
+// once on grant.
 type waiter struct {
 	prev, next *waiter
 	done       chan struct{}
@@ -24,8 +25,8 @@ type waiter struct {
 }
 
 // lease is the Lease of a granted waiter.
-func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
-	s := &Lease{l: l, class: c, held: w.held, cost: w.cost}
+func (w *waiter) lease(leases *ledger, c classify.Class) *Lease {
+	s := &Lease{leases: leases, class: c, held: w.held, cost: w.cost}
 	if w.tagged && w.weight > 0 {
 		s.flow, s.weight = w.flow, w.weight
 	}
@@ -35,7 +36,7 @@ func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
 // queue is an intrusive list of waiters in the order they are to be
 // granted (fair.go's, or arrival); removal from the middle is O(1)
 // and nothing is allocated beyond the waiter itself. Not safe for
-// concurrent use: limiter.mu guards it.
+// concurrent use: its waitQueue's mu guards it.
 type queue struct {
 	head, tail *waiter
 	n          int
