@@ -135,10 +135,7 @@ func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 		now := time.Now()
 		if lp.prefetch {
 			lp.queue.expireCredits(now)
-			var admitted [classify.NumClasses]int64
-			for c := range admitted {
-				admitted[c] = lp.queue.admitted[c].Load()
-			}
+			admitted := lp.queue.admissions()
 			st.pf.updateRate(now, &admitted)
 		}
 		lims := lp.limits.Load()

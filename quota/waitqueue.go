@@ -151,6 +151,14 @@ func (q *waitQueue) queued(c classify.Class) int {
 	return q.classes[c].q.n
 }
 
+// admissions counts the admissions so far, per class, without the lock.
+func (q *waitQueue) admissions() (n [classify.NumClasses]int64) {
+	for c := range n {
+		n[c] = q.admitted[c].Load()
+	}
+	return n
+}
+
 // correctFlow moves flow's fair-queuing service in class c by delta
 // (Lease.Correct).
 func (q *waitQueue) correctFlow(c classify.Class, flow flowKey, delta float64) {
