@@ -117,7 +117,7 @@ func poolNames(cfg Config) []string {
 // newLimiter returns a limiter enforcing pc, as pool name.
 func (a *Admitter) newLimiter(pc Config, name string) *limiter {
 	l := newLimiter(pc, pc.Enforced(), a.backend.Store, a.backend.Heartbeat, a.log)
-	l.pool = name
+	l.loop.pool = name
 	if a.backend.failover == nil { // with Redis, the failover store observes its calls
 		l.OnStoreCall(a.observeStoreCall)
 	}

@@ -10,40 +10,40 @@ import (
 // credits are grants the store made ahead of demand (see prefetch.go),
 // spent by Admit without a round trip. The store charged them to one
 // second's window and counts them in flight, so they are valid until that
-// second ends. The zero value holds none. Every field but low is guarded
-// by limiter.mu, so the methods that read or change them end in Locked.
+// second ends. The zero value holds none. A waitQueue holds them: every
+// field but refillAt is guarded by its mu.
 type credits struct {
 	n     PerClass
 	until time.Time
 	// gen counts drops: a store call sent before one (a hold, a reload, a
 	// failure) must not add credits after it.
 	gen uint64
-	// low is, per class, the count at which a spend asks the loop to
-	// refill; set by the loop without the lock.
-	low [classify.NumClasses]atomic.Int64
+	// refillAt is, per class, the count at which a spend asks the loop to
+	// refill; set by the loop without the lock (waitQueue.setRefill).
+	refillAt [classify.NumClasses]atomic.Int64
 }
 
-// takeLocked spends one credit of class c, if one is valid at now. It
+// take spends one credit of class c, if one is valid at now. It
 // reports whether it did, and whether it dropped every credit because
 // their second had passed (the store must hear they are back).
-func (cr *credits) takeLocked(c classify.Class, now time.Time) (took, dropped bool) {
+func (cr *credits) take(c classify.Class, now time.Time) (took, dropped bool) {
 	if cr.n[c] == 0 {
 		return false, false
 	}
 	if !now.Before(cr.until) {
-		return false, cr.dropLocked(classify.Classes[:]...)
+		return false, cr.drop(classify.Classes[:]...)
 	}
 	cr.n[c]--
 	return true, false
 }
 
-// lowLocked reports whether class c's credits are at or below the refill
+// low reports whether class c's credits are at or below the refill
 // mark.
-func (cr *credits) lowLocked(c classify.Class) bool { return cr.n[c] <= cr.low[c].Load() }
+func (cr *credits) low(c classify.Class) bool { return cr.n[c] <= cr.refillAt[c].Load() }
 
-// dropLocked gives up the credits of classes and starts a new generation;
+// drop gives up the credits of classes and starts a new generation;
 // it reports whether any were held, so the store hears they are back.
-func (cr *credits) dropLocked(classes ...classify.Class) bool {
+func (cr *credits) drop(classes ...classify.Class) bool {
 	cr.gen++
 	had := false
 	for _, c := range classes {
@@ -53,9 +53,9 @@ func (cr *credits) dropLocked(classes ...classify.Class) bool {
 	return had
 }
 
-// expireLocked drops every credit if their second has passed at now, and
+// expire drops every credit if their second has passed at now, and
 // reports whether it dropped any.
-func (cr *credits) expireLocked(now time.Time) bool {
+func (cr *credits) expire(now time.Time) bool {
 	if cr.n == (PerClass{}) || now.Before(cr.until) {
 		return false
 	}
@@ -63,19 +63,77 @@ func (cr *credits) expireLocked(now time.Time) bool {
 	return true
 }
 
-// grantLocked adds n credits of class c, valid until until (or the
+// grant adds n credits of class c, valid until until (or the
 // earlier deadline of those already held).
-func (cr *credits) grantLocked(c classify.Class, n int64, until time.Time) {
+func (cr *credits) grant(c classify.Class, n int64, until time.Time) {
 	if cr.n == (PerClass{}) || until.Before(cr.until) {
 		cr.until = until
 	}
 	cr.n[c] += n
 }
 
-// deadlineLocked is when the credits expire; zero when there are none.
-func (cr *credits) deadlineLocked() time.Time {
+// deadline is when the credits expire; zero when there are none.
+func (cr *credits) deadline() time.Time {
 	if cr.n == (PerClass{}) {
 		return time.Time{}
 	}
 	return cr.until
+}
+
+// takeCreditLocked admits a request of class c from the credits, if any
+// are valid and nobody of its class waits.
+func (q *waitQueue) takeCreditLocked(c classify.Class, now time.Time) bool {
+	if q.classes[c].q.n > 0 {
+		return false // a newcomer never passes a waiter
+	}
+	took, dropped := q.credits.take(c, now)
+	if dropped {
+		notify(q.sig.freed)
+	}
+	if !took {
+		return false
+	}
+	q.leases.admit(c)
+	if q.credits.low(c) {
+		notify(q.sig.arrive) // refill before they run out
+	}
+	return true
+}
+
+// dropCredits gives up the credits of classes (a hold, a failure); the
+// store hears they are back with the loop's next call.
+func (q *waitQueue) dropCredits(classes ...classify.Class) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.dropCreditsLocked(classes...)
+}
+
+// dropCreditsLocked is dropCredits with mu held.
+func (q *waitQueue) dropCreditsLocked(classes ...classify.Class) {
+	if q.credits.drop(classes...) {
+		notify(q.sig.freed)
+	}
+}
+
+// expireCredits drops credits whose second has passed at now; it reports
+// whether there were any, so the store hears of it.
+func (q *waitQueue) expireCredits(now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.credits.expire(now)
+}
+
+// creditDeadline is when the credits expire; zero when there are none.
+func (q *waitQueue) creditDeadline() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.credits.deadline()
+}
+
+// setRefill sets, per class, the credits left at which a spend asks the
+// loop to refill: a quarter of spare. It takes no lock (atomics).
+func (q *waitQueue) setRefill(spare [classify.NumClasses]int64) {
+	for c := range spare {
+		q.credits.refillAt[c].Store(spare[c] / 4)
+	}
 }

@@ -57,6 +57,26 @@ type fairShare struct {
 	unknown unknownShare
 }
 
+// fairTag is a waiter's place in its class's fair queuing, set and read
+// only by fairShare and unknownShare (under the wait queue's lock, as the
+// rest of the waiter).
+type fairTag struct {
+	// flow, span and tag are its caller, what it costs the class over the
+	// caller's weight, and its start tag; tagged says it was queued fairly
+	// (not under fifo).
+	flow      flowKey
+	span, tag float64
+	tagged    bool
+	// sub is an unknown caller's start tag among unknown callers, and
+	// uprev, unext its neighbours in their order (unknownShare).
+	sub          float64
+	uprev, unext *waiter
+	// weight is its caller's weight, when its span is counted in tokens
+	// (0 when in requests): Lease.Correct moves its flow's finish by the
+	// real tokens over it.
+	weight float64
+}
+
 // flowKey names a flow: a configured caller by name; an unknown caller by
 // its credential's keyed hash (classify.Result.Anonymous) under the name
 // classify.UnknownCaller, or with anon 0 the flow every unknown caller

@@ -182,25 +182,26 @@ func TestFairAnonymousBounded(t *testing.T) {
 		l, _ := testLimiter(t, cfg)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		l.mu.Lock() // queue them all before the loop serves any
+		q, cq := &l.queue, &l.queue.classes[classify.Interactive]
+		q.mu.Lock() // queue them all before the loop serves any
 		for key := range uint64(500) {
-			w := &waiter{done: make(chan struct{}), flow: l.classes[classify.Interactive].fair.flowOf(classify.UnknownCaller, key+1), span: 1}
-			l.enqueueLocked(classify.Interactive, w)
+			w := &waiter{done: make(chan struct{}), fairTag: fairTag{flow: cq.fair.flowOf(classify.UnknownCaller, key+1), span: 1}}
+			cq.enqueue(w)
 		}
-		fs := &l.classes[classify.Interactive].fair
+		fs := &cq.fair
 		if fs.anon != maxAnonFlows || len(fs.finish) != maxAnonFlows+1 {
 			t.Fatalf("500 keys: %d flows of their own, %d in all; want %d and %d", fs.anon, len(fs.finish), maxAnonFlows, maxAnonFlows+1)
 		}
-		l.mu.Unlock()
-		notify(l.arrive)
+		q.mu.Unlock()
+		notify(l.sig.arrive)
 		// Served within the first second (1000 a second); then idle.
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if _, err := l.Admit(ctx, Request{Class: classify.Interactive, Caller: classify.UnknownCaller, Anonymous: 1000}); err != nil {
 			t.Fatal(err)
 		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
+		q.mu.Lock()
+		defer q.mu.Unlock()
 		if fs.anon > maxAnonFlows || fs.finish[flowKey{caller: classify.UnknownCaller, anon: 1000}] == 0 {
 			t.Fatalf("after the flood went idle, %d flows of their own and the new key's finish %v; want the new key to have its own",
 				fs.anon, fs.finish[flowKey{caller: classify.UnknownCaller, anon: 1000}])
@@ -309,7 +310,7 @@ func TestFairUnknownQueueOrder(t *testing.T) {
 	for step := range 5000 {
 		switch r := rng.IntN(10); {
 		case r < 5 || len(queued) == 0: // arrival
-			w := &waiter{tagged: true, span: float64(1 + rng.IntN(3))}
+			w := &waiter{fairTag: fairTag{tagged: true, span: float64(1 + rng.IntN(3))}}
 			if rng.IntN(3) == 0 {
 				w.flow = f.flowOf("configured-"+strconv.Itoa(rng.IntN(3)), 0)
 			} else {

@@ -19,7 +19,7 @@ package quota
 // size make the share approximate: a turn is as long as the span of the
 // waiter it was made for.
 //
-// Guarded, with the rest of fairShare, by limiter.mu. The zero value is an
+// Guarded, with the rest of fairShare, by its waitQueue's mu. The zero value is an
 // empty share.
 type unknownShare struct {
 	// vtime is the unknown callers' virtual time: the sub tag of the last

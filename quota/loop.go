@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -23,7 +24,37 @@ const releaseDelay = 5 * time.Millisecond
 // of releases a little later, and the replica saves the calls.
 const lazyReleaseDelay = 50 * time.Millisecond
 
-// loopState is owned by the Run goroutine.
+// admissionLoop is a limiter's one goroutine that talks to the store:
+// it asks for grants for the waiters in its wait queue, hands them out,
+// and carries the leases' releases and settlements and the upstream's
+// reports. What it is set up with is set before Run; last and pending
+// are its own, safe for concurrent use, for the limiter to read and add
+// to.
+type admissionLoop struct {
+	store store
+	// pool is the pool the limiter admits to (pool.go).
+	pool string
+	log  *slog.Logger
+	// heartbeat is the longest the loop stays silent towards the store; 0
+	// means it only calls when there is something to ask or release.
+	heartbeat time.Duration
+	// prefetch lets the loop take credits (prefetch.go).
+	prefetch bool
+	// onStoreCall, when set, observes every store call.
+	onStoreCall func(d time.Duration, err error)
+	// limits, queue, leases and sig are its limiter's.
+	limits *atomic.Pointer[limitSet]
+	queue  *waitQueue
+	leases *ledger
+	sig    *signals
+	// last is the store's last answer: the fleet's in flight, the hold,
+	// the window's use.
+	last lastAnswer
+	// pending is what the upstream said since the last store call.
+	pending pendingReport
+}
+
+// loopState is one Run's state, owned by its goroutine.
 type loopState struct {
 	blocked  [classify.NumClasses]blocker
 	lastCall time.Time
@@ -33,40 +64,33 @@ type loopState struct {
 	// of; pending says one is waiting.
 	releases *time.Timer
 	pending  bool
-	// waiters is a reused buffer for the call's lists.
-	waiters [classify.NumClasses][]queued
-	// listed are, per class, the waiters the call's list names, position
-	// for position (nil for a spare): its grants go to them (hand).
-	listed [classify.NumClasses][]*waiter
-	pf     prefetchState
-	// gen is the credits' generation when the current call's want was
-	// made, and waiting how many of want were waiters, not spare.
-	gen     uint64
-	waiting PerClass
+	// call is the current store call's list of waiters.
+	call callList
+	pf   prefetchState
 }
 
-// Run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and tells the store what is still in flight. Call it once.
-func (l *limiter) Run(ctx context.Context) error {
+// run serves the queues until ctx ends, then refuses every waiter with
+// ErrClosed and tells the store what is still in flight.
+func (lp *admissionLoop) run(ctx context.Context) error {
 	st := &loopState{timer: stoppedTimer(), releases: stoppedTimer()}
 	defer st.timer.Stop()
 	defer st.releases.Stop()
-	beat, stopBeat := heartbeatTicker(l.heartbeat)
+	beat, stopBeat := heartbeatTicker(lp.heartbeat)
 	defer stopBeat()
 	for {
 		force := false
 		select {
 		case <-ctx.Done():
-			l.close()
-			l.flush(context.WithoutCancel(ctx))
+			lp.queue.close(ErrClosed)
+			lp.flush(context.WithoutCancel(ctx))
 			return nil
-		case <-l.arrive:
-		case <-l.freed:
+		case <-lp.sig.arrive:
+		case <-lp.sig.freed:
 			// Released slots: a class held by the in-flight bound may go
 			// now; otherwise the store hears of them, and of the
 			// upstream's reports, with the next call, or after releaseDelay.
-			tokens := l.tokensFreed.Swap(false)
-			all := l.reconfigured.Swap(false)
+			tokens := lp.sig.tokensFreed.Swap(false)
+			all := lp.sig.reconfigured.Swap(false)
 			for c, b := range st.blocked {
 				if all || b == blockedByInFlight || (tokens && b == blockedByWindow) {
 					st.blocked[c] = notBlocked
@@ -91,73 +115,61 @@ func (l *limiter) Run(ctx context.Context) error {
 		case <-st.timer.C:
 			st.armed = time.Time{}
 			st.blocked = [classify.NumClasses]blocker{}
-			force = l.expireCredits(time.Now()) // the store must hear they are back
+			force = lp.queue.expireCredits(time.Now()) // the store must hear they are back
 		case <-beat:
-			force = time.Since(st.lastCall) >= l.heartbeat
+			force = time.Since(st.lastCall) >= lp.heartbeat
 		}
-		l.round(ctx, st, force)
+		lp.round(ctx, st, force)
 	}
 }
 
 // round calls the store until every class is served or blocked.
-func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
+func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 	for {
-		req := l.ask(st)
+		req := lp.ask(st)
 		want := req.Want
 		if want == (PerClass{}) && !force {
 			return
 		}
 		force = false
 		now := time.Now()
-		if l.prefetch {
-			l.expireCredits(now)
-			var admitted [classify.NumClasses]int64
-			for c := range admitted {
-				admitted[c] = l.admitted[c].Load()
-			}
+		if lp.prefetch {
+			lp.queue.expireCredits(now)
+			admitted := lp.queue.admissions()
 			st.pf.updateRate(now, &admitted)
 		}
-		lims := l.limits.Load()
-		req.Pool, req.Upstream = l.pool, l.pending.take(now)
-		req.InFlight, req.Credits = l.occupied()
+		lims := lp.limits.Load()
+		req.Pool, req.Upstream = lp.pool, lp.pending.take(now)
+		req.InFlight, req.Credits = lp.queue.occupied()
 		req.Limits, req.LocalLimits = lims.enforced, lims.local
-		for c := range req.Corrections {
-			req.Corrections[c] = l.corrections[c].Swap(0)
-		}
-		req.Output = l.output.Swap(0)
-		res, err := l.store.Take(ctx, req)
+		req.Corrections, req.Output = lp.leases.owed()
+		res, err := lp.store.Take(ctx, req)
 		st.lastCall = time.Now()
-		if l.onStoreCall != nil {
-			l.onStoreCall(st.lastCall.Sub(now), err)
+		if lp.onStoreCall != nil {
+			lp.onStoreCall(st.lastCall.Sub(now), err)
 		}
 		st.pending = false // the call carried every release and report so far
 		if err != nil {
-			l.pending.restore(req.Upstream, now)
-			for c, n := range req.Corrections {
-				l.corrections[c].Add(n)
-			}
-			l.output.Add(req.Output)
-			l.storeFailed(ctx, st, err)
+			lp.pending.restore(req.Upstream, now)
+			lp.leases.restore(req.Corrections, req.Output)
+			lp.storeFailed(ctx, st, err)
 			return
 		}
-		l.last.set(req, res)
-		l.hand(req, res, st, now)
-		l.plan(&st.pf, res, lims.enforced)
+		lp.last.set(req, res)
+		lp.queue.hand(req, res, &st.call, st.pf.spare, now)
+		lp.plan(&st.pf, res, lims.enforced)
 		more := false
 		for c := range want {
 			if res.Granted[c] < want[c] {
 				st.blocked[c] = res.Blocker[c]
-			} else if l.Queued(classify.Class(c)) > 0 {
+			} else if lp.queue.queued(classify.Class(c)) > 0 {
 				more = true // arrived during the call
 			}
 		}
 		if res.RetryAfter > 0 {
 			st.arm(max(res.RetryAfter, time.Millisecond))
 		}
-		l.mu.Lock()
-		until := l.credits.deadlineLocked()
-		l.mu.Unlock()
-		if !until.IsZero() {
+		if until := lp.queue.creditDeadline(); !until.IsZero() {
 			st.arm(max(time.Until(until), time.Millisecond))
 		}
 		if !more {
@@ -166,74 +178,51 @@ func (l *limiter) round(ctx context.Context, st *loopState, force bool) {
 	}
 }
 
-// ask builds the next call under mu. Per class, every waiter of a class
-// that is not blocked is asked for, with spare credits on top
-// (prefetch.go); when tokens are enforced, they are listed in the order
-// grants go to them (at most maxBatch), spares last.
-func (l *limiter) ask(st *loopState) takeRequest {
+// ask builds the next call. Per class, every waiter of a class that is
+// not blocked is asked for, with spare credits on top (prefetch.go); when
+// tokens are enforced, they are listed in the order grants go to them (at
+// most maxBatch), spares last.
+func (lp *admissionLoop) ask(st *loopState) takeRequest {
 	var req takeRequest
-	tokens := l.limits.Load().enforced.AccountTPM > 0
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st.waiting = PerClass{}
+	tokens := lp.limits.Load().enforced.AccountTPM > 0
+	var open [classify.NumClasses]bool
+	for c := range open {
+		open[c] = st.blocked[c] == notBlocked
+	}
+	call := &st.call
+	s := lp.queue.list(call, open, tokens)
 	for c := range req.Want {
-		if st.blocked[c] != notBlocked {
+		if !open[c] {
 			continue
-		}
-		cq := &l.classes[c]
-		if tokens {
-			st.waiters[c], st.listed[c] = l.listLocked(classify.Class(c), st.waiters[c], st.listed[c])
-			st.waiting[c] = int64(len(st.waiters[c]))
-		} else {
-			st.waiting[c] = int64(cq.q.n)
 		}
 		// Top the credits up when a waiter calls anyway, or when they
 		// ran low while requests kept coming; not on every wake-up.
 		spare := int64(0)
-		n := l.admitted[c].Load()
-		if st.waiting[c] > 0 || (n != st.pf.seen[c] && l.credits.lowLocked(classify.Class(c))) {
+		if n := s.admitted[c]; call.waiting[c] > 0 || (n != st.pf.seen[c] && s.low[c]) {
 			st.pf.seen[c] = n
-			spare = max(0, st.pf.spare[c]-l.credits.n[c]) // 0 while tokens are enforced (plan)
+			spare = max(0, st.pf.spare[c]-s.credits[c]) // 0 while tokens are enforced (plan)
 		}
-		req.Want[c] = st.waiting[c] + spare
+		req.Want[c] = call.waiting[c] + spare
 		if tokens {
 			for range spare {
-				st.waiters[c] = append(st.waiters[c], queued{}) // for anyone
-				st.listed[c] = append(st.listed[c], nil)
+				call.waiters[c] = append(call.waiters[c], queued{}) // for anyone
+				call.listed[c] = append(call.listed[c], nil)
 			}
-			req.Waiters[c] = st.waiters[c]
+			req.Waiters[c] = call.waiters[c]
 		}
 	}
-	st.gen = l.credits.gen
 	return req
-}
-
-// maxBatch bounds the waiters listed in one call per class.
-const maxBatch = 4096
-
-// listLocked lists class c's waiters in the order grants go to them (the
-// queue's order), into buf for the store and who, position for position,
-// for handing out the grants.
-func (l *limiter) listLocked(c classify.Class, buf []queued, who []*waiter) ([]queued, []*waiter) {
-	buf, who = buf[:0], who[:0]
-	for w := l.classes[c].q.head; w != nil && len(buf) < maxBatch; w = w.next {
-		buf = append(buf, queued{Cost: w.cost})
-		who = append(who, w)
-	}
-	return buf, who
 }
 
 // storeFailed handles a failed Take: under on_error "closed" every waiter
 // is refused at once; otherwise the loop tries again shortly.
-func (l *limiter) storeFailed(ctx context.Context, st *loopState, err error) {
+func (lp *admissionLoop) storeFailed(ctx context.Context, st *loopState, err error) {
 	if errors.Is(err, ErrStoreUnavailable) {
-		l.refuseAll(ErrStoreUnavailable)
+		lp.queue.refuseAll(ErrStoreUnavailable)
 	} else if ctx.Err() == nil {
-		l.log.Warn("store_take_failed", slog.String("error", err.Error()))
+		lp.log.Warn("store_take_failed", slog.String("error", err.Error()))
 	}
-	l.mu.Lock()
-	l.dropCreditsLocked(classify.Classes[:]...)
-	l.mu.Unlock()
+	lp.queue.dropCredits(classify.Classes[:]...)
 	st.blocked = [classify.NumClasses]blocker{blockedByWindow, blockedByWindow}
 	st.arm(storeRetry)
 }
@@ -264,44 +253,14 @@ func (st *loopState) arm(d time.Duration) {
 	st.timer.Reset(d)
 }
 
-// refuseAll ends every waiter with err.
-func (l *limiter) refuseAll(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for c := range l.classes {
-		for w := l.classes[c].q.head; w != nil; w = l.classes[c].q.head {
-			l.dequeueLocked(classify.Class(c), w)
-			w.err = err
-			close(w.done)
-		}
-	}
-}
-
-// close refuses every waiter and every later Admit with ErrClosed.
-func (l *limiter) close() { l.closeWith(ErrClosed) }
-
-// closeWith refuses every waiter and every later Admit with err; the first
-// call decides the error.
-func (l *limiter) closeWith(err error) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	l.closed, l.closeErr = true, err
-	l.dropCreditsLocked(classify.Classes[:]...)
-	l.mu.Unlock()
-	l.refuseAll(err)
-}
-
 // flush tells the store what this replica still holds when the limiter
 // stops, so a shared store does not wait for the heartbeat to expire.
-func (l *limiter) flush(ctx context.Context) {
+func (lp *admissionLoop) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req := takeRequest{Pool: l.pool}
-	req.InFlight, req.Credits = l.occupied()
-	if _, err := l.store.Take(ctx, req); err != nil {
-		l.log.Warn("store_flush_failed", slog.String("error", err.Error()))
+	req := takeRequest{Pool: lp.pool}
+	req.InFlight, req.Credits = lp.queue.occupied()
+	if _, err := lp.store.Take(ctx, req); err != nil {
+		lp.log.Warn("store_flush_failed", slog.String("error", err.Error()))
 	}
 }

@@ -31,10 +31,6 @@ const (
 	rateWindow = 100 * time.Millisecond
 )
 
-// enablePrefetch lets the limiter take credits ahead of demand. Call it
-// before Run; it pays only with a store that costs a round trip (Redis).
-func (l *limiter) enablePrefetch() { l.prefetch = true }
-
 // prefetchState is the loop's bookkeeping; owned by the Run goroutine.
 type prefetchState struct {
 	spare     [classify.NumClasses]int64 // credits to hold, 0: none
@@ -44,42 +40,6 @@ type prefetchState struct {
 	// seen is the admissions counter at the last call: credits are asked
 	// for only while requests keep coming, so an idle replica holds none.
 	seen [classify.NumClasses]int64
-}
-
-// takeCreditLocked admits a request of class c from the credits, if any
-// are valid and nobody of its class waits.
-func (l *limiter) takeCreditLocked(c classify.Class, now time.Time) bool {
-	if l.classes[c].q.n > 0 {
-		return false // a newcomer never passes a waiter
-	}
-	took, dropped := l.credits.takeLocked(c, now)
-	if dropped {
-		notify(l.freed)
-	}
-	if !took {
-		return false
-	}
-	l.inFlight[c].Add(1)
-	if l.credits.lowLocked(c) {
-		notify(l.arrive) // refill before they run out
-	}
-	return true
-}
-
-// dropCreditsLocked gives up the credits of classes (a hold, a reload, a
-// failure); the store hears they are back with the loop's next call.
-func (l *limiter) dropCreditsLocked(classes ...classify.Class) {
-	if l.credits.dropLocked(classes...) {
-		notify(l.freed)
-	}
-}
-
-// expireCredits drops credits whose second has passed at now; it reports
-// whether there were any, so the store hears of it.
-func (l *limiter) expireCredits(now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.credits.expireLocked(now)
 }
 
 // updateRate refreshes the arrival rate estimate from the admissions
@@ -105,11 +65,11 @@ func (p *prefetchState) updateRate(now time.Time, admitted *[classify.NumClasses
 // and none unless the class is far from every limit (less than half of
 // the window and of the in-flight bound used, for the class and the
 // account), was granted all it asked, and (bulk) is not held upstream.
-func (l *limiter) plan(p *prefetchState, res takeResult, lim Limits) {
+func (lp *admissionLoop) plan(p *prefetchState, res takeResult, lim Limits) {
 	const I, B = classify.Interactive, classify.Bulk
 	p.spare = [classify.NumClasses]int64{}
-	if !l.prefetch || lim.AccountTPM > 0 {
-		l.setLowWater(p)
+	defer func() { lp.queue.setRefill(p.spare) }() // whatever it decides
+	if !lp.prefetch || lim.AccountTPM > 0 {
 		return
 	}
 	sec, use, fleet := res.Window.Sec, res.Window.Requests, res.FleetInFlight
@@ -117,7 +77,6 @@ func (l *limiter) plan(p *prefetchState, res takeResult, lim Limits) {
 	usedAll, fleetAll := use[I]+use[B], fleet[I]+fleet[B]
 	room := min(account-usedAll, lim.InFlight-fleetAll)
 	if 2*usedAll >= account || 2*fleetAll >= lim.InFlight {
-		l.setLowWater(p)
 		return
 	}
 	for c := range p.spare {
@@ -141,12 +100,5 @@ func (l *limiter) plan(p *prefetchState, res takeResult, lim Limits) {
 		if n := int64(p.rate[c] * spareHorizon.Seconds()); n >= 2 {
 			p.spare[c] = min(n, maxSpare, room/4)
 		}
-	}
-	l.setLowWater(p)
-}
-
-func (l *limiter) setLowWater(p *prefetchState) {
-	for c := range p.spare {
-		l.credits.low[c].Store(p.spare[c] / 4)
 	}
 }

@@ -113,9 +113,9 @@ func TestPrefetchDropsBulkCreditsOnAHold(t *testing.T) {
 	cfg.Classes.Bulk = BulkConfig{Share: 0.5, Borrow: true, MaxWait: 300 * time.Millisecond, MaxQueue: 10}
 	l, _ := prefetchLimiter(t, srv, cfg)
 	admitFor(t, l, classify.Bulk, 2, 500*time.Millisecond) // builds bulk credits
-	l.mu.Lock()
-	credits := l.credits.n[classify.Bulk]
-	l.mu.Unlock()
+	l.queue.mu.Lock()
+	credits := l.queue.credits.n[classify.Bulk]
+	l.queue.mu.Unlock()
 	l.Observe(time.Now(), time.Minute, 0)
 	lease, err := l.Admit(t.Context(), Request{Class: classify.Bulk})
 	if err == nil {

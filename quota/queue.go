@@ -2,8 +2,9 @@ package quota
 
 import "github.com/meterproxy/meterproxy/classify"
 
-// waiter is one request waiting for admission. Its fields are guarded by
-// limiter.mu, except done, which is closed once on grant.
+// waiter is one request waiting for admission. While it is queued its
+// fields are guarded by its waitQueue's mu, except done, which is closed
+// once on grant.
 type waiter struct {
 	prev, next *waiter
 	done       chan struct{}
@@ -19,25 +20,13 @@ type waiter struct {
 	// gen is its class's shortfall count (classQueue.shortfalls) when the
 	// waiter joined.
 	gen uint64
-	// flow, span and tag are its place in fair queuing (fair.go): its
-	// caller, what it costs the class over the caller's weight, and its
-	// start tag; tagged says it was queued fairly (not under fifo).
-	flow      flowKey
-	span, tag float64
-	tagged    bool
-	// sub is an unknown caller's start tag among unknown callers, and
-	// uprev, unext its neighbours in their order (unknownShare).
-	sub          float64
-	uprev, unext *waiter
-	// weight is its caller's weight, when its span is counted in tokens
-	// (0 when in requests): Lease.Correct moves its flow's finish by the
-	// real tokens over it.
-	weight float64
+	// fairTag is its place in fair queuing (fair.go).
+	fairTag
 }
 
 // lease is the Lease of a granted waiter.
-func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
-	s := &Lease{l: l, class: c, held: w.held, cost: w.cost}
+func (w *waiter) lease(leases *ledger, c classify.Class) *Lease {
+	s := &Lease{leases: leases, class: c, held: w.held, cost: w.cost}
 	if w.tagged && w.weight > 0 {
 		s.flow, s.weight = w.flow, w.weight
 	}
@@ -47,7 +36,7 @@ func (w *waiter) lease(l *limiter, c classify.Class) *Lease {
 // queue is an intrusive list of waiters in the order they are to be
 // granted (fair.go's, or arrival); removal from the middle is O(1)
 // and nothing is allocated beyond the waiter itself. Not safe for
-// concurrent use: limiter.mu guards it.
+// concurrent use: its waitQueue's mu guards it.
 type queue struct {
 	head, tail *waiter
 	n          int

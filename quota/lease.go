@@ -1,0 +1,136 @@
+package quota
+
+import (
+	"sync/atomic"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// signals are how the rest of a limiter tells its admission loop that
+// something changed since it last looked; the loop alone receives and
+// clears them. Each channel has room for one wake-up (see notify).
+type signals struct {
+	arrive chan struct{} // a waiter joined a queue, or credits ran low
+	freed  chan struct{} // a lease was released, the upstream reported, …
+	// tokensFreed says a correction gave tokens back.
+	tokensFreed atomic.Bool
+	// reconfigured says the limits changed: whatever blocked a class may
+	// not any more.
+	reconfigured atomic.Bool
+}
+
+// ledger is what a limiter's leases change: this replica's count in
+// flight and what their settlement owes the store. It is all a Lease
+// reaches of its limiter. Safe for concurrent use (atomics only).
+type ledger struct {
+	// limits are the limiter's, read for the budgets a settlement is
+	// bounded by.
+	limits *atomic.Pointer[limitSet]
+	sig    *signals
+	// inFlight counts this replica's leases not yet released, by class.
+	inFlight [classify.NumClasses]atomic.Int64
+	// corrections are token corrections not yet sent to the store.
+	corrections [classify.NumClasses]atomic.Int64
+	// output is output tokens reported and not yet sent to the store.
+	output atomic.Int64
+	// settleFlow moves a fair-queuing flow's service by delta, under the
+	// wait queue's lock (waitQueue.correctFlow).
+	settleFlow func(c classify.Class, flow flowKey, delta float64)
+}
+
+// admit counts a lease of class c in flight; called before its request
+// may run, so its Release never finds the count without it.
+func (g *ledger) admit(c classify.Class) { g.inFlight[c].Add(1) }
+
+// giveBack returns cost tokens charged for a waiter of class c that was
+// never admitted.
+func (g *ledger) giveBack(c classify.Class, cost int64) {
+	g.corrections[c].Add(-cost)
+	g.sig.tokensFreed.Store(true)
+}
+
+// owed takes the corrections and output tokens the store has not heard
+// of, for a store call; restore puts them back if it failed.
+func (g *ledger) owed() (corrections PerClass, output int64) {
+	for c := range corrections {
+		corrections[c] = g.corrections[c].Swap(0)
+	}
+	return corrections, g.output.Swap(0)
+}
+
+// restore puts back what owed took for a store call that failed.
+func (g *ledger) restore(corrections PerClass, output int64) {
+	for c, n := range corrections {
+		g.corrections[c].Add(n)
+	}
+	g.output.Add(output)
+}
+
+// Lease is one admitted request's claim on an in-flight slot.
+type Lease struct {
+	leases   *ledger
+	class    classify.Class
+	held     bool
+	cost     int64
+	released atomic.Bool
+	settled  atomic.Bool
+	// gate is its pass through its caller's gates (admitThrough),
+	// released with it.
+	gate gatePass
+	// flow and weight are its fair-queuing flow and its caller's weight
+	// when its service was counted in tokens (weight 0 otherwise), so
+	// Correct can settle the flow's service too.
+	flow   flowKey
+	weight float64
+}
+
+// Correct settles the token charge with what the request really cost:
+// the difference to the estimate is added to the current window. 0 gives
+// the whole charge back (an answer the provider refused spent nothing).
+// A cost more than a minute's allowance above the estimate counts as that
+// much: the carry into later seconds is bounded by a minute all the same
+// (window.next), and so no sum of corrections can overflow. Calls after
+// the first do nothing; in a pool without tokens_per_minute it does
+// nothing.
+func (s *Lease) Correct(tokens int64) {
+	g := s.leases
+	tpm := g.limits.Load().enforced.AccountTPM
+	if tpm <= 0 || !s.settled.CompareAndSwap(false, true) {
+		return
+	}
+	if d := min(max(tokens, 0)-s.cost, tpm); d != 0 {
+		if s.weight > 0 {
+			g.settleFlow(s.class, s.flow, float64(d)/s.weight)
+		}
+		g.corrections[s.class].Add(d)
+		if d < 0 {
+			g.sig.tokensFreed.Store(true) // room in this window for those waiting on tokens
+		}
+		notify(g.sig.freed)
+	}
+}
+
+// Spent records the output tokens the request's response reported, for
+// account.output_tokens_per_minute; the store hears of them with the next
+// call. Past two minutes of the budget, more changes nothing (its debt is
+// bounded at a minute), so a report is counted at most that. Without that
+// budget it does nothing.
+func (s *Lease) Spent(output int64) {
+	if otpm := s.leases.limits.Load().enforced.OutputTPM; output > 0 && otpm > 0 {
+		s.leases.output.Add(min(output, 2*otpm))
+	}
+}
+
+// Held reports whether the request had to wait for a later window or a
+// released slot (its caller's gates' included) before it was admitted.
+func (s *Lease) Held() bool { return s.held || s.gate.held }
+
+// Release returns the slot. It never blocks on the store: the admission
+// loop tells the store on its next call. Calls after the first do nothing.
+func (s *Lease) Release() {
+	if s.released.CompareAndSwap(false, true) {
+		s.gate.Release()
+		s.leases.inFlight[s.class].Add(-1)
+		notify(s.leases.sig.freed)
+	}
+}
