@@ -37,7 +37,7 @@ const (
 	// holdMeasurements is how many measurements the bound holds after a
 	// probe that failed before the next, so that most of the time is
 	// spent at the accepted bound.
-	holdMeasurements = 2
+	holdMeasurements = 1
 	// queueRise: latency per work this far above the least seen means
 	// requests queue in the server at the accepted bound; only then is a
 	// smaller bound worth trying.

@@ -56,7 +56,7 @@ type adaptiveMeasure struct {
 // at 2 s a request and a bound of 4 completes 2 a second, and the bound must
 // still grow in seconds, not minutes.
 const (
-	minMeasureCompletions = 50
+	minMeasureCompletions = 40
 	maxMeasureTime        = 10 * time.Second
 	minTimedCompletions   = 10
 )
