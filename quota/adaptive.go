@@ -12,19 +12,13 @@ const defaultMinInFlight = 4
 
 // The controller's constants, each with the reason.
 const (
-	// gainShare: a step up is worth keeping when work a second rose by at
-	// least half the step's proportional gain (a knee halfway through the
-	// step still passes; a flat plateau with noise does not).
-	gainShare = 0.5
-	// keepShare: a step down is kept when work a second stayed at 97% of
-	// the bound above it — the smallest bound that gives nearly all of it.
-	keepShare = 0.97
 	// latencyRise: latency per unit of work this far above its value at
 	// the accepted bound, with no more work done, means the server lost
-	// capacity. Noise at 50 completions is well under it.
+	// capacity. One heavy-tailed measurement can rise this far by
+	// chance, so hold asks for two in a row.
 	latencyRise = 1.3
 	// failShare: failures above 2% of attempts (at least failMin of them)
-	// back the bound off; failMin keeps one 5xx in 40 from doing so.
+	// back the bound off; failMin keeps one in 40 from doing so.
 	failShare = 0.02
 	failMin   = 2
 	// backOff is the multiplicative decrease on failures.
@@ -46,50 +40,6 @@ const (
 	// bound's baseline.
 	ewmaWeight = 0.5
 )
-
-// adaptivePhase is what the controller is doing with the bound.
-type adaptivePhase string
-
-// The phases: growing ×2 from the floor, holding at the accepted bound, or
-// trying a step above or below it.
-const (
-	phaseGrow  adaptivePhase = "slow_start"
-	phaseHold  adaptivePhase = "hold"
-	phaseUp    adaptivePhase = "probe_up"
-	phaseDown  adaptivePhase = "probe_down"
-	phaseStart adaptivePhase = "" // the zero state: nothing measured
-)
-
-// adaptiveAction names a decision, a closed set for metrics and logs.
-type adaptiveAction string
-
-// The decisions.
-const (
-	actGrow        adaptiveAction = "grow"         // slow start doubled the bound
-	actSettle      adaptiveAction = "settle"       // growth stopped; bound at the knee
-	actProbeUp     adaptiveAction = "probe_up"     // trying (or kept) a step up
-	actProbeDown   adaptiveAction = "probe_down"   // trying (or kept) a step down
-	actRevert      adaptiveAction = "revert"       // a probe did not pay; back to the accepted bound
-	actBackOff     adaptiveAction = "back_off"     // 429s, 5xx or timeouts
-	actLatencyRise adaptiveAction = "latency_rise" // latency per work rose with no more work
-	actHold        adaptiveAction = "hold"         // no change
-)
-
-// adaptiveDecision is what one step did and why: the action for a metric
-// label, the move, a static reason for the log, and the measurement judged
-// (zero when none was).
-type adaptiveDecision struct {
-	Action adaptiveAction `json:"action"`
-	From   int            `json:"from"`
-	To     int            `json:"to"`
-	Why    string         `json:"why"`
-	Judged adaptiveRate   `json:"judged"`
-}
-
-// large says the move is worth an info log: a quarter of the bound or more.
-func (d adaptiveDecision) large() bool {
-	return d.To != d.From && 4*abs(d.To-d.From) >= d.From
-}
 
 // adaptiveState is one pool's controller, a plain value that round-trips
 // through encoding/json so that a fleet can keep it in the store and step
@@ -130,13 +80,20 @@ func (l adaptiveLimits) clamp(n int) int {
 	return max(min(n, l.Ceiling), min(floor, l.Ceiling), 1)
 }
 
+// initial is the state of a controller that has measured nothing: slow
+// start from the floor. The zero adaptiveState stands for it too.
+func (l adaptiveLimits) initial() adaptiveState {
+	b := l.clamp(0)
+	return adaptiveState{Phase: phaseGrow, Bound: b, Accepted: b, Step: max(1, b/8)}
+}
+
 // next feeds one interval's sample to the controller and returns its new
 // state and what it decided. It is pure: the same state and sample always
 // give the same answer.
 func (l adaptiveLimits) next(s adaptiveState, m adaptiveSample) (adaptiveState, adaptiveDecision) {
 	switch b := l.clamp(s.Bound); {
 	case s.Phase == phaseStart:
-		s = adaptiveState{Phase: phaseGrow, Bound: l.clamp(0), Accepted: l.clamp(0)}
+		s = l.initial()
 	case b != s.Bound || l.clamp(s.Accepted) != s.Accepted:
 		// The floor or the ceiling moved (a reload): start over from the
 		// nearest allowed bound.
@@ -177,15 +134,18 @@ func (l adaptiveLimits) next(s adaptiveState, m adaptiveSample) (adaptiveState, 
 	return s, d
 }
 
-// failing says why m calls for a back-off, or "" when it does not: 429s in
-// any interval, 5xx and timeouts once the last back-off cooled down.
+// failing says why m calls for a back-off, or "" when it does not: 429s
+// above failShare of attempts in any interval — the provider says so —
+// and 5xx or timeouts, once the last back-off cooled down, above what
+// chance gives at failShare (two Poisson deviations): at 80 attempts a
+// steady 1.5% makes 2 in an interval now and then, which is no reason.
 func failing(m adaptiveSample, left time.Duration) string {
-	bad := m.Failures + m.Throttled
-	over := bad >= failMin && float64(bad) > failShare*float64(m.Completed+bad)
+	attempts := float64(m.Completed + m.Failures + m.Throttled)
+	expect := failShare * attempts
 	switch {
-	case over && m.Throttled > 0:
+	case m.Throttled >= failMin && float64(m.Throttled) > expect:
 		return "upstream 429s"
-	case over && left == 0:
+	case left == 0 && m.Failures >= failMin && float64(m.Failures) > expect+2*math.Sqrt(expect):
 		return "upstream 5xx or timeouts"
 	}
 	return ""
@@ -226,11 +186,11 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 	switch s.Phase {
 	case phaseGrow:
 		if s.Base.Work > 0 && !got.gained(s.Base) {
-			return l.settle(s, got)
+			return l.settle(s, got, "work stopped growing with the bound")
 		}
 		s = s.accept(got)
 		if s.Cooldown > 0 || l.clamp(2*s.Bound) == s.Bound {
-			return l.settle(s, got)
+			return l.settle(s, got, "at the ceiling or cooling down")
 		}
 		return s.moveTo(l.clamp(2 * s.Bound)), actGrow, "work grew with the bound"
 	case phaseUp:
@@ -239,10 +199,9 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 			return l.probe(s, +1, "step up gained work")
 		}
 		if k := got.kneeBetween(s.Base); k > s.Accepted {
-			return l.settle(s, got)
+			return l.settle(s, got, "knee found within the step up")
 		}
 		if s.Streak == 0 && s.queued() {
-			s = s.moveTo(s.Accepted)
 			return l.probe(s, -1, "step up gained nothing; trying below")
 		}
 	case phaseDown:
@@ -260,15 +219,15 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 
 // settle ends growth: at the knee estimated between the accepted bound and
 // the one just measured, or at the accepted bound.
-func (l adaptiveLimits) settle(s adaptiveState, got adaptiveRate) (adaptiveState, adaptiveAction, string) {
+func (l adaptiveLimits) settle(s adaptiveState, got adaptiveRate, why string) (adaptiveState, adaptiveAction, string) {
 	if k := got.kneeBetween(s.Base); got.Bound > s.Accepted && k > s.Accepted {
 		s.Accepted, s.Base, s.Ref = k, adaptiveRate{}, 0 // to be measured at k
 	}
-	return s.holdAt(s.Accepted), actSettle, "work stopped growing with the bound"
+	return s.holdAt(s.Accepted), actSettle, why
 }
 
-// kept counts a probe kept in the phase's direction; two in a row double the step,
-// so a knee that moved far is reached in a few probes.
+// kept counts a probe kept in the phase's direction; two in a row double
+// the step, so a knee that moved far is reached in a few probes.
 func (s adaptiveState) kept() adaptiveState {
 	s.Streak++
 	if s.Streak >= 2 {
@@ -311,7 +270,7 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 		// Above the knee latency grows in proportion to the bound: the
 		// bound that brings it back to Ref is the knee now.
 		if to := l.clamp(int(math.Ceil(float64(s.Bound) * s.Ref / got.Latency))); to < s.Bound {
-			s = s.moveTo(to).holdAt(to)
+			s = s.holdAt(to)
 			s.Base, s.Rises = adaptiveRate{}, 0
 			return s, actLatencyRise, "latency per work rose with no more work"
 		}
@@ -351,12 +310,4 @@ func (s adaptiveState) holdAt(b int) adaptiveState {
 	s.Accepted, s.Phase, s.Holds, s.Streak = b, phaseHold, holdMeasurements, 0
 	s.Step = max(1, b/8)
 	return s
-}
-
-// abs is |n|.
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }

@@ -40,6 +40,17 @@ func (m adaptiveSample) meanLatency() time.Duration {
 	return m.Latency / time.Duration(m.Completed)
 }
 
+// The thresholds of a step's judgement.
+const (
+	// gainShare: a step up is worth keeping when work a second rose by at
+	// least half the step's proportional gain (a knee halfway through the
+	// step still passes; a flat plateau with noise does not).
+	gainShare = 0.5
+	// keepShare: a step down is kept when work a second stayed at 97% of
+	// the bound above it — the smallest bound that gives nearly all of it.
+	keepShare = 0.97
+)
+
 // adaptiveMeasure accumulates saturated intervals at one bound until they
 // hold enough completions to be judged: one 2 s interval of 80 completions
 // is ±11% (Poisson), and with heavy-tailed outputs worse, while a probe one

@@ -59,7 +59,7 @@ type simServer struct {
 
 // newSimServer builds the model at time 0.
 func newSimServer(cfg simConfig) *simServer {
-	return &simServer{cfg: cfg, Slots: cfg.Slots, rng: rand.New(rand.NewPCG(cfg.Seed, 24))}
+	return &simServer{cfg: cfg, Slots: cfg.Slots, rng: rand.New(rand.NewPCG(cfg.Seed, 24))} //nolint:gosec // G404: seeded, so every run takes the same steps
 }
 
 // run advances the model by d under bound and returns the interval's
@@ -153,8 +153,8 @@ type simStep struct {
 // of interval, calling at (if not nil) before each interval so a test can
 // change the server mid-run.
 func simulate(srv *simServer, lim adaptiveLimits, st adaptiveState, interval, total time.Duration, at func(now time.Duration)) []simStep {
-	if st.Bound == 0 {
-		st.Bound = lim.clamp(0)
+	if st.Phase == phaseStart {
+		st = lim.initial()
 	}
 	var steps []simStep
 	for srv.now < total {
