@@ -1,0 +1,161 @@
+package quota
+
+import "time"
+
+// adaptiveSample is one interval's measurement of a pool, fleet-wide or
+// one replica's, fed to adaptiveLimits.next. The caller fills it from what
+// its leases saw; the controller reads no clock.
+type adaptiveSample struct {
+	// Bound is the in-flight bound that was in force for the interval. A
+	// sample taken under another bound than the controller's (a replica
+	// reporting late) is not judged.
+	Bound int
+	// Saturated says the bound was binding for most of the interval:
+	// requests waited on it, or the peak in flight reached it. False when
+	// demand, a rate window or a provider hold limited the pool; such an
+	// interval says nothing about the bound and the controller holds.
+	Saturated bool
+	// Completed counts requests answered 2xx in the interval; may be 0.
+	Completed int
+	// Work is the output tokens those requests reported; 0 when responses
+	// report none, and then each completion counts as one unit of work.
+	Work float64
+	// Elapsed is the interval's length; must be > 0 to be judged.
+	Elapsed time.Duration
+	// Latency is the sum of the completed requests' latencies, admission to
+	// end; 0 when Completed is.
+	Latency time.Duration
+	// Failures counts upstream 5xx answers and timeouts; may be 0.
+	Failures int
+	// Throttled counts upstream 429s; may be 0.
+	Throttled int
+}
+
+// meanLatency is the interval's mean latency per completed request, 0
+// without completions.
+func (m adaptiveSample) meanLatency() time.Duration {
+	if m.Completed == 0 {
+		return 0
+	}
+	return m.Latency / time.Duration(m.Completed)
+}
+
+// The thresholds of a step's judgement.
+const (
+	// gainShare: a step up is worth keeping when work a second rose by at
+	// least half the step's proportional gain (a knee halfway through the
+	// step still passes; a flat plateau with noise does not).
+	gainShare = 0.5
+	// keepShare: a step down is kept when work a second stayed at 97% of
+	// the bound above it — the smallest bound that gives nearly all of it.
+	keepShare = 0.97
+)
+
+// adaptiveMeasure accumulates saturated intervals at one bound until they
+// hold enough completions to be judged: one 2 s interval of 80 completions
+// is ±11% (Poisson), and with heavy-tailed outputs worse, while a probe one
+// step up expects only a few percent.
+type adaptiveMeasure struct {
+	Completed int           `json:"completed"`
+	Work      float64       `json:"work"`
+	Elapsed   time.Duration `json:"elapsed"`
+	Latency   time.Duration `json:"latency"`
+}
+
+// Measurement sizes: a measurement is judged at minMeasureCompletions, or
+// once it spans maxMeasureTime with at least minTimedCompletions — a server
+// at 2 s a request and a bound of 4 completes 2 a second, and the bound must
+// still grow in seconds, not minutes.
+const (
+	minMeasureCompletions = 40
+	maxMeasureTime        = 10 * time.Second
+	minTimedCompletions   = 10
+)
+
+// add folds one saturated interval in.
+func (a adaptiveMeasure) add(m adaptiveSample) adaptiveMeasure {
+	a.Completed += m.Completed
+	a.Work += m.Work
+	a.Elapsed += m.Elapsed
+	a.Latency += m.Latency
+	return a
+}
+
+// ready says the measurement holds enough to be judged.
+func (a adaptiveMeasure) ready() bool {
+	return a.Completed >= minMeasureCompletions ||
+		(a.Elapsed >= maxMeasureTime && a.Completed >= minTimedCompletions)
+}
+
+// rate is what the measurement says about bound: work a second and
+// latency per unit of work.
+func (a adaptiveMeasure) rate(bound int) adaptiveRate {
+	work := a.Work
+	if work == 0 {
+		work = float64(a.Completed)
+	}
+	r := adaptiveRate{Bound: bound}
+	if a.Elapsed > 0 {
+		r.Work = work / a.Elapsed.Seconds()
+	}
+	if work > 0 {
+		r.Latency = a.Latency.Seconds() / work
+	}
+	return r
+}
+
+// adaptiveRate is a judged measurement at one bound: the controller's view,
+// shown in metrics and /admin/state.
+//
+// Work a second (output tokens, else completions) is the signal because it
+// counts what the server did, whatever the request mix: LLM latency is
+// heavy-tailed and grows with output length, so a mix of longer outputs
+// raises latency with no queueing at all, and a latency gradient (Gradient2,
+// Vegas, Envoy's minRTT) reads that as overload. Work a second grows with
+// the bound below the knee and stays flat above it, for any mix. Latency
+// per unit of work is the secondary signal: a longer mix leaves it alone,
+// while above the knee it grows in proportion to the bound.
+type adaptiveRate struct {
+	Bound   int     `json:"bound"`
+	Work    float64 `json:"work_per_second"`
+	Latency float64 `json:"latency_seconds_per_work"`
+}
+
+// gained says the step up from base to r paid: work a second rose by at
+// least half the step's proportional gain, and latency per unit of work
+// rose by less than that. Work a second is robust to the mix but noisy
+// (one long generation more or less in a window moves it); latency per
+// work is precise (a long generation adds to both its sums) and, above the
+// knee, rises with the bound. Asking both to agree keeps a noisy window
+// from walking the bound up a plateau.
+func (r adaptiveRate) gained(base adaptiveRate) bool {
+	want := 1 + gainShare*(float64(r.Bound)/float64(base.Bound)-1)
+	return r.Work >= base.Work*want && (base.Latency == 0 || r.Latency < base.Latency*want)
+}
+
+// relieved says the step down from base to r paid: work a second stayed at
+// keepShare of base's, and latency per work fell by at least half the
+// step's proportional fall — requests had been queueing in the server.
+// At or below the knee latency per work stays put and the step is refused
+// however the noise falls.
+func (r adaptiveRate) relieved(base adaptiveRate) bool {
+	want := 1 - gainShare*(1-float64(r.Bound)/float64(base.Bound))
+	return r.Work >= keepShare*base.Work && (base.Latency == 0 || r.Latency <= base.Latency*want)
+}
+
+// kneeBetween estimates the knee when r, at a larger bound than base, did
+// not gain as gained asks. With work a second c·min(L, K), a knee K between
+// the two bounds gives r.Work/base.Work = K/base.Bound; with latency per
+// work flat below K and growing as L/K above it, r.Latency/base.Latency =
+// r.Bound/K. It takes the smaller of the two estimates, base.Bound when
+// neither places the knee above it.
+func (r adaptiveRate) kneeBetween(base adaptiveRate) int {
+	if base.Work <= 0 || r.Work <= base.Work {
+		return base.Bound
+	}
+	k := float64(base.Bound) * r.Work / base.Work
+	if base.Latency > 0 && r.Latency > base.Latency {
+		k = min(k, float64(r.Bound)*base.Latency/r.Latency)
+	}
+	return min(max(int(k+0.5), base.Bound), r.Bound-1)
+}
