@@ -33,7 +33,15 @@ type AccountConfig struct {
 	// the output responses report (Anthropic's OTPM); 0 means not enforced.
 	OutputTokensPerMinute int64 `koanf:"output_tokens_per_minute"`
 	// MaxInFlight bounds the requests in flight upstream, for the whole fleet.
+	// With AdaptiveInFlight it is the ceiling the bound never passes.
 	MaxInFlight int64 `koanf:"max_in_flight"`
+	// AdaptiveInFlight makes the in-flight bound find itself between
+	// MinInFlight and MaxInFlight from what the upstream completes
+	// (adaptive.go); false keeps MaxInFlight as the bound.
+	AdaptiveInFlight bool `koanf:"adaptive_in_flight"`
+	// MinInFlight is the adaptive bound's floor; 0 means
+	// defaultMinInFlight.
+	MinInFlight int64 `koanf:"min_in_flight"`
 	// ExpectedReplicas is how many replicas normally share the account; the
 	// in-process store enforces fleet limits divided by it.
 	ExpectedReplicas int64 `koanf:"expected_replicas"`
@@ -145,6 +153,7 @@ func (c Config) Validate() error {
 	}
 	checkAllowance(bad, "account", a.RequestsPerMinute, a.TokensPerMinute, a.OutputTokensPerMinute, a.MaxInFlight, a.ExpectedReplicas)
 	checkMaxCharge(bad, "account", a.MaxRequestTokens, a.TokensPerMinute)
+	checkMinInFlight(bad, "account", a.MinInFlight, a.MaxInFlight)
 	c.validateModels(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
@@ -218,6 +227,17 @@ func checkMaxCharge(bad func(string, string, ...any), key string, most, tpm int6
 		bad(key+".max_request_tokens", "must be >= 0 (0 = %s), got %d", configcheck.Ref(key+".tokens_per_minute"), most)
 	case tpm > 0 && most > tpm:
 		bad(key+".max_request_tokens", "must be <= %s (%d), a minute's allowance, got %d", configcheck.Ref(key+".tokens_per_minute"), tpm, most)
+	}
+}
+
+// checkMinInFlight checks an account's or a pool's min_in_flight, under
+// key: the adaptive bound's floor, at most its ceiling.
+func checkMinInFlight(bad func(string, string, ...any), key string, floor, ceiling int64) {
+	switch {
+	case floor < 0:
+		bad(key+".min_in_flight", "must be >= 0 (0 = %d), got %d", defaultMinInFlight, floor)
+	case ceiling > 0 && floor > ceiling:
+		bad(key+".min_in_flight", "must be <= %s (%d), got %d", configcheck.Ref(key+".max_in_flight"), ceiling, floor)
 	}
 }
 

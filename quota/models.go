@@ -29,6 +29,10 @@ type ModelPool struct {
 	// pool's tokens, as the account's is for the account: 0 means the
 	// pool's own TokensPerMinute (the account's is not inherited).
 	MaxRequestTokens int64 `koanf:"max_request_tokens"`
+	// AdaptiveInFlight and MinInFlight are the pool's, as the account's
+	// are for the account (not inherited).
+	AdaptiveInFlight bool  `koanf:"adaptive_in_flight"`
+	MinInFlight      int64 `koanf:"min_in_flight"`
 }
 
 // DefaultPool is the account's pool as metrics and /admin/state name it:
@@ -56,7 +60,7 @@ func (c Config) Pool(name string) Config {
 		if m.Name == name {
 			c.Account = AccountConfig{RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute,
 				MaxRequestTokens: m.MaxRequestTokens, OutputTokensPerMinute: m.OutputTokensPerMinute, MaxInFlight: m.MaxInFlight,
-				ExpectedReplicas: c.Account.ExpectedReplicas}
+				AdaptiveInFlight: m.AdaptiveInFlight, MinInFlight: m.MinInFlight, ExpectedReplicas: c.Account.ExpectedReplicas}
 			return c
 		}
 	}
@@ -137,6 +141,7 @@ func (c Config) validateModels(bad func(string, string, ...any)) {
 		}
 		checkAllowance(bad, key, m.RequestsPerMinute, m.TokensPerMinute, m.OutputTokensPerMinute, m.MaxInFlight, c.Account.ExpectedReplicas)
 		checkMaxCharge(bad, key, m.MaxRequestTokens, m.TokensPerMinute)
+		checkMinInFlight(bad, key, m.MinInFlight, m.MaxInFlight)
 	}
 }
 

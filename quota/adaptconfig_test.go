@@ -1,0 +1,38 @@
+package quota
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMinInFlightValidate: min_in_flight is refused negative or above its
+// max_in_flight, naming its key, on the account and on a pool; Pool
+// carries a pool's adaptive keys, not the account's.
+func TestMinInFlightValidate(t *testing.T) {
+	cfg := chargeConfig()
+	cfg.Account.MinInFlight = -1
+	cfg.Account.Models[0].MinInFlight = cfg.Account.Models[0].MaxInFlight + 1
+	err := cfg.Validate()
+	for _, want := range []string{
+		"account.min_in_flight: must be >= 0",
+		"account.models[0].min_in_flight: must be <= account.models[0].max_in_flight",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v; want it to say %q", err, want)
+		}
+	}
+	cfg = chargeConfig()
+	cfg.Account.AdaptiveInFlight, cfg.Account.MinInFlight = true, cfg.Account.MaxInFlight
+	cfg.Account.Models[0].AdaptiveInFlight, cfg.Account.Models[0].MinInFlight = true, 2
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("min_in_flight at max_in_flight: %v", err)
+	}
+	pool := cfg.Account.Models[0].Name
+	if a := cfg.Pool(pool).Account; !a.AdaptiveInFlight || a.MinInFlight != 2 {
+		t.Errorf("Pool(%q) = adaptive %v, min %d; want true, 2", pool, a.AdaptiveInFlight, a.MinInFlight)
+	}
+	cfg.Account.Models[0].AdaptiveInFlight = false
+	if a := cfg.Pool(pool).Account; a.AdaptiveInFlight {
+		t.Errorf("Pool(%q) inherited the account's adaptive_in_flight", pool)
+	}
+}
