@@ -397,6 +397,9 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		f = refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
 			message: "meterproxy: the upstream could not be reached", retry: true}
 	}
+	if ex.lease != nil && !clientSide {
+		ex.lease.Answered(0) // no answer: a failure for the adaptive bound
+	}
 	if ex.lease != nil && neverSent(err) {
 		ex.lease.Correct(0) // the provider never saw it: it cost nothing
 	}

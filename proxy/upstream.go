@@ -83,6 +83,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
 	h.observe(resp, now, ex)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if ex != nil && ex.lease != nil {
+		ex.lease.Answered(resp.StatusCode) // the adaptive bound's measurement
+	}
 	if !success && ex != nil && ex.lease != nil {
 		// The provider refused the request (4xx: too large, invalid, over
 		// its own limit) or failed it (5xx): it generated nothing, and

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
@@ -36,6 +37,12 @@ type ledger struct {
 	// settleFlow moves a fair-queuing flow's service by delta, under the
 	// wait queue's lock (waitQueue.correctFlow).
 	settleFlow func(c classify.Class, flow flowKey, delta float64)
+	// adapt is what the leases saw of the upstream, for the adaptive
+	// bound.
+	adapt adaptLedger
+	// now reads the clock for the leases' grant and release times;
+	// time.Now unless a test sets it.
+	now func() time.Time
 }
 
 // admit counts a lease of class c in flight; called before its request
@@ -82,6 +89,20 @@ type Lease struct {
 	// Correct can settle the flow's service too.
 	flow   flowKey
 	weight float64
+	// granted is when it was admitted; answer is 1 + the status Answered
+	// last gave (0: never called).
+	granted time.Time
+	answer  atomic.Int32
+}
+
+// Answered records how the upstream exchange ended: its HTTP status, or 0
+// when there was no answer (a timeout, a connection that failed). Called
+// once per upstream exchange, it makes the lease count in its pool's
+// measurement when released (adaptLedger.answered), with its latency from
+// admission to release; a lease never answered (refused before the
+// upstream, a client that left) counts nothing.
+func (s *Lease) Answered(status int) {
+	s.answer.Store(int32(min(max(status, 0), 999)) + 1)
 }
 
 // Correct settles the token charge with what the request really cost:
@@ -111,11 +132,14 @@ func (s *Lease) Correct(tokens int64) {
 }
 
 // Spent records the output tokens the request's response reported, for
-// account.output_tokens_per_minute; the store hears of them with the next
-// call. Past two minutes of the budget, more changes nothing (its debt is
+// account.output_tokens_per_minute, and as work done for the adaptive
+// bound; the store hears of them with the next call. Past two minutes of the budget, more changes nothing (its debt is
 // bounded at a minute), so a report is counted at most that. Without that
 // budget it does nothing.
 func (s *Lease) Spent(output int64) {
+	if output > 0 {
+		s.leases.adapt.work.Add(output)
+	}
 	if otpm := s.leases.limits.Load().enforced.OutputTPM; output > 0 && otpm > 0 {
 		s.leases.output.Add(min(output, 2*otpm))
 	}
@@ -131,6 +155,9 @@ func (s *Lease) Release() {
 	if s.released.CompareAndSwap(false, true) {
 		s.gate.Release()
 		s.leases.inFlight[s.class].Add(-1)
+		if a := s.answer.Load(); a > 0 {
+			s.leases.adapt.answered(int(a-1), s.leases.now().Sub(s.granted))
+		}
 		notify(s.leases.sig.freed)
 	}
 }

@@ -48,6 +48,7 @@ func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration,
 	l := &limiter{}
 	l.sig.arrive, l.sig.freed = make(chan struct{}, 1), make(chan struct{}, 1)
 	l.leases.limits, l.leases.sig, l.leases.settleFlow = &l.limits, &l.sig, l.queue.correctFlow
+	l.leases.now = time.Now
 	l.queue.leases, l.queue.limits, l.queue.sig = &l.leases, &l.limits, &l.sig
 	lp := &l.loop
 	lp.store, lp.log, lp.heartbeat = store, log, heartbeat
@@ -92,7 +93,7 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	case err != nil:
 		return nil, err
 	case w == nil: // admitted from the credits
-		return &Lease{leases: &l.leases, class: c}, nil
+		return l.grant(&Lease{leases: &l.leases, class: c}), nil
 	}
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
@@ -102,13 +103,19 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		if w.err != nil {
 			return nil, w.err
 		}
-		return w.lease(&l.leases, c), nil
+		return l.grant(w.lease(&l.leases, c)), nil
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-timer.C:
 		cause = ErrWaitTimeout
 	}
 	return l.leave(c, w, cause)
+}
+
+// grant stamps s with its grant time, from which its latency is counted.
+func (l *limiter) grant(s *Lease) *Lease {
+	s.granted = l.leases.now()
+	return s
 }
 
 // leave takes w out of its queue after it gave up. A grant that raced the
@@ -118,7 +125,7 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	timedOut := errors.Is(cause, ErrWaitTimeout)
 	switch {
 	case granted && timedOut:
-		return w.lease(&l.leases, c), nil
+		return l.grant(w.lease(&l.leases, c)), nil
 	case granted:
 		lease := w.lease(&l.leases, c)
 		lease.Correct(0) // it never went: its tokens are given back

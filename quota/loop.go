@@ -156,6 +156,7 @@ func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 			return
 		}
 		lp.last.set(req, res)
+		lp.leases.adapt.noteAnswer(want, res, req.Limits.InFlight)
 		lp.queue.hand(req, res, &st.call, st.pf.spare, now)
 		lp.plan(&st.pf, res, lims.enforced)
 		more := false

@@ -1,0 +1,123 @@
+package quota
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// TestLeaseAnswered: a released lease counts in its pool's measurement by
+// how its upstream exchange ended — 2xx a completion with its latency
+// from grant to release and its output as work, 429 a throttle, 5xx and
+// no answer (0) a failure, a caller's 4xx nothing — and a lease never
+// answered counts nothing. Counted once, at release.
+func TestLeaseAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := testLimiter(t, smallConfig())
+		serve := func(status int, took time.Duration, output int64) {
+			t.Helper()
+			lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(took) // the fake clock of the bubble: the request's duration
+			if status >= 0 {
+				lease.Answered(status)
+			}
+			if output > 0 {
+				lease.Spent(output)
+			}
+			lease.Release()
+			lease.Release()
+		}
+		serve(200, 300*time.Millisecond, 50)
+		serve(204, 100*time.Millisecond, 0)
+		serve(429, time.Millisecond, 0)
+		serve(503, time.Millisecond, 0)
+		serve(0, time.Millisecond, 0)
+		serve(400, time.Millisecond, 0)
+		serve(-1, time.Millisecond, 0) // never answered: refused before the upstream, or the client left
+		got := l.leases.adapt.take()
+		want := adaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2}
+		if got != want {
+			t.Errorf("counts = %+v, want %+v", got, want)
+		}
+		if again := l.leases.adapt.take(); again != (adaptCounts{}) {
+			t.Errorf("second take = %+v, want nothing", again)
+		}
+	})
+}
+
+// TestSaturationFromStoreAnswer: the admission loop marks the interval
+// saturated when a store answer finds the in-flight bound binding — a
+// waiter blocked by it, or the fleet at it — and not while the bound has
+// room.
+func TestSaturationFromStoreAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := smallConfig()
+		cfg.Account.RequestsPerMinute, cfg.Account.MaxInFlight = 6000, 3
+		l, _ := testLimiter(t, cfg)
+		lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := l.leases.adapt.take(); got.Saturated {
+			t.Errorf("1 of 3 in flight: saturated")
+		}
+		var leases []*Lease
+		for range 2 {
+			ls, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases = append(leases, ls)
+		}
+		synctest.Wait()
+		if got := l.leases.adapt.take(); !got.Saturated {
+			t.Errorf("3 of 3 in flight: not saturated")
+		}
+		waiting := make(chan *Lease)
+		go func() {
+			ls, _ := l.Admit(t.Context(), Request{Class: classify.Interactive})
+			waiting <- ls
+		}()
+		synctest.Wait()
+		if got := l.leases.adapt.take(); !got.Saturated {
+			t.Errorf("a waiter blocked by the bound: not saturated")
+		}
+		lease.Release()
+		(<-waiting).Release()
+		for _, ls := range leases {
+			ls.Release()
+		}
+	})
+}
+
+// TestNoteAnswer is the rule on its own: blocked in flight with waiters,
+// or the fleet at the bound; not a class blocked by its window, nor one
+// blocked in flight that wanted nothing.
+func TestNoteAnswer(t *testing.T) {
+	const I, B = classify.Interactive, classify.Bulk
+	for _, tc := range []struct {
+		name  string
+		want  PerClass
+		res   takeResult
+		bound int64
+		sat   bool
+	}{
+		{"room", PerClass{1, 1}, takeResult{FleetInFlight: PerClass{3, 3}}, 10, false},
+		{"fleet at bound", PerClass{}, takeResult{FleetInFlight: PerClass{4, 6}}, 10, true},
+		{"bulk blocked in flight", PerClass{0, 2}, takeResult{Blocker: [classify.NumClasses]blocker{B: blockedByInFlight}}, 10, true},
+		{"window", PerClass{2, 2}, takeResult{Blocker: [classify.NumClasses]blocker{I: blockedByWindow, B: blockedByWindow}}, 10, false},
+		{"blocked, no waiters", PerClass{}, takeResult{Blocker: [classify.NumClasses]blocker{I: blockedByInFlight}}, 10, false},
+	} {
+		var a adaptLedger
+		a.noteAnswer(tc.want, tc.res, tc.bound)
+		if got := a.take().Saturated; got != tc.sat {
+			t.Errorf("%s: saturated = %v, want %v", tc.name, got, tc.sat)
+		}
+	}
+}
