@@ -118,6 +118,7 @@ func poolNames(cfg Config) []string {
 func (a *Admitter) newLimiter(pc Config, name string) *limiter {
 	l := newLimiter(pc, pc.Enforced(), a.backend.Store, a.backend.Heartbeat, a.log)
 	l.loop.pool = name
+	l.adapt.store, l.adapt.pool = a.backend.Adapt, name
 	if a.backend.failover == nil { // with Redis, the failover store observes its calls
 		l.OnStoreCall(a.observeStoreCall)
 	}
@@ -271,12 +272,13 @@ func (a *Admitter) startLocked(p *poolRun) {
 // returns.
 func (a *Admitter) Close() error { return a.backend.Close() }
 
-// InFlightLimit returns the in-flight bound the store enforces now, every
-// pool's together: the fleet's with Redis, this replica's in process. It
-// sizes the upstream transport.
+// InFlightLimit returns the in-flight bound the store enforces, every
+// pool's together: the fleet's with Redis, this replica's in process; for
+// a pool with an adaptive bound, its ceiling (max_in_flight). It sizes the
+// upstream transport.
 func (a *Admitter) InFlightLimit() int64 {
 	var n int64
-	a.eachPool(func(_ string, l *limiter) { n += l.InFlightLimit() })
+	a.eachPool(func(_ string, l *limiter) { n += l.inFlightCeiling() })
 	return n
 }
 

@@ -15,6 +15,8 @@ type backend struct {
 	Store store
 	// Caps counts the callers' caps (capGate).
 	Caps capCounter
+	// Adapt keeps the pools' adaptive bounds (adaptiveRun).
+	Adapt adaptStore
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).
@@ -34,7 +36,7 @@ const probeEvery = 250 * time.Millisecond
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
-		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), log: log}, nil
+		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), Adapt: newMemAdaptStore(nil), log: log}, nil
 	}
 	client, err := newRedisClient(cfg.Store)
 	if err != nil {
@@ -52,6 +54,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	b.Store = b.failover
 	b.Caps = failoverCapCounter{primary: newRedisCapCounter(client, cfg.Store, primary.Replica()),
 		local: newMemCapCounter(nil), f: b.failover}
+	b.Adapt = failoverAdaptStore{primary: newRedisAdaptStore(client, cfg.Store, primary.Replica()), f: b.failover}
 	return b, nil
 }
 
@@ -69,7 +72,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	for _, script := range []*redis.Script{takeScript, capScript} {
+	for _, script := range []*redis.Script{takeScript, capScript, adaptScript} {
 		if err := script.Load(ctx, b.client).Err(); err != nil {
 			log.Warn("store_warm_failed", slog.String("error", err.Error()))
 			return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,11 @@ type limiter struct {
 	// limits are what the store enforces and the per-replica fallback;
 	// replaced whole by Reconfigure.
 	limits atomic.Pointer[limitSet]
+	// limitsMu orders the two writers of limits: Reconfigure and a new
+	// adaptive bound (setBound). Never taken on the request path.
+	limitsMu sync.Mutex
+	// adapt steps the pool's adaptive bound, when it has one.
+	adapt  adaptiveRun
 	queue  waitQueue
 	leases ledger
 	sig    signals
@@ -50,6 +56,7 @@ func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration,
 	l.leases.limits, l.leases.sig, l.leases.settleFlow = &l.limits, &l.sig, l.queue.correctFlow
 	l.leases.now = time.Now
 	l.queue.leases, l.queue.limits, l.queue.sig = &l.leases, &l.limits, &l.sig
+	l.adapt.ledger, l.adapt.limits, l.adapt.setBound, l.adapt.log = &l.leases.adapt, &l.limits, l.setBound, log
 	lp := &l.loop
 	lp.store, lp.log, lp.heartbeat = store, log, heartbeat
 	lp.limits, lp.queue, lp.leases, lp.sig = &l.limits, &l.queue, &l.leases, &l.sig
@@ -60,6 +67,28 @@ func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration,
 // limitSet is one configuration's limits.
 type limitSet struct {
 	enforced, local Limits
+	// ceiling is enforced.InFlight as configured (max_in_flight's), which
+	// an adaptive bound never passes.
+	ceiling int64
+	// adaptive, when the pool has adaptive_in_flight, is the bound's floor
+	// and ceiling: enforced.InFlight is then the bound in force (at), and
+	// local.InFlight its share per replica. Nil otherwise.
+	adaptive *adaptiveLimits
+	classes  ClassesConfig
+	replicas int64
+}
+
+// at is s under adaptive bound b (0: none yet, the floor), b clamped to
+// the floor and the ceiling; s itself when the bound is not adaptive.
+func (s *limitSet) at(b int64) *limitSet {
+	if s.adaptive == nil {
+		return s
+	}
+	b = int64(s.adaptive.clamp(int(b)))
+	n := *s
+	n.enforced = s.classes.withInFlight(s.enforced, b)
+	n.local = s.classes.withInFlight(s.local, max(1, b/max(1, s.replicas)))
+	return &n
 }
 
 // Reconfigure applies a new configuration's classes and limits (what the
@@ -68,15 +97,34 @@ type limitSet struct {
 // bounds and max_wait apply to requests that arrive from now on, the new
 // limits from the store's next call. Safe to call while serving.
 func (l *limiter) Reconfigure(cfg Config, limits Limits) {
-	l.limits.Store(&limitSet{enforced: limits, local: cfg.PerReplica()})
+	l.limitsMu.Lock()
+	set := &limitSet{enforced: limits, local: cfg.PerReplica(), ceiling: limits.InFlight,
+		classes: cfg.Classes, replicas: cfg.Account.ExpectedReplicas}
+	if cfg.Account.AdaptiveInFlight {
+		set.adaptive = &adaptiveLimits{Floor: int(cfg.Account.MinInFlight), Ceiling: int(limits.InFlight)}
+	} else {
+		l.adapt.bound.Store(0) // turned on again, it starts afresh
+	}
+	l.limits.Store(set.at(l.adapt.bound.Load()))
+	l.limitsMu.Unlock()
 	l.queue.reconfigure(cfg)
 	l.sig.reconfigured.Store(true)
 	notify(l.sig.freed) // a waiter blocked under the old limits may go now
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and tells the store what is still in flight. Call it once.
-func (l *limiter) Run(ctx context.Context) error { return l.loop.run(ctx) }
+// ErrClosed and tells the store what is still in flight; with an
+// adaptStore, it steps the pool's adaptive bound meanwhile. Call it once.
+func (l *limiter) Run(ctx context.Context) error {
+	if l.adapt.store != nil {
+		var wg sync.WaitGroup
+		ctx, stop := context.WithCancel(ctx)
+		defer wg.Wait()
+		defer stop()
+		wg.Go(func() { l.adapt.run(ctx) })
+	}
+	return l.loop.run(ctx)
+}
 
 // Admit waits until req may go upstream and returns its Lease, which the
 // caller must Release when the upstream exchange ends. req.Tokens, the
@@ -141,8 +189,33 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 }
 
 // InFlightLimit returns the in-flight bound the store enforces now (the
-// fleet's with a shared store), as of the last Reconfigure.
+// fleet's with a shared store): max_in_flight's as of the last
+// Reconfigure, or the adaptive bound in force.
 func (l *limiter) InFlightLimit() int64 { return l.limits.Load().enforced.InFlight }
+
+// inFlightCeiling returns the most InFlightLimit may be: max_in_flight's
+// bound, which an adaptive bound never passes.
+func (l *limiter) inFlightCeiling() int64 { return l.limits.Load().ceiling }
+
+// setBound puts adaptive bound b in force from the store's next call: the
+// pool's in-flight limits (and its per-replica share for store.on_error
+// local) become b's, partitioned as max_in_flight's are. It does nothing
+// when the pool's bound is not adaptive.
+func (l *limiter) setBound(b int64) {
+	l.limitsMu.Lock()
+	defer l.limitsMu.Unlock()
+	cur := l.limits.Load()
+	if cur.adaptive == nil {
+		return
+	}
+	l.adapt.bound.Store(b)
+	if cur.at(b).enforced.InFlight == cur.enforced.InFlight {
+		return
+	}
+	l.limits.Store(cur.at(b))
+	l.sig.reconfigured.Store(true) // a class blocked under the old bound may go now
+	notify(l.sig.freed)
+}
 
 // Queued returns how many requests of class c are waiting.
 func (l *limiter) Queued(c classify.Class) int { return l.queue.queued(c) }

@@ -69,14 +69,10 @@ func (c Config) scaled(replicas int64) Limits {
 	}
 	inv := 1 / float64(replicas)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
-	inFlight := max(1, c.Account.MaxInFlight/replicas)
-	return Limits{
+	l := Limits{
 		AccountRPM:       part(c.Account.RequestsPerMinute, inv),
 		BulkRPM:          part(c.Account.RequestsPerMinute, bc.Share*inv),
 		ReserveRPM:       part(c.Account.RequestsPerMinute, ic.Reserve*inv),
-		InFlight:         inFlight,
-		BulkInFlight:     part(inFlight, bc.Share),
-		ReserveInFlight:  part(inFlight, ic.Reserve),
 		Borrow:           bc.Borrow,
 		AccountTPM:       part(c.Account.TokensPerMinute, inv),
 		BulkTPM:          part(c.Account.TokensPerMinute, bc.Share*inv),
@@ -85,6 +81,17 @@ func (c Config) scaled(replicas int64) Limits {
 		ReserveOutputTPM: part(c.Account.OutputTokensPerMinute, ic.Reserve*inv),
 		Fair:             [classify.NumClasses]bool{ic.Fairness != FairFIFO, bc.Fairness != FairFIFO},
 	}
+	return c.Classes.withInFlight(l, max(1, c.Account.MaxInFlight/replicas))
+}
+
+// withInFlight is l with in-flight bound inFlight, partitioned between
+// the classes by their shares: the one derivation of BulkInFlight and
+// ReserveInFlight, for max_in_flight and for an adaptive bound alike.
+func (c ClassesConfig) withInFlight(l Limits, inFlight int64) Limits {
+	l.InFlight = inFlight
+	l.BulkInFlight = part(inFlight, c.Bulk.Share)
+	l.ReserveInFlight = part(inFlight, c.Interactive.Reserve)
+	return l
 }
 
 // part is floor(total·fraction), robust to float noise such as 10000·0.3.

@@ -15,9 +15,15 @@ const accountPool = ""
 // the account's under {prefix}, another pool's under {prefix:pool:<name>},
 // so each pool is one hash slot (one Redis Cluster node) of its own.
 func poolKeys(prefix, pool string) []string {
-	tag := "{" + prefix + "}"
-	if pool != accountPool {
-		tag = "{" + prefix + ":pool:" + pool + "}"
-	}
+	tag := poolTag(prefix, pool)
 	return []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream", tag + ":output"}
+}
+
+// poolTag is the hash tag of pool's Redis keys under prefix: {prefix} for
+// the account's, {prefix:pool:<name>} for another pool's.
+func poolTag(prefix, pool string) string {
+	if pool == accountPool {
+		return "{" + prefix + "}"
+	}
+	return "{" + prefix + ":pool:" + pool + "}"
 }

@@ -1,0 +1,117 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// adaptiveRun steps one pool's adaptive in-flight bound on this replica:
+// every adaptInterval it hands the pool's adaptStore what the leases
+// measured since the last time (adaptLedger), steps the controller
+// (adaptiveLimits.next) when the store says this replica is to, and puts
+// the bound the store holds in force (limiter.setBound). Its zero value
+// does nothing; newLimiter wires it. tick runs on one goroutine; view and
+// decisions are safe for concurrent use.
+type adaptiveRun struct {
+	store  adaptStore
+	pool   string
+	log    *slog.Logger
+	ledger *adaptLedger
+	limits *atomic.Pointer[limitSet]
+	// setBound puts a bound in force (the limiter's).
+	setBound func(int64)
+	// bound is the last bound put in force; 0 before the first.
+	bound atomic.Int64
+
+	mu sync.Mutex
+	// last is the store's view as of the last tick.
+	last adaptView
+	// decisions counts this replica's steps, by action.
+	decisions map[adaptiveAction]int64
+}
+
+// run ticks every adaptInterval until ctx ends.
+func (r *adaptiveRun) run(ctx context.Context) {
+	t := time.NewTicker(adaptInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.tick(ctx)
+		}
+	}
+}
+
+// tick is one interval: report, step if the store says so, apply the
+// bound. A pool without an adaptive bound only drops its counts. A failed
+// store call keeps the bound in force (and the counts, for the next call).
+func (r *adaptiveRun) tick(ctx context.Context) {
+	set := r.limits.Load()
+	counts := r.ledger.take()
+	if set.adaptive == nil || r.store == nil {
+		return
+	}
+	lim := *set.adaptive
+	ans, err := r.store.add(ctx, r.pool, counts)
+	if err != nil {
+		r.ledger.restore(counts)
+		if ctx.Err() == nil && !errors.Is(err, errAdaptBypassed) {
+			r.log.Warn("adaptive_store_failed", slog.String("pool", PoolLabel(r.pool)), slog.String("error", err.Error()))
+		}
+		return
+	}
+	view := ans.View
+	if ans.Step {
+		view = r.step(ctx, lim, view, ans)
+	}
+	r.mu.Lock()
+	r.last = view
+	r.mu.Unlock()
+	r.setBound(int64(view.State.Bound)) // 0 before the first step: the floor
+}
+
+// step runs the controller on the fleet's sample and stores its new view;
+// it returns the view in force afterwards — the old one when another
+// replica took the lease meanwhile.
+func (r *adaptiveRun) step(ctx context.Context, lim adaptiveLimits, v adaptView, ans adaptAnswer) adaptView {
+	c := ans.Sample
+	m := adaptiveSample{Bound: v.State.Bound, Saturated: c.Saturated, Completed: int(c.Completed), Work: float64(c.Work),
+		Elapsed: ans.Elapsed, Latency: c.Latency, Failures: int(c.Failures), Throttled: int(c.Throttled)}
+	s, d := lim.next(v.State, m)
+	next := adaptView{State: s, Last: d, Judged: v.Judged}
+	if d.Judged != (adaptiveRate{}) {
+		next.Judged = d.Judged
+	}
+	if ok, err := r.store.commit(ctx, r.pool, next); err != nil || !ok {
+		return v
+	}
+	r.mu.Lock()
+	if r.decisions == nil {
+		r.decisions = map[adaptiveAction]int64{}
+	}
+	r.decisions[d.Action]++
+	r.mu.Unlock()
+	if d.large() {
+		r.log.Info("adaptive_bound_moved", slog.String("pool", PoolLabel(r.pool)), slog.String("action", string(d.Action)),
+			slog.Int("from", d.From), slog.Int("to", d.To), slog.String("why", d.Why))
+	}
+	return next
+}
+
+// view returns the store's view as of the last tick and this replica's
+// decisions by action.
+func (r *adaptiveRun) view() (adaptView, map[adaptiveAction]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	counts := make(map[adaptiveAction]int64, len(r.decisions))
+	for a, n := range r.decisions {
+		counts[a] = n
+	}
+	return r.last, counts
+}

@@ -1,0 +1,179 @@
+package quota
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/meterproxy/meterproxy/test/redistest"
+)
+
+// adaptiveConfig is the knee pool: adaptive between the default
+// floor and 200, with bulk's default share.
+func adaptiveConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Account.AdaptiveInFlight = true
+	return cfg
+}
+
+// feed adds sample m to l's ledger as its leases would have.
+func feed(l *limiter, m adaptiveSample) {
+	l.leases.adapt.restore(adaptCounts{Completed: int64(m.Completed), Work: int64(m.Work), Latency: m.Latency,
+		Failures: int64(m.Failures), Throttled: int64(m.Throttled), Saturated: m.Saturated})
+}
+
+// TestAdaptiveRunInProcess: the in-process wiring — a limiter's ledger
+// sampled every adaptInterval by an injected clock, stepped through the
+// in-process store, the bound put in force as the pool's limits — moves
+// the bound from the floor to the knee of the simulated 8-slot server
+// and keeps it there, with bulk's and the reserve's in-flight limits
+// derived from the bound as from max_in_flight.
+func TestAdaptiveRunInProcess(t *testing.T) {
+	cfg := adaptiveConfig()
+	now := time.Unix(1_700_000_000, 0)
+	l := newLimiter(cfg, cfg.Enforced(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+	l.adapt.store = newMemAdaptStore(func() time.Time { return now })
+	if got := l.InFlightLimit(); got != defaultMinInFlight {
+		t.Fatalf("before the first step the bound is %d, want the floor %d", got, defaultMinInFlight)
+	}
+	if got := l.inFlightCeiling(); got != 200 {
+		t.Fatalf("ceiling %d, want max_in_flight 200", got)
+	}
+	srv := newSimServer(knee8(3))
+	var bounds []int64
+	for now.Sub(time.Unix(1_700_000_000, 0)) < 85*time.Second {
+		l.adapt.tick(t.Context())
+		bound := l.InFlightLimit()
+		bounds = append(bounds, bound)
+		feed(l, srv.run(int(bound), adaptInterval))
+		now = now.Add(adaptInterval)
+	}
+	t.Logf("bounds every 2 s: %v", bounds)
+	for i, b := range bounds[13:] { // after 26 s
+		if b < 8 || b > 16 {
+			t.Fatalf("bound %d at %d s, want within [8, 16]", b, 2*(i+13))
+		}
+	}
+	lim := l.limits.Load().enforced
+	want := cfg.Classes.withInFlight(cfg.Enforced(), lim.InFlight)
+	if lim != want {
+		t.Errorf("limits under bound %d = %+v, want %+v", lim.InFlight, lim, want)
+	}
+	view, decisions := l.adapt.view()
+	if view.State.Bound != int(lim.InFlight) || decisions[actGrow] == 0 || view.Judged.Work == 0 {
+		t.Errorf("view %+v, decisions %v: want the bound in force, grows counted and a judged measurement", view, decisions)
+	}
+}
+
+// TestAdaptiveRunOff: a pool without adaptive_in_flight keeps
+// max_in_flight whatever its leases measure, and a reload that turns it
+// on starts at the floor.
+func TestAdaptiveRunOff(t *testing.T) {
+	cfg := DefaultConfig()
+	now := time.Unix(1_700_000_000, 0)
+	l := newLimiter(cfg, cfg.Enforced(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+	l.adapt.store = newMemAdaptStore(func() time.Time { return now })
+	srv := newSimServer(knee8(3))
+	for range 10 {
+		l.adapt.tick(t.Context())
+		feed(l, srv.run(int(l.InFlightLimit()), adaptInterval))
+		now = now.Add(adaptInterval)
+	}
+	if got := l.InFlightLimit(); got != 200 {
+		t.Fatalf("bound %d without adaptive_in_flight, want 200", got)
+	}
+	on := adaptiveConfig()
+	l.Reconfigure(on, on.Enforced())
+	if got := l.InFlightLimit(); got != defaultMinInFlight {
+		t.Fatalf("bound %d after turning adaptive on, want the floor", got)
+	}
+}
+
+// testRedisAdapt is a redisAdaptStore on srv under prefix as replica,
+// reading the time from *now.
+func testRedisAdapt(t *testing.T, srv *redistest.Server, prefix, replica string, now *time.Time) *redisAdaptStore {
+	s := newRedisAdaptStore(srv.Client(t), StoreConfig{KeyPrefix: prefix, Timeout: 2 * time.Second}, replica)
+	s.clock = func() time.Time { return *now }
+	return s
+}
+
+// TestRedisAdaptStore: two replicas add their counts to one pool; the
+// first to call holds the lease and steps, with the fleet's counts since
+// the last step; the other sees the bound it stored and never steps. When
+// the holder stops calling, after the lease's TTL (by the script's clock)
+// the other takes over and steps from the stored state. Every key is
+// under the pool's hash tag and has a TTL.
+func TestRedisAdaptStore(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	now := time.Unix(1_700_000_000, 0)
+	a, b := testRedisAdapt(t, srv, prefix, "a", &now), testRedisAdapt(t, srv, prefix, "b", &now)
+	lim := adaptiveLimits{Ceiling: 200}
+	ctx := t.Context()
+	add := func(s adaptStore, c adaptCounts) adaptAnswer {
+		t.Helper()
+		ans, err := s.add(ctx, "llama", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ans
+	}
+	step := func(s adaptStore, ans adaptAnswer) adaptView {
+		t.Helper()
+		m := adaptiveSample{Bound: ans.View.State.Bound, Saturated: ans.Sample.Saturated, Completed: int(ans.Sample.Completed),
+			Elapsed: ans.Elapsed, Latency: ans.Sample.Latency}
+		st, d := lim.next(ans.View.State, m)
+		v := adaptView{State: st, Last: d}
+		if ok, err := s.commit(ctx, "llama", v); err != nil || !ok {
+			t.Fatalf("commit: %v, %v", ok, err)
+		}
+		return v
+	}
+	first := add(a, adaptCounts{})
+	if !first.Step || first.Elapsed != 0 {
+		t.Fatalf("first call: %+v, want a step at elapsed 0", first)
+	}
+	v := step(a, first)
+	if ans := add(b, adaptCounts{Completed: 30, Latency: 6 * time.Second, Saturated: true}); ans.Step || ans.View.State != v.State {
+		t.Fatalf("b: %+v; want no step and a's state", ans)
+	}
+	now = now.Add(adaptInterval)
+	ans := add(a, adaptCounts{Completed: 50, Work: 7, Latency: 10 * time.Second, Failures: 1, Throttled: 2})
+	want := adaptCounts{Completed: 80, Work: 7, Latency: 16 * time.Second, Failures: 1, Throttled: 2, Saturated: true}
+	if !ans.Step || ans.Sample != want || ans.Elapsed != adaptInterval {
+		t.Fatalf("a after an interval: %+v; want a step with %+v over %s", ans, want, adaptInterval)
+	}
+	v = step(a, ans)
+	if ok, err := b.commit(ctx, "llama", adaptView{}); err != nil || ok {
+		t.Fatalf("b's commit without the lease: %v, %v; want refused", ok, err)
+	}
+	// a is killed: b calls on, and steps once a's lease ran out.
+	for now = now.Add(adaptInterval); ; now = now.Add(adaptInterval) {
+		ans := add(b, adaptCounts{Completed: 40, Latency: 8 * time.Second, Saturated: true})
+		if !ans.Step {
+			if ans.View.State != v.State {
+				t.Fatalf("b before the takeover sees %+v, want %+v", ans.View.State, v.State)
+			}
+			continue
+		}
+		if held := now.Sub(time.Unix(1_700_000_000, 0)) - adaptInterval; held < adaptLeaseTTL {
+			t.Fatalf("b stepped %s after a's last call, before its lease of %s ran out", held, adaptLeaseTTL)
+		}
+		if ans.View.State != v.State || ans.Sample.Completed < 40 {
+			t.Fatalf("takeover: %+v; want a's stored state and b's counts", ans)
+		}
+		step(b, ans)
+		break
+	}
+	if ok, err := a.commit(ctx, "llama", adaptView{}); err != nil || ok {
+		t.Fatalf("a's commit after losing the lease: %v, %v; want refused", ok, err)
+	}
+	c := srv.Client(t)
+	keys, err := c.Keys(ctx, poolTag(prefix, "llama")+"*").Result()
+	if err != nil || len(keys) != 1 || keys[0] != adaptKey(prefix, "llama") {
+		t.Fatalf("keys %v (%v), want only %s", keys, err, adaptKey(prefix, "llama"))
+	}
+	if ttl := c.PTTL(ctx, keys[0]).Val(); ttl <= 0 {
+		t.Errorf("%s has no TTL (%s)", keys[0], ttl)
+	}
+}
