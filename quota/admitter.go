@@ -307,6 +307,34 @@ type PoolState struct {
 	InFlightLimit int64 `json:"in_flight_limit"`
 	// UpstreamHoldSeconds is how much longer bulk is held on the upstream's word.
 	UpstreamHoldSeconds float64 `json:"upstream_hold_seconds"`
+	// Adaptive is the adaptive bound's view; absent without
+	// adaptive_in_flight.
+	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
+}
+
+// AdaptiveState is a pool's adaptive in-flight bound as /admin/state shows
+// it: the bound in force between its floor and ceiling, the controller's
+// phase, its last decision and why, and the last measurement it judged.
+type AdaptiveState struct {
+	Bound   int64  `json:"bound"`
+	Floor   int64  `json:"floor"`
+	Ceiling int64  `json:"ceiling"`
+	Phase   string `json:"phase"`
+	// LastDecision is the last step's action, its move and its reason.
+	LastDecision AdaptiveDecision `json:"last_decision"`
+	// WorkPerSecond and LatencySecondsPerWork are the last judged
+	// measurement (0 before the first).
+	WorkPerSecond         float64 `json:"work_per_second"`
+	LatencySecondsPerWork float64 `json:"latency_seconds_per_work"`
+}
+
+// AdaptiveDecision is one step of an adaptive bound: its action, the
+// bound before and after, and why.
+type AdaptiveDecision struct {
+	Action string `json:"action"`
+	From   int64  `json:"from"`
+	To     int64  `json:"to"`
+	Why    string `json:"why"`
 }
 
 // StoreState is the store part of State.
@@ -371,6 +399,13 @@ func (l *limiter) state() PoolState {
 		Queued:              map[string]int{},
 		InFlightLimit:       l.InFlightLimit(),
 		UpstreamHoldSeconds: l.UpstreamHold().Seconds(),
+	}
+	if set := l.limits.Load(); set.adaptive != nil {
+		view, _ := l.adapt.view()
+		d := view.Last
+		st.Adaptive = &AdaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.clamp(0)), Ceiling: set.ceiling,
+			Phase: string(view.State.Phase), WorkPerSecond: view.Judged.Work, LatencySecondsPerWork: view.Judged.Latency,
+			LastDecision: AdaptiveDecision{Action: string(d.Action), From: int64(d.From), To: int64(d.To), Why: d.Why}}
 	}
 	for _, c := range classify.Classes {
 		st.InFlight[c.String()] = l.InFlight(c)
