@@ -195,18 +195,20 @@ func (sw sweep) header() string {
 // workers on 8 slots of 200 ms, 200 to 800 ms instead of 800), which in
 // a short step would read as throughput past the knee. A 429 ends the
 // step at once: the provider's rate limit binds, and pressing on would
-// only spend its bucket.
+// only spend its bucket. So does a first round without one answer (a
+// wrong key, a refused connection): the step would only repeat it.
 func (sw sweep) level(ctx context.Context, client *http.Client, c int) step {
 	var (
 		mu                    sync.Mutex
 		outs                  []outcome
 		warmed                int       // workers that had their first answer
+		answered              int       // requests answered 2xx
 		start, end, stoppedAt time.Time // the window, once warmed == c
 		rateLimited           bool
 		wg                    sync.WaitGroup
 	)
 	stopped := func() bool { // under mu
-		return rateLimited || ctx.Err() != nil || (warmed == c && !time.Now().Before(end))
+		return rateLimited || ctx.Err() != nil || (warmed == c && (answered == 0 || !time.Now().Before(end)))
 	}
 	for range c {
 		wg.Go(func() {
@@ -221,6 +223,9 @@ func (sw sweep) level(ctx context.Context, client *http.Client, c int) step {
 				o := sw.target.send(ctx, client, sw.timeout)
 				mu.Lock()
 				outs = append(outs, o)
+				if o.kind == kindOK {
+					answered++
+				}
 				if first {
 					if first, warmed = false, warmed+1; warmed == c {
 						start = time.Now()

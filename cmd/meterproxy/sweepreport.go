@@ -76,7 +76,11 @@ func (r sweepResult) writeKnee(b *strings.Builder, at, best int, ok bool) {
 	case r.stop == stopRateLimited && at == last:
 		fmt.Fprintf(b, "recommended bound: %d, the last concurrency before the 429: the provider's rate limit binds before the server's knee\n", k.concurrency)
 	case at == last && len(r.steps) > 1:
-		fmt.Fprintf(b, "recommended bound: %d, the knee; but throughput still grew at the last step: the knee may lie higher (raise --max)\n", k.concurrency)
+		raise := ""
+		if r.stop == stopMax {
+			raise = " (raise --max)"
+		}
+		fmt.Fprintf(b, "recommended bound: %d, the knee; but throughput still grew at the last complete step: the knee may lie higher%s\n", k.concurrency, raise)
 	default:
 		fmt.Fprintf(b, "recommended bound: %d, the knee: more in flight adds latency, not throughput\n", k.concurrency)
 	}
@@ -122,7 +126,7 @@ func (r sweepResult) writeSpent(b *strings.Builder) {
 		in += s.spent.Input
 		out += s.spent.Output
 	}
-	fmt.Fprintf(b, "spent: %d requests, %d tokens (%d input + %d output), %s\n", sent, in+out, in, out, r.wall.Round(time.Second))
+	fmt.Fprintf(b, "spent: %d requests, %d tokens (%d input + %d output), %s\n", sent, in+out, in, out, r.wall.Round(100*time.Millisecond))
 	if estimated > 0 {
 		fmt.Fprintf(b, "note: %d answers reported no usage; their tokens are estimated\n", estimated)
 	}
