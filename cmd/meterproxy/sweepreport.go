@@ -25,7 +25,8 @@ type sweepResult struct {
 // it spent.
 func (r sweepResult) print(w io.Writer) error {
 	at, best, ok := knee(r.steps)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format+"\n", args...) }
 	p("sweep: %s", r.header())
 	p("")
@@ -38,6 +39,9 @@ func (r sweepResult) print(w io.Writer) error {
 		return err
 	}
 	var b strings.Builder
+	for line := range strings.Lines(table.String()) { // the empty mark column pads the rest
+		b.WriteString(strings.TrimRight(line, " \n") + "\n")
+	}
 	b.WriteString("\n")
 	r.writeKnee(&b, at, best, ok)
 	r.writeStop(&b)
