@@ -11,6 +11,10 @@
 //	        [--replicas N] [--tokens-per-request T] [--json]
 //	                                     size a worker fleet: in-flight bounds, connections,
 //	                                     maxReplicas and batch size at that service time
+//	meterproxy sweep (--url URL | --config FILE) --model M [--start N] [--max N]
+//	        [--step F|+N] [--duration D] [--svg FILE] …
+//	                                     ramp concurrency against an upstream and report
+//	                                     its knee: the in-flight bound to set
 //	meterproxy version
 //	meterproxy help [COMMAND]        (also --help, -h, and COMMAND --help)
 package main
@@ -65,7 +69,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return errUsage
 	}
 	fs := newFlagSet(c, stderr)
-	planArgs := planFlagsFor(cmd, fs) // nil unless cmd is plan
+	planArgs := planFlagsFor(cmd, fs)   // nil unless cmd is plan
+	sweepArgs := sweepFlagsFor(cmd, fs) // nil unless cmd is sweep
 	usage := fs.Usage
 	fs.Usage = func() {} // printed below, to stdout for --help
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +109,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("plan: invalid config:\n%w", err)
 		}
 		return runPlan(ctx, cfg, planArgs, stdout)
+	case "sweep":
+		cfg, err := loadConfig(configPath, environ, getenv)
+		if err != nil {
+			return fmt.Errorf("sweep: invalid config:\n%w", err)
+		}
+		return runSweep(ctx, cfg, sweepArgs, getenv, stdout, stderr)
 	default: // version
 		_, err := fmt.Fprintln(stdout, "meterproxy", version)
 		return err
@@ -135,6 +146,7 @@ func help(args []string, stdout, stderr io.Writer) error {
 	}
 	fs := newFlagSet(c, stdout)
 	planFlagsFor(c.name, fs)
+	sweepFlagsFor(c.name, fs)
 	fs.Usage()
 	return nil
 }

@@ -18,6 +18,9 @@ var commands = []command{
 	{"check-config", "[--config FILE]", "validate the configuration and print the effective numbers"},
 	{"plan", "[--config FILE] (--latency D | --from URL) [--replicas N] [--tokens-per-request T] [--json]",
 		"size a worker fleet: in-flight bounds, connections, maxReplicas and batch size at that service time"},
+	{"sweep", "(--url URL | --config FILE) --model M [--path P] [--api-key-env VAR] [--max-tokens T] " +
+		"[--start N] [--max N] [--step F|+N] [--duration D] [--timeout D] [--svg FILE]",
+		"ramp concurrency against an upstream in steps and report its knee: the in-flight bound that gives (nearly) all its throughput"},
 	{"version", "", "print the version"},
 	{"help", "[COMMAND]", "print this help, or a command's flags"},
 }

@@ -10,8 +10,10 @@ import (
 // commands or the command's flags on stdout and succeed; an unknown
 // command fails with the list on stderr.
 func TestHelp(t *testing.T) {
-	everyCommand := []string{"serve", "check-config", "plan", "version", "help"}
+	everyCommand := []string{"serve", "check-config", "plan", "sweep", "version", "help"}
 	planFlags := []string{"-config", "-latency", "-from", "-replicas", "-tokens-per-request", "-json"}
+	sweepFlags := []string{"meterproxy sweep", "-config", "-url", "-model", "-path", "-api-key-env", "-max-tokens",
+		"-start", "-max", "-step", "-duration", "-timeout", "-svg"}
 	for _, tt := range []struct {
 		args []string
 		want []string
@@ -23,6 +25,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"check-config", "-h"}, []string{"meterproxy check-config", "-config"}},
 		{[]string{"plan", "--help"}, planFlags},
 		{[]string{"help", "plan"}, planFlags},
+		{[]string{"sweep", "--help"}, sweepFlags},
+		{[]string{"help", "sweep"}, sweepFlags},
 		{[]string{"version", "--help"}, []string{"meterproxy version"}},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
