@@ -36,3 +36,24 @@ func TestMinInFlightValidate(t *testing.T) {
 		t.Errorf("Pool(%q) inherited the account's adaptive_in_flight", pool)
 	}
 }
+
+// TestAdaptivePoolWithoutRPM: a self-hosted server publishes no request
+// rate, so an adaptive pool may leave requests_per_minute unset — the
+// issue's own example does — and then only its bound binds (the windows
+// allow noRequestLimit); without adaptive_in_flight it is refused, naming
+// the key.
+func TestAdaptivePoolWithoutRPM(t *testing.T) {
+	cfg := chargeConfig()
+	cfg.Account.Models[0].RequestsPerMinute = 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "account.models[0].requests_per_minute: must be > 0 (or unset with adaptive_in_flight") {
+		t.Errorf("a static pool without requests_per_minute: %v; want it refused, naming the key", err)
+	}
+	cfg.Account.Models[0].AdaptiveInFlight = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("an adaptive pool without requests_per_minute: %v", err)
+	}
+	lim := cfg.Pool(cfg.Account.Models[0].Name).Limits()
+	if lim.AccountRPM != noRequestLimit || lim.InFlight != cfg.Account.Models[0].MaxInFlight {
+		t.Errorf("its limits: %d requests a minute, %d in flight; want no request limit (%d) and its max_in_flight", lim.AccountRPM, lim.InFlight, noRequestLimit)
+	}
+}

@@ -151,7 +151,7 @@ func (c Config) Validate() error {
 	if a.ExpectedReplicas < 1 {
 		bad("account.expected_replicas", "must be >= 1, got %d", a.ExpectedReplicas)
 	}
-	checkAllowance(bad, "account", a.RequestsPerMinute, a.TokensPerMinute, a.OutputTokensPerMinute, a.MaxInFlight, a.ExpectedReplicas)
+	checkAllowance(bad, "account", a.requestsPerMinute(), a.TokensPerMinute, a.OutputTokensPerMinute, a.MaxInFlight, a.ExpectedReplicas)
 	checkMaxCharge(bad, "account", a.MaxRequestTokens, a.TokensPerMinute)
 	checkMinInFlight(bad, "account", a.MinInFlight, a.MaxInFlight)
 	c.validateModels(bad)
@@ -199,10 +199,26 @@ func (c Config) Validate() error {
 	return p.Err()
 }
 
+// noRequestLimit stands for "no request limit" in an adaptive pool that
+// sets no requests_per_minute (a self-hosted server publishes none): a
+// billion a second, more than any server answers, so only the adaptive
+// bound binds, through the same windows as every other pool.
+const noRequestLimit = 60_000_000_000
+
+// requestsPerMinute is the request allowance the windows enforce:
+// RequestsPerMinute, or with adaptive_in_flight and none set,
+// noRequestLimit.
+func (a AccountConfig) requestsPerMinute() int64 {
+	if a.RequestsPerMinute == 0 && a.AdaptiveInFlight {
+		return noRequestLimit
+	}
+	return a.RequestsPerMinute
+}
+
 // checkAllowance checks an account's or a pool's numbers, under key.
 func checkAllowance(bad func(string, string, ...any), key string, rpm, tpm, otpm, maxInFlight, replicas int64) {
 	if rpm <= 0 {
-		bad(key+".requests_per_minute", "must be > 0, got %d", rpm)
+		bad(key+".requests_per_minute", "must be > 0 (or unset with adaptive_in_flight: no request limit), got %d", rpm)
 	}
 	if tpm < 0 {
 		bad(key+".tokens_per_minute", "must be >= 0 (0 = not enforced), got %d", tpm)

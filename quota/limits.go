@@ -69,10 +69,11 @@ func (c Config) scaled(replicas int64) Limits {
 	}
 	inv := 1 / float64(replicas)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
+	rpm := c.Account.requestsPerMinute()
 	l := Limits{
-		AccountRPM:       part(c.Account.RequestsPerMinute, inv),
-		BulkRPM:          part(c.Account.RequestsPerMinute, bc.Share*inv),
-		ReserveRPM:       part(c.Account.RequestsPerMinute, ic.Reserve*inv),
+		AccountRPM:       part(rpm, inv),
+		BulkRPM:          part(rpm, bc.Share*inv),
+		ReserveRPM:       part(rpm, ic.Reserve*inv),
 		Borrow:           bc.Borrow,
 		AccountTPM:       part(c.Account.TokensPerMinute, inv),
 		BulkTPM:          part(c.Account.TokensPerMinute, bc.Share*inv),

@@ -139,7 +139,7 @@ func (c Config) validateModels(bad func(string, string, ...any)) {
 			}
 			patterns = append(patterns, earlier{pkey, p})
 		}
-		checkAllowance(bad, key, m.RequestsPerMinute, m.TokensPerMinute, m.OutputTokensPerMinute, m.MaxInFlight, c.Account.ExpectedReplicas)
+		checkAllowance(bad, key, AccountConfig{RequestsPerMinute: m.RequestsPerMinute, AdaptiveInFlight: m.AdaptiveInFlight}.requestsPerMinute(), m.TokensPerMinute, m.OutputTokensPerMinute, m.MaxInFlight, c.Account.ExpectedReplicas)
 		checkMaxCharge(bad, key, m.MaxRequestTokens, m.TokensPerMinute)
 		checkMinInFlight(bad, key, m.MinInFlight, m.MaxInFlight)
 	}

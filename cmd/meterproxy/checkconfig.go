@@ -50,6 +50,11 @@ func checkConfig(cfg Config, w io.Writer) error {
 // printPool prints the numbers one pool's configuration works out to.
 func printPool(p func(string, ...any), q quota.Config) {
 	fleet, local := q.Limits(), q.PerReplica()
+	if q.Account.RequestsPerMinute == 0 { // adaptive, no request limit: only the bound binds
+		p("requests/s\tnone (the adaptive bound only)\t")
+		printInFlight(p, q, fleet, local)
+		return
+	}
 	p("requests/s\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
 	p("interactive requests/s (any free capacity)\t%.2f\t%.2f", rps(fleet.AccountRPM), rps(local.AccountRPM))
 	p("bulk requests/s (own share)\t%.2f\t%.2f", rps(fleet.BulkRPM), rps(local.BulkRPM))
@@ -66,7 +71,17 @@ func printPool(p func(string, ...any), q quota.Config) {
 	if fleet.OutputTPM > 0 {
 		p("output tokens/s (bulk held below %.1f left)\t%.1f\t%.1f", float64(fleet.ReserveOutputTPM), rps(fleet.OutputTPM), rps(local.OutputTPM))
 	}
-	p("in-flight bound\t%d\t%d", fleet.InFlight, local.InFlight)
+	printInFlight(p, q, fleet, local)
+}
+
+// printInFlight prints a pool's in-flight bound and bulk's part of it;
+// with adaptive_in_flight the bound is the ceiling it moves under.
+func printInFlight(p func(string, ...any), q quota.Config, fleet, local quota.Limits) {
+	label := "in-flight bound"
+	if q.Account.AdaptiveInFlight {
+		label = "in-flight bound (adaptive: its ceiling)"
+	}
+	p("%s\t%d\t%d", label, fleet.InFlight, local.InFlight)
 	p("bulk in flight (own share / with borrowing)\t%d / %d\t%d / %d",
 		fleet.BulkInFlight, fleet.InFlight-fleet.ReserveInFlight, local.BulkInFlight, local.InFlight-local.ReserveInFlight)
 }
