@@ -10,10 +10,11 @@ import (
 )
 
 // TestExpositionMatchesTheDashboardsSet: a running meterproxy (Redis store,
-// one request through an upstream that sends rate-limit headers) exports
-// exactly the meterproxy_* metrics the dashboards and alerts are checked
-// against, with those types and label names — so the dashboards test's
-// list cannot drift from what the proxy exports.
+// an adaptive in-flight bound, one request through an upstream that sends
+// rate-limit headers) exports exactly the meterproxy_* metrics the
+// dashboards and alerts are checked against, with those types and label
+// names — so the dashboards test's list cannot drift from what the proxy
+// exports.
 func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 	srv := redistest.Start(t)
 	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{RPM: 6000}))
@@ -22,6 +23,7 @@ func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk", "max_in_flight": 50, "requests_per_minute": 6000},
 	})
 	cfg.set("account.tokens_per_minute", 6_000_000) // so the token limits are exported
+	cfg.set("account.adaptive_in_flight", true)     // so the adaptive bound's families are exported
 	p := startProxy(t, cfg, fleetEnv, importKey)
 	if status, _, b := post(t, newClient(t, 1), p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`,
 		map[string]string{"Authorization": "Bearer " + importKey}); status != 200 {

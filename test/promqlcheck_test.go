@@ -89,6 +89,10 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_caller_cap_slots_used":            {"gauge", callerLabel},
 	"meterproxy_caller_in_flight_limit":           {"gauge", callerLabel},
 	"meterproxy_caller_limit_requests_per_second": {"gauge", callerLabel},
+	"meterproxy_adaptive_decisions_total": {"counter", map[string][]string{"pool": nil, "action": {"grow", "settle",
+		"probe_up", "probe_down", "revert", "back_off", "latency_rise", "hold"}}},
+	"meterproxy_adaptive_work_per_second":          {"gauge", poolLabel},
+	"meterproxy_adaptive_latency_seconds_per_work": {"gauge", poolLabel},
 }
 
 // seriesSpec resolves a series name to what meterproxy exports under it: a
