@@ -2,22 +2,212 @@ package test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"github.com/meterproxy/meterproxy/test/procs"
 )
 
-// kneeRun is what one run against a server with a knee measured over its
-// last measureFor: completions a second at the server, the mean number in
-// service there (Little's law on Stats.Busy), and the interactive
-// requests' latency.
+// kneeRun is what one measurement of an adaptiveLoad saw: completions a
+// second at the server, the mean number in service there (Little's law on
+// Stats.Busy), the interactive requests' latency, and the bound.
 type kneeRun struct {
 	perSecond, inService float64
 	interactiveP50       time.Duration
 	bound                float64 // meterproxy_in_flight_limit at the end
+}
+
+// loadShape is a run of the adaptive tests: the server behind the proxy,
+// the proxy's config, and the callers' load.
+type loadShape struct {
+	fake        fakeprovider.Config
+	bulkWorkers int           // closed loop: each sends its next request when its last is answered
+	interactive time.Duration // one interactive request every so often, answered or not; 0: none
+	set         func(config)  // the test's own config on top of adaptiveConfig's
+}
+
+// adaptiveLoad is a proxy in front of a fake provider under a loadShape's
+// load, run in phases: let it run, measure, change the server (SetSlots),
+// measure again. stop ends the load; it is also stopped at cleanup, before
+// the proxy.
+type adaptiveLoad struct {
+	t     *testing.T
+	fake  *fakeprovider.Provider
+	proxy *procs.Proxy
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu          sync.Mutex
+	interactive []answered // interactive requests answered 200
+
+	started time.Time
+	last    adaptiveView // the controller as run last saw it
+	trail   []string     // the controller's decisions as run saw them, logged if the test fails
+}
+
+// adaptiveView is the part of /admin/state's adaptive section the tests
+// follow: the bound, the controller's phase and its last decision.
+type adaptiveView struct {
+	Bound int    `json:"bound"`
+	Phase string `json:"phase"`
+	Last  struct {
+		Action string `json:"action"`
+		From   int    `json:"from"`
+		To     int    `json:"to"`
+		Why    string `json:"why"`
+	} `json:"last_decision"`
+}
+
+// answered is one request's answer: when it came and how long it took.
+type answered struct {
+	at   time.Time
+	took time.Duration
+}
+
+// startAdaptiveLoad starts the fake, the proxy (callers chat-frontend and
+// nightly-import, a generous account RPM, max_in_flight 200, bulk waiting up
+// to 60 s, then shape.set) and the load.
+func startAdaptiveLoad(t *testing.T, shape loadShape) *adaptiveLoad {
+	t.Helper()
+	shape.fake.NoLog = true // a long run's request log would only grow
+	fake := fakeprovider.New(shape.fake)
+	up := startUpstream(t, fake)
+	cfg := baseConfig(up.URL)
+	cfg.set("log.level", "info")
+	cfg.withCallers()
+	cfg.set("account.requests_per_minute", 6_000_000)
+	cfg.set("account.max_in_flight", 200)
+	cfg.set("classes.bulk.max_wait", "60s")
+	if shape.set != nil {
+		shape.set(cfg)
+	}
+	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	ctx, cancel := context.WithCancel(t.Context())
+	l := &adaptiveLoad{t: t, fake: fake, proxy: p, cancel: cancel, started: time.Now()}
+	t.Cleanup(func() { // runs before the proxy's stop, registered earlier
+		l.stop()
+		if t.Failed() && len(l.trail) > 0 {
+			t.Logf("the adaptive bound's decisions, as /admin/state showed them:\n%s", strings.Join(l.trail, "\n"))
+		}
+	})
+	client := newClient(t, shape.bulkWorkers+16)
+	for range shape.bulkWorkers {
+		l.wg.Go(func() {
+			for ctx.Err() == nil {
+				fairSend(ctx, client, p.URL, importKey)
+			}
+		})
+	}
+	if shape.interactive > 0 {
+		tickUntil(ctx, &l.wg, shape.interactive, func() {
+			if status, took := fairSend(ctx, client, p.URL, chatKey); status == 200 {
+				l.mu.Lock()
+				l.interactive = append(l.interactive, answered{time.Now(), took})
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+// follow is how often run reads /admin/state: often enough to see each of
+// the controller's decisions, one per 2 s interval.
+const follow = 500 * time.Millisecond
+
+// run lets the load run for d — the length of a phase, not a
+// synchronisation — following the controller's decisions meanwhile.
+func (l *adaptiveLoad) run(d time.Duration) {
+	l.runUntil(d, func(adaptiveView) bool { return false })
+}
+
+// runUntil lets the load run until done holds for the controller's view or
+// d has passed, and reports whether done held.
+func (l *adaptiveLoad) runUntil(d time.Duration, done func(adaptiveView) bool) bool {
+	end := time.After(d)
+	tick := time.NewTicker(follow)
+	defer tick.Stop()
+	for {
+		select {
+		case <-end:
+			return false
+		case <-tick.C:
+			if l.look() && done(l.last) {
+				return true
+			}
+		}
+	}
+}
+
+// look reads the controller's view from /admin/state into l.last and adds
+// a line to the trail when it changed; false when it could not be read.
+func (l *adaptiveLoad) look() bool {
+	req, err := http.NewRequestWithContext(l.t.Context(), http.MethodGet, l.proxy.AdminURL+"/admin/state", nil)
+	if err != nil {
+		return false
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = res.Body.Close() }()
+	var state struct {
+		Adaptive *adaptiveView `json:"adaptive"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&state); err != nil || state.Adaptive == nil {
+		return false
+	}
+	if *state.Adaptive != l.last {
+		v := *state.Adaptive
+		l.trail = append(l.trail, fmt.Sprintf("%5.1fs bound %d, %s: %s %d→%d (%s)", time.Since(l.started).Seconds(),
+			v.Bound, v.Phase, v.Last.Action, v.Last.From, v.Last.To, v.Last.Why))
+	}
+	l.last = *state.Adaptive
+	return true
+}
+
+// measure runs the load for d and reports what the server and the
+// interactive callers saw over it, and the bound at its end.
+func (l *adaptiveLoad) measure(d time.Duration) kneeRun {
+	before, start := l.fake.Stats(), time.Now()
+	l.run(d)
+	after, end := l.fake.Stats(), time.Now()
+	elapsed := end.Sub(start)
+	l.mu.Lock()
+	var took []time.Duration
+	for _, a := range l.interactive {
+		if !a.at.Before(start) && !a.at.After(end) {
+			took = append(took, a.took)
+		}
+	}
+	l.mu.Unlock()
+	slices.Sort(took)
+	var p50 time.Duration
+	if len(took) > 0 {
+		p50 = took[len(took)/2]
+	}
+	return kneeRun{
+		perSecond:      float64(after.Served-before.Served) / elapsed.Seconds(),
+		inService:      (after.Busy - before.Busy).Seconds() / elapsed.Seconds(),
+		interactiveP50: p50,
+		bound:          sum(scrape(l.t, l.proxy.AdminURL), "meterproxy_in_flight_limit", map[string]string{"pool": "default"}),
+	}
+}
+
+// stop ends the load and waits for its requests; it may be called again.
+func (l *adaptiveLoad) stop() {
+	l.once.Do(func() {
+		l.cancel()
+		l.wg.Wait()
+	})
 }
 
 // runKnee puts a proxy configured by set in front of a fake server with
@@ -26,63 +216,15 @@ type kneeRun struct {
 // measureFor.
 func runKnee(t *testing.T, slots, bulkWorkers int, warm, measureFor time.Duration, set func(config)) kneeRun {
 	t.Helper()
-	fake := fakeprovider.New(fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: slots, NoLog: true})
-	up := startUpstream(t, fake)
-	cfg := baseConfig(up.URL)
-	cfg.set("log.level", "info")
-	cfg.withCallers()
-	cfg.set("account.requests_per_minute", 6_000_000)
-	cfg.set("account.max_in_flight", 200)
-	cfg.set("classes.bulk.max_wait", "60s")
-	set(cfg)
-	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
-	client := newClient(t, bulkWorkers+16)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var wg sync.WaitGroup
-	for range bulkWorkers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				fairSend(ctx, client, p.URL, importKey)
-			}
-		})
-	}
-	var mu sync.Mutex
-	var interactive []time.Duration
-	measuring := make(chan struct{})
-	tickUntil(ctx, &wg, 500*time.Millisecond, func() {
-		status, took := fairSend(ctx, client, p.URL, chatKey)
-		select {
-		case <-measuring:
-			if status == 200 {
-				mu.Lock()
-				interactive = append(interactive, took)
-				mu.Unlock()
-			}
-		default:
-		}
+	l := startAdaptiveLoad(t, loadShape{
+		fake:        fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: slots},
+		bulkWorkers: bulkWorkers,
+		interactive: 500 * time.Millisecond,
+		set:         set,
 	})
-	<-time.After(warm) // the load's length, not a synchronisation
-	before, start := fake.Stats(), time.Now()
-	close(measuring)
-	<-time.After(measureFor)
-	after, elapsed := fake.Stats(), time.Since(start)
-	bound := sum(scrape(t, p.AdminURL), "meterproxy_in_flight_limit", map[string]string{"pool": "default"})
-	cancel()
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	slices.Sort(interactive)
-	var p50 time.Duration
-	if len(interactive) > 0 {
-		p50 = interactive[len(interactive)/2]
-	}
-	return kneeRun{
-		perSecond:      float64(after.Served-before.Served) / elapsed.Seconds(),
-		inService:      (after.Busy - before.Busy).Seconds() / elapsed.Seconds(),
-		interactiveP50: p50,
-		bound:          bound,
-	}
+	defer l.stop()
+	l.run(warm)
+	return l.measure(measureFor)
 }
 
 // TestAdaptiveBoundFindsTheKnee: a server with 8 slots at 200 ms (40
@@ -114,5 +256,51 @@ func TestAdaptiveBoundFindsTheKnee(t *testing.T) {
 	}
 	if adaptive.interactiveP50 == 0 || adaptive.interactiveP50 > 500*time.Millisecond {
 		t.Errorf("adaptive: interactive p50 %v, want ≤ 500 ms", adaptive.interactiveP50)
+	}
+}
+
+// TestAdaptiveBoundHostedShape: a hosted provider's shape, where the rate
+// binds and there is no knee. Every request takes 2 s, the proxy's account
+// allows 20 requests a second, 80 bulk workers want 40; the bound starts at
+// the floor (4: 2 a second at most) and must grow until the rate binds —
+// bulk ≥ 15 a second over the last 10 s of 74 — with no 429 from upstream.
+//
+// Slow start is slow at 2 s a request: a measurement at a small bound
+// waits for 10 completions over 10 s, so the bound doubles 4 → 64 in about
+// 50 s (measured: 8 at 18 s, 16 at 32 s, 32 at 42 s, 64 at 50 s; 18 a
+// second from 54 s on). The run gives it 64 s before measuring.
+//
+// interactive's reserve is 0.1 here, so bulk may borrow 18 of the 20 a
+// second; at the default 0.3 its ceiling (14) would sit below the claim.
+// The fake's own limit is 25 a second in one-second windows, Unix-aligned
+// as the proxy's are: above the proxy's 20, so a 429 means the proxy let
+// more than 25 through in a second.
+func TestAdaptiveBoundHostedShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 74 s load run; skipped with -short")
+	}
+	l := startAdaptiveLoad(t, loadShape{
+		fake:        fakeprovider.Config{Latency: 2 * time.Second, RPM: 1500, Window: time.Second},
+		bulkWorkers: 80,
+		set: func(c config) {
+			c.set("account.requests_per_minute", 1200)
+			c.set("account.adaptive_in_flight", true)
+			c.set("account.min_in_flight", 4)
+			c.set("classes.interactive.reserve", 0.1)
+		},
+	})
+	l.run(64 * time.Second)
+	got := l.measure(10 * time.Second)
+	throttled := l.fake.Stats().RateLimited
+	t.Logf("hosted: bound %.0f, bulk %.1f completions/s, %.1f in service at the server, %d upstream 429s",
+		got.bound, got.perSecond, got.inService, throttled)
+	if got.perSecond < 15 {
+		t.Errorf("bulk %.1f completions a second, want ≥ 15: the rate (18 a second for bulk), not the bound, should bind", got.perSecond)
+	}
+	if got.bound <= 4 {
+		t.Errorf("bound %.0f, want above the floor of 4", got.bound)
+	}
+	if throttled != 0 {
+		t.Errorf("%d upstream 429s, want none: the proxy let more through than its account allows", throttled)
 	}
 }
