@@ -101,7 +101,14 @@ func startAdaptFleet(t *testing.T, n int, stagger time.Duration, cfg config, srv
 // heartbeats returns the replica ids Redis counts as alive.
 func (f *adaptFleet) heartbeats(t *testing.T) map[string]bool {
 	t.Helper()
-	ids, err := f.redis.ZRange(t.Context(), "{"+f.prefix+"}:heartbeat", 0, -1).Result()
+	return liveReplicas(t, f.redis, f.prefix)
+}
+
+// liveReplicas returns the replica ids Redis counts as alive in the fleet
+// under prefix (the heartbeat set every replica's store call refreshes).
+func liveReplicas(t *testing.T, c *redis.Client, prefix string) map[string]bool {
+	t.Helper()
+	ids, err := c.ZRange(t.Context(), "{"+prefix+"}:heartbeat", 0, -1).Result()
 	if err != nil {
 		t.Fatalf("read the replicas' heartbeats: %v", err)
 	}

@@ -44,15 +44,7 @@ func (r *fleetRedis) config(upstream string) config {
 // replicaIDs returns the replicas Redis currently counts as alive.
 func (r *fleetRedis) replicaIDs(t *testing.T) map[string]bool {
 	t.Helper()
-	ids, err := r.c.ZRange(t.Context(), "{"+r.prefix+"}:heartbeat", 0, -1).Result()
-	if err != nil {
-		t.Fatalf("read the replicas' heartbeats: %v", err)
-	}
-	out := map[string]bool{}
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out
+	return liveReplicas(t, r.c, r.prefix)
 }
 
 // newReplicaID waits until a replica that is not in before shows up in
