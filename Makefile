@@ -38,7 +38,7 @@ demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive loa
 test: helm-install ## Run every test with the race detector (installs redis-server, promtool and the pinned helm first if missing).
 	./.ci/ensure-redis
 	./.ci/ensure-prometheus
-	HELM=$(HELM) $(GO) test -race -count=1 -timeout 12m ./...
+	HELM=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
 
 test-faults: ## Run the fault suite (real processes; Redis, upstream and client faults; ~2 min).
 	./.ci/ensure-redis

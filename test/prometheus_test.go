@@ -227,6 +227,12 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 		{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
 		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk", "max_in_flight": 8},
 	})
+	// An adaptive pool the run's model never matches: its families (the
+	// dashboard's Adaptive bound panel) are exported only for adaptive
+	// pools, and every panel must show data.
+	cfg.set("account.models", []map[string]any{
+		{"name": "self-hosted", "match": []string{"llama-*"}, "max_in_flight": 16, "adaptive_in_flight": true},
+	})
 	replicas := []*procs.Proxy{startProxy(t, cfg, fleetEnv, chatKey, importKey), startProxy(t, cfg, fleetEnv, chatKey, importKey)}
 	admin := func(p *procs.Proxy) string { return strings.TrimPrefix(p.AdminURL, "http://") }
 	prom := startPrometheus(t, []string{admin(replicas[0]), admin(replicas[1])})
@@ -339,9 +345,9 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 		t.Error("no store error counted, though Redis was down")
 	}
 	// The window never held more than the limits say; the limits are the
-	// configured ones.
+	// configured ones (the account's pool: the adaptive one has none).
 	for class, want := range map[string]float64{"interactive": rpm / 60, "bulk": (rpm - 0.3*rpm) / 60} {
-		if got := prom.scalar(t, fmt.Sprintf(`max(meterproxy_limit_requests_per_second{job="meterproxy",class=%q})`, class), end); got != want {
+		if got := prom.scalar(t, fmt.Sprintf(`max(meterproxy_limit_requests_per_second{job="meterproxy",pool="default",class=%q})`, class), end); got != want {
 			t.Errorf("%s limit %v a second, configured %v", class, got, want)
 		}
 	}
@@ -373,8 +379,8 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 		t.Errorf("nightly-import peaked at %v upstream by Prometheus; want it within its cap of 8", peak)
 	}
 	// The in-flight bound drops to the replica's own while Redis is bypassed.
-	if lo, hi := prom.scalar(t, `min(min_over_time(meterproxy_in_flight_limit{job="meterproxy"}`+run+`))`, end),
-		prom.scalar(t, `max(max_over_time(meterproxy_in_flight_limit{job="meterproxy"}`+run+`))`, end); lo != inFlight/2 || hi != inFlight {
+	if lo, hi := prom.scalar(t, `min(min_over_time(meterproxy_in_flight_limit{job="meterproxy",pool="default"}`+run+`))`, end),
+		prom.scalar(t, `max(max_over_time(meterproxy_in_flight_limit{job="meterproxy",pool="default"}`+run+`))`, end); lo != inFlight/2 || hi != inFlight {
 		t.Errorf("in-flight bound read %v to %v; want the fleet's %d, and each replica's %d while degraded", lo, hi, inFlight, inFlight/2)
 	}
 	if up := prom.scalar(t, fmt.Sprintf(`up{instance=%q}`, admin(replicas[1])), end); up != 0 {
