@@ -71,6 +71,30 @@ type adaptiveState struct {
 type adaptiveLimits struct {
 	Floor   int
 	Ceiling int
+	// Bulk is the class partition (classes.*): bulk, which fills the
+	// bound and so probes it, holds only its part of it. The zero value
+	// gives bulk the whole bound.
+	Bulk bulkPart
+}
+
+// bulkPart is how much of an in-flight bound bulk may hold: its share,
+// and with borrowing all but interactive's reserve (grant.go's froom).
+type bulkPart struct {
+	Share, Reserve float64
+	Borrow         bool
+}
+
+// bulk is what bulk may hold under bound b.
+func (l adaptiveLimits) bulk(b int) int {
+	p := l.Bulk
+	if p == (bulkPart{}) {
+		return b
+	}
+	n := int(part(int64(b), p.Share))
+	if p.Borrow {
+		n = max(n, b-int(part(int64(b), p.Reserve)))
+	}
+	return n
 }
 
 // clamp puts n between the floor and the ceiling.
@@ -256,7 +280,14 @@ func (l adaptiveLimits) probe(s adaptiveState, dir int, why string) (adaptiveSta
 		act, phase = actProbeDown, phaseDown
 	}
 	b := l.clamp(s.Accepted + dir*s.Step)
-	if b == s.Accepted || dir > 0 && s.Cooldown > 0 {
+	// A step that leaves bulk's share where it was cannot pay — at a
+	// reserve of 0.3 bulk holds 5 at both 6 and 7 — and a bound stuck
+	// below a server that regained capacity would never climb: step on
+	// until bulk's share moves.
+	for b != l.clamp(b+dir) && l.bulk(b) == l.bulk(s.Accepted) {
+		b = l.clamp(b + dir)
+	}
+	if b == s.Accepted || l.bulk(b) == l.bulk(s.Accepted) || dir > 0 && s.Cooldown > 0 {
 		return s.holdAt(s.Accepted), actHold, why
 	}
 	s = s.moveTo(b)

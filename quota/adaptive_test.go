@@ -396,7 +396,12 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 		tail   float64
 		tokens bool
 		seeds  uint64
-	}{{"fixed", 0, false, 1}, {"lognormal", 1, true, 5}} {
+		// bulk is the proxy's default class partition: bulk, which
+		// probes, never holds interactive's reserve, and holds 5 at
+		// both 6 and 7.
+		bulk bulkPart
+	}{{"fixed", 0, false, 1, bulkPart{}}, {"lognormal", 1, true, 5, bulkPart{}},
+		{"interactive reserve", 0, false, 1, bulkPart{Share: 0.2, Reserve: 0.3, Borrow: true}}} {
 		t.Run("rise during a probe down/"+c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {
 				// The state a drop from 16 to 4 slots leaves: the latency
@@ -404,7 +409,7 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 				// a step down to 4 is being tried, judged against 5's
 				// measurement (in tokens when the server reports them).
 				cfg := knee16()
-				cfg.Slots, cfg.Tail, cfg.Tokens, cfg.Seed = 4, c.tail, c.tokens, seed
+				cfg.Slots, cfg.Tail, cfg.Tokens, cfg.Seed, cfg.Bulk = 4, c.tail, c.tokens, seed, c.bulk
 				srv := newSimServer(cfg)
 				for range 5 {
 					srv.run(5, adaptiveInterval)
@@ -418,7 +423,7 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 					Ref:  0.225 / unit, MinLatency: 0.2 / unit, Peak: 20 * unit}
 				rise := srv.now
 				srv.Slots = 16
-				steps := simulate(srv, lim, st, adaptiveInterval, rise+60*time.Second, nil)
+				steps := simulate(srv, adaptiveLimits{Ceiling: 200, Bulk: c.bulk}, st, adaptiveInterval, rise+60*time.Second, nil)
 				early := during(steps, rise+22*time.Second, rise+28*time.Second)
 				up := during(steps, rise+30*time.Second, rise+60*time.Second)
 				lo, _ := boundRange(up)
