@@ -1,9 +1,6 @@
 package quota
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // defaultMinInFlight is the floor of an adaptive bound when min_in_flight
 // is not configured: below 4, one slow request is most of a sample and a
@@ -17,6 +14,13 @@ const (
 	// capacity. One heavy-tailed measurement can rise this far by
 	// chance, so hold asks for two in a row.
 	latencyRise = 1.3
+	// latencyJump: a rise this large in one measurement is not chance —
+	// the mean of 40 lognormal σ 1.5 latencies doubles now and then, it
+	// does not triple — so it is acted on at once, during a probe too: a
+	// knee that dropped to a quarter shows as four times the latency per
+	// work, and confirming it would cost a measurement, 2–8 s on a real
+	// server.
+	latencyJump = 3.0
 	// holdMeasurements is how many measurements the bound holds after a
 	// probe that failed before the next, so that most of the time is
 	// spent at the accepted bound.
@@ -28,6 +32,11 @@ const (
 	// ewmaWeight is the weight of a new measurement in the accepted
 	// bound's baseline.
 	ewmaWeight = 0.5
+	// peakRise: work a second this far above Peak, the most the server
+	// was known to do, says it may do more now. A 40-completion
+	// measurement is ±16% (Poisson) by itself, so it is asked together
+	// with flat latency per work on a second kept step up in a row.
+	peakRise = 1.1
 )
 
 // adaptiveState is one pool's controller, a plain value that round-trips
@@ -45,12 +54,16 @@ type adaptiveState struct {
 	// Ref is the latency per work judged normal at the accepted bound
 	// (EWMA), kept across a latency step down so that the next bound is
 	// judged against it too; MinLatency is the least Base.Latency seen.
-	Ref        float64         `json:"ref_latency_seconds_per_work"`
-	MinLatency float64         `json:"min_latency_seconds_per_work"`
-	Rises      int             `json:"rises"`    // measurements in a row with latency per work risen
-	Since      time.Duration   `json:"since"`    // time since Bound last changed
-	Cooldown   time.Duration   `json:"cooldown"` // time left without growth after a back-off
-	Measure    adaptiveMeasure `json:"measure"`  // saturated intervals at Bound so far
+	Ref        float64 `json:"ref_latency_seconds_per_work"`
+	MinLatency float64 `json:"min_latency_seconds_per_work"`
+	// Peak is the most work a second measured at an accepted bound since
+	// the knee last came down: what the server is known to do. Work well
+	// above it says the server gained capacity.
+	Peak     float64         `json:"peak_work_per_second"`
+	Rises    int             `json:"rises"`    // measurements in a row with latency per work risen
+	Since    time.Duration   `json:"since"`    // time since Bound last changed
+	Cooldown time.Duration   `json:"cooldown"` // time left without growth after a back-off
+	Measure  adaptiveMeasure `json:"measure"`  // saturated intervals at Bound so far
 }
 
 // adaptiveLimits are the bounds an adaptive in-flight bound moves between:
@@ -58,6 +71,30 @@ type adaptiveState struct {
 type adaptiveLimits struct {
 	Floor   int
 	Ceiling int
+	// Bulk is the class partition (classes.*): bulk, which fills the
+	// bound and so probes it, holds only its part of it. The zero value
+	// gives bulk the whole bound.
+	Bulk bulkPart
+}
+
+// bulkPart is how much of an in-flight bound bulk may hold: its share,
+// and with borrowing all but interactive's reserve (grant.go's froom).
+type bulkPart struct {
+	Share, Reserve float64
+	Borrow         bool
+}
+
+// bulk is what bulk may hold under bound b.
+func (l adaptiveLimits) bulk(b int) int {
+	p := l.Bulk
+	if p == (bulkPart{}) {
+		return b
+	}
+	n := int(part(int64(b), p.Share))
+	if p.Borrow {
+		n = max(n, b-int(part(int64(b), p.Reserve)))
+	}
+	return n
 }
 
 // clamp puts n between the floor and the ceiling.
@@ -138,6 +175,7 @@ func (s adaptiveState) moveTo(b int) adaptiveState {
 // would make the next ordinary one look like a rise.
 func (s adaptiveState) accept(got adaptiveRate) adaptiveState {
 	s.Accepted, s.Base, s.Rises = s.Bound, got, 0
+	s.Peak = max(s.Peak, got.Work)
 	if s.Ref == 0 {
 		s.Ref = got.Latency
 	}
@@ -152,14 +190,45 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 		if s.Base.Work > 0 && !got.gained(s.Base) {
 			return l.settle(s, got, "work stopped growing with the bound")
 		}
+		if s.Ref > 0 && !got.flat(s.Ref) {
+			// Work grew, but latency per work rose with it: the knee lies
+			// within the doubling, and growing past it would only queue.
+			return l.settle(s, got, "work grew but latency per work rose")
+		}
 		s = s.accept(got)
 		if s.Cooldown > 0 || l.clamp(2*s.Bound) == s.Bound {
 			return l.settle(s, got, "at the ceiling or cooling down")
 		}
 		return s.moveTo(l.clamp(2 * s.Bound)), actGrow, "work grew with the bound"
+	case phaseUp, phaseDown:
+		if to, act := l.rose(s, got); act {
+			return l.riseTo(s, to)
+		} else if to > 0 {
+			// A rise to confirm: back to the accepted bound, whose next
+			// measurement confirms it or clears it.
+			s.Rises++
+			return s.holdAt(s.Accepted), actRevert, "latency per work rose in the probe; confirming"
+		}
+	}
+	switch s.Phase {
 	case phaseUp:
-		if got.gained(s.Base) {
+		if got.gained(s.Base) || got.belowKnee(s.Base, s.Ref) {
+			faster := got.Work >= peakRise*s.Peak && got.flat(s.Ref)
 			s = s.accept(got).kept()
+			if s.Streak >= 2 && faster {
+				// A second step up in a row gained work, beyond what the
+				// server was known to do, and latency per work stayed at
+				// the reference: the server gained capacity and the bound
+				// is below its knee, and steps of one would take a minute
+				// to climb what doubling climbs in seconds. Two in a row,
+				// because without token counts latency per completion is
+				// noisy enough to pass once.
+				s.Phase = phaseGrow
+				if b := l.clamp(2 * s.Bound); b != s.Bound && s.Cooldown == 0 {
+					return s.moveTo(b), actGrow, "step up gained work at the reference latency; slow start again"
+				}
+				s = s.holdAt(s.Accepted)
+			}
 			return l.probe(s, +1, "step up gained work")
 		}
 		if k := got.kneeBetween(s.Base); k > s.Accepted {
@@ -184,8 +253,11 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 // settle ends growth: at the knee estimated between the accepted bound and
 // the one just measured, or at the accepted bound.
 func (l adaptiveLimits) settle(s adaptiveState, got adaptiveRate, why string) (adaptiveState, adaptiveAction, string) {
+	// Ref stays: latency per work is flat below the knee, so the accepted
+	// bound's is k's too, and a server that slows before k is measured
+	// must be judged against it rather than become the reference.
 	if k := got.kneeBetween(s.Base); got.Bound > s.Accepted && k > s.Accepted {
-		s.Accepted, s.Base, s.Ref = k, adaptiveRate{}, 0 // to be measured at k
+		s.Accepted, s.Base = k, adaptiveRate{} // to be measured at k
 	}
 	return s.holdAt(s.Accepted), actSettle, why
 }
@@ -208,7 +280,14 @@ func (l adaptiveLimits) probe(s adaptiveState, dir int, why string) (adaptiveSta
 		act, phase = actProbeDown, phaseDown
 	}
 	b := l.clamp(s.Accepted + dir*s.Step)
-	if b == s.Accepted || dir > 0 && s.Cooldown > 0 {
+	// A step that leaves bulk's share where it was cannot pay — at a
+	// reserve of 0.3 bulk holds 5 at both 6 and 7 — and a bound stuck
+	// below a server that regained capacity would never climb: step on
+	// until bulk's share moves.
+	for b != l.clamp(b+dir) && l.bulk(b) == l.bulk(s.Accepted) {
+		b = l.clamp(b + dir)
+	}
+	if b == s.Accepted || l.bulk(b) == l.bulk(s.Accepted) || dir > 0 && s.Cooldown > 0 {
 		return s.holdAt(s.Accepted), actHold, why
 	}
 	s = s.moveTo(b)
@@ -219,7 +298,8 @@ func (l adaptiveLimits) probe(s adaptiveState, dir int, why string) (adaptiveSta
 // hold judges a measurement at the accepted bound: it refreshes the
 // baseline, steps down when latency per unit of work rose with no more
 // work done in two measurements in a row (one heavy-tailed measurement
-// can rise 30% by itself), and probes once the hold is over.
+// can rise 30% by itself) or jumped in one (see rose), and probes once
+// the hold is over.
 func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, adaptiveAction, string) {
 	if s.Base.Work == 0 || s.Base.Bound != got.Bound {
 		s.Base = got
@@ -227,22 +307,17 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 			s.Ref = got.Latency
 		}
 	}
-	if s.Ref > 0 && got.Latency >= latencyRise*s.Ref && got.Work <= s.Base.Work/keepShare {
-		if s.Rises++; s.Rises < 2 {
-			return s, actHold, "latency per work rose; confirming"
-		}
-		// Above the knee latency grows in proportion to the bound: the
-		// bound that brings it back to Ref is the knee now.
-		if to := l.clamp(int(math.Ceil(float64(s.Bound) * s.Ref / got.Latency))); to < s.Bound {
-			s = s.holdAt(to)
-			s.Base, s.Rises = adaptiveRate{}, 0
-			return s, actLatencyRise, "latency per work rose with no more work"
-		}
+	if to, act := l.rose(s, got); act {
+		return l.riseTo(s, to)
+	} else if to > 0 {
+		s.Rises++
+		return s, actHold, "latency per work rose; confirming"
 	}
 	s.Rises = 0
 	s.Base.Work += ewmaWeight * (got.Work - s.Base.Work)
 	s.Base.Latency += ewmaWeight * (got.Latency - s.Base.Latency)
 	s.Ref += ewmaWeight * (got.Latency - s.Ref)
+	s.Peak = max(s.Peak, s.Base.Work)
 	if s.MinLatency == 0 || s.Base.Latency < s.MinLatency {
 		s.MinLatency = s.Base.Latency
 	}

@@ -306,3 +306,134 @@ func TestAdaptiveStart(t *testing.T) {
 		t.Error("large: a quarter of the bound is large, one in 16 is not")
 	}
 }
+
+// knee16 is the step-change server: 16 slots at 200 ms, 60 bulk workers.
+func knee16() simConfig {
+	return simConfig{Slots: 16, Service: 200 * time.Millisecond, Workers: 60, Seed: 3}
+}
+
+// firstDecision is when the first decision act was taken after from, or
+// -1 when none was.
+func firstDecision(steps []simStep, act adaptiveAction, from time.Duration) time.Duration {
+	for _, s := range steps {
+		if s.At > from && s.Decision.Action == act {
+			return s.At
+		}
+	}
+	return -1
+}
+
+// firstJudged is the first step after from that judged a measurement.
+func firstJudged(steps []simStep, from time.Duration) simStep {
+	for _, s := range steps {
+		if s.At > from && s.Decision.Judged.Bound != 0 {
+			return s
+		}
+	}
+	return simStep{}
+}
+
+// TestAdaptiveStepChangePhases times the knee's move at the moments the
+// offsets of TestAdaptiveStepChange reach only by chance, each one a way
+// the end-to-end test saw the bound fail to follow:
+//
+//   - the drop lands in a probe up (its warm-up, or its measurement): the
+//     probe's own judgement sees the server slowed and must act on it,
+//     not revert and confirm at the accepted bound first — on the real
+//     proxy a measurement takes 2–4 intervals, so each wasted one costs
+//     5–10 s of the 30 s;
+//   - the drop lands right after settle, before the settled bound was
+//     measured (slow start from 6 puts the knee between two doublings, 12
+//     and 24, as the proxy's interactive reserve does): the slowed server
+//     must not become the reference;
+//   - capacity comes back while a step down is measured at 4 slots: the
+//     faster server must not make the step down look good, and the bound
+//     must climb back within 30 s.
+func TestAdaptiveStepChangePhases(t *testing.T) {
+	lim := adaptiveLimits{Ceiling: 200}
+	plain := simulate(newSimServer(knee16()), lim, adaptiveState{}, adaptiveInterval, 60*time.Second, nil)
+	probe := firstDecision(plain, actProbeUp, 30*time.Second)
+	fromSix := adaptiveState{Phase: phaseGrow, Bound: 6, Accepted: 6, Step: 1}
+	settled := firstDecision(simulate(newSimServer(knee16()), lim, fromSix, adaptiveInterval, 60*time.Second, nil), actSettle, 0)
+	if probe < 0 || settled < 0 {
+		t.Fatalf("no probe up after 30 s (%v) or no settle (%v) at 16 slots", probe, settled)
+	}
+	for _, c := range []struct {
+		name  string
+		start adaptiveState
+		drop  time.Duration
+		quick bool // the first judgement after the drop must bring the bound down
+	}{
+		{"drop in a probe's warm-up", adaptiveState{}, probe, true},
+		{"drop in a probe's measurement", adaptiveState{}, probe + adaptiveInterval, true},
+		{"drop right after settle", fromSix, settled, false},
+		{"drop one interval after settle", fromSix, settled + adaptiveInterval, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newSimServer(knee16())
+			steps := simulate(srv, lim, c.start, adaptiveInterval, c.drop+60*time.Second, func(now time.Duration) {
+				if now == c.drop {
+					srv.Slots = 4
+				}
+			})
+			first := firstJudged(steps, c.drop+adaptiveInterval)
+			down := during(steps, c.drop+30*time.Second, c.drop+60*time.Second)
+			_, hi := boundRange(down)
+			t.Logf("drop at %v: first judgement %v→%d (%s); from 30 s after: bound up to %d, %.1f/s",
+				c.drop, first.Decision.Action, first.Decision.To, first.Decision.Why, hi, throughput(down))
+			if c.quick && first.Decision.To > 8 {
+				t.Errorf("the first judgement after the drop left the bound at %d (%s: %s), want ≤ 8",
+					first.Decision.To, first.Decision.Action, first.Decision.Why)
+			}
+			if hi > 8 || throughput(down) < 17 {
+				t.Errorf("from 30 s after the drop: bound up to %d (want ≤ 8), %.1f/s (want ≥ 17)\n%s",
+					hi, throughput(down), summary(steps, adaptiveInterval))
+			}
+		})
+	}
+	for _, c := range []struct {
+		name   string
+		tail   float64
+		tokens bool
+		seeds  uint64
+		// bulk is the proxy's default class partition: bulk, which
+		// probes, never holds interactive's reserve, and holds 5 at
+		// both 6 and 7.
+		bulk bulkPart
+	}{{"fixed", 0, false, 1, bulkPart{}}, {"lognormal", 1, true, 5, bulkPart{}},
+		{"interactive reserve", 0, false, 1, bulkPart{Share: 0.2, Reserve: 0.3, Borrow: true}}} {
+		t.Run("rise during a probe down/"+c.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= c.seeds; seed++ {
+				// The state a drop from 16 to 4 slots leaves: the latency
+				// rise put the bound at 5, a probe up gained nothing, and
+				// a step down to 4 is being tried, judged against 5's
+				// measurement (in tokens when the server reports them).
+				cfg := knee16()
+				cfg.Slots, cfg.Tail, cfg.Tokens, cfg.Seed, cfg.Bulk = 4, c.tail, c.tokens, seed, c.bulk
+				srv := newSimServer(cfg)
+				for range 5 {
+					srv.run(5, adaptiveInterval)
+				}
+				unit := 1.0
+				if c.tokens {
+					unit = simMeanTokens
+				}
+				st := adaptiveState{Phase: phaseDown, Bound: 4, Accepted: 5, Step: 1,
+					Base: adaptiveRate{Bound: 5, Work: 20 * unit, Latency: 0.25 / unit},
+					Ref:  0.225 / unit, MinLatency: 0.2 / unit, Peak: 20 * unit}
+				rise := srv.now
+				srv.Slots = 16
+				steps := simulate(srv, adaptiveLimits{Ceiling: 200, Bulk: c.bulk}, st, adaptiveInterval, rise+60*time.Second, nil)
+				early := during(steps, rise+22*time.Second, rise+28*time.Second)
+				up := during(steps, rise+30*time.Second, rise+60*time.Second)
+				lo, _ := boundRange(up)
+				t.Logf("seed %d: 22–28 s after the rise %.1f/s; from 30 s after: bound down to %d, %.1f/s",
+					seed, throughput(early), lo, throughput(up))
+				if lo < 14 || throughput(up) < 68 {
+					t.Errorf("seed %d: from 30 s after the rise: bound down to %d (want ≥ 14), %.1f/s (want ≥ 68)\n%s",
+						seed, lo, throughput(up), summary(steps, adaptiveInterval))
+				}
+			}
+		})
+	}
+}

@@ -94,7 +94,7 @@ func (a adaptiveMeasure) rate(bound int) adaptiveRate {
 	if work == 0 {
 		work = float64(a.Completed)
 	}
-	r := adaptiveRate{Bound: bound}
+	r := adaptiveRate{Bound: bound, Tokens: a.Work > 0}
 	if a.Elapsed > 0 {
 		r.Work = work / a.Elapsed.Seconds()
 	}
@@ -119,6 +119,10 @@ type adaptiveRate struct {
 	Bound   int     `json:"bound"`
 	Work    float64 `json:"work_per_second"`
 	Latency float64 `json:"latency_seconds_per_work"`
+	// Tokens says work is output tokens: latency per token is then precise
+	// (within a percent over 40 completions, whatever the mix), while
+	// latency per completion is as noisy as the mix.
+	Tokens bool `json:"tokens,omitempty"`
 }
 
 // gained says the step up from base to r paid: work a second rose by at
@@ -158,4 +162,32 @@ func (r adaptiveRate) kneeBetween(base adaptiveRate) int {
 		k = min(k, float64(r.Bound)*base.Latency/r.Latency)
 	}
 	return min(max(int(k+0.5), base.Bound), r.Bound-1)
+}
+
+// flatShare: latency per work within this share of the reference counts as
+// flat. Below the knee it does not move with the bound (with token counts
+// a 40-completion measurement holds it within a percent); a step up into
+// the plateau raises it by the step's ratio, 1/8 for the usual step.
+const flatShare = 1.04
+
+// flat says r's latency per work is at the reference ref: the bound r was
+// measured at is below the knee.
+func (r adaptiveRate) flat(ref float64) bool {
+	return ref > 0 && r.Latency <= ref*flatShare
+}
+
+// belowKnee says a step up from base to r stayed below the knee by latency
+// per token alone: it rose by less than a quarter of the step's ratio over
+// the reference, where above the knee it rises by all of it. Work a second
+// is the noisier signal — one long generation finishing inside a window or
+// not moves it by more than a step of one adds at a small bound — so with
+// token counts this keeps a step up that gained says nothing about.
+// Without them latency per completion is as noisy as work, and only
+// gained judges.
+func (r adaptiveRate) belowKnee(base adaptiveRate, ref float64) bool {
+	if !r.Tokens || ref <= 0 || r.Bound <= base.Bound || base.Bound <= 0 {
+		return false
+	}
+	ratio := float64(r.Bound) / float64(base.Bound)
+	return r.Latency <= ref*(1+(ratio-1)/4)
 }

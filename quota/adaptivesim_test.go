@@ -25,7 +25,11 @@ type simConfig struct {
 	// Timeout, holding their slot until then.
 	Hang    float64
 	Timeout time.Duration
-	Seed    uint64
+	// Bulk is the class partition: the workers, all bulk, are admitted
+	// up to adaptiveLimits.bulk of the bound, as the proxy admits bulk.
+	// The controller under test must be given the same.
+	Bulk bulkPart
+	Seed uint64
 }
 
 // simTick is the model's time step.
@@ -68,10 +72,11 @@ func newSimServer(cfg simConfig) *simServer {
 func (s *simServer) run(bound int, d time.Duration) adaptiveSample {
 	m := adaptiveSample{Bound: bound, Elapsed: d}
 	ticks, full := int(d/simTick), 0
+	bulk := adaptiveLimits{Bulk: s.cfg.Bulk}.bulk(bound)
 	for range ticks {
 		s.serve(&m)
-		s.admit(bound, &m)
-		if len(s.inFlight) >= bound && s.cfg.Workers > len(s.inFlight) {
+		s.admit(bulk, &m)
+		if len(s.inFlight) >= bulk && s.cfg.Workers > len(s.inFlight) {
 			full++
 		}
 	}

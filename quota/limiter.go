@@ -101,7 +101,8 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits) {
 	set := &limitSet{enforced: limits, local: cfg.PerReplica(), ceiling: limits.InFlight,
 		classes: cfg.Classes, replicas: cfg.Account.ExpectedReplicas}
 	if cfg.Account.AdaptiveInFlight {
-		set.adaptive = &adaptiveLimits{Floor: int(cfg.Account.MinInFlight), Ceiling: int(limits.InFlight)}
+		set.adaptive = &adaptiveLimits{Floor: int(cfg.Account.MinInFlight), Ceiling: int(limits.InFlight),
+			Bulk: bulkPart{Share: cfg.Classes.Bulk.Share, Reserve: cfg.Classes.Interactive.Reserve, Borrow: cfg.Classes.Bulk.Borrow}}
 	} else {
 		l.adapt.bound.Store(0) // turned on again, it starts afresh
 	}

@@ -1,0 +1,39 @@
+package quota
+
+import "math"
+
+// rose judges got, at the bound in force, against Ref, the latency per
+// unit of work normal at the accepted bound: the signal that the server
+// changed, whatever the phase. A probe is judged by it first, so that a
+// knee that drops while a step is measured is acted on by that step's
+// judgement instead of being taken for a step that did not pay.
+//
+// It returns the bound the rise points to (0: no rise) and whether to
+// act on it now: at once for a jump of latencyJump, else once a second
+// measurement in a row confirms it.
+func (l adaptiveLimits) rose(s adaptiveState, got adaptiveRate) (int, bool) {
+	if s.Ref <= 0 || got.Latency <= 0 || s.Accepted <= 0 {
+		return 0, false
+	}
+	// Above the knee latency per work grows in proportion to the bound, so
+	// a step up is expected to raise it by its ratio; only more than that
+	// says the server changed.
+	ref := s.Ref * max(1, float64(got.Bound)/float64(s.Accepted))
+	if got.Latency < latencyRise*ref || s.Base.Work > 0 && got.Work > s.Base.Work/keepShare {
+		return 0, false
+	}
+	// The bound that brings latency per work back to Ref is the knee now.
+	to := l.clamp(int(math.Ceil(float64(got.Bound) * s.Ref / got.Latency)))
+	if to >= s.Accepted {
+		return 0, false
+	}
+	return to, got.Latency >= latencyJump*ref || s.Rises+1 >= 2
+}
+
+// riseTo makes to, the knee a rise of latency per work points to, the
+// accepted bound, to be measured afresh against the same Ref.
+func (l adaptiveLimits) riseTo(s adaptiveState, to int) (adaptiveState, adaptiveAction, string) {
+	s = s.holdAt(to)
+	s.Base, s.Rises, s.Peak = adaptiveRate{}, 0, 0 // what the server did before says nothing now
+	return s, actLatencyRise, "latency per work rose with no more work"
+}
