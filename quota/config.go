@@ -209,11 +209,16 @@ const noRequestLimit = 60_000_000_000
 // RequestsPerMinute, or with adaptive_in_flight and none set,
 // noRequestLimit.
 func (a AccountConfig) requestsPerMinute() int64 {
-	if a.RequestsPerMinute == 0 && a.AdaptiveInFlight {
+	if !a.RequestLimited() {
 		return noRequestLimit
 	}
 	return a.RequestsPerMinute
 }
+
+// RequestLimited reports whether the account (or pool) limits requests a
+// minute: false for an adaptive one that sets no requests_per_minute,
+// whose bound is then its only limit.
+func (a AccountConfig) RequestLimited() bool { return a.RequestsPerMinute != 0 || !a.AdaptiveInFlight }
 
 // checkAllowance checks an account's or a pool's numbers, under key.
 func checkAllowance(bad func(string, string, ...any), key string, rpm, tpm, otpm, maxInFlight, replicas int64) {

@@ -50,7 +50,7 @@ func checkConfig(cfg Config, w io.Writer) error {
 // printPool prints the numbers one pool's configuration works out to.
 func printPool(p func(string, ...any), q quota.Config) {
 	fleet, local := q.Limits(), q.PerReplica()
-	if q.Account.RequestsPerMinute == 0 { // adaptive, no request limit: only the bound binds
+	if !q.Account.RequestLimited() { // quota decides: only the adaptive bound binds
 		p("requests/s\tnone (the adaptive bound only)\t")
 		printInFlight(p, q, fleet, local)
 		return
