@@ -41,16 +41,33 @@ const (
 
 // adaptiveState is one pool's controller, a plain value that round-trips
 // through encoding/json so that a fleet can keep it in the store and step
-// it from whichever replica holds the lease. The zero value has measured
+// it from whichever replica holds the lease (the embedded parts' fields
+// are flattened into one JSON object). The zero value has measured
 // nothing; next starts it at the floor.
 type adaptiveState struct {
-	Bound    int           `json:"bound"`    // the bound in force
-	Accepted int           `json:"accepted"` // the last bound judged good; Bound differs while growing or probing
-	Phase    adaptivePhase `json:"phase"`
-	Step     int           `json:"step"`   // the next probe's size
-	Streak   int           `json:"streak"` // probes kept in a row in this direction
-	Holds    int           `json:"holds"`  // measurements to hold before the next probe
-	Base     adaptiveRate  `json:"base"`   // measured at Accepted (EWMA); zero until measured
+	Bound    int `json:"bound"`    // the bound in force
+	Accepted int `json:"accepted"` // the last bound judged good; Bound differs while growing or probing
+	adaptiveCycle
+	adaptiveMemory
+	Since    time.Duration   `json:"since"`    // time since Bound last changed
+	Cooldown time.Duration   `json:"cooldown"` // time left without growth after a back-off
+	Measure  adaptiveMeasure `json:"measure"`  // saturated intervals at Bound so far
+}
+
+// adaptiveCycle is where the controller is in its cycle of growing,
+// holding and probing.
+type adaptiveCycle struct {
+	Phase  adaptivePhase `json:"phase"`
+	Step   int           `json:"step"`   // the next probe's size
+	Streak int           `json:"streak"` // probes kept in a row in this direction
+	Holds  int           `json:"holds"`  // measurements to hold before the next probe
+}
+
+// adaptiveMemory is what the controller has seen the server do, the
+// yardsticks a new measurement is judged by. A latency rise forgets Base
+// and Peak (the server changed); a back-off forgets Base and Ref.
+type adaptiveMemory struct {
+	Base adaptiveRate `json:"base"` // measured at Accepted (EWMA); zero until measured
 	// Ref is the latency per work judged normal at the accepted bound
 	// (EWMA), kept across a latency step down so that the next bound is
 	// judged against it too; MinLatency is the least Base.Latency seen.
@@ -59,11 +76,8 @@ type adaptiveState struct {
 	// Peak is the most work a second measured at an accepted bound since
 	// the knee last came down: what the server is known to do. Work well
 	// above it says the server gained capacity.
-	Peak     float64         `json:"peak_work_per_second"`
-	Rises    int             `json:"rises"`    // measurements in a row with latency per work risen
-	Since    time.Duration   `json:"since"`    // time since Bound last changed
-	Cooldown time.Duration   `json:"cooldown"` // time left without growth after a back-off
-	Measure  adaptiveMeasure `json:"measure"`  // saturated intervals at Bound so far
+	Peak  float64 `json:"peak_work_per_second"`
+	Rises int     `json:"rises"` // measurements in a row with latency per work risen
 }
 
 // adaptiveLimits are the bounds an adaptive in-flight bound moves between:
@@ -110,7 +124,7 @@ func (l adaptiveLimits) clamp(n int) int {
 // start from the floor. The zero adaptiveState stands for it too.
 func (l adaptiveLimits) initial() adaptiveState {
 	b := l.clamp(0)
-	return adaptiveState{Phase: phaseGrow, Bound: b, Accepted: b, Step: max(1, b/8)}
+	return adaptiveState{Bound: b, Accepted: b, adaptiveCycle: adaptiveCycle{Phase: phaseGrow, Step: max(1, b/8)}}
 }
 
 // next feeds one interval's sample to the controller and returns its new
@@ -123,7 +137,7 @@ func (l adaptiveLimits) next(s adaptiveState, m adaptiveSample) (adaptiveState, 
 	case b != s.Bound || l.clamp(s.Accepted) != s.Accepted:
 		// The floor or the ceiling moved (a reload): start over from the
 		// nearest allowed bound.
-		s = adaptiveState{Phase: phaseHold, Bound: b, Accepted: b, Step: max(1, b/8)}
+		s = adaptiveState{Bound: b, Accepted: b, adaptiveCycle: adaptiveCycle{Phase: phaseHold, Step: max(1, b/8)}}
 	}
 	d := adaptiveDecision{Action: actHold, From: s.Bound, To: s.Bound}
 	if m.Bound != s.Bound || m.Elapsed <= 0 {

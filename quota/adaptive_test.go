@@ -174,7 +174,7 @@ func TestAdaptiveThrottleBurst(t *testing.T) {
 // TestAdaptiveDemandLimited: 3 workers under a bound of 50 never saturate
 // it, so the bound says nothing and does not move.
 func TestAdaptiveDemandLimited(t *testing.T) {
-	st := adaptiveState{Phase: phaseHold, Bound: 50, Accepted: 50, Step: 6}
+	st := adaptiveState{Bound: 50, Accepted: 50, adaptiveCycle: adaptiveCycle{Phase: phaseHold, Step: 6}}
 	steps := simulate(newSimServer(simConfig{Slots: 8, Service: 200 * time.Millisecond, Workers: 3, Seed: 1}),
 		adaptiveLimits{Ceiling: 200}, st, adaptiveInterval, 5*time.Minute, nil)
 	for _, s := range steps {
@@ -291,7 +291,7 @@ func TestAdaptiveStart(t *testing.T) {
 		}
 	}
 	lim := adaptiveLimits{Ceiling: 64}
-	st := adaptiveState{Phase: phaseHold, Bound: 32, Accepted: 32, Step: 4}
+	st := adaptiveState{Bound: 32, Accepted: 32, adaptiveCycle: adaptiveCycle{Phase: phaseHold, Step: 4}}
 	m := full
 	m.Bound = 16
 	if got, d := lim.next(st, m); !reflect.DeepEqual(got, st) || d.Why != "sample for another bound" {
@@ -353,7 +353,7 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 	lim := adaptiveLimits{Ceiling: 200}
 	plain := simulate(newSimServer(knee16()), lim, adaptiveState{}, adaptiveInterval, 60*time.Second, nil)
 	probe := firstDecision(plain, actProbeUp, 30*time.Second)
-	fromSix := adaptiveState{Phase: phaseGrow, Bound: 6, Accepted: 6, Step: 1}
+	fromSix := adaptiveState{Bound: 6, Accepted: 6, adaptiveCycle: adaptiveCycle{Phase: phaseGrow, Step: 1}}
 	settled := firstDecision(simulate(newSimServer(knee16()), lim, fromSix, adaptiveInterval, 60*time.Second, nil), actSettle, 0)
 	if probe < 0 || settled < 0 {
 		t.Fatalf("no probe up after 30 s (%v) or no settle (%v) at 16 slots", probe, settled)
@@ -418,9 +418,9 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 				if c.tokens {
 					unit = simMeanTokens
 				}
-				st := adaptiveState{Phase: phaseDown, Bound: 4, Accepted: 5, Step: 1,
-					Base: adaptiveRate{Bound: 5, Work: 20 * unit, Latency: 0.25 / unit},
-					Ref:  0.225 / unit, MinLatency: 0.2 / unit, Peak: 20 * unit}
+				st := adaptiveState{Bound: 4, Accepted: 5, adaptiveCycle: adaptiveCycle{Phase: phaseDown, Step: 1},
+					adaptiveMemory: adaptiveMemory{Base: adaptiveRate{Bound: 5, Work: 20 * unit, Latency: 0.25 / unit},
+						Ref: 0.225 / unit, MinLatency: 0.2 / unit, Peak: 20 * unit}}
 				rise := srv.now
 				srv.Slots = 16
 				steps := simulate(srv, adaptiveLimits{Ceiling: 200, Bulk: c.bulk}, st, adaptiveInterval, rise+60*time.Second, nil)

@@ -16,6 +16,7 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 	f := promauto.With(reg)
 	reg.MustRegister(newCapCollector(a))
 	reg.MustRegister(newPoolCollector(a))
+	reg.MustRegister(newAdaptiveCollector(a))
 	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "meterproxy_store_call_duration_seconds",
 		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",
@@ -55,8 +56,6 @@ type poolCollector struct {
 	usedRequests, usedTokens   *prometheus.Desc
 	limitRequests, limitTokens *prometheus.Desc
 	limit, hold                *prometheus.Desc
-	// The adaptive bound's, for pools with adaptive_in_flight only.
-	adaptWork, adaptLatency, adaptDecisions *prometheus.Desc
 }
 
 func newPoolCollector(a *Admitter) *poolCollector {
@@ -82,25 +81,12 @@ func newPoolCollector(a *Admitter) *poolCollector {
 		hold: prometheus.NewDesc("meterproxy_upstream_hold_seconds",
 			"How much longer the pool's bulk is held on the upstream's word (remaining below the interactive reserve, or a 429) or by its output budget, as of the store's last answer.",
 			[]string{"pool"}, nil),
-		adaptWork: prometheus.NewDesc("meterproxy_adaptive_work_per_second",
-			"The work a second (output tokens, or completions where responses report none) of the last measurement the pool's adaptive in-flight bound judged, fleet-wide with Redis; only for pools with adaptive_in_flight.",
-			[]string{"pool"}, nil),
-		adaptLatency: prometheus.NewDesc("meterproxy_adaptive_latency_seconds_per_work",
-			"Latency per unit of work (admission to end, over output tokens or completions) of the last measurement the pool's adaptive in-flight bound judged; only for pools with adaptive_in_flight.",
-			[]string{"pool"}, nil),
-		adaptDecisions: prometheus.NewDesc("meterproxy_adaptive_decisions_total",
-			"Steps of the pool's adaptive in-flight bound this replica took (the fleet's steps are the sum over replicas), by action: grow, settle, probe_up, probe_down, revert, back_off, latency_rise, hold.",
-			[]string{"pool", "action"}, nil),
 	}
 }
 
-// adaptiveActions are the decisions' closed set, for their label.
-var adaptiveActions = []adaptiveAction{actGrow, actSettle, actProbeUp, actProbeDown, actRevert, actBackOff, actLatencyRise, actHold}
-
 // Describe implements prometheus.Collector.
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queued, c.inFlight, c.fleet, c.usedRequests, c.usedTokens, c.limitRequests, c.limitTokens, c.limit, c.hold,
-		c.adaptWork, c.adaptLatency, c.adaptDecisions} {
+	for _, d := range []*prometheus.Desc{c.queued, c.inFlight, c.fleet, c.usedRequests, c.usedTokens, c.limitRequests, c.limitTokens, c.limit, c.hold} {
 		ch <- d
 	}
 }
@@ -117,14 +103,6 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.limit, float64(bound), pool)
 		gauge(c.hold, l.UpstreamHold().Seconds(), pool)
-		if l.limits.Load().adaptive != nil {
-			view, decisions := l.adapt.view()
-			gauge(c.adaptWork, view.Judged.Work, pool)
-			gauge(c.adaptLatency, view.Judged.Latency, pool)
-			for _, act := range adaptiveActions {
-				ch <- prometheus.MustNewConstMetric(c.adaptDecisions, prometheus.CounterValue, float64(decisions[act]), pool, string(act))
-			}
-		}
 		w := l.Window()
 		lim := l.limits.Load().enforced
 		rps, tps := lim.perSecond()
