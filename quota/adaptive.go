@@ -256,6 +256,13 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 			work := max(s.Base.Work, got.Work) // each step down is judged against the most work seen
 			s = s.accept(got).kept()
 			s.Base.Work = work
+			if !s.queued() {
+				// Latency per work is back at the least seen: nothing
+				// queues in the server, so the bound is at the knee, and
+				// a step further down could only lose work — at a small
+				// bound a quarter of it for a whole measurement.
+				return s.holdAt(s.Accepted), actSettle, "step down kept the work and ended the queue"
+			}
 			return l.probe(s, -1, "step down kept the work")
 		}
 	default:
@@ -315,7 +322,8 @@ func (l adaptiveLimits) probe(s adaptiveState, dir int, why string) (adaptiveSta
 // can rise 30% by itself) or jumped in one (see rose), and probes once
 // the hold is over.
 func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, adaptiveAction, string) {
-	if s.Base.Work == 0 || s.Base.Bound != got.Bound {
+	fresh := s.Base.Work == 0 || s.Base.Bound != got.Bound
+	if fresh {
 		s.Base = got
 		if s.Ref == 0 {
 			s.Ref = got.Latency
@@ -334,6 +342,15 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 	s.Peak = max(s.Peak, s.Base.Work)
 	if s.MinLatency == 0 || s.Base.Latency < s.MinLatency {
 		s.MinLatency = s.Base.Latency
+	}
+	if fresh && s.queued() && s.Accepted != l.clamp(s.Accepted-1) {
+		// The first measurement of a bound a latency rise, a back-off or
+		// a settle just chose, and requests still queue in the server:
+		// those estimates round up, and a probe above cannot pay while
+		// requests queue, so the next probe goes below, at once — a
+		// probe on a real server takes a warm-up and a measurement,
+		// 4–10 s of the 30 s a moved knee is to be followed in.
+		return l.probe(s, -1, "queueing at the new bound; trying below")
 	}
 	if s.Holds > 0 {
 		s.Holds--

@@ -437,3 +437,36 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 		})
 	}
 }
+
+// TestAdaptiveDropSettles: after the knee drops from 16 slots to 4 under
+// the proxy's default class partition, the bound settles where bulk fills
+// the 4 slots without probing below them: from 20 s after the drop, at
+// every offset of the drop in the probe cycle, no bound at which bulk
+// holds fewer than 4, and ≥ 19.5 completions a second of 20. Each probe
+// below the knee costs a quarter of the work for a warm-up and a
+// measurement, which on the real proxy is 4–10 s (issue 24's e2e measured
+// 17/s over the 10 s after 30 s when the cycle probed up first and then
+// stepped down to the floor).
+func TestAdaptiveDropSettles(t *testing.T) {
+	part := bulkPart{Share: 0.2, Reserve: 0.3, Borrow: true}
+	lim := adaptiveLimits{Ceiling: 200, Bulk: part}
+	for off := time.Duration(0); off < 20*time.Second; off += 2 * time.Second {
+		drop := 40*time.Second + off
+		cfg := knee16()
+		cfg.Bulk = part
+		srv := newSimServer(cfg)
+		steps := simulate(srv, lim, adaptiveState{}, adaptiveInterval, drop+60*time.Second, func(now time.Duration) {
+			if now == drop {
+				srv.Slots = 4
+			}
+		})
+		after := during(steps, drop+20*time.Second, drop+60*time.Second)
+		lo, hi := boundRange(after)
+		t.Logf("offset %2.0f s: from 20 s after the drop bound %d..%d (bulk %d..%d), %.1f/s",
+			off.Seconds(), lo, hi, lim.bulk(lo), lim.bulk(hi), throughput(after))
+		if lim.bulk(lo) < 4 || throughput(after) < 19.5 {
+			t.Errorf("offset %v: from 20 s after the drop bound down to %d (bulk %d, want ≥ 4), %.1f/s (want ≥ 19.5)\n%s",
+				off, lo, lim.bulk(lo), throughput(after), summary(steps, adaptiveInterval))
+		}
+	}
+}

@@ -65,6 +65,8 @@ type adaptiveView struct {
 		To     int    `json:"to"`
 		Why    string `json:"why"`
 	} `json:"last_decision"`
+	Work    float64 `json:"work_per_second"`          // the last measurement judged
+	Latency float64 `json:"latency_seconds_per_work"` // its latency per unit of work
 }
 
 // answered is one request's answer: when it came and how long it took.
@@ -95,7 +97,7 @@ func startAdaptiveLoad(t *testing.T, shape loadShape) *adaptiveLoad {
 	l := &adaptiveLoad{t: t, fake: fake, proxy: p, cancel: cancel, started: time.Now()}
 	t.Cleanup(func() { // runs before the proxy's stop, registered earlier
 		l.stop()
-		if t.Failed() && len(l.trail) > 0 {
+		if len(l.trail) > 0 { // with -v or on failure
 			t.Logf("the adaptive bound's decisions, as /admin/state showed them:\n%s", strings.Join(l.trail, "\n"))
 		}
 	})
@@ -167,8 +169,8 @@ func (l *adaptiveLoad) look() bool {
 	}
 	if *state.Adaptive != l.last {
 		v := *state.Adaptive
-		l.trail = append(l.trail, fmt.Sprintf("%5.1fs bound %d, %s: %s %d→%d (%s)", time.Since(l.started).Seconds(),
-			v.Bound, v.Phase, v.Last.Action, v.Last.From, v.Last.To, v.Last.Why))
+		l.trail = append(l.trail, fmt.Sprintf("%5.1fs bound %d, %s: %s %d→%d (%s); judged %.1f/s at %.3g s/work", time.Since(l.started).Seconds(),
+			v.Bound, v.Phase, v.Last.Action, v.Last.From, v.Last.To, v.Last.Why, v.Work, v.Latency))
 	}
 	l.last = *state.Adaptive
 	return true
