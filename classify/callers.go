@@ -36,6 +36,9 @@ type Caller struct {
 	// Weight is the caller's share of its class against the class's other
 	// callers (classes.<class>.fairness: callers); 0 means 1.
 	Weight float64 `koanf:"weight"`
+	// Budget caps what the caller's requests may cost per day or month,
+	// fleet-wide; the zero value is no budget of its own.
+	Budget Budget `koanf:"budget"`
 }
 
 // ValidateCallers reports every problem in callers at once, each naming its
@@ -94,6 +97,7 @@ func compileCallers(callers []Caller, getenv func(string) string) ([]entry, erro
 		if c.RequestsPerMinute < 0 {
 			bad(key+".requests_per_minute", "must be >= 0 (0 = no cap), got %d", c.RequestsPerMinute)
 		}
+		c.Budget.Check(bad, key+".budget")
 		hash, field, err := callerHash(c, getenv)
 		if err != nil {
 			bad(key+field, "%v", err)

@@ -63,6 +63,9 @@ type InteractiveConfig struct {
 	// Fairness shares the class between its callers (callers, the
 	// default) or serves it first come, first served (fifo).
 	Fairness Fairness `koanf:"fairness"`
+	// Budget caps what the class's requests may cost per day or month,
+	// fleet-wide, whoever sends them; the zero value is none.
+	Budget classify.Budget `koanf:"budget"`
 }
 
 // BulkConfig is the bulk class: imports, batch jobs, worker fleets.
@@ -79,6 +82,9 @@ type BulkConfig struct {
 	// Fairness shares the class between its callers (callers, the
 	// default) or serves it first come, first served (fifo).
 	Fairness Fairness `koanf:"fairness"`
+	// Budget caps what the class's requests may cost per day or month,
+	// fleet-wide, whoever sends them; the zero value is none.
+	Budget classify.Budget `koanf:"budget"`
 }
 
 // ClassesConfig holds the two classes.
@@ -100,6 +106,10 @@ type StoreConfig struct {
 	// Heartbeat is the longest a replica stays silent towards Redis; a
 	// replica's slots expire after three heartbeats without a call.
 	Heartbeat time.Duration `koanf:"heartbeat"`
+	// SpendFile, with the in-process store, is the file budgets' spend is
+	// kept in across restarts (written every second; see budgetfile.go);
+	// empty keeps it in memory only. With Redis, spend is kept there.
+	SpendFile string `koanf:"spend_file"`
 	// TLSCAFile is a PEM bundle of the certificate authorities that verify
 	// Redis's certificate on a rediss:// RedisURL (one server, Cluster or
 	// Sentinel); empty means the system's roots.
@@ -168,6 +178,8 @@ func (c Config) Validate() error {
 	}
 	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
+	ic.Budget.Check(bad, "classes.interactive.budget")
+	bc.Budget.Check(bad, "classes.bulk.budget")
 	for key, f := range map[string]Fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
 		if err := configcheck.OneOf(f, fairnessModes...); f != "" && err != nil { // "" is the default, callers
 			bad(key, "%v", err)

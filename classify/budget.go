@@ -1,0 +1,94 @@
+package classify
+
+import (
+	"math"
+	"time"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
+)
+
+// Budget is a spend budget: at most USD dollars of priced usage per UTC
+// day or month, on a caller (callers[].budget) or a class
+// (classes.<class>.budget). Package quota enforces it; the zero value is
+// no budget.
+type Budget struct {
+	// USD is the most the budget's requests may cost in a period, in US
+	// dollars, > 0 when the budget is set.
+	USD float64 `koanf:"usd"`
+	// Per is the period the budget counts over: day or month, in UTC.
+	Per BudgetPeriod `koanf:"per"`
+	// Unpriced is what happens to a request of the budget's for a model
+	// no prices entry matches: refuse (the default: a budget that cannot
+	// price a request cannot hold it) or allow (it passes, costing $0).
+	Unpriced UnpricedPolicy `koanf:"unpriced"`
+}
+
+// maxBudgetUSD is the largest budget, $1M a period: a typo guard, and
+// the bound under which quota's Redis script, which compares amounts as
+// Lua doubles, counts every nanodollar exactly (2^53 nanodollars is
+// $9.0M).
+const maxBudgetUSD = 1e6
+
+// Set reports whether b is a budget at all.
+func (b Budget) Set() bool { return b != Budget{} }
+
+// Check reports b's problems to bad, each under key (e.g.
+// "callers[0].budget"): usd > 0 and ≤ 1e9 with per day or month when the
+// budget is set at all.
+func (b Budget) Check(bad func(key, format string, args ...any), key string) {
+	if !b.Set() {
+		return
+	}
+	if math.IsNaN(b.USD) || b.USD <= 0 || b.USD > maxBudgetUSD {
+		bad(key+".usd", "must be more than 0 and at most %g dollars, got %g", float64(maxBudgetUSD), b.USD)
+	}
+	if b.Per == "" {
+		bad(key+".per", "must be day or month")
+	}
+}
+
+// BudgetPeriod is what a budget counts over: a UTC day or a UTC month.
+type BudgetPeriod string
+
+// The periods.
+const (
+	PerDay   BudgetPeriod = "day"
+	PerMonth BudgetPeriod = "month"
+)
+
+// UnmarshalText implements encoding.TextUnmarshaler: day or month.
+func (p *BudgetPeriod) UnmarshalText(b []byte) error {
+	return configcheck.SetOneOf(p, b, PerDay, PerMonth)
+}
+
+// Window returns the period that holds t: its name ("2026-12-01" for a
+// day, "2026-12" for a month), which keys the period's spend, and when it
+// ends — when the budget resets. t is taken in UTC.
+func (p BudgetPeriod) Window(t time.Time) (name string, resets time.Time) {
+	t = t.UTC()
+	if p == PerDay {
+		start := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+		return start.Format("2006-01-02"), start.AddDate(0, 0, 1)
+	}
+	start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return start.Format("2006-01"), start.AddDate(0, 1, 0)
+}
+
+// UnpricedPolicy is what a budget does with a request for a model no
+// price matches.
+type UnpricedPolicy string
+
+// The policies.
+const (
+	UnpricedRefuse UnpricedPolicy = "refuse"
+	UnpricedAllow  UnpricedPolicy = "allow"
+)
+
+// UnmarshalText implements encoding.TextUnmarshaler: refuse or allow.
+func (u *UnpricedPolicy) UnmarshalText(b []byte) error {
+	return configcheck.SetOneOf(u, b, UnpricedRefuse, UnpricedAllow)
+}
+
+// Allows reports whether the policy lets an unpriced request pass; the
+// zero value refuses.
+func (u UnpricedPolicy) Allows() bool { return u == UnpricedAllow }

@@ -1,0 +1,124 @@
+-- budget.lua: spend budgets for a fleet, atomically (budgetredis.go).
+--
+-- KEYS (one {hash tag} for every budget, {prefix:budget}, so Redis
+-- Cluster keeps them in one slot and a request's caller and class
+-- budgets are reserved together):
+--   1       alive  ZSET  replica -> expiry (ms): replicas that may hold
+--                        reservations
+--   2..n+1  HASH   one budget period each: spent, reserved (nanodollars,
+--                  integers) and r:<replica>:<n> -> the nanodollars one
+--                  reservation holds
+-- ARGV[1]: one JSON object, budgetredis.go's budgetArgs (the names are its
+-- json tags): op (reserve, settle, read, alive); id, the reservation;
+-- replica; cost; reserved (settle: what the reservation held); limits and
+-- expire_s, one per budget key; ttl_ms, how long a silent replica's
+-- reservations stay reservations; clock_ms, 0 in production (Redis TIME).
+-- Amounts are below 2^53 (budgetredis.go clamps them), so Lua's doubles
+-- hold them exactly.
+-- Reply: one JSON object, budgetReply: outcome (0 reserved, 1 wait, 2
+-- exceeded; budgetOutcome), refused (0-based index of the budget that
+-- refused), use ([spent, reserved] per budget, as decimal strings: cjson
+-- prints at most 14 significant digits).
+
+local a = cjson.decode(ARGV[1])
+local kalive = KEYS[1]
+local nowMs = a.clock_ms
+if nowMs == 0 then
+  local t = redis.call('TIME')
+  nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function num(v) return tonumber(v or '0') or 0 end
+local function str(n) return string.format('%.0f', n) end
+
+local function use(k)
+  local v = redis.call('HMGET', k, 'spent', 'reserved')
+  return num(v[1]), num(v[2])
+end
+
+local function reply(outcome, refused)
+  local uses = {}
+  for i = 2, #KEYS do
+    local s, r = use(KEYS[i])
+    uses[#uses + 1] = {str(s), str(r)}
+  end
+  return cjson.encode({outcome = outcome, refused = refused, use = uses})
+end
+
+if a.op == 'read' then return reply(0, 0) end
+
+-- This replica is alive, and its reservations are reservations, until
+-- ttl_ms from now.
+redis.call('ZADD', kalive, nowMs + a.ttl_ms, a.replica)
+redis.call('ZREMRANGEBYSCORE', kalive, '-inf', nowMs - 86400000) -- a day silent: long gone
+redis.call('PEXPIRE', kalive, 86400000)
+if a.op == 'alive' then return reply(0, 0) end
+
+if a.op == 'settle' then
+  for i = 2, #KEYS do
+    local k = KEYS[i]
+    local held = redis.call('HGET', k, 'r:' .. a.id)
+    if held then
+      redis.call('HDEL', k, 'r:' .. a.id)
+      redis.call('HINCRBY', k, 'reserved', str(-num(held)))
+      redis.call('HINCRBY', k, 'spent', str(a.cost))
+    else
+      -- Reaped (below): its replica was taken for gone and it was charged
+      -- in full; give back what it held beyond its cost.
+      local d = math.max(a.cost - a.reserved, -num(redis.call('HGET', k, 'spent')))
+      if d ~= 0 then redis.call('HINCRBY', k, 'spent', str(d)) end
+    end
+    redis.call('EXPIRE', k, a.expire_s[i - 1])
+  end
+  return reply(0, 0)
+end
+
+-- reserve: each budget must hold cost beside what it spent (else
+-- exceeded) and beside what others hold reserved (else wait).
+local function judge()
+  local outcome, refused = 0, 0
+  for i = 2, #KEYS do
+    local s, r = use(KEYS[i])
+    local lim = a.limits[i - 1]
+    local o = 0
+    if s + a.cost > lim then o = 2 elseif s + r + a.cost > lim then o = 1 end
+    if o > outcome then outcome, refused = o, i - 2 end
+  end
+  return outcome, refused
+end
+
+local outcome, refused = judge()
+if outcome ~= 0 then
+  -- Before refusing or waiting: the reservations of replicas that stopped
+  -- calling (killed, cut off) are charged in full — what their requests
+  -- cost is unknown, and a budget is never overspent — and leave the
+  -- reservations. A replica that comes back settles them with a refund.
+  local reaped = false
+  for i = 2, #KEYS do
+    local k = KEYS[i]
+    local f = redis.call('HGETALL', k)
+    for j = 1, #f, 2 do
+      local rep = string.match(f[j], '^r:(.*):[^:]*$')
+      if rep then
+        local exp = redis.call('ZSCORE', kalive, rep)
+        if not exp or tonumber(exp) < nowMs then
+          local v = num(f[j + 1])
+          redis.call('HDEL', k, f[j])
+          redis.call('HINCRBY', k, 'reserved', str(-v))
+          redis.call('HINCRBY', k, 'spent', str(v))
+          reaped = true
+        end
+      end
+    end
+  end
+  if reaped then outcome, refused = judge() end
+end
+if outcome == 0 then
+  for i = 2, #KEYS do
+    local k = KEYS[i]
+    redis.call('HSET', k, 'r:' .. a.id, str(a.cost))
+    redis.call('HINCRBY', k, 'reserved', str(a.cost))
+    redis.call('EXPIRE', k, a.expire_s[i - 1])
+  end
+end
+return reply(outcome, refused)

@@ -1,0 +1,139 @@
+package quota
+
+import (
+	"context"
+	_ "embed" // the Lua script
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed budget.lua
+var budgetLua string
+
+// budgetScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
+var budgetScript = redis.NewScript(budgetLua)
+
+var _ budgetStore = (*redisBudgets)(nil)
+
+// redisBudgets is the budgetStore a fleet shares: every budget period is a
+// hash in Redis, all under the one hash tag {prefix:budget}, and every
+// call is one budget.lua call. A reservation is a field of its own, named
+// by its replica, so that the reservations of a replica that stopped
+// calling can be told apart and charged in full (budget.lua).
+type redisBudgets struct {
+	client  redis.Scripter
+	prefix  string
+	replica string
+	// ttl is how long a silent replica's reservations stay reservations:
+	// it tells the store it is alive (alive) while it holds any.
+	ttl     time.Duration
+	timeout time.Duration
+	// clock, when set (tests only), replaces Redis TIME and the periods'
+	// expiry.
+	clock func() time.Time
+}
+
+// newRedisBudgets returns the budget store on client under cfg's
+// key_prefix, a silent replica's reservations lasting three heartbeats;
+// replica names this replica (the pools' store's name).
+func newRedisBudgets(client redis.Scripter, cfg StoreConfig, replica string) *redisBudgets {
+	return &redisBudgets{client: client, prefix: cfg.KeyPrefix, replica: replica, ttl: 3 * cfg.Heartbeat, timeout: cfg.Timeout}
+}
+
+// maxScriptMoney is the most any amount sent to budget.lua may be: Lua's
+// doubles hold integers exactly up to 2^53, and sums of two must too.
+const maxScriptMoney = Nanodollars(1 << 52)
+
+// budgetArgs is budget.lua's one argument.
+type budgetArgs struct {
+	Op       string        `json:"op"`
+	ID       string        `json:"id"`
+	Replica  string        `json:"replica"`
+	Cost     Nanodollars   `json:"cost"`
+	Reserved Nanodollars   `json:"reserved"`
+	Limits   []Nanodollars `json:"limits"`
+	ExpireS  []int64       `json:"expire_s"`
+	TTLMs    int64         `json:"ttl_ms"`
+	ClockMs  int64         `json:"clock_ms"`
+}
+
+// budgetReply is budget.lua's reply.
+type budgetReply struct {
+	Outcome budgetOutcome `json:"outcome"`
+	Refused int           `json:"refused"`
+	Use     [][2]string   `json:"use"`
+}
+
+// budgetKeyTTL is how long a budget period's hash outlives the period:
+// long enough to read the last period's spend after it reset.
+const budgetKeyTTL = 35 * 24 * time.Hour
+
+// call runs op on keys.
+func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost, reserved Nanodollars) (budgetAnswer, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	now := time.Now()
+	args := budgetArgs{Op: op, ID: id, Replica: s.replica, Cost: min(max(cost, 0), maxScriptMoney),
+		Reserved: min(max(reserved, 0), maxScriptMoney), TTLMs: s.ttl.Milliseconds()}
+	if s.clock != nil {
+		now = s.clock()
+		args.ClockMs = now.UnixMilli()
+	}
+	rkeys := make([]string, 1, len(keys)+1)
+	rkeys[0] = "{" + s.prefix + ":budget}:alive"
+	for _, k := range keys {
+		rkeys = append(rkeys, "{"+s.prefix+":budget}:"+k.Budget+":"+k.Period)
+		args.Limits = append(args.Limits, min(k.Limit, maxScriptMoney))
+		args.ExpireS = append(args.ExpireS, int64(max(k.Resets.Sub(now)+budgetKeyTTL, time.Hour)/time.Second))
+	}
+	arg, err := json.Marshal(args)
+	if err != nil {
+		return budgetAnswer{}, err
+	}
+	raw, err := budgetScript.Run(ctx, s.client, rkeys, arg).Text()
+	if err != nil {
+		return budgetAnswer{}, err
+	}
+	var rep budgetReply
+	if err := json.Unmarshal([]byte(raw), &rep); err != nil {
+		return budgetAnswer{}, fmt.Errorf("budget.lua reply %q: %w", raw, err)
+	}
+	ans := budgetAnswer{Outcome: rep.Outcome, Refused: rep.Refused, Use: make([]budgetUse, len(rep.Use))}
+	for i, u := range rep.Use {
+		spent, err1 := strconv.ParseInt(u[0], 10, 64)
+		held, err2 := strconv.ParseInt(u[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return budgetAnswer{}, fmt.Errorf("budget.lua reply %q: not integers", raw)
+		}
+		ans.Use[i] = budgetUse{Spent: Nanodollars(spent), Reserved: Nanodollars(held)}
+	}
+	return ans, nil
+}
+
+// reserve implements budgetStore.
+func (s *redisBudgets) reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+	return s.call(ctx, "reserve", keys, s.replica+":"+id, cost, 0)
+}
+
+// settle implements budgetStore.
+func (s *redisBudgets) settle(ctx context.Context, keys []budgetKey, id string, reserved, cost Nanodollars) error {
+	_, err := s.call(ctx, "settle", keys, s.replica+":"+id, cost, reserved)
+	return err
+}
+
+// read implements budgetStore.
+func (s *redisBudgets) read(ctx context.Context, keys []budgetKey) ([]budgetUse, error) {
+	ans, err := s.call(ctx, "read", keys, "", 0, 0)
+	return ans.Use, err
+}
+
+// alive tells the store this replica is alive, so that its reservations
+// stay reservations for another ttl.
+func (s *redisBudgets) alive(ctx context.Context) error {
+	_, err := s.call(ctx, "alive", nil, "", 0, 0)
+	return err
+}

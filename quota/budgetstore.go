@@ -1,0 +1,183 @@
+package quota
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// budgetKey is one budget's current period, as the store keys its spend.
+type budgetKey struct {
+	// Budget names the budget: "caller:<name>" or "class:<class>".
+	Budget string `json:"budget"`
+	// Period is the period's name (classify.BudgetPeriod.Window).
+	Period string `json:"period"`
+	// Limit is the budget: the most its period may spend.
+	Limit Nanodollars `json:"limit"`
+	// Resets is when the period ends: the store keeps its spend a while
+	// after.
+	Resets time.Time `json:"-"`
+}
+
+// budgetOutcome is what a reservation got.
+type budgetOutcome int
+
+// The outcomes of budgetStore.reserve.
+const (
+	// budgetReserved: the cost fits every budget; it is reserved on each.
+	budgetReserved budgetOutcome = iota
+	// budgetWait: the cost fits what one budget has not spent, but not
+	// beside what other requests hold reserved there; it may fit once
+	// they settle (to their real cost, below their worst case).
+	budgetWait
+	// budgetExceeded: the cost does not fit what one budget has left
+	// unspent, whatever the reservations settle to.
+	budgetExceeded
+)
+
+// budgetUse is a budget period's spend: settled, and held by reservations
+// not settled yet.
+type budgetUse struct {
+	Spent    Nanodollars `json:"spent"`
+	Reserved Nanodollars `json:"reserved"`
+}
+
+// budgetAnswer is the answer to a reservation: its outcome, which budget
+// (an index of the keys) refused it, and every budget's use after it.
+type budgetAnswer struct {
+	Outcome budgetOutcome
+	Refused int
+	Use     []budgetUse
+}
+
+// budgetStore keeps budgets' spend, for one replica or a fleet. A
+// reservation holds a request's worst-case cost on each of its budgets at
+// once, so that concurrent requests can never spend together more than a
+// budget allows; settling it replaces the worst case by the real cost.
+// Implementations are safe for concurrent use.
+type budgetStore interface {
+	// reserve reserves cost on every key under the reservation id (unique
+	// to the request), if it fits each (see budgetOutcome); nothing is
+	// reserved unless the outcome is budgetReserved.
+	reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error)
+	// settle ends reservation id, which held reserved on each key, and
+	// adds cost to each key's spend.
+	settle(ctx context.Context, keys []budgetKey, id string, reserved, cost Nanodollars) error
+	// read returns each key's use.
+	read(ctx context.Context, keys []budgetKey) ([]budgetUse, error)
+}
+
+// fits says what a reservation of cost may get from a budget whose period
+// stands at u: the judgement both stores make, memory here and Redis in
+// budget.lua.
+func (u budgetUse) fits(cost, limit Nanodollars) budgetOutcome {
+	switch {
+	case addMoney(u.Spent, cost) > limit:
+		return budgetExceeded
+	case addMoney(addMoney(u.Spent, u.Reserved), cost) > limit:
+		return budgetWait
+	}
+	return budgetReserved
+}
+
+// judge is the outcome of a reservation of cost over keys at uses: the
+// worst of the keys' (exceeded before wait), and the first key that gave
+// it.
+func judge(keys []budgetKey, uses []budgetUse, cost Nanodollars) (budgetOutcome, int) {
+	out, refused := budgetReserved, 0
+	for i, k := range keys {
+		if o := uses[i].fits(cost, k.Limit); o > out {
+			out, refused = o, i
+		}
+	}
+	return out, refused
+}
+
+// budgetSlot names a budget's period in memBudgets.
+type budgetSlot struct{ budget, period string }
+
+// memBudget is one budget period in memBudgets: its use and its
+// reservations by id.
+type memBudget struct {
+	use budgetUse
+	res map[string]Nanodollars
+}
+
+var _ budgetStore = (*memBudgets)(nil)
+
+// memBudgets is the budgetStore of one replica, in process. Its spend can
+// outlive the process in a file (budgetFile).
+type memBudgets struct {
+	mu     sync.Mutex
+	slots  map[budgetSlot]*memBudget
+	dirty  bool // changed since the last snapshot
+	saveMu sync.Mutex
+}
+
+// newMemBudgets returns an empty in-process budget store.
+func newMemBudgets() *memBudgets { return &memBudgets{slots: map[budgetSlot]*memBudget{}} }
+
+// slot returns k's period, created empty. Called with mu held.
+func (m *memBudgets) slot(k budgetKey) *memBudget {
+	s := budgetSlot{k.Budget, k.Period}
+	b := m.slots[s]
+	if b == nil {
+		b = &memBudget{res: map[string]Nanodollars{}}
+		m.slots[s] = b
+	}
+	return b
+}
+
+// reserve implements budgetStore.
+func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uses := make([]budgetUse, len(keys))
+	for i, k := range keys {
+		uses[i] = m.slot(k).use
+	}
+	out, refused := judge(keys, uses, cost)
+	if out == budgetReserved {
+		for i, k := range keys {
+			b := m.slot(k)
+			b.res[id] = cost
+			b.use.Reserved = addMoney(b.use.Reserved, cost)
+			uses[i] = b.use
+		}
+		m.dirty = true
+	}
+	return budgetAnswer{Outcome: out, Refused: refused, Use: uses}, nil
+}
+
+// settle implements budgetStore. A reservation it does not hold (the
+// process restarted, and the file counted it as spent) refunds what it
+// held beyond cost.
+func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, reserved, cost Nanodollars) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		b := m.slot(k)
+		if r, ok := b.res[id]; ok {
+			delete(b.res, id)
+			b.use.Reserved = max(b.use.Reserved-r, 0)
+			b.use.Spent = addMoney(b.use.Spent, cost)
+		} else {
+			b.use.Spent = max(b.use.Spent+min(cost, maxMoney)-min(reserved, maxMoney), 0)
+		}
+	}
+	m.dirty = true
+	return nil
+}
+
+// read implements budgetStore.
+func (m *memBudgets) read(_ context.Context, keys []budgetKey) ([]budgetUse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uses := make([]budgetUse, len(keys))
+	for i, k := range keys {
+		if b := m.slots[budgetSlot{k.Budget, k.Period}]; b != nil {
+			uses[i] = b.use
+		}
+	}
+	return uses, nil
+}
