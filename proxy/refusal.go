@@ -66,13 +66,19 @@ const (
 	// reasonChargeTooLarge: the request would be charged more tokens than
 	// one request may be (account.max_request_tokens, or a pool's).
 	reasonChargeTooLarge = "charge_too_large"
+	// reasonBudgetExceeded: a spend budget (callers[].budget,
+	// classes.<class>.budget) has no room for the request this period.
+	reasonBudgetExceeded = "budget_exceeded"
+	// reasonUnpricedModel: a spend budget cannot price the request's
+	// model (no prices entry matches) and refuses unpriced requests.
+	reasonUnpricedModel = "unpriced_model"
 )
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
-	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge,
+	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.
@@ -137,6 +143,17 @@ func reasonOf(err error, class classify.Class) (f refusal, decided bool) {
 			message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
 				e.Tokens, e.Limit, e.Pool, e.Key)}, true
 	}
+	if e, ok := errors.AsType[*quota.BudgetExceededError](err); ok {
+		// Not retried: the SDKs would retry a 429 for minutes, and the
+		// budget comes back only when its period resets.
+		return refusal{status: http.StatusTooManyRequests, reason: reasonBudgetExceeded, kind: "insufficient_quota",
+			message: fmt.Sprintf("meterproxy: budget %s is spent: %s of %s this period, and this request may cost up to %s; it resets at %s",
+				e.Budget, e.Spent, e.Limit, e.Cost, e.Resets.UTC().Format(time.RFC3339))}, true
+	}
+	if e, ok := errors.AsType[*quota.UnpricedModelError](err); ok {
+		return refusal{status: http.StatusBadRequest, reason: reasonUnpricedModel, kind: "invalid_request_error",
+			message: fmt.Sprintf("meterproxy: budget %s cannot price model %q: no prices entry matches it", e.Budget, e.Model)}, true
+	}
 	c := class.String()
 	if e, ok := errors.AsType[*quota.RefusedError](err); ok {
 		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
@@ -146,6 +163,8 @@ func reasonOf(err error, class classify.Class) (f refusal, decided bool) {
 			f.reason, f.message = reasonCallerCap, "meterproxy: too many of this caller's requests already wait for its own cap"
 		case e.Caller != "":
 			f.reason, f.message = reasonCallerCap, "meterproxy: this caller's own cap (callers[].max_in_flight, requests_per_minute) left no room within the "+c+" class's max_wait"
+		case errors.Is(err, quota.ErrBudgetHeld):
+			f.reason, f.message = reasonMaxWait, "meterproxy: what is left of this request's budget is held by requests in flight, and none settled within the "+c+" class's max_wait"
 		case errors.Is(err, quota.ErrWaitTimeout):
 			f.reason, f.message = reasonMaxWait, "meterproxy: no "+c+" capacity within the class's max_wait"
 		}
@@ -155,7 +174,7 @@ func reasonOf(err error, class classify.Class) (f refusal, decided bool) {
 		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
 	switch {
 	case errors.Is(err, quota.ErrStoreUnavailable):
-		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable and store.on_error is closed"
+		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable (under store.on_error closed, or for a request with a spend budget, which is never let past without it)"
 	case errors.Is(err, quota.ErrPoolRemoved):
 		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"
 	}

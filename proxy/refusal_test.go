@@ -37,7 +37,13 @@ func TestReasonOf(t *testing.T) {
 		{"max wait", refused(quota.ErrWaitTimeout, ""), 429, reasonMaxWait, 3 * time.Second, true, shadowMaxWait, "no bulk capacity within the class's max_wait"},
 		{"caller cap, waited", refused(quota.ErrWaitTimeout, "batch"), 429, reasonCallerCap, 3 * time.Second, true, shadowCallerCap, "own cap"},
 		{"caller cap, queue full", refused(quota.ErrQueueFull, "batch"), 429, reasonCallerCap, 3 * time.Second, true, shadowCallerCap, "already wait for its own cap"},
-		{"store unavailable", fmt.Errorf("x: %w", quota.ErrStoreUnavailable), 503, reasonStoreUnavailable, time.Second, false, shadowOther, "store.on_error is closed"},
+		{"store unavailable", fmt.Errorf("x: %w", quota.ErrStoreUnavailable), 503, reasonStoreUnavailable, time.Second, false, shadowOther, "store.on_error closed"},
+		{"budget exceeded", fmt.Errorf("x: %w", &quota.BudgetExceededError{Budget: "caller:import", Limit: 200e9, Spent: 199_990_000_000, Cost: 20_000_000,
+			Resets: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}), 429, reasonBudgetExceeded, 0, true, shadowBudget,
+			"budget caller:import is spent: $199.99 of $200.00 this period, and this request may cost up to $0.02; it resets at 2027-01-01T00:00:00Z"},
+		{"budget held", refused(quota.ErrBudgetHeld, ""), 429, reasonMaxWait, 3 * time.Second, true, shadowMaxWait, "held by requests in flight"},
+		{"unpriced model", &quota.UnpricedModelError{Budget: "class:bulk", Model: "gpt-9"}, 400, reasonUnpricedModel, 0, true, shadowUnpriced,
+			`budget class:bulk cannot price model "gpt-9"`},
 		{"pool removed", quota.ErrPoolRemoved, 503, reasonPoolRemoved, time.Second, false, shadowOther, "reload removed the pool"},
 		{"closed", quota.ErrClosed, 503, reasonShuttingDown, time.Second, false, shadowUnfinished, "shutting down"},
 		{"context", context.Canceled, 503, reasonShuttingDown, time.Second, false, shadowUnfinished, "shutting down"},
@@ -45,12 +51,18 @@ func TestReasonOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, decided := reasonOf(tt.err, classify.Bulk)
+			// The SDKs retry what is not a 400 — but a spent budget, which
+			// returns only when its period resets.
+			retry := tt.status != http.StatusBadRequest && tt.reason != reasonBudgetExceeded
 			if f.status != tt.status || f.reason != tt.reason || f.retryAfter != tt.retry || decided != tt.decided ||
-				f.retry != (tt.status != http.StatusBadRequest) || !strings.Contains(f.message, tt.mentions) {
+				f.retry != retry || !strings.Contains(f.message, tt.mentions) {
 				t.Errorf("reasonOf = %+v decided %v, want %d %s retry after %v decided %v mentioning %q",
 					f, decided, tt.status, tt.reason, tt.retry, tt.decided, tt.mentions)
 			}
 			kinds := map[int]string{400: "invalid_request_error", 429: "rate_limit_error", 503: "api_error"}
+			if tt.reason == reasonBudgetExceeded {
+				kinds[429] = "insufficient_quota" // OpenAI's own word for a spent quota
+			}
 			if f.kind != kinds[f.status] {
 				t.Errorf("kind %s, want %s", f.kind, kinds[f.status])
 			}

@@ -19,10 +19,13 @@ const (
 	shadowTooLarge   = reasonChargeTooLarge   // charged more tokens than one request may be
 	shadowUnfinished = "unfinished"           // shutdown came before the decision
 	shadowOther      = reasonStoreUnavailable // the store was unavailable, or a reload removed the pool
+	shadowBudget     = reasonBudgetExceeded   // a spend budget would have refused it
+	shadowUnpriced   = reasonUnpricedModel    // a spend budget could not have priced it
 )
 
 // shadowOutcomes name a refusal as meterproxy_refusals_total's reason does.
-var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowTooLarge, shadowUnfinished, shadowOther}
+var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowTooLarge, shadowUnfinished, shadowOther,
+	shadowBudget, shadowUnpriced}
 
 // shadowAdmit asks admission, beside a request that is forwarded at once
 // (mode: shadow), what it would have decided, and records it. The

@@ -33,8 +33,9 @@ type Admitter struct {
 	pools map[string]*poolRun
 	// caps is the callers' caps, one gate in front of every pool; gates
 	// are every caller gate a request passes, in order (caps first).
-	caps  *capGate
-	gates callerGate
+	caps    *capGate
+	budgets *budgetGate
+	gates   callerGate
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup
@@ -73,9 +74,26 @@ type Request struct {
 	// pool when that pool enforces tokens (its own tokens_per_minute), and
 	// nothing there otherwise (Config.charge); Lease.Correct settles it.
 	Tokens int64
+	// Model is the request's model, which prices it for its budgets.
+	Model Model
+	// InputTokens and OutputTokens are what the request may cost in
+	// tokens at most, for its budgets: its input estimate, and its output
+	// cap (0: none set, and the price's max_output counts).
+	InputTokens, OutputTokens int64
+	// Tier is the service tier the request is sent at ("flex" or "").
+	Tier string
 	// until, when set, ends the wait before the class's max_wait: what is
 	// left of it after the caller's gates (admitThrough).
 	until time.Time
+	// cost and priced are its worst case at its model's price, and
+	// whether a price matched its model (Admit sets them).
+	cost   Nanodollars
+	priced bool
+}
+
+// gate is what the caller gates know of r.
+func (r Request) gate() gateRequest {
+	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Priced: r.priced, Model: r.Model.Name}
 }
 
 // New returns the Admitter cfg describes. It does not wait for Redis: a
@@ -91,7 +109,8 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if backend.failover != nil {
 		backend.failover.observe = a.observeStoreCall
 	}
-	a.gates = gateChain{a.caps}
+	a.budgets = newBudgetGate(backend.Budgets, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
+	a.gates = gateChain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
 	a.Reconfigure(cfg, d.Callers) // builds every pool
 	a.limiter = a.pools[accountPool].l
 	registerMetrics(d.Registry, a)
@@ -169,7 +188,7 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 // what is left of it. The Lease releases both.
 func admitThrough(ctx context.Context, gate callerGate, l *limiter, req Request, maxWait time.Duration) (*Lease, error) {
 	req.until = time.Now().Add(maxWait)
-	p, err := gate.Start(ctx, req.Caller, req.Class, req.until)
+	p, err := gate.Start(ctx, req.gate(), req.until)
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +246,7 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 		p.l.setWeights(weights)
 	}
 	a.caps.Reconfigure(cfg, caps)
+	a.budgets.Reconfigure(cfg, callers)
 	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist
 	for name, p := range a.pools {
 		if !keep[name] {
@@ -249,6 +269,8 @@ func (a *Admitter) Run(ctx context.Context) error {
 		a.startLocked(p)
 	}
 	a.wg.Go(func() { _ = a.caps.Run(ctx) }) // it returns nil when ctx ends
+	a.wg.Go(func() { _ = a.budgets.Run(ctx); a.backend.saveSpend() }) // its last settles, then the file
+	a.wg.Go(func() { a.backend.keepSpend(ctx) })
 	a.mu.Unlock()
 	<-ctx.Done()
 	a.wg.Wait()

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -17,6 +18,13 @@ type backend struct {
 	Caps capCounter
 	// Adapt keeps the pools' adaptive bounds (adaptiveRun).
 	Adapt adaptStore
+	// Budgets keeps the spend budgets (budgetGate); BudgetsAlive, with
+	// Redis, keeps this replica's reservations alive there; spend is the
+	// in-process store, kept in spendFile when that is set.
+	Budgets      budgetStore
+	BudgetsAlive func(context.Context) error
+	spend        *memBudgets
+	spendFile    string
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).
@@ -36,7 +44,14 @@ const probeEvery = 250 * time.Millisecond
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
-		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), Adapt: newMemAdaptStore(nil), log: log}, nil
+		spend := newMemBudgets()
+		if f := cfg.Store.SpendFile; f != "" {
+			if err := spend.load(f); err != nil {
+				return nil, fmt.Errorf("store.spend_file: %w", err)
+			}
+		}
+		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), Adapt: newMemAdaptStore(nil),
+			Budgets: spend, spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
 	}
 	client, err := newRedisClient(cfg.Store)
 	if err != nil {
@@ -55,6 +70,10 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	b.Caps = failoverCapCounter{primary: newRedisCapCounter(client, cfg.Store, primary.Replica()),
 		local: newMemCapCounter(nil), f: b.failover}
 	b.Adapt = failoverAdaptStore{primary: newRedisAdaptStore(client, cfg.Store, primary.Replica()), f: b.failover}
+	// Budgets fail closed, whatever store.on_error says: no replica can
+	// tell alone what the fleet has spent.
+	budgets := newRedisBudgets(client, cfg.Store, primary.Replica())
+	b.Budgets, b.BudgetsAlive = budgets, budgets.alive
 	return b, nil
 }
 
@@ -72,7 +91,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	for _, script := range []*redis.Script{takeScript, capScript, adaptScript} {
+	for _, script := range []*redis.Script{takeScript, capScript, adaptScript, budgetScript} {
 		if err := script.Load(ctx, b.client).Err(); err != nil {
 			log.Warn("store_warm_failed", slog.String("error", err.Error()))
 			return
@@ -95,6 +114,25 @@ func (b *backend) Failures() int64 {
 		return 0
 	}
 	return b.failover.Failures()
+}
+
+// keepSpend keeps the in-process budgets' spend in store.spend_file until
+// ctx ends; without one it returns at once.
+func (b *backend) keepSpend(ctx context.Context) {
+	if b.spend != nil && b.spendFile != "" {
+		b.spend.keep(ctx, b.spendFile, b.log)
+	}
+}
+
+// saveSpend writes the in-process budgets' spend to store.spend_file now,
+// if there is one: the last save, after the budget gate's last settles.
+func (b *backend) saveSpend() {
+	if b.spend == nil || b.spendFile == "" {
+		return
+	}
+	if err := b.spend.save(b.spendFile); err != nil {
+		b.log.Error("spend_file_save_failed", slog.String("file", b.spendFile), slog.String("error", err.Error()))
+	}
 }
 
 // Close stops probing and closes the Redis client.

@@ -12,20 +12,41 @@ import (
 // each one more gate of this shape, keyed by caller (the model is
 // grafana/dskit's gate). Implementations are safe for concurrent use.
 type callerGate interface {
-	// Start waits until caller's request of class may go, at most until
-	// until or ctx ends, and returns its pass, whose release gives the
-	// place back when the request ends. A refusal is a *RefusedError with
-	// Caller set (its queue is full, or until passed); it returns
-	// ErrStoreUnavailable under store.on_error "closed", ErrClosed once
-	// the gate stopped, or ctx's cause.
-	Start(ctx context.Context, caller string, class classify.Class, until time.Time) (gatePass, error)
+	// Start waits until r may go, at most until until or ctx ends, and
+	// returns its pass, whose release gives the place back when the
+	// request ends. A refusal is a *RefusedError with Caller set (its
+	// queue is full, or until passed), or the gate's own (a
+	// *BudgetExceededError, an *UnpricedModelError); it returns
+	// ErrStoreUnavailable when the store fails and the gate may not go on
+	// without it, ErrClosed once the gate stopped, or ctx's cause.
+	Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error)
+}
+
+// gateRequest is what a caller gate knows of a request: who sends it, its
+// class, and what it may cost.
+type gateRequest struct {
+	Caller string
+	Class  classify.Class
+	// Cost is the most the request may cost at the price of its model
+	// (Price.WorstCase); Priced says a price matched it (else Cost is 0).
+	Cost   Nanodollars
+	Priced bool
+	// Model is the request's model, named in a refusal for a model no
+	// price matches.
+	Model string
 }
 
 // gatePass is a request's way through a callerGate. Its zero value is a
-// pass that held nothing: release is nil.
+// pass that held nothing: release and settle are nil.
 type gatePass struct {
 	// release gives the place back; nil when the gate held none for it.
+	// A reservation released unsettled costs nothing: the request never
+	// reached the upstream.
 	release func()
+	// settle charges the request's real cost to what the gate reserved
+	// for it and gives the place back; nil when the gate reserved
+	// nothing.
+	settle func(Nanodollars)
 	// held says the request waited at the gate.
 	held bool
 }
@@ -38,6 +59,14 @@ func (p gatePass) Release() {
 	}
 }
 
+// Settle charges cost to p's reservations and gives its place back; it
+// does nothing for a pass that reserved nothing.
+func (p gatePass) Settle(cost Nanodollars) {
+	if p.settle != nil {
+		p.settle(cost)
+	}
+}
+
 var _ callerGate = gateChain(nil)
 
 // gateChain is a request's caller gates, passed in order: the caller's
@@ -46,14 +75,14 @@ type gateChain []callerGate
 
 // Start implements callerGate: each gate in turn, within the one until;
 // a refusal gives back what the gates before it granted.
-func (ch gateChain) Start(ctx context.Context, caller string, class classify.Class, until time.Time) (gatePass, error) {
+func (ch gateChain) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
 	if len(ch) == 1 {
-		return ch[0].Start(ctx, caller, class, until)
+		return ch[0].Start(ctx, r, until)
 	}
 	var passes []gatePass
 	held := false
 	for _, g := range ch {
-		p, err := g.Start(ctx, caller, class, until)
+		p, err := g.Start(ctx, r, until)
 		if err != nil {
 			for _, q := range passes {
 				q.Release()
@@ -61,7 +90,7 @@ func (ch gateChain) Start(ctx context.Context, caller string, class classify.Cla
 			return gatePass{}, err
 		}
 		held = held || p.held
-		if p.release != nil {
+		if p.release != nil || p.settle != nil {
 			passes = append(passes, p)
 		}
 	}
@@ -71,6 +100,14 @@ func (ch gateChain) Start(ctx context.Context, caller string, class classify.Cla
 	return gatePass{held: held, release: func() {
 		for _, p := range passes {
 			p.Release()
+		}
+	}, settle: func(cost Nanodollars) {
+		for _, p := range passes {
+			if p.settle != nil {
+				p.Settle(cost)
+			} else {
+				p.Release()
+			}
 		}
 	}}, nil
 }

@@ -130,7 +130,8 @@ func (g *capGate) Reconfigure(cfg Config, caps map[string]callerCap) {
 }
 
 // Start implements callerGate.
-func (g *capGate) Start(ctx context.Context, caller string, class classify.Class, until time.Time) (gatePass, error) {
+func (g *capGate) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
+	caller, class := r.Caller, r.Class
 	if capped := g.capped.Load(); capped == nil || !(*capped)[caller] {
 		return gatePass{}, nil
 	}

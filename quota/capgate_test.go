@@ -32,7 +32,7 @@ func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
 	g := runGate(t, newCounter(t), map[string]callerCap{runaway: {MaxInFlight: 1}})
 	ctx := t.Context()
 	start := func(caller string, wait time.Duration) (gatePass, error) {
-		return g.Start(ctx, caller, classify.Interactive, time.Now().Add(wait))
+		return g.Start(ctx, gateRequest{Caller: caller, Class: classify.Interactive}, time.Now().Add(wait))
 	}
 	if p, err := start("other", 0); err != nil || p.release != nil || p.held {
 		t.Fatalf("an uncapped caller: %+v, %v; want a pass holding nothing", p, err)
@@ -94,7 +94,7 @@ func TestGateChain(t *testing.T) {
 	tight := runGate(t, newMemCapCounter(nil), map[string]callerCap{runaway: {MaxInFlight: 1}})
 	ch := gateChain{loose, tight}
 	start := func(wait time.Duration) (gatePass, error) {
-		return ch.Start(t.Context(), runaway, classify.Interactive, time.Now().Add(wait))
+		return ch.Start(t.Context(), gateRequest{Caller: runaway, Class: classify.Interactive}, time.Now().Add(wait))
 	}
 	first, err := start(time.Second)
 	if err != nil {
@@ -138,7 +138,7 @@ func TestCapGateNeverOverCap(t *testing.T) {
 						if (i+j)%5 == 0 {
 							wait = time.Millisecond // some give up, racing their grant
 						}
-						p, err := g.Start(t.Context(), runaway, classify.Interactive, time.Now().Add(wait))
+						p, err := g.Start(t.Context(), gateRequest{Caller: runaway, Class: classify.Interactive}, time.Now().Add(wait))
 						if err != nil {
 							continue
 						}

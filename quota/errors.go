@@ -15,6 +15,10 @@ var (
 	ErrWaitTimeout = errors.New("quota: max wait exceeded")
 	// ErrClosed means the limiter has stopped.
 	ErrClosed = errors.New("quota: limiter closed")
+	// ErrBudgetHeld means the request's worst case fits what its budget
+	// has not spent, but not beside what requests in flight hold reserved
+	// there, and none of them settled within max_wait.
+	ErrBudgetHeld = errors.New("quota: budget held by requests in flight")
 	// ErrPoolRemoved means a reload removed the pool the request waited
 	// in: retrying admits it to the pool its model draws on now.
 	ErrPoolRemoved = errors.New("quota: the request's pool was removed by a reload")
@@ -45,3 +49,38 @@ func (e *RefusedError) Error() string {
 
 // Unwrap returns the reason.
 func (e *RefusedError) Unwrap() error { return e.Reason }
+
+// BudgetExceededError is a refusal by a spend budget (callers[].budget,
+// classes.<class>.budget): the request's worst-case cost does not fit what
+// the budget has left this period, whatever the requests in flight settle
+// to. Retrying before Resets cannot succeed.
+type BudgetExceededError struct {
+	// Budget names the budget: "caller:<name>" or "class:<class>".
+	Budget string
+	// Limit and Spent are the budget and what its period spent so far.
+	Limit, Spent Nanodollars
+	// Cost is the request's worst case.
+	Cost Nanodollars
+	// Resets is when the budget's period ends.
+	Resets time.Time
+}
+
+// Error implements error.
+func (e *BudgetExceededError) Error() string {
+	return fmt.Sprintf("quota: budget %s exceeded: %s of %s spent, this request may cost up to %s; resets %s",
+		e.Budget, e.Spent, e.Limit, e.Cost, e.Resets.UTC().Format(time.RFC3339))
+}
+
+// UnpricedModelError is a refusal by a spend budget of a request for a
+// model no prices entry matches: the budget cannot price it, and its
+// unpriced policy is refuse (the default).
+type UnpricedModelError struct {
+	// Budget names the budget; Model the request's model ("" when it
+	// named none).
+	Budget, Model string
+}
+
+// Error implements error.
+func (e *UnpricedModelError) Error() string {
+	return fmt.Sprintf("quota: budget %s cannot price model %q: no prices entry matches it", e.Budget, e.Model)
+}

@@ -1,0 +1,249 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+var _ callerGate = (*budgetGate)(nil)
+
+// budgetPoll is how often a request waiting at a budget asks the store
+// again: reservations settled on other replicas send no signal here.
+const budgetPoll = 250 * time.Millisecond
+
+// budgetGate is the spend budgets (callers[].budget, classes.<class>.
+// budget) as a callerGate: a request with a budget reserves its worst-case
+// cost on each of its budgets at once before it waits for its pool, and
+// settles to its priced usage when it ends — so concurrent requests, on
+// one replica or a fleet, can never together spend more than a budget
+// allows. A request whose worst case fits what is unspent but not beside
+// what others hold reserved waits (within its max_wait) for them to
+// settle; one that does not fit what is unspent is refused at once.
+//
+// Settling is the gate loop's (Run): a request's end never waits on the
+// store, and a settle the store failed is tried again. Safe for
+// concurrent use; Start may be called before Run, and settles are made
+// once it runs.
+type budgetGate struct {
+	store budgetStore
+	// alive, when set (Redis), tells the store this replica's
+	// reservations are alive; called every heartbeat while it holds any.
+	alive     func(context.Context) error
+	heartbeat time.Duration
+	now       func() time.Time
+	log       *slog.Logger
+	budgets   atomic.Pointer[budgetSet]
+	seq       atomic.Uint64
+	// held counts this replica's reservations not settled yet.
+	held atomic.Int64
+	// kick wakes the loop to settle.
+	kick chan struct{}
+
+	mu sync.Mutex
+	// pending are the settles the loop has yet to make.
+	pending []budgetSettle
+	// settled is closed, and replaced, when the loop settled something:
+	// it wakes the requests waiting at a budget.
+	settled chan struct{}
+}
+
+// budgetSettle is one reservation to settle.
+type budgetSettle struct {
+	keys           []budgetKey
+	id             string
+	reserved, cost Nanodollars
+}
+
+// newBudgetGate returns a gate over store, with no budgets until
+// Reconfigure.
+func newBudgetGate(store budgetStore, alive func(context.Context) error, heartbeat time.Duration, log *slog.Logger) *budgetGate {
+	g := &budgetGate{store: store, alive: alive, heartbeat: heartbeat, now: time.Now, log: log,
+		kick: make(chan struct{}, 1), settled: make(chan struct{})}
+	g.budgets.Store(&budgetSet{})
+	return g
+}
+
+// budgetSet is the configured budgets, by caller name and by class.
+type budgetSet struct {
+	callers map[string]classify.Budget
+	classes [classify.NumClasses]classify.Budget
+}
+
+// namedBudget is a budget with the name the store and metrics know it by.
+type namedBudget struct {
+	name string
+	classify.Budget
+}
+
+// of returns the budgets a request of caller and class draws on: its
+// caller's, then its class's.
+func (s *budgetSet) of(caller string, class classify.Class) []namedBudget {
+	var bs []namedBudget
+	if b, ok := s.callers[caller]; ok && b.Set() {
+		bs = append(bs, namedBudget{"caller:" + caller, b})
+	}
+	if class.Valid() && s.classes[class].Set() {
+		bs = append(bs, namedBudget{"class:" + class.String(), s.classes[class]})
+	}
+	return bs
+}
+
+// Reconfigure puts cfg's class budgets and callers' budgets in force for
+// the requests that start from now on; reservations already made settle
+// where they were made.
+func (g *budgetGate) Reconfigure(cfg Config, callers []classify.Caller) {
+	s := &budgetSet{callers: map[string]classify.Budget{}}
+	for _, c := range callers {
+		if c.Budget.Set() {
+			s.callers[c.Name] = c.Budget
+		}
+	}
+	s.classes[classify.Interactive] = cfg.Classes.Interactive.Budget
+	s.classes[classify.Bulk] = cfg.Classes.Bulk.Budget
+	g.budgets.Store(s)
+}
+
+// Start implements callerGate.
+func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
+	bs := g.budgets.Load().of(r.Caller, r.Class)
+	if len(bs) == 0 {
+		return gatePass{}, nil
+	}
+	if !r.Priced {
+		for _, b := range bs {
+			if !b.Unpriced.Allows() {
+				return gatePass{}, &UnpricedModelError{Budget: b.name, Model: r.Model}
+			}
+		}
+		return gatePass{}, nil // every budget lets it through at $0
+	}
+	now := g.now()
+	keys := make([]budgetKey, len(bs))
+	for i, b := range bs {
+		period, resets := b.Per.Window(now)
+		keys[i] = budgetKey{Budget: b.name, Period: period, Limit: dollarsToMoney(b.USD), Resets: resets}
+	}
+	id := strconv.FormatUint(g.seq.Add(1), 36)
+	held := false
+	for {
+		g.mu.Lock()
+		settled := g.settled
+		g.mu.Unlock()
+		ans, err := g.store.reserve(ctx, keys, id, r.Cost)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return gatePass{}, context.Cause(ctx)
+			}
+			// A budget that cannot be counted refuses: spend is never
+			// let past a budget, whatever store.on_error says.
+			return gatePass{}, errors.Join(ErrStoreUnavailable, err)
+		case ans.Outcome == budgetReserved:
+			g.held.Add(1)
+			var once sync.Once
+			settle := func(cost Nanodollars) {
+				once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, reserved: r.Cost, cost: cost}) })
+			}
+			return gatePass{held: held, release: func() { settle(0) }, settle: settle}, nil
+		case ans.Outcome == budgetExceeded:
+			k := keys[ans.Refused]
+			return gatePass{}, &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: ans.Use[ans.Refused].Spent,
+				Cost: r.Cost, Resets: k.Resets}
+		}
+		// budgetWait: others' reservations hold the room; they settle
+		// below their worst case, or time out.
+		held = true
+		left := time.Until(until)
+		if left <= 0 {
+			return gatePass{}, &RefusedError{Class: r.Class, Reason: ErrBudgetHeld, RetryAfter: time.Second}
+		}
+		t := time.NewTimer(min(left, budgetPoll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return gatePass{}, context.Cause(ctx)
+		case <-settled:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// enqueue hands a settle to the loop.
+func (g *budgetGate) enqueue(s budgetSettle) {
+	g.mu.Lock()
+	g.pending = append(g.pending, s)
+	g.mu.Unlock()
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// budgetSettleTimeout bounds the settles made as the gate stops.
+const budgetSettleTimeout = 2 * time.Second
+
+// Run settles reservations as requests end, and keeps this replica's
+// reservations alive in a shared store, until ctx ends; then it makes the
+// settles still pending, within budgetSettleTimeout. It returns nil.
+func (g *budgetGate) Run(ctx context.Context) error {
+	var tick <-chan time.Time
+	if g.alive != nil && g.heartbeat > 0 {
+		t := time.NewTicker(g.heartbeat)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), budgetSettleTimeout)
+			g.settlePending(stop)
+			cancel()
+			return nil
+		case <-g.kick:
+			g.settlePending(ctx)
+		case <-tick:
+			if g.held.Load() > 0 {
+				if err := g.alive(ctx); err != nil && ctx.Err() == nil {
+					g.log.Warn("budget_store_failed", slog.String("error", err.Error()))
+				}
+			}
+			g.settlePending(ctx) // and any that failed before
+		}
+	}
+}
+
+// settlePending makes the pending settles, keeping those the store failed
+// for the next try, and wakes the requests waiting at a budget.
+func (g *budgetGate) settlePending(ctx context.Context) {
+	g.mu.Lock()
+	todo := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	if len(todo) == 0 {
+		return
+	}
+	var failed []budgetSettle
+	for i, s := range todo {
+		if err := g.store.settle(ctx, s.keys, s.id, s.reserved, s.cost); err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("budget_store_failed", slog.String("error", err.Error()))
+			}
+			failed = todo[i:]
+			break
+		}
+		g.held.Add(-1)
+	}
+	g.mu.Lock()
+	g.pending = append(failed, g.pending...)
+	close(g.settled)
+	g.settled = make(chan struct{})
+	g.mu.Unlock()
+}

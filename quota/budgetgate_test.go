@@ -1,0 +1,166 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/redistest"
+)
+
+// startBudgetGate runs a gate over store with a $1 budget on caller
+// "import" and $1.50 on bulk, until the test ends.
+func startBudgetGate(t *testing.T, store budgetStore, alive func(context.Context) error) *budgetGate {
+	t.Helper()
+	g := newBudgetGate(store, alive, time.Second, slog.New(slog.DiscardHandler))
+	cfg := DefaultConfig()
+	cfg.Classes.Bulk.Budget = classify.Budget{USD: 1.5, Per: classify.PerMonth}
+	g.Reconfigure(cfg, []classify.Caller{
+		{Name: "import", Budget: classify.Budget{USD: 1, Per: classify.PerDay}},
+		{Name: "lenient", Budget: classify.Budget{USD: 1, Per: classify.PerDay, Unpriced: classify.UnpricedAllow}},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = g.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return g
+}
+
+const cent = Nanodollars(10_000_000)
+
+// TestBudgetGateNeverOverspends: 30 requests at once of up to 7¢ each on
+// a $1 budget, each settling at 5¢ (a reservation of its worst case, a
+// real cost below it): the spend never passes $1, requests wait for
+// others to settle rather than be refused early, and the budget ends
+// spent to within one request's worst case; what does not fit is
+// refused as exceeded, naming the budget — in process and on Redis.
+func TestBudgetGateNeverOverspends(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(t *testing.T) (budgetStore, func(context.Context) error)
+	}{
+		{"in-process", func(*testing.T) (budgetStore, func(context.Context) error) { return newMemBudgets(), nil }},
+		{"redis", func(t *testing.T) (budgetStore, func(context.Context) error) {
+			s := newTestRedisBudgets(t, redistest.Start(t), redistest.Prefix(t), "r1")
+			return s, s.alive
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, alive := c.store(t)
+			g := startBudgetGate(t, store, alive)
+			var spent, admitted, exceeded atomic.Int64
+			var wg sync.WaitGroup
+			for range 30 {
+				wg.Go(func() {
+					for {
+						p, err := g.Start(t.Context(), gateRequest{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true},
+							time.Now().Add(10*time.Second))
+						var over *BudgetExceededError
+						switch {
+						case errors.As(err, &over):
+							if over.Budget != "caller:import" || over.Limit != 100*cent {
+								t.Errorf("refused by %+v, want caller:import's $1", over)
+							}
+							exceeded.Add(1)
+							return
+						case err != nil:
+							t.Error(err)
+							return
+						}
+						admitted.Add(1)
+						if now := Nanodollars(spent.Add(int64(5 * cent))); now > 100*cent {
+							t.Errorf("%s spent on a $1 budget", now)
+						}
+						p.Settle(5 * cent)
+					}
+				})
+			}
+			wg.Wait()
+			use, err := store.read(t.Context(), []budgetKey{{Budget: "caller:import", Period: time.Now().UTC().Format("2006-01-02")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d admitted, %s spent; %d refused as exceeded", admitted.Load(), use[0].Spent, exceeded.Load())
+			if use[0].Spent != Nanodollars(spent.Load()) || use[0].Reserved != 0 || use[0].Spent <= 100*cent-7*cent || exceeded.Load() != 30 {
+				t.Errorf("the store holds %+v; the requests spent %s; %d refused; want it all settled, more than $0.93 spent and all 30 refused at the end",
+					use[0], Nanodollars(spent.Load()), exceeded.Load())
+			}
+		})
+	}
+}
+
+// TestBudgetGateRules: what a budget does with each request.
+func TestBudgetGateRules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := startBudgetGate(t, newMemBudgets(), nil)
+		start := func(caller string, class classify.Class, cost Nanodollars, priced bool, wait time.Duration) (gatePass, error) {
+			return g.Start(t.Context(), gateRequest{Caller: caller, Class: class, Cost: cost, Priced: priced, Model: "gpt-x"}, time.Now().Add(wait))
+		}
+		// No budget: passes, holding nothing.
+		if p, err := start("other", classify.Interactive, 50*cent, true, 0); err != nil || p.settle != nil || p.release != nil {
+			t.Fatalf("a caller without a budget: %+v %v", p, err)
+		}
+		// Unpriced: refused by a budget that refuses, passed by one that allows.
+		var unpriced *UnpricedModelError
+		if _, err := start("import", classify.Interactive, 0, false, 0); !errors.As(err, &unpriced) || unpriced.Model != "gpt-x" || unpriced.Budget != "caller:import" {
+			t.Fatalf("unpriced on import: %v, want an UnpricedModelError naming gpt-x and caller:import", err)
+		}
+		if p, err := start("lenient", classify.Interactive, 0, false, 0); err != nil || p.settle != nil {
+			t.Fatalf("unpriced on lenient: %+v %v, want a pass holding nothing", p, err)
+		}
+		// Bulk draws on the caller's budget and the class's.
+		a, err := start("import", classify.Bulk, 60*cent, true, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 60¢ held of import's $1: 50¢ more waits, then times out.
+		if _, err := start("import", classify.Bulk, 50*cent, true, 2*time.Second); !errors.Is(err, ErrBudgetHeld) {
+			t.Fatalf("while 60¢ is held: %v, want ErrBudgetHeld", err)
+		}
+		// It passes as soon as the holder settles below its worst case.
+		got := make(chan error, 1)
+		go func() {
+			p, err := start("import", classify.Bulk, 50*cent, true, 10*time.Second)
+			if err == nil && !p.held {
+				err = errors.New("passed without waiting")
+			}
+			got <- err
+		}()
+		synctest.Wait()
+		a.Settle(30 * cent)
+		if err := <-got; err != nil {
+			t.Fatalf("after the holder settled at 30¢: %v", err)
+		}
+		// Bulk's budget ($1.50) now holds 30¢ spent and 50¢ reserved: a
+		// bulk request of 80¢ from a caller without a budget of its own
+		// fits what is unspent but not beside the reservation; one of
+		// $1.30 fits neither.
+		var over *BudgetExceededError
+		if _, err := start("other", classify.Bulk, 80*cent, true, 0); err == nil {
+			t.Fatal("80¢ more on bulk passed with 80¢ of $1.50 taken")
+		} else if !errors.Is(err, ErrBudgetHeld) {
+			t.Fatalf("80¢ on bulk: %v, want a wait (it fits what is unspent)", err)
+		}
+		if _, err := start("other", classify.Bulk, 130*cent, true, 0); !errors.As(err, &over) || over.Budget != "class:bulk" || over.Spent != 30*cent {
+			t.Fatalf("$1.30 on bulk: %v, want exceeded on class:bulk with 30¢ spent", err)
+		}
+		// A pass released without a settle (it never reached the
+		// upstream) costs nothing.
+		p, err := start("other", classify.Bulk, 10*cent, true, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+		synctest.Wait()
+		use, _ := g.store.read(t.Context(), []budgetKey{{Budget: "class:bulk", Period: time.Now().UTC().Format("2006-01")}})
+		if use[0] != (budgetUse{Spent: 30 * cent, Reserved: 50 * cent}) {
+			t.Fatalf("bulk's budget holds %+v, want 30¢ spent and 50¢ reserved", use[0])
+		}
+	})
+}
