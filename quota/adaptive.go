@@ -204,9 +204,13 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 		if s.Base.Work > 0 && !got.gained(s.Base) {
 			return l.settle(s, got, "work stopped growing with the bound")
 		}
-		if s.Ref > 0 && !got.flat(s.Ref) {
-			// Work grew, but latency per work rose with it: the knee lies
-			// within the doubling, and growing past it would only queue.
+		if s.Ref > 0 && !got.flat(s.Ref) && !got.scaled(s.Base) {
+			// Work grew, but less than the bound did, and latency per work
+			// rose with it: the knee lies within the doubling, and growing
+			// past it would only queue. (Work that grew with the bound is
+			// no knee, whatever latency per work did: a server queueing
+			// does not do more work per request in flight — there the
+			// rise is noise, a busy proxy's own time.)
 			return l.settle(s, got, "work grew but latency per work rose")
 		}
 		s = s.accept(got)
@@ -261,7 +265,9 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 				// queues in the server, so the bound is at the knee, and
 				// a step further down could only lose work — at a small
 				// bound a quarter of it for a whole measurement.
-				return s.holdAt(s.Accepted), actSettle, "step down kept the work and ended the queue"
+				s = s.holdAt(s.Accepted)
+				s.Holds = 0 // as settle's
+				return s, actSettle, "step down kept the work and ended the queue"
 			}
 			return l.probe(s, -1, "step down kept the work")
 		}
@@ -280,7 +286,14 @@ func (l adaptiveLimits) settle(s adaptiveState, got adaptiveRate, why string) (a
 	if k := got.kneeBetween(s.Base); got.Bound > s.Accepted && k > s.Accepted {
 		s.Accepted, s.Base = k, adaptiveRate{} // to be measured at k
 	}
-	return s.holdAt(s.Accepted), actSettle, why
+	s = s.holdAt(s.Accepted)
+	// The measurement that judged the settle was the hold: the next,
+	// at the settled bound, probes. A server that gained capacity at a
+	// bound that fills its knee shows nothing until a probe above does
+	// (TestAdaptiveStepChange's rise), and on a real server each
+	// measurement held is 2–4 s of the 30 s to follow it in.
+	s.Holds = 0
+	return s, actSettle, why
 }
 
 // kept counts a probe kept in the phase's direction; two in a row double

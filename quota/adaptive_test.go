@@ -470,3 +470,30 @@ func TestAdaptiveDropSettles(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveGrowthNoise: slow start judges a doubling by work first. The
+// e2e knee test measured, on a busy machine, a doubling 8 → 16 below a
+// 16-slot knee that did 1.85× the work at 11% more latency per work (the
+// proxy's own time): that is no knee, and growth goes on (it settled at 14
+// before, and 30 s after the knee rose again the bound was still there:
+// 50/s of 80). A doubling whose work grew half as much, with latency per
+// work up by a third, still settles at the knee between.
+func TestAdaptiveGrowthNoise(t *testing.T) {
+	lim := adaptiveLimits{Ceiling: 200}
+	grow := adaptiveState{Bound: 16, Accepted: 8, adaptiveCycle: adaptiveCycle{Phase: phaseGrow, Step: 1},
+		adaptiveMemory: adaptiveMemory{Base: adaptiveRate{Bound: 8, Work: 259, Latency: 0.0231}, Ref: 0.0228, MinLatency: 0.0225, Peak: 259}}
+	for _, c := range []struct {
+		name   string
+		got    adaptiveRate
+		action adaptiveAction
+		bound  int
+	}{
+		{"work grew with the bound, latency noisy", adaptiveRate{Bound: 16, Work: 479.7, Latency: 0.0257}, actGrow, 32},
+		{"knee halfway", adaptiveRate{Bound: 16, Work: 388, Latency: 0.0304}, actSettle, 12},
+	} {
+		s, act, why := lim.judge(grow, c.got)
+		if act != c.action || s.Bound != c.bound {
+			t.Errorf("%s: %s to %d (%s), want %s to %d", c.name, act, s.Bound, why, c.action, c.bound)
+		}
+	}
+}

@@ -137,6 +137,22 @@ func (r adaptiveRate) gained(base adaptiveRate) bool {
 	return r.Work >= base.Work*want && (base.Latency == 0 || r.Latency < base.Latency*want)
 }
 
+// scaleShare: a step up whose work grew by this share of the bound's
+// proportional growth or more grew with the bound — below the knee every
+// request in flight adds its work; a knee inside the step gives at most
+// the part of it below the knee. Below 1 for the noise of a measurement
+// and the interactive reserve's rounding of bulk's part.
+const scaleShare = 0.8
+
+// scaled says work grew with the bound from base to r (scaleShare of
+// proportionally, or more).
+func (r adaptiveRate) scaled(base adaptiveRate) bool {
+	if base.Work <= 0 || base.Bound <= 0 || r.Bound <= base.Bound {
+		return false
+	}
+	return r.Work >= base.Work*(1+scaleShare*(float64(r.Bound)/float64(base.Bound)-1))
+}
+
 // relieved says the step down from base to r paid: work a second stayed at
 // keepShare of base's, and latency per work fell by at least half the
 // step's proportional fall — requests had been queueing in the server.
