@@ -36,7 +36,7 @@ type Price struct {
 	Output float64 `koanf:"output"`
 	// MaxOutput is the most output tokens the model generates in one
 	// response: the output a budget reserves for a request that sets no
-	// max_tokens (WorstCase). 0 (unset) means defaultMaxOutput.
+	// max_tokens (WorstCase). 0 (unset) means DefaultMaxOutput.
 	MaxOutput int64 `koanf:"max_output"`
 	// Flex is the prices of a response that says service_tier "flex";
 	// nil prices flex at the default tier's prices.
@@ -62,14 +62,14 @@ type TierPrice struct {
 // "batch", none) is priced at the default tier's prices.
 const TierFlex = "flex"
 
-// defaultMaxOutput is Price.MaxOutput when unset: 4096 tokens, the output
+// DefaultMaxOutput is Price.MaxOutput when unset: 4096 tokens, the output
 // cap of most chat models until 2024 (gpt-4-turbo, gpt-4o before
 // 2024-08, the Claude 3 family). Newer models generate more (gpt-4o
 // 16,384, o-series 100,000, Claude Sonnet 4 64,000), so it is a guess: a
 // request that sets no max_tokens may cost more than it reserves. Set
 // max_output to the model's documented maximum and a budget errs only on
 // the side that maximum states.
-const defaultMaxOutput = 4096
+const DefaultMaxOutput = 4096
 
 // maxPrice is the most a price may be, in USD per million tokens. The
 // dearest published price is $600 (o1-pro's output, 2025), so 10,000
@@ -107,21 +107,31 @@ type rates struct {
 	input, cached, write, output uint64
 }
 
-// rates returns p's rates at tier (as the response names it).
-func (p Price) rates(tier string) rates {
+// Effective returns the prices Cost charges at tier (as the response
+// names it), in USD per million tokens, every fallback applied: the flex
+// prices at TierFlex, each unset one the default tier's; CachedInput the
+// price of a cache read in either word, or Input; CacheWrite, or Input.
+// CacheRead is 0.
+func (p Price) Effective(tier string) TierPrice {
 	t := TierPrice{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheRead: p.CacheRead, Output: p.Output}
 	if p.Flex != nil && strings.EqualFold(tier, TierFlex) {
 		t = p.Flex.over(t)
 	}
-	input := rate(t.Input)
-	r := rates{input: input, cached: input, write: input, output: rate(t.Output)}
+	e := TierPrice{Input: t.Input, CachedInput: t.Input, CacheWrite: t.Input, Output: t.Output}
 	if c := t.cached(); c > 0 {
-		r.cached = rate(c)
+		e.CachedInput = c
 	}
 	if t.CacheWrite > 0 {
-		r.write = rate(t.CacheWrite)
+		e.CacheWrite = t.CacheWrite
 	}
-	return r
+	return e
+}
+
+// rates returns p's rates at tier: its Effective prices in nanodollars
+// per million tokens.
+func (p Price) rates(tier string) rates {
+	e := p.Effective(tier)
+	return rates{input: rate(e.Input), cached: rate(e.CachedInput), write: rate(e.CacheWrite), output: rate(e.Output)}
 }
 
 // cached is t's price of input read from the cache, in either word; 0
@@ -163,10 +173,10 @@ func rate(usd float64) uint64 {
 }
 
 // maxOutput is the output WorstCase reserves for a request that sets no
-// max_tokens: MaxOutput, or defaultMaxOutput while it is 0.
+// max_tokens: MaxOutput, or DefaultMaxOutput while it is 0.
 func (p Price) maxOutput() int64 {
 	if p.MaxOutput <= 0 {
-		return defaultMaxOutput
+		return DefaultMaxOutput
 	}
 	return min(p.MaxOutput, maxPricedTokens)
 }

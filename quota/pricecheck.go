@@ -24,7 +24,7 @@ func (c Config) validatePrices(bad func(string, string, ...any)) {
 			checkTierPrice(bad, key+".flex", *p.Flex)
 		}
 		if p.MaxOutput < 0 || p.MaxOutput > maxPricedTokens {
-			bad(key+".max_output", "must be between 1 and %d tokens (0 or unset = %d), got %d", int64(maxPricedTokens), defaultMaxOutput, p.MaxOutput)
+			bad(key+".max_output", "must be between 1 and %d tokens (0 or unset = %d), got %d", int64(maxPricedTokens), DefaultMaxOutput, p.MaxOutput)
 		}
 	}
 }
@@ -61,7 +61,7 @@ type PriceGap struct {
 func (g PriceGap) String() string {
 	what := fmt.Sprintf("no price covers %q", g.Pattern)
 	if g.Key == "account" {
-		what = `no price matches every model ("*"), and the account draws every model account.models does not match`
+		what = `no price matches every model ("*"), and pool default (the account) takes every model account.models does not`
 	}
 	return fmt.Sprintf("%s: %s: requests to models no price matches cost $0 and are counted in %s", g.Key, what, unpricedMetric)
 }
