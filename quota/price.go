@@ -8,11 +8,13 @@ import (
 
 // Price is one entry of the prices list: what the models it matches cost,
 // in US dollars per million tokens, at the provider's default tier and at
-// the flex tier. The YAML keys are the koanf tags. A price of 0 where the
-// fields below name a fallback (an unset key) takes the fallback: a
-// cheaper part is never priced below what the entry states for the
-// dearer one it falls back to, so an unset price never under-counts.
-// The zero value matches nothing.
+// the flex tier. The YAML keys are the koanf tags. A price left 0 (unset)
+// where its field names a fallback takes the fallback: cached input and
+// cache writes the entry's Input, a flex price the default tier's. Cached
+// and flex prices are below those, so leaving them unset never
+// under-counts; cache writes cost more than input on Anthropic, so set
+// CacheWrite there. The zero value matches nothing. A Price is a value,
+// safe for concurrent use.
 type Price struct {
 	// Match lists the model names it prices, * a wildcard for any run of
 	// characters, matched as account.models' are (an Azure deployment
@@ -47,9 +49,11 @@ type Price struct {
 // US dollars per million tokens, with Price's keys and meaning. A price of
 // 0 (unset) is the default tier's same price, as the entry sets it; then
 // the fallbacks of Price apply within the tier (cached input unset in both
-// costs the tier's Input). A tier is cheaper than the default, so falling
-// back to the default tier never under-counts.
+// costs the tier's Input). Flex is cheaper than the default tier, so
+// falling back to the default tier never under-counts.
 type TierPrice struct {
+	// Input, CachedInput, CacheWrite, CacheRead and Output are Price's
+	// fields, at the tier.
 	Input       float64 `koanf:"input"`
 	CachedInput float64 `koanf:"cached_input"`
 	CacheWrite  float64 `koanf:"cache_write"`
@@ -59,7 +63,8 @@ type TierPrice struct {
 
 // TierFlex is the service_tier, as a response names it, that Price.Flex
 // prices; every other tier ("default", "auto", "priority", "standard",
-// "batch", none) is priced at the default tier's prices.
+// "batch", none) is priced at the default tier's prices, which
+// under-counts OpenAI's priority tier (about twice the default).
 const TierFlex = "flex"
 
 // DefaultMaxOutput is Price.MaxOutput when unset: 4096 tokens, the output
