@@ -10,11 +10,15 @@ import (
 )
 
 // Config is the admission configuration: the account, its partition between
-// the classes and where the counters live. The YAML keys are the koanf tags.
+// the classes, what models cost and where the counters live. The YAML keys
+// are the koanf tags.
 type Config struct {
 	Account AccountConfig `koanf:"account"`
 	Classes ClassesConfig `koanf:"classes"`
-	Store   StoreConfig   `koanf:"store"`
+	// Prices price the models they match, first match wins (PriceFor); a
+	// model none matches costs 0. Reloadable, like the rest.
+	Prices []Price     `koanf:"prices"`
+	Store  StoreConfig `koanf:"store"`
 }
 
 // AccountConfig describes the provider account that every caller shares.
@@ -139,7 +143,8 @@ func DefaultConfig() Config {
 			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000, Fairness: FairCallers},
 			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: FairCallers},
 		},
-		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond, Heartbeat: time.Second},
+		Prices: []Price{},
+		Store:  StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond, Heartbeat: time.Second},
 	}
 }
 
@@ -152,8 +157,8 @@ const shareEpsilon = 1e-9
 const maxOutputTPM = 1_000_000_000
 
 // Validate reports every problem at once, each naming its key relative to
-// Config (account.…, classes.…, store.…; see configcheck). It changes
-// nothing.
+// Config (account.…, classes.…, prices[…], store.…; see configcheck). It
+// changes nothing.
 func (c Config) Validate() error {
 	var p configcheck.Problems
 	bad := p.Add
@@ -165,6 +170,7 @@ func (c Config) Validate() error {
 	checkMaxCharge(bad, "account", a.MaxRequestTokens, a.TokensPerMinute)
 	checkMinInFlight(bad, "account", a.MinInFlight, a.MaxInFlight)
 	c.validateModels(bad)
+	c.validatePrices(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
 	checkFraction(bad, "classes.interactive.reserve", ic.Reserve)

@@ -19,6 +19,11 @@
 // caller weight (fairness "callers", the default) or in arrival order
 // ("fifo").
 //
+// Prices say what a request costs in dollars: PriceFor finds the Price of
+// a model (first match in Config.Prices), whose Cost prices a response's
+// PricedUsage at the tier it names and whose WorstCase bounds what a
+// request could cost, both in Nanodollars.
+//
 // With store.redis the limits are the fleet's, kept in Redis at one script
 // call per batch of waiters, and store.on_error says what happens when
 // Redis fails; without it each replica enforces its share in process.

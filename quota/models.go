@@ -3,6 +3,7 @@ package quota
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -85,21 +86,30 @@ type Model struct {
 // account.models entry one of whose patterns matches it, else accountPool
 // (the account's). An empty model (none found) is the account's.
 func (c Config) PoolFor(m Model) string {
+	match, ok := m.matcher()
+	if !ok {
+		return accountPool
+	}
+	for _, pool := range c.Account.Models {
+		if slices.ContainsFunc(pool.Match, match) {
+			return pool.Name
+		}
+	}
+	return accountPool
+}
+
+// matcher returns how a pattern is matched against m — exactly, or for a
+// deployment case-insensitively — and false when no pattern is: m has no
+// name, or one longer than any pattern is worth matching against.
+func (m Model) matcher() (func(pattern string) bool, bool) {
 	if m.Name == "" || len(m.Name) > maxModelName {
-		return accountPool // none, or longer than any pattern is worth matching against
+		return nil, false
 	}
 	match := globMatch
 	if m.Deployment {
 		match = globMatchFold
 	}
-	for _, pool := range c.Account.Models {
-		for _, p := range pool.Match {
-			if match(p, m.Name) {
-				return pool.Name
-			}
-		}
-	}
-	return accountPool
+	return func(p string) bool { return match(p, m.Name) }, true
 }
 
 // validateModels checks account.models: names, patterns (none empty,
@@ -107,8 +117,7 @@ func (c Config) PoolFor(m Model) string {
 // pool's numbers as the account's are checked.
 func (c Config) validateModels(bad func(string, string, ...any)) {
 	seen := map[string]int{}
-	type earlier struct{ key, pattern string }
-	var patterns []earlier
+	var patterns firstMatch
 	for i, m := range c.Account.Models {
 		key := fmt.Sprintf("account.models[%d]", i)
 		switch {
@@ -122,26 +131,38 @@ func (c Config) validateModels(bad func(string, string, ...any)) {
 			}
 			seen[m.Name] = i
 		}
-		if len(m.Match) == 0 {
-			bad(key+".match", "must list at least one model name or pattern")
-		}
-		for j, p := range m.Match {
-			pkey := fmt.Sprintf("%s.match[%d]", key, j)
-			if err := checkPattern(p); err != "" {
-				bad(pkey, "%s, got %q", err, p)
-				continue
-			}
-			for _, e := range patterns {
-				if globCovers(e.pattern, p) {
-					bad(pkey, "%q can never match: %s (%q) matches every model it does, and the first match wins", p, e.key, e.pattern)
-					break
-				}
-			}
-			patterns = append(patterns, earlier{pkey, p})
-		}
+		patterns.check(bad, key+".match", m.Match)
 		checkAllowance(bad, key, AccountConfig{RequestsPerMinute: m.RequestsPerMinute, AdaptiveInFlight: m.AdaptiveInFlight}.requestsPerMinute(), m.TokensPerMinute, m.OutputTokensPerMinute, m.MaxInFlight, c.Account.ExpectedReplicas)
 		checkMaxCharge(bad, key, m.MaxRequestTokens, m.TokensPerMinute)
 		checkMinInFlight(bad, key, m.MinInFlight, m.MaxInFlight)
+	}
+}
+
+// firstMatch is the patterns of a first-match-wins list (account.models,
+// prices) checked so far, each with its key. The zero value is an empty
+// list.
+type firstMatch []struct{ key, pattern string }
+
+// check checks the match list under key (account.models[0].match): not
+// empty, each pattern valid (checkPattern) and not covered by one before
+// it in the list, which would leave it nothing to match; and adds them.
+func (f *firstMatch) check(bad func(string, string, ...any), key string, match []string) {
+	if len(match) == 0 {
+		bad(key, "must list at least one model name or pattern")
+	}
+	for j, p := range match {
+		pkey := fmt.Sprintf("%s[%d]", key, j)
+		if err := checkPattern(p); err != "" {
+			bad(pkey, "%s, got %q", err, p)
+			continue
+		}
+		for _, e := range *f {
+			if globCovers(e.pattern, p) {
+				bad(pkey, "%q can never match: %s (%q) matches every model it does, and the first match wins", p, e.key, e.pattern)
+				break
+			}
+		}
+		*f = append(*f, struct{ key, pattern string }{pkey, p})
 	}
 }
 

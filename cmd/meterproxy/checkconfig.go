@@ -13,8 +13,10 @@ import (
 
 // checkConfig prints the numbers a valid configuration works out to: the
 // account's, then each account.models pool's, in one table whose columns
-// are the fleet's numbers and one replica's. Blank lines keep their cells
-// (gap), or tabwriter would start a table of its own after each.
+// are the fleet's numbers and one replica's; then the prices, and a
+// warning for each part of the traffic no price covers (pricesSection).
+// Blank lines keep their cells (gap), or tabwriter would start a table of
+// its own after each.
 func checkConfig(cfg Config, w io.Writer) error {
 	q := cfg.quota()
 	var table bytes.Buffer
@@ -43,7 +45,7 @@ func checkConfig(cfg Config, w io.Writer) error {
 	for line := range strings.Lines(table.String()) {
 		out += strings.TrimRight(line, " \n") + "\n"
 	}
-	_, err := io.WriteString(w, out)
+	_, err := io.WriteString(w, out+"\n"+pricesSection(q))
 	return err
 }
 

@@ -32,6 +32,7 @@ type Config struct {
 	Server   proxy.ServerConfig   `koanf:"server"`
 	Upstream proxy.UpstreamConfig `koanf:"upstream"`
 	Account  quota.AccountConfig  `koanf:"account"`
+	Prices   []quota.Price        `koanf:"prices"`
 	Classes  quota.ClassesConfig  `koanf:"classes"`
 	Callers  []classify.Caller    `koanf:"callers"`
 	Classify classify.Config      `koanf:"classify"`
@@ -74,6 +75,7 @@ func defaultConfig() Config {
 		Server:   proxy.DefaultServerConfig(),
 		Upstream: proxy.DefaultUpstreamConfig(),
 		Account:  q.Account,
+		Prices:   q.Prices,
 		Classes:  q.Classes,
 		Callers:  []classify.Caller{},
 		Classify: classify.DefaultConfig(),
@@ -83,7 +85,7 @@ func defaultConfig() Config {
 }
 
 func (c Config) quota() quota.Config {
-	return quota.Config{Account: c.Account, Classes: c.Classes, Store: c.Store}
+	return quota.Config{Account: c.Account, Classes: c.Classes, Prices: c.Prices, Store: c.Store}
 }
 
 func (c Config) proxy() proxy.Config {
@@ -162,7 +164,7 @@ func (c Config) validate(getenv func(string) string) error {
 	}
 	return errors.Join(
 		c.proxy().Validate(), // server, upstream: sections at the top
-		c.quota().Validate(), // account, classes, store: sections at the top
+		c.quota().Validate(), // account, prices, classes, store: sections at the top
 		configcheck.Under("classify", c.Classify.Validate()),
 		configcheck.Under("callers", classify.ValidateCallers(c.Callers, getenv)),
 		p.Err())

@@ -69,6 +69,14 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 			[]string{`upstream.url: ends in /v1, which the callers' request paths already begin with (/v1/…): the upstream would be asked for /v1/v1/…; write "https://api.openai.com"`}},
 		{"Azure upstream.url ending in /openai", "upstream: {url: \"https://example.openai.azure.com/openai\"}\n", nil,
 			[]string{`upstream.url: ends in /openai`, `write "https://example.openai.azure.com"`}},
+		// Issue 25: prices, each problem by key.
+		{"prices", "prices:\n  - {match: [gpt-4o], inpt: 2.5, output: -1, flex: {input: .nan}, cached_input: 1, cache_read: 1}\n" +
+			"  - {match: [\"gpt-4o*\"], input: lots}\n  - {match: [gpt-4o-mini], max_output: -3}\n  - {input: 1}\n", nil,
+			[]string{"prices[0].inpt: unknown key", "prices[0].output: must be a price in USD per million tokens between 0 and 10000, got -1",
+				"prices[0].flex.input: must be a price in USD per million tokens between 0 and 10000, got NaN",
+				"prices[0].cache_read: prices[0].cached_input and prices[0].cache_read both price input read from the prompt cache",
+				"prices[1].input: cannot parse value", `prices[2].match[0]: "gpt-4o-mini" can never match: prices[1].match[0] ("gpt-4o*")`,
+				"prices[2].max_output: must be between 1 and", "prices[3].match: must list at least one model name or pattern"}},
 		{"every problem at once", "server:\n  lisen: x\nclasses:\n  interactive: {share: -1}\nlog: {level: loud}\n", nil,
 			[]string{"server.lisen", "classes.interactive.share", "log.level"}},
 	}

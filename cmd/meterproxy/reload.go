@@ -39,8 +39,8 @@ const (
 )
 
 // reloader applies a changed configuration while the proxy serves, whole
-// or not at all. Callers, classes, account limits, the class header, mode
-// and upstream.inject_stream_usage change live. Listen addresses, the rest
+// or not at all. Callers, classes, account limits, prices, the class
+// header, mode and upstream.inject_stream_usage change live. Listen addresses, the rest
 // of the upstream, the store and logging apply only at start: a file that
 // changes them is refused whole (needs_restart), since applying only its
 // live part would run a configuration nobody wrote and nothing validated

@@ -102,6 +102,11 @@ func TestReloadAppliesWholeOrNothing(t *testing.T) {
 		{"live changes only", withKey,
 			reloadYAML(", api_key: "+providerKey, "classify: {unknown_callers: reject, header: X-Class}\nclasses: {bulk: {share: 0.1}}\nmode: shadow\n"), reloadSuccess, nil},
 		{"inject_stream_usage is live", plain, reloadYAML(", inject_stream_usage: true", ""), reloadSuccess, nil},
+		// Issue 25: prices are quota's, and change live.
+		{"prices are live", plain, reloadYAML("", "prices:\n  - {match: [gpt-4o], input: 2.5, output: 10}\n"), reloadSuccess, nil},
+		{"prices changed", reloadYAML("", "prices:\n  - {match: [gpt-4o], input: 2.5, output: 10}\n"),
+			reloadYAML("", "prices:\n  - {match: [gpt-4o], input: 2.5, output: 10, flex: {input: 1.25}}\n"), reloadSuccess, nil},
+		{"an invalid price", plain, reloadYAML("", "prices:\n  - {match: [gpt-4o], input: -2.5}\n"), reloadFailure, nil},
 		{"an invalid file", plain, reloadYAML("", "classes: {bulk: {share: 2}}\n"), reloadFailure, nil},
 		{"a caller whose key is not set", plain, plain + "  - {name: other, key_env: OTHER_KEY, class: bulk}\n", reloadFailure, nil},
 	}

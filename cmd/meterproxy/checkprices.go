@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// pricesSection is check-config's account of prices: the table of what
+// each entry charges, every fallback applied (a flex row under an entry
+// that has flex prices), then a warning for each part of the traffic no
+// price covers (quota.PriceGaps), or one line when no price is configured.
+func pricesSection(q quota.Config) string {
+	if len(q.Prices) == 0 {
+		return "prices: none configured: every request costs $0 (spend is not metered)\n"
+	}
+	var rows [][]string
+	rows = append(rows, []string{"prices (USD per million tokens)", "input", "cached input", "cache write", "output", "max output (tokens)"})
+	for i, p := range q.Prices {
+		maxOutput := strconv.FormatInt(p.MaxOutput, 10)
+		if p.MaxOutput == 0 {
+			maxOutput = fmt.Sprintf("%d (default)", quota.DefaultMaxOutput)
+		}
+		rows = append(rows, priceRow(fmt.Sprintf("prices[%d] %s", i, strings.Join(p.Match, " ")), p.Effective(""), maxOutput))
+		if p.Flex != nil {
+			rows = append(rows, priceRow("  at service_tier flex", p.Effective(quota.TierFlex), ""))
+		}
+	}
+	out := table(rows)
+	for i, g := range q.PriceGaps() {
+		if i == 0 {
+			out += "\n"
+		}
+		out += "warning: " + g.String() + "\n"
+	}
+	return out
+}
+
+// priceRow is one row of the prices table.
+func priceRow(label string, t quota.TierPrice, maxOutput string) []string {
+	return []string{label, usd(t.Input), usd(t.CachedInput), usd(t.CacheWrite), usd(t.Output), maxOutput}
+}
+
+// usd formats a price with the cents and as many further digits as it
+// has: 2.5 is "2.50", 0.625 "0.625".
+func usd(v float64) string {
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	switch i := strings.IndexByte(s, '.'); {
+	case i < 0:
+		return s + ".00"
+	case len(s)-i == 2:
+		return s + "0"
+	}
+	return s
+}
+
+// table aligns rows in columns two spaces apart, as check-config's pool
+// table, without trailing spaces.
+func table(rows [][]string) string {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		_, _ = fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	_ = tw.Flush() // a bytes.Buffer does not fail
+	out := ""
+	for line := range strings.Lines(b.String()) {
+		out += strings.TrimRight(line, " \n") + "\n"
+	}
+	return out
+}
