@@ -56,8 +56,13 @@ const (
 	PerMonth BudgetPeriod = "month"
 )
 
-// UnmarshalText implements encoding.TextUnmarshaler: day or month.
+// UnmarshalText implements encoding.TextUnmarshaler: day or month, or
+// empty (unset; Budget.Check asks for it when the budget is set).
 func (p *BudgetPeriod) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*p = ""
+		return nil
+	}
 	return configcheck.SetOneOf(p, b, PerDay, PerMonth)
 }
 
@@ -84,8 +89,13 @@ const (
 	UnpricedAllow  UnpricedPolicy = "allow"
 )
 
-// UnmarshalText implements encoding.TextUnmarshaler: refuse or allow.
+// UnmarshalText implements encoding.TextUnmarshaler: refuse or allow, or
+// empty (the default, refuse).
 func (u *UnpricedPolicy) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*u = ""
+		return nil
+	}
 	return configcheck.SetOneOf(u, b, UnpricedRefuse, UnpricedAllow)
 }
 

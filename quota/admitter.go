@@ -93,7 +93,7 @@ type Request struct {
 
 // gate is what the caller gates know of r.
 func (r Request) gate() gateRequest {
-	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Priced: r.priced, Model: r.Model.Name}
+	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Priced: r.priced, Model: r.Model.Name, Generates: r.Model.Name != ""}
 }
 
 // New returns the Admitter cfg describes. It does not wait for Redis: a
@@ -180,7 +180,26 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		return nil, err
 	}
 	req.Tokens = tokens
-	return admitThrough(ctx, a.gates, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
+	price, priced := cfg.PriceFor(req.Model)
+	if priced {
+		req.cost, req.priced = price.WorstCase(req.InputTokens, req.OutputTokens, req.Tier), true
+	}
+	lease, err := admitThrough(ctx, a.gates, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
+	if err == nil && priced {
+		lease.price = &price
+	}
+	return lease, err
+}
+
+// Cost prices usage u of a response for model m at the prices in force,
+// and reports whether a price matched m: for a response no Lease priced
+// (Lease.Spend prices the rest at the prices of their admission).
+func (a *Admitter) Cost(m Model, u PricedUsage) (Nanodollars, bool) {
+	p, ok := a.cfg.Load().PriceFor(m)
+	if !ok {
+		return 0, false
+	}
+	return p.Cost(u), true
 }
 
 // admitThrough admits req through gate, then its pool l: the caller's

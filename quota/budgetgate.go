@@ -113,7 +113,7 @@ func (g *budgetGate) Reconfigure(cfg Config, callers []classify.Caller) {
 // Start implements callerGate.
 func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
 	bs := g.budgets.Load().of(r.Caller, r.Class)
-	if len(bs) == 0 {
+	if len(bs) == 0 || !r.Generates {
 		return gatePass{}, nil
 	}
 	if !r.Priced {

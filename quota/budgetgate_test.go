@@ -59,7 +59,7 @@ func TestBudgetGateNeverOverspends(t *testing.T) {
 			for range 30 {
 				wg.Go(func() {
 					for {
-						p, err := g.Start(t.Context(), gateRequest{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true},
+						p, err := g.Start(t.Context(), gateRequest{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true, Generates: true},
 							time.Now().Add(10*time.Second))
 						var over *BudgetExceededError
 						switch {
@@ -100,7 +100,7 @@ func TestBudgetGateRules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := startBudgetGate(t, newMemBudgets(), nil)
 		start := func(caller string, class classify.Class, cost Nanodollars, priced bool, wait time.Duration) (gatePass, error) {
-			return g.Start(t.Context(), gateRequest{Caller: caller, Class: class, Cost: cost, Priced: priced, Model: "gpt-x"}, time.Now().Add(wait))
+			return g.Start(t.Context(), gateRequest{Caller: caller, Class: class, Cost: cost, Priced: priced, Model: "gpt-x", Generates: true}, time.Now().Add(wait))
 		}
 		// No budget: passes, holding nothing.
 		if p, err := start("other", classify.Interactive, 50*cent, true, 0); err != nil || p.settle != nil || p.release != nil {

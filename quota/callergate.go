@@ -32,8 +32,11 @@ type gateRequest struct {
 	Cost   Nanodollars
 	Priced bool
 	// Model is the request's model, named in a refusal for a model no
-	// price matches.
-	Model string
+	// price matches; Generates says it names one. A request that names
+	// none (a list of models, a file) generates nothing a price could
+	// count, and budgets let it pass at $0.
+	Model     string
+	Generates bool
 }
 
 // gatePass is a request's way through a callerGate. Its zero value is a
@@ -44,8 +47,8 @@ type gatePass struct {
 	// reached the upstream.
 	release func()
 	// settle charges the request's real cost to what the gate reserved
-	// for it and gives the place back; nil when the gate reserved
-	// nothing.
+	// for it (once: a release after it charges nothing more); nil when
+	// the gate reserved nothing. Release still gives the place back.
 	settle func(Nanodollars)
 	// held says the request waited at the gate.
 	held bool
@@ -59,8 +62,8 @@ func (p gatePass) Release() {
 	}
 }
 
-// Settle charges cost to p's reservations and gives its place back; it
-// does nothing for a pass that reserved nothing.
+// Settle charges cost to p's reservations, once; it does nothing for a
+// pass that reserved nothing. Release still gives p's place back.
 func (p gatePass) Settle(cost Nanodollars) {
 	if p.settle != nil {
 		p.settle(cost)
@@ -103,11 +106,7 @@ func (ch gateChain) Start(ctx context.Context, r gateRequest, until time.Time) (
 		}
 	}, settle: func(cost Nanodollars) {
 		for _, p := range passes {
-			if p.settle != nil {
-				p.Settle(cost)
-			} else {
-				p.Release()
-			}
+			p.Settle(cost)
 		}
 	}}, nil
 }

@@ -93,6 +93,24 @@ type Lease struct {
 	// last gave (0: never called).
 	granted time.Time
 	answer  atomic.Int32
+	// price is its model's price at admission; nil when none matched.
+	price *Price
+}
+
+// Spend prices the usage u its response reported at its model's price as
+// of its admission, charges that to its budgets in place of what they
+// held reserved for it, and returns the cost, and whether a price matched
+// its model (else the cost is 0). Only its first call charges; a request
+// released without one charges its budgets nothing (it never reached the
+// upstream, or the upstream refused it).
+func (s *Lease) Spend(u PricedUsage) (Nanodollars, bool) {
+	if s.price == nil {
+		s.gate.Settle(0)
+		return 0, false
+	}
+	cost := s.price.Cost(u)
+	s.gate.Settle(cost)
+	return cost, true
 }
 
 // Answered records how the upstream exchange ended: its HTTP status, or 0

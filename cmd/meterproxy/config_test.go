@@ -64,6 +64,11 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 		{"fairness and weight", "classes: {bulk: {fairness: random}}\ncallers:\n  - {name: a, key_env: K, class: bulk, weight: -2}\n", []string{"K=secret"},
 			[]string{`classes.bulk.fairness: must be callers or fifo, got "random"`, "callers[0].weight: must be between 0 (= 1) and 1000, got -2"}},
 		{"refill model", "upstream: {refill: linear}\n", nil, []string{`upstream.refill: must be auto, continuous or window, got "linear"`}},
+		// Issue 25: budgets refuse by key.
+		{"budgets", "classes: {bulk: {budget: {usd: 1000, per: year}}, interactive: {budget: {usd: -5, per: day, unpriced: maybe}}}\n" +
+			"callers:\n  - {name: a, key_env: K, class: bulk, budget: {usd: 200}}\n", []string{"K=secret"},
+			[]string{`classes.bulk.budget.per: must be day or month, got "year"`, "classes.interactive.budget.usd: must be more than 0",
+				`classes.interactive.budget.unpriced: must be refuse or allow, got "maybe"`, "callers[0].budget.per: must be day or month"}},
 		// Issue 23 item 3: the provider's own base URL doubles the path.
 		{"upstream.url ending in /v1", "upstream: {url: \"https://api.openai.com/v1/\"}\n", nil,
 			[]string{`upstream.url: ends in /v1, which the callers' request paths already begin with (/v1/…): the upstream would be asked for /v1/v1/…; write "https://api.openai.com"`}},

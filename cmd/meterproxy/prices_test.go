@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
 )
 
@@ -147,4 +148,28 @@ func FuzzPricesConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadConfigBudgets: issue 25's budget keys load as written, and a
+// config without them (every default) has none.
+func TestLoadConfigBudgets(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, "classes:\n  bulk: {budget: {usd: 1000, per: month}}\n"+
+		"callers:\n  - {name: nightly-import, key_env: IMPORT_KEY, class: bulk, budget: {usd: 200, per: month, unpriced: allow}}\n"),
+		nil, lookupIn([]string{"IMPORT_KEY=sk-import"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := cfg.Classes.Bulk.Budget; b != (classify.Budget{USD: 1000, Per: classify.PerMonth}) {
+		t.Errorf("classes.bulk.budget = %+v", b)
+	}
+	if b := cfg.Callers[0].Budget; b != (classify.Budget{USD: 200, Per: classify.PerMonth, Unpriced: classify.UnpricedAllow}) {
+		t.Errorf("callers[0].budget = %+v", b)
+	}
+	def, err := loadConfig("", nil, lookupIn(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Classes.Bulk.Budget.Set() || def.Classes.Interactive.Budget.Set() {
+		t.Errorf("the defaults hold a budget: %+v %+v", def.Classes.Bulk.Budget, def.Classes.Interactive.Budget)
+	}
 }
