@@ -21,14 +21,23 @@ var (
 	usageKey = []byte(`"usage"`)
 )
 
-// chatBody reads a chat completion response: its usage, and what its
-// choices generated for the estimate when it has none.
+// chatBody reads a chat completion response: its usage, its service tier,
+// and what its choices generated for the estimate when it has none. The
+// members are read in one pass; of a member repeated, the last counts, as
+// when the usage of a long body is read from its end (lastMember).
 func (m *Meter) chatBody(body []byte) {
-	doc := gjson.Parse(view(body))
-	m.chatUsage(doc.Get("usage"))
-	m.noteTier(doc.Get(tierMember))
-	doc.Get("choices").ForEach(func(_, choice gjson.Result) bool {
-		m.text += chatGenerated(choice.Get("message"))
+	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.chatUsage(value)
+		case tierMember:
+			m.noteTier(value)
+		case "choices":
+			value.ForEach(func(_, choice gjson.Result) bool {
+				m.text += chatGenerated(choice.Get("message"))
+				return true
+			})
+		}
 		return true
 	})
 }

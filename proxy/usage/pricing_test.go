@@ -119,6 +119,8 @@ func TestMeterHostileCacheAndTier(t *testing.T) {
 			sse(chunk(`"flex"`), chunk(`"FLEX"`), chunkNoTierUsage, chunkDone), Usage{Input: 1500, Output: 40, CacheRead: 1280}},
 		{"stream: a good tier after a bad one", ChatCompletions, true,
 			sse(chunk(`"x y"`), chunk(`"flex"`), chunkNoTierUsage, chunkDone), Usage{Input: 1500, Output: 40, CacheRead: 1280, Tier: "flex"}},
+		{"stream: a tier of no known name, kept whole past the events after it", ChatCompletions, true,
+			sse(chunk(`"tier_x9"`), chunkNoTierUsage, chunkDone), Usage{Input: 1500, Output: 40, CacheRead: 1280, Tier: "tier_x9"}},
 		{"stream: a null tier changes nothing", ChatCompletions, true,
 			sse(chunk(`"flex"`), chunk(`null`), chunkNoTierUsage, chunkDone), Usage{Input: 1500, Output: 40, CacheRead: 1280, Tier: "flex"}},
 	}

@@ -41,14 +41,23 @@ const responsesTierPath = "response." + tierMember
 
 var responsesPrefix = []byte(`"response.`)
 
-// responsesBody reads a Responses API response: its usage, and what its
-// output items generated for the estimate when it has none.
+// responsesBody reads a Responses API response: its usage, its service
+// tier, and what its output items generated for the estimate when it has
+// none. The members are read in one pass; of a member repeated, the last
+// counts, as when the usage of a long body is read from its end.
 func (m *Meter) responsesBody(body []byte) {
-	doc := gjson.Parse(view(body))
-	m.responsesUsage(doc.Get("usage"))
-	m.noteTier(doc.Get(tierMember))
-	doc.Get("output").ForEach(func(_, item gjson.Result) bool {
-		m.text += responsesGenerated(item)
+	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.responsesUsage(value)
+		case tierMember:
+			m.noteTier(value)
+		case "output":
+			value.ForEach(func(_, item gjson.Result) bool {
+				m.text += responsesGenerated(item)
+				return true
+			})
+		}
 		return true
 	})
 }

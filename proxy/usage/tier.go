@@ -43,19 +43,42 @@ func validTier(s string) bool {
 // missing or null v names none and changes nothing; a valid string
 // replaces the tier; anything else (too long, a character outside the
 // set, not a string) names a tier the meter will not report, and leaves
-// none. The tier is copied (v may view a reused buffer) only when it
-// changes, so a stream naming the same tier on every chunk allocates once.
+// none. The tier is copied (v may view a reused buffer; see ownTier) only
+// when it changes, so a stream naming the same tier on every chunk
+// allocates at most once.
 func (m *Meter) noteTier(v gjson.Result) {
 	switch {
 	case v.Type == gjson.Null: // also what gjson returns for a missing member
 		return
 	case v.Type == gjson.String && validTier(v.Str):
 		if v.Str != m.tier {
-			m.tier = strings.Clone(v.Str)
+			m.tier = ownTier(v.Str)
 		}
 	default:
 		m.tier = ""
 	}
+}
+
+// ownTier returns s as a string of its own: the constant of a tier named
+// today, which costs no allocation, else a copy.
+func ownTier(s string) string {
+	switch s {
+	case "default":
+		return "default"
+	case "flex":
+		return "flex"
+	case "priority":
+		return "priority"
+	case "scale":
+		return "scale"
+	case "standard":
+		return "standard"
+	case "batch":
+		return "batch"
+	case "auto":
+		return "auto"
+	}
+	return strings.Clone(s)
 }
 
 // tierIn returns the service tier of the JSON text that a window holds
