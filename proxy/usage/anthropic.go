@@ -14,7 +14,8 @@ import (
 // the whole input is the sum of the three input fields. A stream reports
 // usage in message_start (message.usage) and then in one or more
 // message_delta events whose usage is cumulative: each count present
-// replaces the one before, none is added.
+// replaces the one before, none is added. The usage names the service
+// tier too (service_tier: "standard", "priority", "batch"; tier.go).
 
 // The Messages stream events the meter reads; ping, error and unknown events
 // are ignored (an error event after the 200 is not usage).
@@ -100,13 +101,17 @@ func (m *Meter) anthropicLongEvent(t string, d *window) {
 }
 
 // anthropicUsage records a usage object of the Messages shape: each count
-// present replaces the one recorded before.
+// present replaces the one recorded before, and so does the service tier.
 func (m *Meter) anthropicUsage(u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
 	in, haveIn := m.anthropic, false
 	u.ForEach(func(key, v gjson.Result) bool {
+		if key.Str == tierMember {
+			m.noteTier(v)
+			return true
+		}
 		if v.Type != gjson.Number {
 			return true
 		}
@@ -125,5 +130,6 @@ func (m *Meter) anthropicUsage(u gjson.Result) {
 	if haveIn {
 		m.anthropic = in
 		m.setIn(in.uncached + in.cacheWrite + in.cacheRead)
+		m.cache = cacheParts{read: in.cacheRead, write: in.cacheWrite}
 	}
 }

@@ -3,7 +3,10 @@
 //
 // A [Meter] is fed a copy of every response byte (it is an [io.Writer]) and,
 // once the body has ended, reports the [Usage]: the provider's own numbers
-// when the response carried them, otherwise an estimate flagged as such.
+// when the response carried them, otherwise an estimate flagged as such —
+// with what pricing needs besides, the part of the input read from or
+// written to the provider's prompt cache and the service tier the
+// response says served it.
 // It understands OpenAI Chat Completions (and Azure OpenAI, vLLM and other
 // compatible servers), the OpenAI Responses API, Anthropic Messages and
 // embeddings, as JSON bodies and as server-sent event streams.

@@ -42,6 +42,31 @@ type genStream struct {
 	// in, out are the usage the end events report (for Messages, in is
 	// what message_start reports).
 	in, out int64
+	genPricing
+}
+
+// genPricing is what a generated stream says pricing needs: the service
+// tier its first event names (an index into genTiers) and the cache parts
+// its end reports, which may exceed its input.
+type genPricing struct {
+	tier        int
+	read, write int64
+}
+
+// genTiers are the service tiers a generated stream names, as sent, and
+// the Tier the Meter must report for each.
+var genTiers = [...]struct{ json, want string }{
+	{`"default"`, "default"}, {`"flex"`, "flex"}, {`"priority"`, "priority"}, {`"standard"`, "standard"},
+	{`null`, ""}, {`"Flex"`, ""}, {`"a b"`, ""}, {`""`, ""}, {`"` + strings.Repeat("t", 33) + `"`, ""},
+	{`"fl\u0065x"`, "flex"}, {`7`, ""}, {`{"tier":"flex"}`, ""},
+}
+
+// wantTier is the Tier of g cut after its first k events.
+func (g genStream) wantTier(k int) string {
+	if k == 0 {
+		return ""
+	}
+	return genTiers[g.tier].want
 }
 
 // deltaKinds is how many kinds of event genDelta makes per API.
@@ -127,15 +152,19 @@ func genDelta(api API, k int, text string, eventLines bool) genEvent {
 	}
 }
 
-// genFromPlan builds a stream of api from plan: each delta takes a kind
-// byte, a length byte and that many text bytes.
-func genFromPlan(api API, plan []byte, eventLines bool, in, out int64) genStream {
-	g := genStream{api: api, in: in, out: out}
+// genFromPlan builds a stream of api from plan: a first event naming the
+// tier of p, then deltas, each of which takes a kind byte, a length byte
+// and that many text bytes.
+func genFromPlan(api API, plan []byte, eventLines bool, in, out int64, p genPricing) genStream {
+	g := genStream{api: api, in: in, out: out, genPricing: p}
+	tier := genTiers[p.tier].json
 	switch api {
+	case ChatCompletions:
+		g.events = append(g.events, genEvent{`data: {"id":"c","object":"chat.completion.chunk","service_tier":` + tier + `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, 0})
 	case Responses:
-		g.events = append(g.events, genEvent{respCreated, 0})
+		g.events = append(g.events, genEvent{"event: response.created\n" + `data: {"type":"response.created","sequence_number":0,"response":{"status":"in_progress","output":[],"service_tier":` + tier + `,"usage":null}}`, 0})
 	case Messages:
-		g.events = append(g.events, genEvent{fmt.Sprintf("event: message_start\n"+`data: {"type":"message_start","message":{"usage":{"input_tokens":%d,"output_tokens":1}}}`, in), 0})
+		g.events = append(g.events, genEvent{fmt.Sprintf("event: message_start\n"+`data: {"type":"message_start","message":{"usage":{"input_tokens":%d,"output_tokens":1,"service_tier":%s}}}`, in, tier), 0})
 	}
 	for len(plan) >= 2 {
 		kind, size := int(plan[0]), int(plan[1])
@@ -147,16 +176,35 @@ func genFromPlan(api API, plan []byte, eventLines bool, in, out int64) genStream
 	return g
 }
 
-// end returns the events that report the usage and end the stream.
+// end returns the events that report the usage and end the stream; none
+// names a tier.
 func (g genStream) end() []string {
 	switch g.api {
 	case ChatCompletions:
-		return []string{fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}`, g.in, g.out), chunkDone}
+		return []string{fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d,"cache_write_tokens":%d}}}`,
+			g.in, g.out, g.read, g.write), chunkDone}
 	case Responses:
-		return []string{fmt.Sprintf("event: response.completed\n"+`data: {"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":%d,"output_tokens":%d}}}`, g.in, g.out)}
+		return []string{fmt.Sprintf("event: response.completed\n"+`data: {"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":%d,"cache_write_tokens":%d},"output_tokens":%d}}}`,
+			g.in, g.read, g.write, g.out)}
 	default:
-		return []string{fmt.Sprintf("event: message_delta\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":%d}}`, g.out), antStop}
+		return []string{fmt.Sprintf("event: message_delta\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":%d,"cache_read_input_tokens":%d,"cache_creation_input_tokens":%d}}`,
+			g.out, g.read, g.write), antStop}
 	}
+}
+
+// reported is the Usage the whole stream with its end must report. OpenAI's
+// cache parts are parts of the input, kept within it (reads first);
+// Anthropic's add to it.
+func (g genStream) reported() Usage {
+	u := Usage{Input: g.in, Output: g.out, Tier: g.wantTier(1)}
+	if g.api == Messages {
+		u.Input += g.read + g.write
+		u.CacheRead, u.CacheWrite = g.read, g.write
+		return u
+	}
+	u.CacheRead = min(g.read, g.in)
+	u.CacheWrite = min(g.write, g.in-u.CacheRead)
+	return u
 }
 
 // estimate is the Usage a stream cut after its first k events must report.
@@ -165,7 +213,7 @@ func (g genStream) estimate(k int) Usage {
 	for _, e := range g.events[:k] {
 		text += e.counted
 	}
-	u := Usage{Input: est, Output: ceilQuarter(int64(text)), Estimated: true}
+	u := Usage{Input: est, Output: ceilQuarter(int64(text)), Tier: g.wantTier(k), Estimated: true}
 	if g.api == Messages && k > 0 { // message_start reported the input and 1 output token
 		u.Input, u.Output = g.in, max(u.Output, 1)
 	}
@@ -177,14 +225,17 @@ func (g genStream) estimate(k int) Usage {
 // and whole with usage at the end, written in pieces of every size: the
 // Meter never panics and holds at most maxHeld bytes; cut short, it
 // counts exactly the generated text of the events it saw whole (so more
-// deltas never count less); with the usage, the usage wins.
+// deltas never count less), nothing cached, the tier its first event
+// named (kept only when of the documented set); with the usage, the usage
+// wins, its cache parts within its input.
 func FuzzMeterGeneratedDeltas(f *testing.F) {
 	f.Add(uint8(0), []byte("\x00\x05hello\x04\x03abc\x07\x02hi\x09\x01x"), uint16(40), uint8(7), true)
 	f.Add(uint8(1), []byte("\x02\x08toolargs\x09\x02zz\x0a\x01q\x0b\x03aaa"), uint16(400), uint8(1), false)
 	f.Add(uint8(2), []byte("\x01\x06\x03\x04\x05\x06\x07\x08\x03\x02ab\x02\x05json}"), uint16(123), uint8(13), true)
 	f.Fuzz(func(t *testing.T, api uint8, plan []byte, cut uint16, size uint8, eventLines bool) {
 		a := [...]API{ChatCompletions, Responses, Messages}[api%3]
-		g := genFromPlan(a, plan, eventLines, 1234, 5678)
+		g := genFromPlan(a, plan, eventLines, 1234, 5678,
+			genPricing{tier: (int(cut) + int(size)) % len(genTiers), read: int64(cut) % 2000, write: int64(size) * 8})
 		piece := int(size%64) + 1
 		run := func(stream string, complete bool) Usage {
 			t.Helper()
@@ -223,7 +274,7 @@ func FuzzMeterGeneratedDeltas(f *testing.F) {
 			t.Fatalf("cut at byte %d (after %d events): got %+v, want %+v", at, k, got, want)
 		}
 		// With the usage at the end, the usage wins.
-		if got, want := run(sse(append(wires, g.end()...)...), true), (Usage{Input: g.in, Output: g.out}); got != want {
+		if got, want := run(sse(append(wires, g.end()...)...), true), g.reported(); got != want {
 			t.Fatalf("with usage: got %+v, want %+v", got, want)
 		}
 	})

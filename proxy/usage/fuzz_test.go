@@ -3,6 +3,7 @@ package usage
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -15,10 +16,28 @@ var streamSeeds = []struct {
 }{
 	{ChatCompletions, chatStreamUsage}, {ChatCompletions, crlf(azureStreamUsage)}, {ChatCompletions, vllmStream},
 	{Responses, responsesStream}, {Messages, anthropicStream}, {Messages, cr(anthropicStreamError)},
+	{ChatCompletions, sse(chunkPrioHello, chunkNullTier, chunkNoTierUsage, chunkDone)}, {ChatCompletions, sse(vllmCache1, vllmCache2, vllmCache3, chunkDone)},
+	{Responses, sse(respCreatedAuto, respDelta1, respCachedDone)}, {Messages, sse(antPrioStart, antDelta1, antBatchDelta, antStop)},
+}
+
+// tierPattern is what Usage.Tier may hold, written apart from validTier.
+var tierPattern = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// checkPricing fails t unless u's cache parts are non-negative parts of
+// its input and its tier is "" or of the documented set.
+func checkPricing(t *testing.T, u Usage) {
+	t.Helper()
+	if u.CacheRead < 0 || u.CacheWrite < 0 || u.CacheRead+u.CacheWrite > u.Input {
+		t.Fatalf("cache parts outside the input: %+v", u)
+	}
+	if u.Tier != "" && !tierPattern.MatchString(u.Tier) {
+		t.Fatalf("tier %q outside [a-z0-9_-]{1,32}", u.Tier)
+	}
 }
 
 // FuzzMeterSSE feeds arbitrary streams: the Meter must not panic, must hold
-// bounded memory, must report non-negative counts, and must report the same
+// bounded memory, must report non-negative counts, cache parts within the
+// input and a tier of the documented set, and must report the same
 // whatever the sizes of the writes.
 func FuzzMeterSSE(f *testing.F) {
 	for _, s := range streamSeeds {
@@ -49,11 +68,13 @@ func FuzzMeterSSE(f *testing.F) {
 		if !complete && !got.Estimated {
 			t.Fatalf("cut short but not estimated: %+v", got)
 		}
+		checkPricing(t, got)
 	})
 }
 
-// FuzzMeterJSON feeds arbitrary bodies: no panic, non-negative counts, no
-// output for embeddings, and an estimate of the input estimate and at
+// FuzzMeterJSON feeds arbitrary bodies: no panic, non-negative counts,
+// cache parts within the input, a tier of the documented set, no output for
+// embeddings, and an estimate of the input estimate, nothing cached and at
 // most the body's bytes / 4 of output.
 func FuzzMeterJSON(f *testing.F) {
 	for _, seed := range []struct {
@@ -62,6 +83,7 @@ func FuzzMeterJSON(f *testing.F) {
 	}{
 		{ChatCompletions, chatJSON}, {Embeddings, embeddingsJSON}, {Responses, responsesJSON},
 		{Messages, anthropicJSON}, {ChatCompletions, openAIErrorJSON},
+		{ChatCompletions, chatCachedJSON}, {ChatCompletions, chatCacheWriteJSON}, {Responses, responsesCachedJSON}, {Messages, anthropicPriorityJSON},
 	} {
 		f.Add([]byte(seed.body), uint8(seed.api))
 	}
@@ -76,9 +98,10 @@ func FuzzMeterJSON(f *testing.F) {
 		if a == Embeddings && got.Output != 0 {
 			t.Fatalf("embeddings output %d", got.Output)
 		}
-		if got.Estimated && (got.Input != est || got.Output > ceilQuarter(int64(len(body)))) {
+		if got.Estimated && (got.Input != est || got.CacheRead != 0 || got.CacheWrite != 0 || got.Output > ceilQuarter(int64(len(body)))) {
 			t.Fatalf("estimate %+v of %d bytes", got, len(body))
 		}
+		checkPricing(t, got)
 	})
 }
 

@@ -106,10 +106,10 @@ func TestMeterCountsEveryGeneratedDelta(t *testing.T) {
 	}{
 		{"chat stream without usage", ChatCompletions, eventStream,
 			sse(chunkRole, chunkToolStart, chunkToolArgs1, chunkToolArgs2, chunkReasoning, chunkReasoning2, chunkRefusal, chunkFuncCall, chunkAudio, chunkDone),
-			true, Usage{Input: est, Output: q(chatStreamGenerated), Estimated: true}},
+			true, Usage{Input: est, Output: q(chatStreamGenerated), Tier: "default", Estimated: true}},
 		{"chat stream cut", ChatCompletions, eventStream,
 			sse(chunkHello, chunkToolStart, chunkToolArgs1, chunkToolArgs2, chunkReasoning, chunkReasoning2, chunkRefusal, chunkFuncCall, chunkAudio),
-			false, Usage{Input: est, Output: q(chatStreamGenerated + len("Hello")), Estimated: true}},
+			false, Usage{Input: est, Output: q(chatStreamGenerated + len("Hello")), Tier: "default", Estimated: true}},
 		{"chat JSON without usage", ChatCompletions, appJSON, chatJSONNoUsage, true,
 			Usage{Input: est, Output: q(chatJSONGenerated), Estimated: true}},
 		{"responses stream cut", Responses, eventStream,
@@ -119,7 +119,7 @@ func TestMeterCountsEveryGeneratedDelta(t *testing.T) {
 			Usage{Input: est, Output: q(responsesJSONGenerated), Estimated: true}},
 		{"anthropic stream cut", Messages, eventStream,
 			sse(antStart, antBlockStart, antThinking, antSignature, antDelta1, antToolInput, antCitation),
-			false, Usage{Input: antInput, Output: q(antGenerated + len("Hello")), Estimated: true}},
+			false, Usage{Input: antInput, Output: q(antGenerated + len("Hello")), CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Estimated: true}},
 		{"anthropic JSON without usage", Messages, appJSON, anthropicJSONNoUsage, true,
 			Usage{Input: est, Output: q(anthropicJSONGenerated), Estimated: true}},
 	}

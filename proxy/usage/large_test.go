@@ -43,9 +43,9 @@ func TestMeterLargeJSONUsageFromTail(t *testing.T) {
 		complete bool
 		want     Usage
 	}{
-		{"chat", ChatCompletions, chat, true, Usage{Input: 10, Output: 1000000}},
+		{"chat", ChatCompletions, chat, true, Usage{Input: 10, Output: 1000000, Tier: "default"}},
 		{"responses, a nested usage after it", Responses, responses, true, Usage{Input: 36, Output: 1000000}},
-		{"anthropic", Messages, anthropic, true, Usage{Input: 33, Output: 1000000}},
+		{"anthropic", Messages, anthropic, true, Usage{Input: 33, Output: 1000000, CacheRead: 20, CacheWrite: 10}},
 		{"embeddings", Embeddings, embeddings, true, Usage{Input: 8}},
 		{"usage in a string after it", ChatCompletions, inString, true, Usage{Input: 10, Output: 1000000}},
 		{"usage in an object after it", ChatCompletions, nested, true, Usage{Input: 10, Output: 1000000}},
@@ -85,7 +85,7 @@ func TestMeterLongEvents(t *testing.T) {
 	}{
 		{"responses terminal event", Responses, sse(respCreated, respDelta1, completed), true, exactly(Usage{Input: 37, Output: 500000})},
 		{"responses terminal event without event lines", Responses, dropEventLines(sse(respCreated, respDelta1, completed)), true, exactly(Usage{Input: 37, Output: 500000})},
-		{"chat long delta, usage after", ChatCompletions, sse(chunkHello, longChunk, chunkUsage, chunkDone), true, exactly(Usage{Input: 19, Output: 10})},
+		{"chat long delta, usage after", ChatCompletions, sse(chunkHello, longChunk, chunkUsage, chunkDone), true, exactly(Usage{Input: 19, Output: 10, Tier: "default"})},
 		{"chat long delta, no usage", ChatCompletions, sse(chunkHello, longChunk, chunkDone), true,
 			between(ceilQuarter(int64(len(big))), ceilQuarter(longData+chatTextSize))},
 		{"anthropic long delta, cut", Messages, sse(antStart, longAnt), false,

@@ -15,12 +15,29 @@ import (
 // hold at most its in-flight bound times maxHeld.
 const maxHeld = windowSize + windowHead + maxFieldName + maxEventName
 
-// Usage is the token count of one response.
+// Usage is the token count of one response, and the service tier that
+// served it: what pricing needs. The zero value is no tokens, no tier.
 type Usage struct {
 	// Input and Output are tokens read and generated. Input counts every
 	// prompt token, cached or not (for Anthropic the sum of input_tokens,
-	// cache_creation_input_tokens and cache_read_input_tokens).
+	// cache_creation_input_tokens and cache_read_input_tokens); Output
+	// counts reasoning tokens too.
 	Input, Output int64
+	// CacheRead and CacheWrite are the parts of Input read from and
+	// written to the provider's prompt cache, in tokens: OpenAI's
+	// cached_tokens and cache_write_tokens (prompt_tokens_details,
+	// input_tokens_details), Anthropic's cache_read_input_tokens and
+	// cache_creation_input_tokens. CacheRead + CacheWrite ≤ Input always,
+	// whatever the response says (read kept first). Both are 0 when Input
+	// is the estimate.
+	CacheRead, CacheWrite int64
+	// Tier is the service tier the response says served it (its
+	// service_tier; see tier.go), not the one the request asked for: 1 to
+	// 32 bytes of [a-z0-9_-] such as "default", "flex", "priority" or
+	// "standard", the last one the response named. It is "" when the
+	// response named none, or named one outside that set. It is set on an
+	// estimated usage too when the response named one.
+	Tier string
 	// Estimated is true when the response carried no usage (or was cut
 	// short) and the numbers are an estimate.
 	Estimated bool
@@ -60,6 +77,11 @@ type Meter struct {
 	haveIn, haveOut bool
 	// anthropic holds the Anthropic input parts, each replaced on its own.
 	anthropic anthropicInput
+	// cache is the reported cache parts of in, bounded by it only when the
+	// usage is made (each part arrives on its own). tier is the last valid
+	// service tier the response named (noteTier).
+	cache cacheParts
+	tier  string
 	// terminal says the stream's last event arrived.
 	terminal bool
 	// text counts bytes of generated text seen in a stream or a whole
@@ -128,8 +150,10 @@ func (m *Meter) Write(p []byte) (int, error) {
 // output and the text estimate. A JSON body over 64 KiB has its usage read
 // from its last 64 KiB (see lastMember); without one there, or cut short,
 // its Output is estimated from its size. A JSON body cut short is
-// Estimated, its usage, if any came, not read. Later calls return the
-// same Usage.
+// Estimated, its usage, if any came, not read. The cache parts go with a
+// reported input (0 with the estimate), and the service tier is the last
+// the response named, estimated or not (see Usage). Later calls return
+// the same Usage.
 func (m *Meter) Finish(complete bool) Usage {
 	if m.finished {
 		return m.result
@@ -145,11 +169,11 @@ func (m *Meter) Finish(complete bool) Usage {
 		if body, whole := m.body.whole(); whole {
 			m.readBody(body)
 		} else {
-			m.readTail(m.body.tail(), m.body.size)
+			m.readTail(&m.body)
 		}
 		m.result = m.bodyUsage(complete)
 	default:
-		m.result = Usage{Input: m.inputEstimate, Estimated: true}
+		m.result = m.estimate(0)
 	}
 	m.body, m.sse = window{}, sseReader{}
 	return m.result
@@ -158,11 +182,13 @@ func (m *Meter) Finish(complete bool) Usage {
 // streamUsage is the usage of a stream that ended.
 func (m *Meter) streamUsage(complete bool) Usage {
 	if complete && m.terminal && (m.haveIn || m.haveOut) {
-		return Usage{Input: m.in, Output: m.out}
+		return m.reported()
 	}
-	u := Usage{Input: m.inputEstimate, Output: ceilQuarter(m.text), Estimated: true}
+	u := m.estimate(ceilQuarter(m.text))
 	if m.haveIn {
 		u.Input = m.in
+		c := m.cache.within(m.in)
+		u.CacheRead, u.CacheWrite = c.read, c.write
 	}
 	if m.haveOut {
 		u.Output = max(u.Output, m.out)
@@ -174,9 +200,22 @@ func (m *Meter) streamUsage(complete bool) Usage {
 // it ended cleanly, else the estimate.
 func (m *Meter) bodyUsage(complete bool) Usage {
 	if complete && (m.haveIn || m.haveOut) {
-		return Usage{Input: m.in, Output: m.out}
+		return m.reported()
 	}
-	return Usage{Input: m.inputEstimate, Output: ceilQuarter(m.text), Estimated: true}
+	return m.estimate(ceilQuarter(m.text))
+}
+
+// reported is the usage the response reported: its counts (0 for one it
+// left out), its cache parts within its input, its tier.
+func (m *Meter) reported() Usage {
+	c := m.cache.within(m.in)
+	return Usage{Input: m.in, Output: m.out, CacheRead: c.read, CacheWrite: c.write, Tier: m.tier}
+}
+
+// estimate is the estimated usage of output tokens: the input estimate,
+// nothing cached, the tier the response named if it named one.
+func (m *Meter) estimate(output int64) Usage {
+	return Usage{Input: m.inputEstimate, Output: output, Tier: m.tier, Estimated: true}
 }
 
 // event implements eventHandler: one SSE event of the stream, read whole
@@ -207,6 +246,7 @@ func (m *Meter) longEvent(name []byte, d *window) {
 	case ChatCompletions:
 		m.text += d.size
 		m.chatUsageHighWater(tailUsage(d.tail(), 1))
+		m.noteTier(tierIn(d, 1, tierMember))
 	case Responses:
 		m.responsesLongEvent(eventType(name, d.start()), d)
 	case Messages:
@@ -214,22 +254,26 @@ func (m *Meter) longEvent(name []byte, d *window) {
 	}
 }
 
-// readTail reads the usage of a JSON body too large to keep, from its
-// last bytes; of an API with output, all size bytes of the body count as
-// generated text for the estimate when it has none.
-func (m *Meter) readTail(tail []byte, size int64) {
+// readTail reads the usage of a JSON body too large to keep, from the
+// last bytes d kept (and its service tier from there, or its first bytes);
+// of an API with output, all the bytes of the body count as generated text
+// for the estimate when it has none.
+func (m *Meter) readTail(d *window) {
+	tail := d.tail()
 	switch m.api {
 	case ChatCompletions:
 		m.chatUsage(tailUsage(tail, 1))
+		m.noteTier(tierIn(d, 1, tierMember))
 	case Embeddings:
 		m.embeddingsUsage(tailUsage(tail, 1))
 		return
 	case Responses:
 		m.responsesUsage(tailUsage(tail, 1))
+		m.noteTier(tierIn(d, 1, tierMember))
 	case Messages:
 		m.anthropicUsage(tailUsage(tail, 1))
 	}
-	m.text = size
+	m.text = d.size
 }
 
 // readBody reads the usage of a whole JSON body.

@@ -22,23 +22,23 @@ func TestMeterJSON(t *testing.T) {
 		complete    bool
 		want        Usage
 	}{
-		{"chat", ChatCompletions, appJSON, chatJSON, true, Usage{Input: 19, Output: 10}},
-		{"chat charset", ChatCompletions, "application/json; charset=utf-8", chatJSON, true, Usage{Input: 19, Output: 10}},
+		{"chat", ChatCompletions, appJSON, chatJSON, true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat charset", ChatCompletions, "application/json; charset=utf-8", chatJSON, true, Usage{Input: 19, Output: 10, Tier: "default"}},
 		{"embeddings", Embeddings, appJSON, embeddingsJSON, true, Usage{Input: 8}},
 		{"embeddings output ignored", Embeddings, appJSON, `{"usage":{"prompt_tokens":8,"completion_tokens":3}}`, true, Usage{Input: 8}},
 		{"responses", Responses, appJSON, responsesJSON, true, Usage{Input: 36, Output: 87}},
-		{"anthropic input is the sum of three fields", Messages, appJSON, anthropicJSON, true, Usage{Input: 3 + 1200 + 8000, Output: 503}},
+		{"anthropic input is the sum of three fields", Messages, appJSON, anthropicJSON, true, Usage{Input: 3 + 1200 + 8000, Output: 503, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
 		{"error body", ChatCompletions, appJSON, openAIErrorJSON, true, Usage{Input: est, Estimated: true}},
 		{"usage null", ChatCompletions, appJSON, `{"choices":[],"usage":null}`, true, Usage{Input: est, Estimated: true}},
 		{"usage without counts", ChatCompletions, appJSON, `{"usage":{"total_tokens":5}}`, true, Usage{Input: est, Estimated: true}},
 		// A body cut short: its usage is not trusted, what it generated so far counts.
-		{"cut short", ChatCompletions, appJSON, chatJSON, false, Usage{Input: est, Output: ceilQuarter(int64(len(`Hello! The "usage" of tokens is 7.`))), Estimated: true}},
+		{"cut short", ChatCompletions, appJSON, chatJSON, false, Usage{Input: est, Output: ceilQuarter(int64(len(`Hello! The "usage" of tokens is 7.`))), Tier: "default", Estimated: true}},
 		{"cut short mid-body", Messages, appJSON, anthropicJSON[:len(anthropicJSON)/2], false, Usage{Input: est, Output: ceilQuarter(int64(len("Hi! My name is Claude."))), Estimated: true}},
-		{"over 4 MiB: usage from its end", ChatCompletions, appJSON, huge, true, Usage{Input: 19, Output: 10}},
+		{"over 4 MiB: usage from its end", ChatCompletions, appJSON, huge, true, Usage{Input: 19, Output: 10, Tier: "default"}},
 		{"not JSON", ChatCompletions, "text/plain", "upstream connect error", true, Usage{Input: est, Estimated: true}},
 		{"empty", Responses, appJSON, "", true, Usage{Input: est, Estimated: true}},
 		{"other API not read", Other, appJSON, chatJSON, true, Usage{Input: est, Estimated: true}},
-		{"wrong API's fields", Responses, appJSON, chatJSON, true, Usage{Input: est, Estimated: true}},
+		{"wrong API's fields", Responses, appJSON, chatJSON, true, Usage{Input: est, Tier: "default", Estimated: true}},
 		{"negative counts", ChatCompletions, appJSON, `{"usage":{"prompt_tokens":-5,"completion_tokens":2.9}}`, true, Usage{Input: 0, Output: 2}},
 		{"absurd counts capped", ChatCompletions, appJSON, `{"usage":{"prompt_tokens":1e300,"completion_tokens":1e300}}`, true, Usage{Input: maxCount, Output: maxCount}},
 	}
@@ -67,19 +67,19 @@ func TestMeterStream(t *testing.T) {
 		want     Usage
 	}{
 		// OpenAI chat completions.
-		{"chat usage chunk", ChatCompletions, chatStreamUsage, true, Usage{Input: 19, Output: 10}},
-		{"chat CRLF", ChatCompletions, crlf(chatStreamUsage), true, Usage{Input: 19, Output: 10}},
-		{"chat lone CR", ChatCompletions, cr(chatStreamUsage), true, Usage{Input: 19, Output: 10}},
-		{"chat data: without space", ChatCompletions, nospace(chatStreamUsage), true, Usage{Input: 19, Output: 10}},
-		{"chat comments", ChatCompletions, sse(": keep-alive", chunkHello, ":", chunkUsage, chunkDone), true, Usage{Input: 19, Output: 10}},
-		{"chat without usage", ChatCompletions, chatStreamNoUsage, true, Usage{Input: est, Output: chatText, Estimated: true}},
-		{"chat [DONE] missing", ChatCompletions, chatStreamNoDone, true, Usage{Input: 19, Output: 10, Estimated: true}},
-		{"chat not complete", ChatCompletions, chatStreamUsage, false, Usage{Input: 19, Output: 10, Estimated: true}},
-		{"chat truncated", ChatCompletions, chatStreamCut, false, Usage{Input: est, Output: chatText, Estimated: true}},
-		{"chat truncated mid-event", ChatCompletions, chatStreamUsage[:len(chatStreamUsage)-40], false, Usage{Input: est, Output: chatText, Estimated: true}},
-		{"chat last blank line missing", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n"), true, Usage{Input: 19, Output: 10}},
-		{"chat last line cut", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n\n"), true, Usage{Input: 19, Output: 10, Estimated: true}},
-		{"chat multi-line data", ChatCompletions, sse(chunkHello, strings.Replace(chunkUsage, `,"usage":`, ",\ndata: \"usage\":", 1), chunkDone), true, Usage{Input: 19, Output: 10}},
+		{"chat usage chunk", ChatCompletions, chatStreamUsage, true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat CRLF", ChatCompletions, crlf(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat lone CR", ChatCompletions, cr(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat data: without space", ChatCompletions, nospace(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat comments", ChatCompletions, sse(": keep-alive", chunkHello, ":", chunkUsage, chunkDone), true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat without usage", ChatCompletions, chatStreamNoUsage, true, Usage{Input: est, Output: chatText, Tier: "default", Estimated: true}},
+		{"chat [DONE] missing", ChatCompletions, chatStreamNoDone, true, Usage{Input: 19, Output: 10, Tier: "default", Estimated: true}},
+		{"chat not complete", ChatCompletions, chatStreamUsage, false, Usage{Input: 19, Output: 10, Tier: "default", Estimated: true}},
+		{"chat truncated", ChatCompletions, chatStreamCut, false, Usage{Input: est, Output: chatText, Tier: "default", Estimated: true}},
+		{"chat truncated mid-event", ChatCompletions, chatStreamUsage[:len(chatStreamUsage)-40], false, Usage{Input: est, Output: chatText, Tier: "default", Estimated: true}},
+		{"chat last blank line missing", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n"), true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat last line cut", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n\n"), true, Usage{Input: 19, Output: 10, Tier: "default", Estimated: true}},
+		{"chat multi-line data", ChatCompletions, sse(chunkHello, strings.Replace(chunkUsage, `,"usage":`, ",\ndata: \"usage\":", 1), chunkDone), true, Usage{Input: 19, Output: 10, Tier: "default"}},
 		// Azure's first chunk has empty choices and no usage.
 		{"azure filter chunk is not usage", ChatCompletions, azureStreamNoUsage, true, Usage{Input: est, Output: ceilQuarter(int64(len("Hi there"))), Estimated: true}},
 		{"azure usage", ChatCompletions, azureStreamUsage, true, Usage{Input: 12, Output: 2}},
@@ -96,13 +96,13 @@ func TestMeterStream(t *testing.T) {
 		{"responses truncated", Responses, responsesStreamCut, false, Usage{Input: est, Output: respText, Estimated: true}},
 		{"responses completed not complete", Responses, responsesStream, false, Usage{Input: 37, Output: 11, Estimated: true}},
 		// Anthropic Messages.
-		{"anthropic", Messages, anthropicStream, true, Usage{Input: antInput, Output: 15}},
-		{"anthropic CRLF", Messages, crlf(anthropicStream), true, Usage{Input: antInput, Output: 15}},
-		{"anthropic without event lines", Messages, dropEventLines(anthropicStream), true, Usage{Input: antInput, Output: 15}},
-		{"anthropic unknown events ignored", Messages, sse(antStart, antUnknown, antDelta1, antMsgDelta1, antUnknown, antStop), true, Usage{Input: antInput, Output: 10}},
-		{"anthropic error after 200", Messages, anthropicStreamError, true, Usage{Input: antInput, Output: max(1, antText), Estimated: true}},
-		{"anthropic truncated keeps message_start input", Messages, anthropicStreamCut, false, Usage{Input: antInput, Output: 10, Estimated: true}},
-		{"anthropic message_stop missing", Messages, sse(antStart, antDelta1, antMsgDelta2), true, Usage{Input: antInput, Output: 15, Estimated: true}},
+		{"anthropic", Messages, anthropicStream, true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
+		{"anthropic CRLF", Messages, crlf(anthropicStream), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
+		{"anthropic without event lines", Messages, dropEventLines(anthropicStream), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
+		{"anthropic unknown events ignored", Messages, sse(antStart, antUnknown, antDelta1, antMsgDelta1, antUnknown, antStop), true, Usage{Input: antInput, Output: 10, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
+		{"anthropic error after 200", Messages, anthropicStreamError, true, Usage{Input: antInput, Output: max(1, antText), CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Estimated: true}},
+		{"anthropic truncated keeps message_start input", Messages, anthropicStreamCut, false, Usage{Input: antInput, Output: 10, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Estimated: true}},
+		{"anthropic message_stop missing", Messages, sse(antStart, antDelta1, antMsgDelta2), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Estimated: true}},
 		// Streams of an API that does not stream, and of Other.
 		{"embeddings stream", Embeddings, chatStreamUsage, true, Usage{Input: est, Estimated: true}},
 		{"other stream", Other, chatStreamUsage, true, Usage{Input: est, Estimated: true}},
@@ -142,12 +142,12 @@ func TestMeterAnthropicCumulative(t *testing.T) {
 		deltas []string
 		want   Usage
 	}{
-		{"output replaced, not added", []string{delta(`{"output_tokens":10}`), delta(`{"output_tokens":15}`)}, Usage{Input: 1125, Output: 15}},
-		{"input kept when absent", []string{delta(`{"output_tokens":7}`)}, Usage{Input: 1125, Output: 7}},
-		{"input field replaced when present", []string{delta(`{"input_tokens":30,"output_tokens":7}`)}, Usage{Input: 1130, Output: 7}},
-		{"null field kept", []string{delta(`{"cache_read_input_tokens":null,"output_tokens":7}`)}, Usage{Input: 1125, Output: 7}},
-		{"all replaced", []string{delta(`{"input_tokens":1,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":4}`)}, Usage{Input: 6, Output: 4}},
-		{"no delta", nil, Usage{Input: 1125, Output: 1}},
+		{"output replaced, not added", []string{delta(`{"output_tokens":10}`), delta(`{"output_tokens":15}`)}, Usage{Input: 1125, Output: 15, CacheRead: 1000, CacheWrite: 100}},
+		{"input kept when absent", []string{delta(`{"output_tokens":7}`)}, Usage{Input: 1125, Output: 7, CacheRead: 1000, CacheWrite: 100}},
+		{"input field replaced when present", []string{delta(`{"input_tokens":30,"output_tokens":7}`)}, Usage{Input: 1130, Output: 7, CacheRead: 1000, CacheWrite: 100}},
+		{"null field kept", []string{delta(`{"cache_read_input_tokens":null,"output_tokens":7}`)}, Usage{Input: 1125, Output: 7, CacheRead: 1000, CacheWrite: 100}},
+		{"all replaced", []string{delta(`{"input_tokens":1,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":4}`)}, Usage{Input: 6, Output: 4, CacheRead: 3, CacheWrite: 2}},
+		{"no delta", nil, Usage{Input: 1125, Output: 1, CacheRead: 1000, CacheWrite: 100}},
 	}
 	for _, tt := range tests {
 		stream := sse(append(append([]string{start}, tt.deltas...), antStop)...)
@@ -178,7 +178,7 @@ func TestMeterBounds(t *testing.T) {
 					t.Fatalf("size %d: holding %d bytes", size, n)
 				}
 			}
-			if got, want := m.Finish(true), (Usage{Input: 19, Output: 10}); got != want {
+			if got, want := m.Finish(true), (Usage{Input: 19, Output: 10, Tier: "default"}); got != want {
 				t.Errorf("size %d: got %+v, want %+v", size, got, want)
 			}
 		}
@@ -193,7 +193,7 @@ func TestMeterBounds(t *testing.T) {
 			t.Fatalf("holding %d bytes", n)
 		}
 		_, _ = m.Write([]byte("\n" + sse(antStart, antStop)))
-		if got, want := m.Finish(true), (Usage{Input: antInput, Output: 1}); got != want {
+		if got, want := m.Finish(true), (Usage{Input: antInput, Output: 1, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}); got != want {
 			t.Errorf("got %+v, want %+v", got, want)
 		}
 	})

@@ -11,21 +11,33 @@ import (
 //
 //	usage: {prompt_tokens, completion_tokens, total_tokens, …}
 //
-// where prompt_tokens includes cached tokens and completion_tokens includes
-// reasoning tokens. Embeddings have no completion_tokens.
+// where prompt_tokens includes cached tokens (prompt_tokens_details; see
+// cache.go) and completion_tokens includes reasoning tokens. Embeddings
+// have no completion_tokens. A chat completion, and each chunk of a
+// stream, names its service tier at the top level (tier.go).
 
 var (
 	doneData = []byte("[DONE]")
 	usageKey = []byte(`"usage"`)
 )
 
-// chatBody reads a chat completion response: its usage, and what its
-// choices generated for the estimate when it has none.
+// chatBody reads a chat completion response: its usage, its service tier,
+// and what its choices generated for the estimate when it has none. The
+// members are read in one pass; of a member repeated, the last counts, as
+// when the usage of a long body is read from its end (lastMember).
 func (m *Meter) chatBody(body []byte) {
-	doc := gjson.Parse(view(body))
-	m.chatUsage(doc.Get("usage"))
-	doc.Get("choices").ForEach(func(_, choice gjson.Result) bool {
-		m.text += chatGenerated(choice.Get("message"))
+	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.chatUsage(value)
+		case tierMember:
+			m.noteTier(value)
+		case "choices":
+			value.ForEach(func(_, choice gjson.Result) bool {
+				m.text += chatGenerated(choice.Get("message"))
+				return true
+			})
+		}
 		return true
 	})
 }
@@ -46,8 +58,9 @@ func (m *Meter) embeddingsUsage(u gjson.Result) {
 // the chunk whose usage is not null: after the last choice with
 // stream_options.include_usage, or on every chunk (cumulative) with vLLM's
 // continuous_usage_stats. An empty choices array alone means nothing: Azure
-// sends content-filter chunks so. Nearly every chunk matters (its text
-// counts for the estimate), so each is read in one pass.
+// sends content-filter chunks so. Every chunk may name the service tier.
+// Nearly every chunk matters (its text counts for the estimate), so each
+// is read in one pass.
 func (m *Meter) chatEvent(data []byte) {
 	if bytes.Equal(bytes.TrimSpace(data), doneData) {
 		m.terminal = true
@@ -57,6 +70,8 @@ func (m *Meter) chatEvent(data []byte) {
 		switch key.Str {
 		case "usage":
 			m.chatUsageHighWater(value)
+		case tierMember:
+			m.noteTier(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
 				m.text += chatGenerated(choice.Get("delta"))
@@ -110,7 +125,8 @@ func strLen(v gjson.Result) int64 {
 	return int64(len(v.Str))
 }
 
-// chatUsage records a usage object of the chat completions shape.
+// chatUsage records a usage object of the chat completions shape, its
+// cache parts replacing those recorded before.
 func (m *Meter) chatUsage(u gjson.Result) {
 	if !u.IsObject() {
 		return
@@ -121,13 +137,15 @@ func (m *Meter) chatUsage(u gjson.Result) {
 	if out := u.Get("completion_tokens"); out.Type == gjson.Number {
 		m.setOut(count(out))
 	}
+	m.cache = openAICache(u.Get("prompt_tokens_details"))
 }
 
 // chatUsageHighWater records a streamed usage object, keeping the highest
-// count of each kind seen: with continuous usage every chunk carries the
-// running total, so the latest is the largest and none may be added up.
+// count of each kind seen, cache parts included: with continuous usage
+// every chunk carries the running total, so the latest is the largest and
+// none may be added up.
 func (m *Meter) chatUsageHighWater(u gjson.Result) {
-	in, out, haveIn, haveOut := m.in, m.out, m.haveIn, m.haveOut
+	in, out, cache, haveIn, haveOut := m.in, m.out, m.cache, m.haveIn, m.haveOut
 	m.chatUsage(u)
 	if haveIn {
 		m.in = max(m.in, in)
@@ -135,6 +153,7 @@ func (m *Meter) chatUsageHighWater(u gjson.Result) {
 	if haveOut {
 		m.out = max(m.out, out)
 	}
+	m.cache = m.cache.highWater(cache)
 }
 
 // isUsageChunk reports whether an event's data is the chunk that

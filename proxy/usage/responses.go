@@ -12,7 +12,10 @@ import (
 //	usage: {input_tokens, input_tokens_details, output_tokens, output_tokens_details, total_tokens}
 //
 // on the response object: the whole body, or, in a stream, the response of
-// the terminal event.
+// the terminal event; input_tokens includes cached tokens
+// (input_tokens_details; see cache.go). The response object names its
+// service tier too (tier.go), in a stream on the response that
+// response.created and response.in_progress repeat as well.
 
 // The Responses stream events the meter reads: every response.*.delta
 // event but the audio one generates text (output_text, refusal,
@@ -25,20 +28,36 @@ const (
 	responsesDeltaSuffix = ".delta"
 	// responsesAudioDelta carries sound in base64, not text.
 	responsesAudioDelta = "response.audio.delta"
+	responsesCreated    = "response.created"
+	responsesInProgress = "response.in_progress"
 	responsesCompleted  = "response.completed"
 	responsesIncomplete = "response.incomplete"
 	responsesFailed     = "response.failed"
 )
 
+// responsesTierPath is where a Responses stream event's data names the
+// service tier: on the response object it repeats.
+const responsesTierPath = "response." + tierMember
+
 var responsesPrefix = []byte(`"response.`)
 
-// responsesBody reads a Responses API response: its usage, and what its
-// output items generated for the estimate when it has none.
+// responsesBody reads a Responses API response: its usage, its service
+// tier, and what its output items generated for the estimate when it has
+// none. The members are read in one pass; of a member repeated, the last
+// counts, as when the usage of a long body is read from its end.
 func (m *Meter) responsesBody(body []byte) {
-	doc := gjson.Parse(view(body))
-	m.responsesUsage(doc.Get("usage"))
-	doc.Get("output").ForEach(func(_, item gjson.Result) bool {
-		m.text += responsesGenerated(item)
+	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.responsesUsage(value)
+		case tierMember:
+			m.noteTier(value)
+		case "output":
+			value.ForEach(func(_, item gjson.Result) bool {
+				m.text += responsesGenerated(item)
+				return true
+			})
+		}
 		return true
 	})
 }
@@ -74,7 +93,11 @@ func (m *Meter) responsesEvent(name, data []byte) {
 	switch t := eventType(name, data); t {
 	case responsesCompleted, responsesIncomplete, responsesFailed:
 		m.terminal = true
-		m.responsesUsage(gjson.Get(view(data), "response.usage"))
+		resp := gjson.Get(view(data), "response")
+		m.responsesUsage(resp.Get("usage"))
+		m.noteTier(resp.Get(tierMember))
+	case responsesCreated, responsesInProgress:
+		m.noteTier(gjson.Get(view(data), responsesTierPath))
 	default:
 		if isResponsesDelta(t) {
 			m.text += strLen(gjson.Get(view(data), "delta"))
@@ -90,13 +113,16 @@ func isResponsesDelta(t string) bool {
 
 // responsesLongEvent reads a Responses event of type t whose data outgrew
 // its window: a terminal event's usage from the end of the response it
-// repeats (a member of the data's response object: depth 2), a delta's
-// bytes as text.
+// repeats (a member of the data's response object: depth 2), the service
+// tier of that response likewise, a delta's bytes as text.
 func (m *Meter) responsesLongEvent(t string, d *window) {
 	switch {
 	case t == responsesCompleted || t == responsesIncomplete || t == responsesFailed:
 		m.terminal = true
 		m.responsesUsage(tailUsage(d.tail(), 2))
+		m.noteTier(tierIn(d, 2, responsesTierPath))
+	case t == responsesCreated || t == responsesInProgress:
+		m.noteTier(tierIn(d, 2, responsesTierPath))
 	case isResponsesDelta(t):
 		m.text += d.size
 	}
@@ -111,7 +137,8 @@ func eventType(name, data []byte) string {
 	return gjson.Get(view(data), "type").Str
 }
 
-// responsesUsage records a usage object of the Responses shape.
+// responsesUsage records a usage object of the Responses shape, its
+// cache parts replacing those recorded before.
 func (m *Meter) responsesUsage(u gjson.Result) {
 	if !u.IsObject() {
 		return
@@ -122,4 +149,5 @@ func (m *Meter) responsesUsage(u gjson.Result) {
 	if out := u.Get("output_tokens"); out.Type == gjson.Number {
 		m.setOut(count(out))
 	}
+	m.cache = openAICache(u.Get("input_tokens_details"))
 }

@@ -46,6 +46,11 @@ func (x *exchange) messages() {
 		x.failJSON(err)
 		return
 	}
+	in := promptTokens(x.body)
+	cached, ok := x.cachedTokens(in)
+	if !ok {
+		return
+	}
 	rep := newReply(len(req.Messages), req.MaxTokens, x.p.cfg.StreamChunks)
 	x.p.chargeOutput(x.arr, x.now, len(rep.words))
 	stop := "end_turn"
@@ -60,9 +65,10 @@ func (x *exchange) messages() {
 		Content:    []anthropicText{{Type: "text", Text: rep.text}},
 		StopReason: &stop,
 		Usage: anthropicUsage{
-			InputTokens:  promptTokens(x.body),
-			OutputTokens: len(rep.words),
-			ServiceTier:  "standard",
+			InputTokens:          in - cached,
+			CacheReadInputTokens: cached,
+			OutputTokens:         len(rep.words),
+			ServiceTier:          anthropicTier,
 		},
 	}
 	if req.Stream {
@@ -73,7 +79,7 @@ func (x *exchange) messages() {
 }
 
 // messageStream is the event sequence of a streamed message: message_start
-// (output_tokens 1), one text block with a ping after its start, then
+// (its input, cache and tier, output_tokens 1), one text block with a ping after its start, then
 // message_delta with the cumulative output tokens and message_stop.
 func messageStream(msg anthropicMessage, rep reply) streamPlan {
 	type obj = map[string]any

@@ -45,11 +45,30 @@
 //	X-Fake-Stall-After: 3     stream 3 content chunks, then hang until the client goes away
 //	X-Fake-Cut-After: 3       stream 3 content chunks, then abort the connection
 //
-// and two shape a chat completion's reply:
+// and three shape a chat completion's reply:
 //
 //	X-Fake-Reply-Bytes: 4000000  pad the reply's text to about this many bytes (at most 16 MiB)
 //	X-Fake-Tool-Call: true       answer with a tool call whose arguments carry the text
 //	X-Fake-Hold-Tail: true       write a JSON answer but its last 256 bytes (its usage), then wait for the client to leave
+//
+// and one the usage of a chat, Responses or Messages reply, JSON or
+// streamed:
+//
+//	X-Fake-Cached-Tokens: 1000   report this many input tokens (at most all of them) as read from the prompt cache
+//
+// — in prompt_tokens_details.cached_tokens (chat) or
+// input_tokens_details.cached_tokens (Responses), within the input count;
+// for Anthropic as cache_read_input_tokens, input_tokens reduced by as many.
+//
+// # Service tiers
+//
+// A chat completion (every chunk of a stream) and a Responses answer (the
+// response every stream event repeats) name the service tier that served
+// them in service_tier: the request body's service_tier when it is "flex"
+// or "priority", else "default" (for "auto", "scale", none, or a value
+// that is not a string). A Messages answer names usage.service_tier
+// "standard" (in message_start when streamed): Anthropic has no flex tier.
+// The tier changes neither the latency nor the limits.
 //
 // A chat request asking for more output tokens than [Config.MaxOutputTokens]
 // (or for a number of them that is not a whole number, 1e300) is answered

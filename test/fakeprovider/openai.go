@@ -12,17 +12,20 @@ type chatRequest struct {
 	Stream              bool              `json:"stream"`
 	MaxTokens           int               `json:"max_tokens"`
 	MaxCompletionTokens int               `json:"max_completion_tokens"`
+	ServiceTier         string            `json:"service_tier"`
 	StreamOptions       struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 }
 
-// chatCompletion is both a chat.completion and a chat.completion.chunk.
+// chatCompletion is both a chat.completion and a chat.completion.chunk;
+// every chunk names the service tier, as OpenAI's do.
 type chatCompletion struct {
 	ID                string       `json:"id"`
 	Object            string       `json:"object"`
 	Created           int64        `json:"created"`
 	Model             string       `json:"model"`
+	ServiceTier       string       `json:"service_tier"`
 	SystemFingerprint string       `json:"system_fingerprint"`
 	Choices           []chatChoice `json:"choices"`
 	Usage             *chatUsage   `json:"usage"`
@@ -107,7 +110,12 @@ func (x *exchange) chat() {
 	}
 	rep := newReply(len(req.Messages), limit, x.p.cfg.StreamChunks).padded(sh.bytes, x.p.cfg.StreamChunks)
 	in := promptTokens(x.body)
-	usage := &chatUsage{PromptTokens: in, CompletionTokens: len(rep.words), TotalTokens: in + len(rep.words)}
+	cached, ok := x.cachedTokens(in)
+	if !ok {
+		return
+	}
+	usage := &chatUsage{PromptTokens: in, CompletionTokens: len(rep.words), TotalTokens: in + len(rep.words),
+		PromptTokensDetails: cachedTokens{CachedTokens: cached}}
 	finish := "stop"
 	if rep.truncated {
 		finish = "length"
@@ -117,6 +125,7 @@ func (x *exchange) chat() {
 		Object:            "chat.completion",
 		Created:           x.now.Unix(),
 		Model:             modelOr(req.Model),
+		ServiceTier:       servedTier(req.ServiceTier),
 		SystemFingerprint: "fp_fake",
 	}
 	if sh.toolCall && !rep.truncated {

@@ -11,6 +11,7 @@ type responsesRequest struct {
 	Input           json.RawMessage `json:"input"`
 	Stream          bool            `json:"stream"`
 	MaxOutputTokens int             `json:"max_output_tokens"`
+	ServiceTier     string          `json:"service_tier"`
 }
 
 type responseObject struct {
@@ -21,6 +22,7 @@ type responseObject struct {
 	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
 	Model             string             `json:"model"`
 	Output            []outputItem       `json:"output"`
+	ServiceTier       string             `json:"service_tier"`
 	Usage             *responseUsage     `json:"usage"`
 }
 
@@ -60,14 +62,20 @@ func (x *exchange) responses() {
 	}
 	rep := newReply(countItems(req.Input), req.MaxOutputTokens, x.p.cfg.StreamChunks)
 	in := promptTokens(x.body)
+	cached, ok := x.cachedTokens(in)
+	if !ok {
+		return
+	}
 	done := responseObject{
-		ID:        bodyID("resp_", x.body),
-		Object:    "response",
-		CreatedAt: x.now.Unix(),
-		Status:    "completed",
-		Model:     modelOr(req.Model),
-		Output:    []outputItem{messageItem(bodyID("msg_", x.body), "completed", rep.text)},
-		Usage:     &responseUsage{InputTokens: in, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)},
+		ID:          bodyID("resp_", x.body),
+		Object:      "response",
+		CreatedAt:   x.now.Unix(),
+		Status:      "completed",
+		Model:       modelOr(req.Model),
+		Output:      []outputItem{messageItem(bodyID("msg_", x.body), "completed", rep.text)},
+		ServiceTier: servedTier(req.ServiceTier),
+		Usage: &responseUsage{InputTokens: in, InputTokensDetails: cachedTokens{CachedTokens: cached},
+			OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)},
 	}
 	if rep.truncated {
 		done.Status = "incomplete"
@@ -90,7 +98,8 @@ func textPart(text string) outputText {
 
 // responseStream is the event sequence of a streamed response, ending in
 // response.completed (or response.incomplete) with the usage. Every event
-// carries its sequence_number.
+// carries its sequence_number, and every response it repeats the service
+// tier.
 func responseStream(done responseObject, rep reply) streamPlan {
 	seq := 0
 	ev := func(typ string, fields map[string]any) sseEvent {
