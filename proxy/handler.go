@@ -198,7 +198,8 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
 	ex.background = ex.rt.api == usage.Responses && fields.Background
-	ex.pool, ex.pooled = h.admitter.PoolFor(func() quota.Model { return modelOf(ex.rt, fields) }), true
+	ex.model, ex.outputCap = modelOf(ex.rt, fields), fields.OutputCeiling()
+	ex.pool, ex.pooled = h.admitter.PoolFor(func() quota.Model { return ex.model }), true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
 	return payload, nil
 }

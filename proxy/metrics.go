@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
+	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"slices"
 
@@ -54,6 +55,9 @@ type metrics struct {
 	upstream       *prometheus.HistogramVec
 	cutShort       *prometheus.CounterVec
 	tokens         *prometheus.CounterVec
+	// spend is what responses cost in dollars; unpriced counts those no
+	// price matched (quota prices them).
+	spend, unpriced *prometheus.CounterVec
 	// background counts answered Responses requests with background:
 	// true, by class: generating after the answer, holding no slot.
 	background  *prometheus.CounterVec
@@ -112,6 +116,14 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Name: "meterproxy_tokens_total",
 			Help: "Tokens of successful responses by pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
 		}, []string{"pool", "class", "caller", "kind", "estimated"}),
+		spend: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_spend_usd_total",
+			Help: "What successful responses cost in US dollars — their usage at the prices entry matching their model, at the service tier the response names — by pool, class, caller (configured names; every unknown caller as unknown) and whether the usage is an estimate (no usage in the response, or cut short).",
+		}, []string{"pool", "class", "caller", "estimated"}),
+		unpriced: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_unpriced_requests_total",
+			Help: "Successful responses whose model no prices entry matches (counted at $0 in meterproxy_spend_usd_total), by pool.",
+		}, []string{"pool"}),
 		background: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_background_responses_total",
 			Help: "Responses API requests with background: true answered 2xx, by class: the provider generates after the answer, so they hold no in-flight slot while it does and keep their admission charge.",
@@ -185,6 +197,7 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 		m.requests.WithLabelValues(class, caller, outcomeCancelled, "none")
 	}
 	for _, pool := range pools {
+		m.unpriced.WithLabelValues(pool)
 		for _, r := range refusalReasons {
 			m.refusals.WithLabelValues(pool, class, r)
 		}
@@ -198,6 +211,8 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 				m.tokens.WithLabelValues(pool, class, caller, kind, "false")
 				m.tokens.WithLabelValues(pool, class, caller, kind, "true")
 			}
+			m.spend.WithLabelValues(pool, class, caller, "false")
+			m.spend.WithLabelValues(pool, class, caller, "true")
 		}
 	}
 	m.queueWait.WithLabelValues(class, waitAdmitted)
@@ -226,6 +241,15 @@ func (m *metrics) countTokens(pool string, res classify.Result, u usage.Usage) {
 	class, est := res.Class.String(), strconv.FormatBool(u.Estimated)
 	m.tokens.WithLabelValues(pool, class, res.Caller, "input", est).Add(float64(u.Input))
 	m.tokens.WithLabelValues(pool, class, res.Caller, "output", est).Add(float64(u.Output))
+}
+
+// countSpend counts a response's cost, or that no price matched its
+// model.
+func (m *metrics) countSpend(pool string, res classify.Result, cost quota.Nanodollars, priced, estimated bool) {
+	if !priced {
+		m.unpriced.WithLabelValues(pool).Inc()
+	}
+	m.spend.WithLabelValues(pool, res.Class.String(), res.Caller, strconv.FormatBool(estimated)).Add(cost.Dollars())
 }
 
 // observeUpstream records what the upstream reported of pool's buckets;

@@ -32,8 +32,12 @@ type exchange struct {
 	// spent says the request spent this account (the proxy's own key, or
 	// a configured caller's): only then may its response's rate-limit
 	// headers move the account's state.
-	spent         bool
-	inputEstimate int64
+	spent bool
+	// model is the request's model (modelOf), which prices it;
+	// inputEstimate and outputCap are its input estimate and its output
+	// ceiling (0: none set), its worst case under a budget.
+	model                    quota.Model
+	inputEstimate, outputCap int64
 	// injected says meterproxy added stream_options.include_usage, so the
 	// usage chunk the caller did not ask for must be stripped.
 	injected bool
@@ -65,7 +69,8 @@ func (ex *exchange) poolLabel() string {
 
 // request is what admission is asked for the exchange.
 func (ex *exchange) request() quota.Request {
-	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost}
+	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
+		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap}
 }
 
 type exchangeKey struct{}
@@ -105,6 +110,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
 		done: func(u usage.Usage) {
 			h.m.countTokens(ex.poolLabel(), ex.res, u)
+			h.spend(ex, u)
 			if ex.lease == nil {
 				return
 			}
@@ -115,6 +121,25 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		},
 	}
 	return nil
+}
+
+// spend prices the usage u of the exchange's response — at the prices of
+// its admission through its lease, which charges it to its budgets, or at
+// the prices in force without one — and counts it. Only a response that
+// spent this account counts (a caller's own key spends another's).
+func (h *Handler) spend(ex *exchange, u usage.Usage) {
+	if !ex.spent {
+		return
+	}
+	pu := quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier}
+	var cost quota.Nanodollars
+	var priced bool
+	if ex.lease != nil {
+		cost, priced = ex.lease.Spend(pu)
+	} else {
+		cost, priced = h.admitter.Cost(ex.model, pu)
+	}
+	h.m.countSpend(ex.poolLabel(), ex.res, cost, priced, u.Estimated)
 }
 
 // settleTo returns the tokens the lease is settled to once the response
