@@ -21,6 +21,22 @@ type Budget struct {
 	// no prices entry matches: refuse (the default: a budget that cannot
 	// price a request cannot hold it) or allow (it passes, costing $0).
 	Unpriced UnpricedPolicy `koanf:"unpriced"`
+	// AlertAt is the share of the budget spent at which the
+	// BudgetNearlySpent alert fires (meterproxy_budget_alert_usd), in
+	// (0, 1]; 0 means DefaultAlertAt.
+	AlertAt float64 `koanf:"alert_at"`
+}
+
+// DefaultAlertAt is a budget's alert_at when unset: a fifth of the
+// period's budget left is time to act, at a monthly budget days.
+const DefaultAlertAt = 0.8
+
+// Alert is the share of the budget at which it alerts.
+func (b Budget) Alert() float64 {
+	if b.AlertAt == 0 {
+		return DefaultAlertAt
+	}
+	return b.AlertAt
 }
 
 // maxBudgetUSD is the largest budget, $1M a period: a typo guard, and
@@ -44,6 +60,9 @@ func (b Budget) Check(bad func(key, format string, args ...any), key string) {
 	}
 	if b.Per == "" {
 		bad(key+".per", "must be day or month")
+	}
+	if math.IsNaN(b.AlertAt) || b.AlertAt < 0 || b.AlertAt > 1 {
+		bad(key+".alert_at", "must be between 0 (= %g) and 1, got %g", DefaultAlertAt, b.AlertAt)
 	}
 }
 

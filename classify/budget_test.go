@@ -43,6 +43,7 @@ func TestBudgetCheck(t *testing.T) {
 		{Budget{USD: -1, Per: PerDay}, []string{"b.usd"}},
 		{Budget{Per: PerDay}, []string{"b.usd"}},
 		{Budget{USD: 2e6, Per: PerDay}, []string{"b.usd"}},
+		{Budget{USD: 1, Per: PerDay, AlertAt: 1.5}, []string{"b.alert_at"}},
 	} {
 		var got []string
 		c.b.Check(func(key, format string, args ...any) { got = append(got, key+": "+fmt.Sprintf(format, args...)) }, "b")

@@ -334,6 +334,9 @@ type State struct {
 	Caps map[string]CapState `json:"caps"`
 	// Pools are every pool's numbers, by name; the account's is "default".
 	Pools map[string]PoolState `json:"pools"`
+	// Budgets are the spend budgets' current periods, as of the budget
+	// gate's last read (at most a store heartbeat old).
+	Budgets []BudgetState `json:"budgets"`
 }
 
 // PoolState is one pool's live numbers.
@@ -395,6 +398,7 @@ func (a *Admitter) State() State {
 		PoolState: a.limiter.state(),
 		Caps:      a.caps.capState(),
 		Pools:     map[string]PoolState{},
+		Budgets:   a.budgets.State(),
 	}
 	a.eachPool(func(name string, l *limiter) { st.Pools[name] = l.state() })
 	return st

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,68 @@ type budgetGate struct {
 	// settled is closed, and replaced, when the loop settled something:
 	// it wakes the requests waiting at a budget.
 	settled chan struct{}
+	// seen is every configured budget's current period as the loop last
+	// read it, for metrics and /admin/state.
+	seen []BudgetState
+}
+
+// BudgetState is one budget's current period as /admin/state and the
+// metrics show it, in dollars.
+type BudgetState struct {
+	Budget   string    `json:"budget"` // caller:<name> or class:<class>
+	Period   string    `json:"period"` // 2026-12 or 2026-12-01 (UTC)
+	Limit    float64   `json:"limit_usd"`
+	Spent    float64   `json:"spent_usd"`
+	Reserved float64   `json:"reserved_usd"` // held by requests in flight
+	Alert    float64   `json:"alert_usd"`    // the budget's alert_at share
+	Resets   time.Time `json:"resets"`
+}
+
+// budgetRefresh is how often the loop reads every budget's spend for the
+// metrics, when no heartbeat is configured.
+const budgetRefresh = time.Second
+
+// all returns every configured budget, by name.
+func (s *budgetSet) all() []namedBudget {
+	var bs []namedBudget
+	for name, b := range s.callers {
+		bs = append(bs, namedBudget{"caller:" + name, b})
+	}
+	for _, c := range classify.Classes {
+		if s.classes[c].Set() {
+			bs = append(bs, namedBudget{"class:" + c.String(), s.classes[c]})
+		}
+	}
+	slices.SortFunc(bs, func(a, b namedBudget) int { return strings.Compare(a.name, b.name) })
+	return bs
+}
+
+// refresh reads every configured budget's spend into seen.
+func (g *budgetGate) refresh(ctx context.Context) {
+	bs := g.budgets.Load().all()
+	keys := periods(bs, g.now())
+	var seen []BudgetState
+	if len(keys) > 0 {
+		uses, err := g.store.read(ctx, keys)
+		if err != nil {
+			return // the last view stands
+		}
+		for i, k := range keys {
+			seen = append(seen, BudgetState{Budget: k.Budget, Period: k.Period, Limit: k.Limit.Dollars(),
+				Spent: uses[i].Spent.Dollars(), Reserved: uses[i].Reserved.Dollars(), Alert: bs[i].USD * bs[i].Alert(), Resets: k.Resets})
+		}
+	}
+	g.mu.Lock()
+	g.seen = seen
+	g.mu.Unlock()
+}
+
+// State returns every configured budget as the loop last read it (at
+// most a heartbeat old), by name. Safe for concurrent use.
+func (g *budgetGate) State() []BudgetState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.seen)
 }
 
 // budgetSettle is one reservation to settle.
@@ -95,6 +159,16 @@ func (s *budgetSet) of(caller string, class classify.Class) []namedBudget {
 	return bs
 }
 
+// periods are budgets bs's periods at now, as the store keys them.
+func periods(bs []namedBudget, now time.Time) []budgetKey {
+	keys := make([]budgetKey, len(bs))
+	for i, b := range bs {
+		period, resets := b.Per.Window(now)
+		keys[i] = budgetKey{Budget: b.name, Period: period, Limit: dollarsToMoney(b.USD), Resets: resets}
+	}
+	return keys
+}
+
 // Reconfigure puts cfg's class budgets and callers' budgets in force for
 // the requests that start from now on; reservations already made settle
 // where they were made.
@@ -124,12 +198,7 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 		}
 		return gatePass{}, nil // every budget lets it through at $0
 	}
-	now := g.now()
-	keys := make([]budgetKey, len(bs))
-	for i, b := range bs {
-		period, resets := b.Per.Window(now)
-		keys[i] = budgetKey{Budget: b.name, Period: period, Limit: dollarsToMoney(b.USD), Resets: resets}
-	}
+	keys := periods(bs, g.now())
 	id := strconv.FormatUint(g.seq.Add(1), 36)
 	held := false
 	for {
@@ -194,12 +263,13 @@ const budgetSettleTimeout = 2 * time.Second
 // reservations alive in a shared store, until ctx ends; then it makes the
 // settles still pending, within budgetSettleTimeout. It returns nil.
 func (g *budgetGate) Run(ctx context.Context) error {
-	var tick <-chan time.Time
-	if g.alive != nil && g.heartbeat > 0 {
-		t := time.NewTicker(g.heartbeat)
-		defer t.Stop()
-		tick = t.C
+	every := budgetRefresh
+	if g.heartbeat > 0 {
+		every = g.heartbeat
 	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	g.refresh(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -209,13 +279,14 @@ func (g *budgetGate) Run(ctx context.Context) error {
 			return nil
 		case <-g.kick:
 			g.settlePending(ctx)
-		case <-tick:
-			if g.held.Load() > 0 {
+		case <-t.C:
+			if g.alive != nil && g.held.Load() > 0 {
 				if err := g.alive(ctx); err != nil && ctx.Err() == nil {
 					g.log.Warn("budget_store_failed", slog.String("error", err.Error()))
 				}
 			}
 			g.settlePending(ctx) // and any that failed before
+			g.refresh(ctx)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/redistest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // startBudgetGate runs a gate over store with a $1 budget on caller
@@ -161,6 +164,51 @@ func TestBudgetGateRules(t *testing.T) {
 		use, _ := g.store.read(t.Context(), []budgetKey{{Budget: "class:bulk", Period: time.Now().UTC().Format("2006-01")}})
 		if use[0] != (budgetUse{Spent: 30 * cent, Reserved: 50 * cent}) {
 			t.Fatalf("bulk's budget holds %+v, want 30¢ spent and 50¢ reserved", use[0])
+		}
+	})
+}
+
+// TestBudgetMetrics: the budget families show every configured budget's
+// current period as the gate last read it — limit, spent, reserved and
+// the alert threshold — by budget.
+func TestBudgetMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := startBudgetGate(t, newMemBudgets(), nil)
+		p, err := g.Start(t.Context(), gateRequest{Caller: "import", Class: classify.Bulk, Cost: 40 * cent, Priced: true, Generates: true}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(budgetRefresh) // the gate's loop reads the budgets again; the clock is the bubble's
+		synctest.Wait()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(newBudgetCollector(g))
+		want := `
+# HELP meterproxy_budget_reserved_usd What requests in flight hold reserved of a budget in US dollars (their worst case, until they settle), by budget.
+# TYPE meterproxy_budget_reserved_usd gauge
+meterproxy_budget_reserved_usd{budget="caller:import"} 0.4
+meterproxy_budget_reserved_usd{budget="caller:lenient"} 0
+meterproxy_budget_reserved_usd{budget="class:bulk"} 0.4
+# HELP meterproxy_budget_spent_usd What a budget's current period has spent in US dollars (priced usage, fleet-wide with Redis), by budget; it starts again at 0 when the period resets.
+# TYPE meterproxy_budget_spent_usd gauge
+meterproxy_budget_spent_usd{budget="caller:import"} 0
+meterproxy_budget_spent_usd{budget="caller:lenient"} 0
+meterproxy_budget_spent_usd{budget="class:bulk"} 0
+# HELP meterproxy_budget_alert_usd The spend at which a budget's BudgetNearlySpent alert fires: its alert_at share (0.8 unless configured), in US dollars, by budget.
+# TYPE meterproxy_budget_alert_usd gauge
+meterproxy_budget_alert_usd{budget="caller:import"} 0.8
+meterproxy_budget_alert_usd{budget="caller:lenient"} 0.8
+meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "meterproxy_budget_reserved_usd", "meterproxy_budget_spent_usd", "meterproxy_budget_alert_usd"); err != nil {
+			t.Error(err)
+		}
+		p.Settle(25 * cent)
+		time.Sleep(budgetRefresh)
+		synctest.Wait()
+		for _, b := range g.State() {
+			if b.Budget == "class:bulk" && (b.Spent != 0.25 || b.Reserved != 0) {
+				t.Errorf("class:bulk after a settle at 25¢: %+v, want 0.25 spent, none reserved", b)
+			}
 		}
 	})
 }

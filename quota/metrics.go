@@ -17,6 +17,7 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 	reg.MustRegister(newCapCollector(a))
 	reg.MustRegister(newPoolCollector(a))
 	reg.MustRegister(newAdaptiveCollector(a))
+	reg.MustRegister(newBudgetCollector(a.budgets))
 	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "meterproxy_store_call_duration_seconds",
 		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",

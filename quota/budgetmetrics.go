@@ -1,0 +1,41 @@
+package quota
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// budgetCollector exports the spend budgets at scrape time, by budget
+// (caller:<name> or class:<class>, from the config: bounded by it), as the
+// budget gate last read them — fleet-wide with Redis. The set of budgets
+// changes with reloads, so it is an unchecked collector: Describe sends
+// nothing.
+type budgetCollector struct {
+	g                             *budgetGate
+	limit, spent, reserved, alert *prometheus.Desc
+}
+
+func newBudgetCollector(g *budgetGate) *budgetCollector {
+	label := []string{"budget"}
+	return &budgetCollector{
+		g: g,
+		limit: prometheus.NewDesc("meterproxy_budget_limit_usd",
+			"A spend budget (callers[].budget, classes.<class>.budget) in US dollars for its current period, by budget.", label, nil),
+		spent: prometheus.NewDesc("meterproxy_budget_spent_usd",
+			"What a budget's current period has spent in US dollars (priced usage, fleet-wide with Redis), by budget; it starts again at 0 when the period resets.", label, nil),
+		reserved: prometheus.NewDesc("meterproxy_budget_reserved_usd",
+			"What requests in flight hold reserved of a budget in US dollars (their worst case, until they settle), by budget.", label, nil),
+		alert: prometheus.NewDesc("meterproxy_budget_alert_usd",
+			"The spend at which a budget's BudgetNearlySpent alert fires: its alert_at share (0.8 unless configured), in US dollars, by budget.", label, nil),
+	}
+}
+
+// Describe implements prometheus.Collector; see budgetCollector.
+func (c *budgetCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector.
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c.g.State() {
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, b.Limit, b.Budget)
+		ch <- prometheus.MustNewConstMetric(c.spent, prometheus.GaugeValue, b.Spent, b.Budget)
+		ch <- prometheus.MustNewConstMetric(c.reserved, prometheus.GaugeValue, b.Reserved, b.Budget)
+		ch <- prometheus.MustNewConstMetric(c.alert, prometheus.GaugeValue, b.Alert, b.Budget)
+	}
+}
