@@ -20,8 +20,10 @@ func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{RPM: 6000}))
 	cfg := fleetConfig(up.URL, srv, redistest.Prefix(t))
 	cfg.set("callers", []map[string]any{ // a capped caller, so the per-caller cap series exist
-		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk", "max_in_flight": 50, "requests_per_minute": 6000},
+		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk", "max_in_flight": 50, "requests_per_minute": 6000,
+			"budget": map[string]any{"usd": 100, "per": "month"}}, // and a budget, so the budget families do
 	})
+	cfg.set("prices", []map[string]any{{"match": []string{"m"}, "input": 1.0, "output": 2.0}})
 	cfg.set("account.tokens_per_minute", 6_000_000) // so the token limits are exported
 	cfg.set("account.adaptive_in_flight", true)     // so the adaptive bound's families are exported
 	p := startProxy(t, cfg, fleetEnv, importKey)

@@ -40,6 +40,8 @@ var (
 	poolLabel      = map[string][]string{"pool": nil}
 	poolClassLabel = map[string][]string{"pool": nil, "class": classValues}
 	scrapeLabels   = []string{"job", "instance"} // added by Prometheus to every series
+	// budget's values are caller:<name> and class:<class>, from the config.
+	budgetLabel = map[string][]string{"budget": nil}
 )
 
 // exportedMetrics is every metric meterproxy exports (README, "Metrics"),
@@ -51,7 +53,7 @@ var exportedMetrics = map[string]metricSpec{
 		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "shutting_down", "store_unavailable",
 		"upstream_unreachable", "upstream_timeout", "method_not_allowed", "upgrade_not_supported", "non_canonical_path",
 		"conflicting_credentials", "body_read_timeout", "body_memory_exhausted", "pool_removed", "duplicate_key",
-		"unsupported_encoding", "charge_too_large"}}},
+		"unsupported_encoding", "charge_too_large", "budget_exceeded", "unpriced_model"}}},
 	"meterproxy_admissions_total": {"counter", map[string][]string{"pool": nil, "class": classValues,
 		"outcome": {"admitted", "held", "refused", "cancelled", "batch", "upload"}}},
 	"meterproxy_caller_admissions_total":   {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil}},
@@ -66,7 +68,8 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_measured_in_flight":        {"gauge", classLabel},
 	"meterproxy_upstream_duration_seconds": {"histogram", classLabel},
 	"meterproxy_shadow_decisions_total": {"counter", map[string][]string{"class": classValues,
-		"outcome": {"admitted", "held", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "charge_too_large", "unfinished", "store_unavailable"}}},
+		"outcome": {"admitted", "held", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "charge_too_large", "unfinished", "store_unavailable",
+		"budget_exceeded", "unpriced_model"}}},
 	"meterproxy_upstream_limit":         {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
 	"meterproxy_upstream_remaining":     {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
 	"meterproxy_upstream_reset_seconds": {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
@@ -91,7 +94,14 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_caller_limit_requests_per_second": {"gauge", callerLabel},
 	"meterproxy_adaptive_decisions_total": {"counter", map[string][]string{"pool": nil, "action": {"grow", "settle",
 		"probe_up", "probe_down", "revert", "back_off", "latency_rise", "hold"}}},
-	"meterproxy_adaptive_work_per_second":          {"gauge", poolLabel},
+	"meterproxy_adaptive_work_per_second": {"gauge", poolLabel},
+	"meterproxy_spend_usd_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil,
+		"estimated": {"true", "false"}}},
+	"meterproxy_unpriced_requests_total":           {"counter", poolLabel},
+	"meterproxy_budget_limit_usd":                  {"gauge", budgetLabel},
+	"meterproxy_budget_spent_usd":                  {"gauge", budgetLabel},
+	"meterproxy_budget_reserved_usd":               {"gauge", budgetLabel},
+	"meterproxy_budget_alert_usd":                  {"gauge", budgetLabel},
 	"meterproxy_adaptive_latency_seconds_per_work": {"gauge", poolLabel},
 }
 
