@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,5 +245,98 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 			replicas[i] = startProxy(t, cfg, fleetEnv, chatKey, importKey)
 		}
 		checkBudgetRun(t, runBudgetLoad(t, replicas), replicas)
+	})
+}
+
+// startKillable runs meterproxy on cfg for a test that will SIGKILL it:
+// its cleanup only waits for the exit.
+func startKillable(t *testing.T, cfg config) *procs.Proxy {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), fleetEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Signal(syscall.SIGKILL)
+		<-p.Exited()
+	})
+	return p
+}
+
+// kill ends p with SIGKILL and waits for it to exit.
+func kill(t *testing.T, p *procs.Proxy) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Exited()
+}
+
+// refusedAsSpent sends the budgeted caller's request to p and reports
+// whether it was refused as over its budget.
+func refusedAsSpent(t *testing.T, p *procs.Proxy) bool {
+	t.Helper()
+	status, hdr, body := post(t, newClient(t, 1), p.URL+"/v1/chat/completions",
+		fmt.Sprintf(budgetShapes[0].body, budgetMaxTokens, 0), map[string]string{"Authorization": "Bearer " + importKey})
+	t.Logf("after the restart: %d %s (x-should-retry %s)", status, strings.TrimSpace(string(body)), hdr.Get("X-Should-Retry"))
+	return status == http.StatusTooManyRequests && strings.Contains(string(body), "budget_exceeded")
+}
+
+// TestBudgetSurvivesRestart: spend outlives the process. A single replica
+// keeps it in store.spend_file (written every second), a fleet in Redis:
+// spent, killed with SIGKILL and started again, the budgeted caller is
+// still refused.
+func TestBudgetSurvivesRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("budget load runs; skipped with -short")
+	}
+	t.Run("one replica, spend file", func(t *testing.T) {
+		up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
+		cfg := baseConfig(up.URL)
+		cfg.set("log.level", "info")
+		budgetConfig(cfg)
+		file := filepath.Join(t.TempDir(), "spend.json")
+		cfg.set("store.spend_file", file)
+		p := startKillable(t, cfg)
+		r := runBudgetLoad(t, []*procs.Proxy{p})
+		t.Logf("spent $%.4f of $%.2f before the kill", r.spent, budgetUSD)
+		// The file is written every second: wait for the spend to be in it
+		// — a kill -9 loses what the last second settled, no more.
+		waitFor(t, "the spend in the spend file", func() bool {
+			b, err := os.ReadFile(file)
+			var f struct {
+				Budgets []struct {
+					Spent int64 `json:"spent_nanodollars"`
+				} `json:"budgets"`
+			}
+			return err == nil && json.Unmarshal(b, &f) == nil && len(f.Budgets) > 0 && float64(f.Budgets[0].Spent)/1e9 >= r.spent-1e-9
+		})
+		kill(t, p)
+		if !refusedAsSpent(t, startKillable(t, cfg)) {
+			t.Error("after a kill -9 and a restart on the same spend file, the spent caller was not refused")
+		}
+	})
+	t.Run("3 replicas, Redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
+		cfg := fleetConfig(up.URL, srv, redistest.Prefix(t))
+		cfg.set("store.timeout", "1s")
+		budgetConfig(cfg)
+		replicas := make([]*procs.Proxy, 3)
+		for i := range replicas {
+			replicas[i] = startKillable(t, cfg)
+		}
+		r := runBudgetLoad(t, replicas)
+		t.Logf("spent $%.4f of $%.2f before the kill", r.spent, budgetUSD)
+		for _, p := range replicas {
+			kill(t, p)
+		}
+		for range replicas {
+			if !refusedAsSpent(t, startKillable(t, cfg)) {
+				t.Error("after the fleet's kill -9 and a restart on the same Redis, the spent caller was not refused")
+			}
+		}
 	})
 }
