@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
-	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
 	"slices"
 
 	"github.com/meterproxy/meterproxy/classify"

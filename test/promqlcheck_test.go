@@ -69,7 +69,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_upstream_duration_seconds": {"histogram", classLabel},
 	"meterproxy_shadow_decisions_total": {"counter", map[string][]string{"class": classValues,
 		"outcome": {"admitted", "held", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "charge_too_large", "unfinished", "store_unavailable",
-		"budget_exceeded", "unpriced_model"}}},
+			"budget_exceeded", "unpriced_model"}}},
 	"meterproxy_upstream_limit":         {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
 	"meterproxy_upstream_remaining":     {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
 	"meterproxy_upstream_reset_seconds": {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},

@@ -14,7 +14,8 @@ import (
 // checkConfig prints the numbers a valid configuration works out to: the
 // account's, then each account.models pool's, in one table whose columns
 // are the fleet's numbers and one replica's; then the prices, and a
-// warning for each part of the traffic no price covers (pricesSection).
+// warning for each part of the traffic no price covers (pricesSection);
+// then the budgets (budgetsSection).
 // Blank lines keep their cells (gap), or tabwriter would start a table of
 // its own after each.
 func checkConfig(cfg Config, w io.Writer) error {
@@ -45,7 +46,7 @@ func checkConfig(cfg Config, w io.Writer) error {
 	for line := range strings.Lines(table.String()) {
 		out += strings.TrimRight(line, " \n") + "\n"
 	}
-	_, err := io.WriteString(w, out+"\n"+pricesSection(q))
+	_, err := io.WriteString(w, out+"\n"+pricesSection(q)+"\n"+budgetsSection(cfg))
 	return err
 }
 

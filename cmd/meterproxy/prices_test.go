@@ -73,7 +73,7 @@ func TestCheckConfigPrices(t *testing.T) {
 		{"a catch-all price", issuePricesYAML + `  - {match: ["*"], input: 10, output: 30}` + "\n",
 			[]string{`prices\[2\] \*\s+10\.00\s+10\.00\s+10\.00\s+30\.00`}, []string{`warning`}},
 		{"no prices", "account:\n  models:\n    - {name: a, match: [x], requests_per_minute: 1, max_in_flight: 1}\n",
-			[]string{`\nprices: none configured: every request costs \$0 \(spend is not metered\)\n$`}, []string{`warning`}},
+			[]string{`\nprices: none configured: every request costs \$0 \(spend is not metered\)\n`}, []string{`warning`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
