@@ -120,9 +120,10 @@ func startBaseline(ctx context.Context, upstream string) (*target, error) {
 
 // meterproxyConfig is the benchmark's configuration: an account far above
 // the load, so admission never holds and the figures are the proxy's
-// cost; one known caller. Three model pools stand in front of the
-// account, and the benchmark's model (gpt-4o-mini) is the last pattern of
-// the last, so every request pays for a whole pool lookup.
+// cost; one known caller, without a budget. Three model pools stand in
+// front of the account, and the benchmark's model (gpt-4o-mini) is the
+// last pattern of the last, so every request pays for a whole pool lookup
+// — and the prices are laid out alike.
 func meterproxyConfig(upstream, redisURL string, extra map[string]any) map[string]any {
 	pool := func(name string, match ...string) map[string]any {
 		return map[string]any{"name": name, "match": match, "requests_per_minute": 60_000_000, "max_in_flight": 4096}
@@ -137,6 +138,13 @@ func meterproxyConfig(upstream, redisURL string, extra map[string]any) map[strin
 		}},
 		"callers": []map[string]any{{"name": "bench", "key_env": "BENCH_KEY", "class": "bulk"}},
 		"log":     map[string]any{"level": "info", "format": "json"}, // procs reads the "serving" line
+		// Every answer is priced: the benchmark's model matches the last
+		// entry, so each pays for a whole price lookup.
+		"prices": []map[string]any{
+			{"match": []string{"gpt-4o", "gpt-4o-2024-*"}, "input": 2.5, "cached_input": 1.25, "output": 10},
+			{"match": []string{"o1*", "o3*", "o4-mini*"}, "input": 1.1, "output": 4.4},
+			{"match": []string{"gpt-4.1-nano*", "gpt-4o-mini*"}, "input": 0.15, "cached_input": 0.075, "output": 0.6},
+		},
 	}
 	if redisURL != "" {
 		// A generous timeout: the load generator shares the cores, and a
