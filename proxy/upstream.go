@@ -134,9 +134,15 @@ func (h *Handler) spend(ex *exchange, u usage.Usage) {
 	pu := quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier}
 	var cost quota.Nanodollars
 	var priced bool
-	if ex.lease != nil {
+	switch {
+	case ex.lease != nil && ex.background && u.Estimated:
+		// Answered before its generation: what it will cost is unknown,
+		// so its budgets keep its worst case (a budget must not be
+		// escaped by asking for background).
+		cost, priced = ex.lease.SpendWorst()
+	case ex.lease != nil:
 		cost, priced = ex.lease.Spend(pu)
-	} else {
+	default:
 		cost, priced = h.admitter.Cost(ex.model, pu)
 	}
 	h.m.countSpend(ex.poolLabel(), ex.res, cost, priced, u.Estimated)

@@ -186,7 +186,7 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	}
 	lease, err := admitThrough(ctx, a.gates, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
 	if err == nil && priced {
-		lease.price = &price
+		lease.price, lease.worst = &price, req.cost
 	}
 	return lease, err
 }

@@ -212,3 +212,58 @@ meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
 		}
 	})
 }
+
+// TestAdmitterSpends: Admit prices a request at its model's price and
+// reserves its worst case on its budgets; Lease.Spend charges the priced
+// usage instead, SpendWorst the worst case (a response that cannot say
+// what it cost), and a lease released without either charges nothing.
+func TestAdmitterSpends(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Prices = []Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
+		a := runAdmitter(t, cfg, []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}})
+		req := Request{Class: classify.Bulk, Caller: "import", Model: Model{Name: "gpt-4o"}, InputTokens: 1000, OutputTokens: 500}
+		// The worst case: 1000 × $2.50/M + 500 × $10/M = $0.0075.
+		spent := func() Nanodollars {
+			time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
+			synctest.Wait()
+			for _, b := range a.State().Budgets {
+				if b.Budget == "caller:import" {
+					return dollarsToMoney(b.Spent)
+				}
+			}
+			t.Fatal("no caller:import budget in the state")
+			return 0
+		}
+		l, err := a.Admit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cost, priced := l.Spend(PricedUsage{Input: 1000, Output: 100}); !priced || cost != 3_500_000 {
+			t.Errorf("Spend: %s %v, want $0.0035", cost, priced)
+		}
+		l.Release()
+		if got := spent(); got != 3_500_000 {
+			t.Errorf("after Spend: %s spent, want $0.0035", got)
+		}
+		l, err = a.Admit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cost, _ := l.SpendWorst(); cost != 7_500_000 {
+			t.Errorf("SpendWorst: %s, want the worst case $0.0075", cost)
+		}
+		l.Release()
+		if got := spent(); got != 11_000_000 {
+			t.Errorf("after SpendWorst: %s spent, want $0.011", got)
+		}
+		l, err = a.Admit(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+		if got := spent(); got != 11_000_000 {
+			t.Errorf("after a release without a spend: %s spent, want $0.011 still", got)
+		}
+	})
+}

@@ -94,7 +94,9 @@ type Lease struct {
 	granted time.Time
 	answer  atomic.Int32
 	// price is its model's price at admission; nil when none matched.
+	// worst is its worst case at that price, what its budgets reserved.
 	price *Price
+	worst Nanodollars
 }
 
 // Spend prices the usage u its response reported at its model's price as
@@ -111,6 +113,18 @@ func (s *Lease) Spend(u PricedUsage) (Nanodollars, bool) {
 	cost := s.price.Cost(u)
 	s.gate.Settle(cost)
 	return cost, true
+}
+
+// SpendWorst charges its budgets its worst case, what they reserved, and
+// returns it: for a response that cannot say what it cost, as a
+// background Responses answer, which comes before its generation. Without
+// a price it is Spend of nothing.
+func (s *Lease) SpendWorst() (Nanodollars, bool) {
+	if s.price == nil {
+		return s.Spend(PricedUsage{})
+	}
+	s.gate.Settle(s.worst)
+	return s.worst, true
 }
 
 // Answered records how the upstream exchange ended: its HTTP status, or 0
