@@ -159,7 +159,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if live.Shadow {
-		defer h.shadowAdmit(r.Context(), ex.request())()
+		defer h.shadowAdmit(r.Context(), ex)()
 	} else {
 		lease, ok := h.admit(r, ex, start)
 		if !ok {

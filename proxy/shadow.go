@@ -37,11 +37,18 @@ var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shado
 // func when the response ends. A shadow slot is held as enforcement would
 // have held the request's: from its grant for as long as the real
 // exchange took, so the counts admission decides on follow the traffic.
-// Only a shutdown (the admitter closed) leaves a decision unfinished.
-func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
+// Only a shutdown (the admitter closed) leaves a decision unfinished. The
+// real response's priced usage (shadowSpent) is charged to the shadow
+// lease's budgets, so that they fill as enforcement's would.
+func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
+	req := ex.request()
 	c := req.Class
 	start := time.Now()
-	took := make(chan time.Duration, 1)
+	type ended struct {
+		took  time.Duration
+		spent *quota.PricedUsage
+	}
+	end := make(chan ended, 1)
 	go func() {
 		lease, err := h.admitter.Admit(context.WithoutCancel(ctx), req)
 		h.m.shadow.WithLabelValues(c.String(), shadowOutcome(lease, err, c)).Inc()
@@ -49,13 +56,17 @@ func (h *Handler) shadowAdmit(ctx context.Context, req quota.Request) func() {
 			return
 		}
 		granted := time.Now()
-		if rest := time.Until(granted.Add(<-took)); rest > 0 {
+		e := <-end
+		if e.spent != nil {
+			lease.Spend(*e.spent)
+		}
+		if rest := time.Until(granted.Add(e.took)); rest > 0 {
 			time.AfterFunc(rest, lease.Release)
 			return
 		}
 		lease.Release()
 	}()
-	return func() { took <- time.Since(start) }
+	return func() { end <- ended{time.Since(start), ex.shadowSpent} }
 }
 
 // shadowOutcome is what admission decided, as

@@ -52,6 +52,9 @@ type exchange struct {
 	// without usage is never settled below the charge.
 	background bool
 	lease      *quota.Lease
+	// shadowSpent is the response's priced usage when no lease charged
+	// it: in mode shadow, the shadow decision's lease does (shadowAdmit).
+	shadowSpent *quota.PricedUsage
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
 	// rec writes every answer to the client and records the request's
@@ -144,6 +147,7 @@ func (h *Handler) spend(ex *exchange, u usage.Usage) {
 		cost, priced = ex.lease.Spend(pu)
 	default:
 		cost, priced = h.admitter.Cost(ex.model, pu)
+		ex.shadowSpent = &pu // for the shadow lease's budgets, if there is one
 	}
 	h.m.countSpend(ex.poolLabel(), ex.res, cost, priced, u.Estimated)
 }

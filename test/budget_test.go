@@ -340,3 +340,28 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 		}
 	})
 }
+
+// TestBudgetInShadowMode: in mode shadow every request is forwarded, and
+// the budget fills with what the answers cost, so the shadow decisions
+// say when enforcement would have refused as budget_exceeded.
+func TestBudgetInShadowMode(t *testing.T) {
+	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{NoLog: true}))
+	cfg := baseConfig(up.URL)
+	cfg.set("log.level", "info")
+	cfg.set("mode", "shadow")
+	budgetConfig(cfg)
+	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	client := newClient(t, 1)
+	for n := range 100 { // each costs about $0.012: the $1 budget is spent after about 80
+		status, _, body := post(t, client, p.URL+"/v1/chat/completions", fmt.Sprintf(budgetShapes[0].body, budgetMaxTokens, n),
+			map[string]string{"Authorization": "Bearer " + importKey})
+		if status != http.StatusOK {
+			t.Fatalf("request %d in shadow mode: %d %s, want every request forwarded", n, status, body)
+		}
+	}
+	waitFor(t, "a shadow decision budget_exceeded", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_shadow_decisions_total", map[string]string{"outcome": "budget_exceeded"}) > 0
+	})
+	t.Logf("100 requests forwarded; shadow decisions budget_exceeded: %v",
+		sum(scrape(t, p.AdminURL), "meterproxy_shadow_decisions_total", map[string]string{"outcome": "budget_exceeded"}))
+}
