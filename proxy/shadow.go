@@ -45,8 +45,9 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 	c := req.Class
 	start := time.Now()
 	type ended struct {
-		took  time.Duration
-		spent *quota.PricedUsage
+		took   time.Duration
+		spent  quota.PricedUsage
+		priced bool // the response was metered: spent is its usage
 	}
 	end := make(chan ended, 1)
 	go func() {
@@ -57,8 +58,8 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		granted := time.Now()
 		e := <-end
-		if e.spent != nil {
-			lease.Spend(*e.spent)
+		if e.priced {
+			lease.Spend(e.spent)
 		}
 		if rest := time.Until(granted.Add(e.took)); rest > 0 {
 			time.AfterFunc(rest, lease.Release)
@@ -66,7 +67,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		lease.Release()
 	}()
-	return func() { end <- ended{time.Since(start), ex.shadowSpent} }
+	return func() { end <- ended{time.Since(start), ex.shadowSpent, ex.shadowPriced} }
 }
 
 // shadowOutcome is what admission decided, as

@@ -54,7 +54,8 @@ type exchange struct {
 	lease      *quota.Lease
 	// shadowSpent is the response's priced usage when no lease charged
 	// it: in mode shadow, the shadow decision's lease does (shadowAdmit).
-	shadowSpent *quota.PricedUsage
+	shadowSpent  quota.PricedUsage
+	shadowPriced bool
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
 	// rec writes every answer to the client and records the request's
@@ -147,7 +148,7 @@ func (h *Handler) spend(ex *exchange, u usage.Usage) {
 		cost, priced = ex.lease.Spend(pu)
 	default:
 		cost, priced = h.admitter.Cost(ex.model, pu)
-		ex.shadowSpent = &pu // for the shadow lease's budgets, if there is one
+		ex.shadowSpent, ex.shadowPriced = pu, true // for the shadow lease's budgets, if there is one
 	}
 	h.m.countSpend(ex.poolLabel(), ex.res, cost, priced, u.Estimated)
 }

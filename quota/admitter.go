@@ -180,13 +180,13 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		return nil, err
 	}
 	req.Tokens = tokens
-	price, priced := cfg.PriceFor(req.Model)
-	if priced {
+	price := cfg.priceOf(req.Model)
+	if price != nil {
 		req.cost, req.priced = price.WorstCase(req.InputTokens, req.OutputTokens, req.Tier), true
 	}
 	lease, err := admitThrough(ctx, a.gates, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
-	if err == nil && priced {
-		lease.price, lease.worst = &price, req.cost
+	if err == nil && price != nil {
+		lease.price, lease.worst = price, req.cost
 	}
 	return lease, err
 }
@@ -195,8 +195,8 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 // and reports whether a price matched m: for a response no Lease priced
 // (Lease.Spend prices the rest at the prices of their admission).
 func (a *Admitter) Cost(m Model, u PricedUsage) (Nanodollars, bool) {
-	p, ok := a.cfg.Load().PriceFor(m)
-	if !ok {
+	p := a.cfg.Load().priceOf(m)
+	if p == nil {
 		return 0, false
 	}
 	return p.Cost(u), true

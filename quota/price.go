@@ -94,16 +94,26 @@ const maxPricedTokens = 1 << 48
 // pattern is worth matching against (as PoolFor's pools). Safe for
 // concurrent use, as Config is a value.
 func (c Config) PriceFor(m Model) (Price, bool) {
-	match, ok := m.matcher()
-	if !ok {
-		return Price{}, false
-	}
-	for _, p := range c.Prices {
-		if slices.ContainsFunc(p.Match, match) {
-			return p, true
-		}
+	if p := c.priceOf(m); p != nil {
+		return *p, true
 	}
 	return Price{}, false
+}
+
+// priceOf is PriceFor's entry in place, nil when none matches: a request
+// keeps a pointer into the configuration of its admission, which no
+// reload changes (a reload stores a new Config), and allocates nothing.
+func (c *Config) priceOf(m Model) *Price {
+	match, ok := m.matcher()
+	if !ok {
+		return nil
+	}
+	for i := range c.Prices {
+		if slices.ContainsFunc(c.Prices[i].Match, match) {
+			return &c.Prices[i]
+		}
+	}
+	return nil
 }
 
 // rates are one tier's prices as Cost charges them, in nanodollars per
