@@ -79,6 +79,29 @@ func priced(u usage.Usage) float64 {
 	return (float64(uncached)*budgetPriceIn + float64(u.CacheRead)*10 + float64(u.CacheWrite)*125 + float64(u.Output)*budgetPriceOut) / 1e6
 }
 
+// budgetReplica is the config of one replica with budgetConfig in front
+// of a fake provider of its own.
+func budgetReplica(t *testing.T) config {
+	t.Helper()
+	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
+	cfg := baseConfig(up.URL)
+	cfg.set("log.level", "info")
+	budgetConfig(cfg)
+	return cfg
+}
+
+// budgetFleet is the config of a fleet's replicas with budgetConfig on a
+// Redis of their own, in front of one fake provider.
+func budgetFleet(t *testing.T) config {
+	t.Helper()
+	srv := redistest.Start(t)
+	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
+	cfg := fleetConfig(up.URL, srv, redistest.Prefix(t))
+	cfg.set("store.timeout", "1s")
+	budgetConfig(cfg)
+	return cfg
+}
+
 // sendBudgeted sends one request of shape n and records its answer; it
 // reports whether the caller may go on (not refused as budget_exceeded).
 func (r *budgetRun) sendBudgeted(ctx context.Context, client *http.Client, base string, n int) bool {
@@ -227,42 +250,17 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 		t.Skip("budget load runs; skipped with -short")
 	}
 	t.Run("one replica", func(t *testing.T) {
-		up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
-		cfg := baseConfig(up.URL)
-		cfg.set("log.level", "info")
-		budgetConfig(cfg)
-		p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+		p := startProxy(t, budgetReplica(t), fleetEnv, chatKey, importKey)
 		checkBudgetRun(t, runBudgetLoad(t, []*procs.Proxy{p}), []*procs.Proxy{p})
 	})
 	t.Run("3 replicas", func(t *testing.T) {
-		srv := redistest.Start(t)
-		up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
-		cfg := fleetConfig(up.URL, srv, redistest.Prefix(t))
-		cfg.set("store.timeout", "1s")
-		budgetConfig(cfg)
+		cfg := budgetFleet(t)
 		replicas := make([]*procs.Proxy, 3)
 		for i := range replicas {
 			replicas[i] = startProxy(t, cfg, fleetEnv, chatKey, importKey)
 		}
 		checkBudgetRun(t, runBudgetLoad(t, replicas), replicas)
 	})
-}
-
-// startKillable runs meterproxy on cfg for a test that will SIGKILL it:
-// its cleanup only waits for the exit.
-func startKillable(t *testing.T, cfg config) *procs.Proxy {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), fleetEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.Signal(syscall.SIGKILL)
-		<-p.Exited()
-	})
-	return p
 }
 
 // kill ends p with SIGKILL and waits for it to exit.
@@ -293,10 +291,7 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 		t.Skip("budget load runs; skipped with -short")
 	}
 	t.Run("one replica, spend file", func(t *testing.T) {
-		up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
-		cfg := baseConfig(up.URL)
-		cfg.set("log.level", "info")
-		budgetConfig(cfg)
+		cfg := budgetReplica(t)
 		file := filepath.Join(t.TempDir(), "spend.json")
 		cfg.set("store.spend_file", file)
 		p := startKillable(t, cfg)
@@ -319,11 +314,7 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 		}
 	})
 	t.Run("3 replicas, Redis", func(t *testing.T) {
-		srv := redistest.Start(t)
-		up := startUpstream(t, fakeprovider.New(fakeprovider.Config{Latency: 50 * time.Millisecond, NoLog: true}))
-		cfg := fleetConfig(up.URL, srv, redistest.Prefix(t))
-		cfg.set("store.timeout", "1s")
-		budgetConfig(cfg)
+		cfg := budgetFleet(t)
 		replicas := make([]*procs.Proxy, 3)
 		for i := range replicas {
 			replicas[i] = startKillable(t, cfg)

@@ -174,16 +174,7 @@ func crashHolding(t *testing.T, client *http.Client, srv *fleetRedis, p *procs.P
 func startDoomed(t *testing.T, cfg config, srv *fleetRedis) (*procs.Proxy, string) {
 	t.Helper()
 	before := srv.replicaIDs(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), fleetEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.Signal(syscall.SIGKILL)
-		<-p.Exited()
-	})
+	p := startKillable(t, cfg)
 	return p, srv.newReplicaID(t, before)
 }
 

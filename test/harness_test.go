@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,4 +234,21 @@ func (a *answerTally) counts() map[string]map[int]int {
 		out[who] = maps.Clone(n)
 	}
 	return out
+}
+
+// startKillable runs meterproxy on cfg for a test that will SIGKILL it:
+// its cleanup only waits for the exit.
+func startKillable(t *testing.T, cfg config) *procs.Proxy {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p, err := procs.StartProxy(ctx, meterproxyBin, cfg.write(t), fleetEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Signal(syscall.SIGKILL)
+		<-p.Exited()
+	})
+	return p
 }
