@@ -95,7 +95,16 @@ type Lease struct {
 	answer  atomic.Int32
 	// price is its model's price at admission; nil when none matched.
 	price *Price
+	// until is when its class's max_wait, counted from when it asked for
+	// admission, ends (Until).
+	until time.Time
 }
+
+// Until is when the max_wait of the lease's class, counted from when its
+// request asked for admission, ends: what is left of it after admission
+// is how long the request may still be held, as a flex request retried
+// for capacity is. The zero time for a lease not admitted by Admit.
+func (s *Lease) Until() time.Time { return s.until }
 
 // Spend prices the usage u its response reported at its model's price as
 // of its admission, charges that to its budgets in place of what they
