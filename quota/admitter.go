@@ -111,7 +111,7 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	}
 	a.budgets = newBudgetGate(backend.Budgets, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
 	a.gates = gateChain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
-	a.Reconfigure(cfg, d.Callers) // builds every pool
+	a.Reconfigure(cfg, d.Callers)          // builds every pool
 	a.limiter = a.pools[accountPool].l
 	registerMetrics(d.Registry, a)
 	return a, nil
@@ -287,7 +287,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 	for _, p := range a.pools {
 		a.startLocked(p)
 	}
-	a.wg.Go(func() { _ = a.caps.Run(ctx) }) // it returns nil when ctx ends
+	a.wg.Go(func() { _ = a.caps.Run(ctx) })                           // it returns nil when ctx ends
 	a.wg.Go(func() { _ = a.budgets.Run(ctx); a.backend.saveSpend() }) // its last settles, then the file
 	a.wg.Go(func() { a.backend.keepSpend(ctx) })
 	a.mu.Unlock()
