@@ -293,3 +293,39 @@ func TestFlexUnavailableMatch(t *testing.T) {
 		})
 	}
 }
+
+// TestFlexBudgetTier: a request sent at flex is admitted against its
+// budgets at the flex prices, so a worst case that fits only at flex
+// fits; with flex_fallback (which may end at the default tier) or with
+// the caller's own tier it is reserved at the default tier's prices, and
+// refused.
+func TestFlexBudgetTier(t *testing.T) {
+	// max_tokens 1000 at $1000 per million output tokens is a $1 worst
+	// case at the default tier, $0.50 at flex; the budget is $0.75.
+	tests := []struct {
+		name     string
+		fallback bool
+		body     string
+		want     int
+	}{
+		{"at flex", false, `{"model":"gpt-4o","max_tokens":1000,"messages":[]}`, http.StatusOK},
+		{"may fall back", true, `{"model":"gpt-4o","max_tokens":1000,"messages":[]}`, http.StatusTooManyRequests},
+		{"the caller's tier", false, `{"model":"gpt-4o","max_tokens":1000,"service_tier":"auto","messages":[]}`, http.StatusTooManyRequests},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := flexProxy(t, fakeprovider.New(fakeprovider.Config{}), "openai", func(q *quota.Config, _ *classify.Config) {
+				q.Prices = []quota.Price{{Match: []string{"gpt-4o*"}, Input: 1, Output: 1000, Flex: &quota.TierPrice{Input: 0.5, Output: 500}}}
+				q.Classes.Bulk.Budget = classify.Budget{USD: 0.75, Per: classify.PerDay}
+				q.Classes.Bulk.FlexFallback = tt.fallback
+			})
+			status, _, b := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", tt.body))
+			if status != tt.want {
+				t.Fatalf("status %d (%s), want %d", status, b, tt.want)
+			}
+			if status == http.StatusTooManyRequests && !strings.Contains(string(b), "budget_exceeded") {
+				t.Errorf("refused with %s, want budget_exceeded", b)
+			}
+		})
+	}
+}
