@@ -98,7 +98,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
-		Transport:      d.Transport,
+		Transport:      newFlexRetry(d.Transport, h.m.flexRetries),
 		BufferPool:     newCopyBuffers(),
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
@@ -185,6 +185,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // injected when configured); a refusal when the body is refused, before
 // anything is admitted. The charge is what the provider would charge,
 // always: whether the request's pool charges tokens is quota's to decide.
+// A request quota sends at the flex tier (flexFor) gets service_tier
+// "flex" unless it names a tier itself.
 func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *refusal) {
 	payload := body.Bytes()
 	fields, bad := readFields(r, payload)
@@ -201,6 +203,13 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	ex.model, ex.outputCap = modelOf(ex.rt, fields), fields.OutputCeiling()
 	ex.pool, ex.pooled = h.admitter.PoolFor(func() quota.Model { return ex.model }), true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
+	if f, ok := h.flexFor(ex); ok {
+		if out, injected := usage.InjectServiceTier(payload, quota.TierFlex); injected {
+			ex.flex, ex.tier = &flexSend{plain: payload, fallback: f.Fallback}, f.Tier
+			body.charge(int64(cap(out)))
+			payload = out
+		}
+	}
 	return payload, nil
 }
 

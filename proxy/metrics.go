@@ -62,6 +62,9 @@ type metrics struct {
 	// true, by class: generating after the answer, holding no slot.
 	background  *prometheus.CounterVec
 	upstream429 prometheus.Counter
+	// flexRetries counts flex requests retried for want of flex
+	// capacity, by pool (flexretry.go).
+	flexRetries *prometheus.CounterVec
 	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
 	// limit, remaining and reset (s) the upstream reported, by pool and
 	// kind (requests, tokens).
@@ -136,6 +139,10 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Name: "meterproxy_upstream_429_total",
 			Help: "Responses in which the upstream itself answered 429.",
 		}),
+		flexRetries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_flex_retries_total",
+			Help: "Requests sent at the flex tier retried after the upstream's 429 Resource Unavailable (no flex capacity), by pool; not in meterproxy_upstream_429_total.",
+		}, []string{"pool"}),
 		upstreamLimit: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meterproxy_upstream_limit",
 			Help: "The upstream's last reported limit of a pool's bucket (per minute), by pool and kind (requests, tokens).",
@@ -198,6 +205,7 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 	}
 	for _, pool := range pools {
 		m.unpriced.WithLabelValues(pool)
+		m.flexRetries.WithLabelValues(pool)
 		for _, r := range refusalReasons {
 			m.refusals.WithLabelValues(pool, class, r)
 		}

@@ -41,6 +41,11 @@ type exchange struct {
 	// injected says meterproxy added stream_options.include_usage, so the
 	// usage chunk the caller did not ask for must be stripped.
 	injected bool
+	// flex is set when meterproxy sent the request at the flex tier
+	// (prepare; flexretry.go), and tier is the tier its budgets reserve
+	// at (quota.Flex.Tier): "" otherwise.
+	flex *flexSend
+	tier string
 	// cost is what the provider charges the request in tokens, as the
 	// dialect says, handed to admission (which charges it where the pool
 	// enforces tokens); settle says what lease settles it to when the
@@ -63,6 +68,10 @@ type exchange struct {
 	rec *recorder
 }
 
+// flexUnavailable says the answer is flex's 429 Resource Unavailable,
+// passed on (flexSend.unavailable); ex may be nil.
+func (ex *exchange) flexUnavailable() bool { return ex != nil && ex.flex != nil && ex.flex.unavailable }
+
 // poolLabel is the exchange's pool as metrics label it; ex may be nil.
 func (ex *exchange) poolLabel() string {
 	if ex == nil || !ex.pooled {
@@ -74,7 +83,7 @@ func (ex *exchange) poolLabel() string {
 // request is what admission is asked for the exchange.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
-		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap}
+		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Tier: ex.tier}
 }
 
 type exchangeKey struct{}
@@ -92,8 +101,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
 	h.observe(resp, now, ex)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if ex != nil && ex.lease != nil {
-		ex.lease.Answered(resp.StatusCode) // the adaptive bound's measurement
+	if ex != nil && ex.lease != nil && !ex.flexUnavailable() {
+		ex.lease.Answered(resp.StatusCode) // the adaptive bound's measurement; flex's lack of capacity says nothing of it
 	}
 	if !success && ex != nil && ex.lease != nil {
 		// The provider refused the request (4xx: too large, invalid, over
@@ -182,8 +191,13 @@ func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
 // exchange.spent) is read: in pass-through mode anyone may send another
 // account's key, and that account's exhaustion is not ours to act on. And
 // no response holds bulk longer than upstream.max_hold.
+//
+// Flex's 429 Resource Unavailable passed on after max_wait (flexretry.go)
+// is no rate limit of the account: it is not counted in
+// meterproxy_upstream_429_total, and holds nothing.
 func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
-	if resp.StatusCode == http.StatusTooManyRequests {
+	limited := resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable()
+	if limited {
 		h.m.upstream429.Inc()
 	}
 	if ex == nil || !ex.spent {
@@ -192,7 +206,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	obs := ratelimit.Parse(resp.Header, now)
 	h.m.observeUpstream(ex.poolLabel(), obs)
 	var throttle time.Duration
-	if resp.StatusCode == http.StatusTooManyRequests && obs.RetryAfter > 0 {
+	if limited && obs.RetryAfter > 0 {
 		throttle = min(obs.RetryAfter, h.maxHold)
 	}
 	known := obs.Requests.Known() || obs.Tokens.Known() || obs.InputTokens.Known() || obs.OutputTokens.Known()

@@ -216,7 +216,7 @@ func admitThrough(ctx context.Context, gate callerGate, l *limiter, req Request,
 		p.Release()
 		return nil, err
 	}
-	lease.gate = p
+	lease.gate, lease.until = p, req.until
 	return lease, nil
 }
 

@@ -70,6 +70,11 @@ type InteractiveConfig struct {
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them; the zero value is none.
 	Budget classify.Budget `koanf:"budget"`
+	// ServiceTier, FlexModels and FlexFallback send the class's requests
+	// for some models at the flex tier, as FlexConfig's fields say.
+	ServiceTier  string   `koanf:"service_tier"`
+	FlexModels   []string `koanf:"flex_models"`
+	FlexFallback bool     `koanf:"flex_fallback"`
 }
 
 // BulkConfig is the bulk class: imports, batch jobs, worker fleets.
@@ -89,6 +94,11 @@ type BulkConfig struct {
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them; the zero value is none.
 	Budget classify.Budget `koanf:"budget"`
+	// ServiceTier, FlexModels and FlexFallback send the class's requests
+	// for some models at the flex tier, as FlexConfig's fields say.
+	ServiceTier  string   `koanf:"service_tier"`
+	FlexModels   []string `koanf:"flex_models"`
+	FlexFallback bool     `koanf:"flex_fallback"`
 }
 
 // ClassesConfig holds the two classes.
@@ -186,6 +196,8 @@ func (c Config) Validate() error {
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
 	ic.Budget.Check(bad, "classes.interactive.budget")
 	bc.Budget.Check(bad, "classes.bulk.budget")
+	c.Classes.flex(classify.Interactive).check(bad, "classes.interactive")
+	c.Classes.flex(classify.Bulk).check(bad, "classes.bulk")
 	for key, f := range map[string]Fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
 		if err := configcheck.OneOf(f, fairnessModes...); f != "" && err != nil { // "" is the default, callers
 			bad(key, "%v", err)

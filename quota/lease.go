@@ -97,7 +97,16 @@ type Lease struct {
 	// worst is its worst case at that price, what its budgets reserved.
 	price *Price
 	worst Nanodollars
+	// until is when its class's max_wait, counted from when it asked for
+	// admission, ends (Until).
+	until time.Time
 }
+
+// Until is when the max_wait of the lease's class, counted from when its
+// request asked for admission, ends: what is left of it after admission
+// is how long the request may still be held, as a flex request retried
+// for capacity is. The zero time for a lease not admitted by Admit.
+func (s *Lease) Until() time.Time { return s.until }
 
 // Spend prices the usage u its response reported at its model's price as
 // of its admission, charges that to its budgets in place of what they

@@ -75,6 +75,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_upstream_reset_seconds": {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
 	"meterproxy_upstream_hold_seconds":  {"gauge", poolLabel},
 	"meterproxy_upstream_429_total":     {"counter", nil},
+	"meterproxy_flex_retries_total":     {"counter", poolLabel},
 	"meterproxy_tokens_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil,
 		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
 	"meterproxy_window_used_requests":             {"gauge", poolClassLabel},

@@ -69,6 +69,11 @@ type Config struct {
 	// and stay flat past it while every request waits longer. Zero: no
 	// knee. SetSlots changes it while serving.
 	Slots int
+	// FlexUnavailable is the share of flex requests, 0..1, answered 429
+	// Resource Unavailable, as OpenAI answers when flex processing lacks
+	// capacity (see SetFlexUnavailable, which changes it while serving).
+	// Zero: flex always has capacity.
+	FlexUnavailable float64
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool
 	// NoLog keeps no request log (Requests returns none; Stats and
@@ -111,6 +116,9 @@ func (c Config) Validate() error {
 	check("output_tpm", c.OutputTPM < 0, c.OutputTPM)
 	check("window", c.Window < 0, c.Window)
 	check("slots", c.Slots < 0, c.Slots)
+	if !(c.FlexUnavailable >= 0 && c.FlexUnavailable <= 1) {
+		errs = append(errs, fmt.Errorf("fakeprovider: flex_unavailable must be between 0 and 1, got %v", c.FlexUnavailable))
+	}
 	return errors.Join(errs...)
 }
 

@@ -70,6 +70,13 @@
 // "standard" (in message_start when streamed): Anthropic has no flex tier.
 // The tier changes neither the latency nor the limits.
 //
+// [Config.FlexUnavailable] (or [Provider.SetFlexUnavailable] while
+// serving) answers a share of the flex requests (chat completions and
+// Responses, OpenAI's and Azure's paths) 429 in OpenAI's error shape with
+// code and type "resource_unavailable", as OpenAI answers when flex
+// processing lacks capacity; [Stats].FlexUnavailable counts them (not
+// RateLimited). They draw on the rate limit like any other request.
+//
 // A chat request asking for more output tokens than [Config.MaxOutputTokens]
 // (or for a number of them that is not a whole number, 1e300) is answered
 // 400, as OpenAI answers it; of duplicate keys the last counts, as at the

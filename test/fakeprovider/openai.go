@@ -104,6 +104,9 @@ func (x *exchange) chat() {
 	if !x.checkMaxOutput(x.p.cfg.MaxOutputTokens) {
 		return
 	}
+	if x.refuseFlex(req.ServiceTier) {
+		return
+	}
 	limit := req.MaxCompletionTokens
 	if limit == 0 {
 		limit = req.MaxTokens

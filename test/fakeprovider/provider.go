@@ -27,6 +27,11 @@ type Provider struct {
 	seq      uint64             // arrivals ever, for request ids
 	gen      uint64             // Reset generation
 	slots    int                // Config.Slots, or SetSlots's
+	// flexShare is the share of flex requests answered 429 Resource
+	// Unavailable (Config.FlexUnavailable, or SetFlexUnavailable's), and
+	// flexSeen the flex requests seen since it was set.
+	flexShare float64
+	flexSeen  uint64
 }
 
 var _ http.Handler = (*Provider)(nil)
@@ -34,7 +39,7 @@ var _ http.Handler = (*Provider)(nil)
 // New returns a Provider for cfg. Zero fields take the defaults documented
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0)}
+	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable)}
 	p.resetLocked()
 	return p
 }
@@ -110,6 +115,9 @@ type exchange struct {
 	faults  faults
 	status  int           // status written; 0 until then
 	outcome streamOutcome // how a stream ended
+	// flexRefused says it was answered 429 Resource Unavailable for want
+	// of flex capacity (refuseFlex), not by the rate limit.
+	flexRefused bool
 }
 
 // ServeHTTP reads the whole request body, logs and rate-limits the
@@ -119,7 +127,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := p.cfg.Now()
 	x := &exchange{p: p, w: w, r: r, body: body, now: now, api: apiFor(r.URL.Path)}
 	x.arr = p.arrive(r, body, now, !isBatchPath(r.URL.Path))
-	defer func() { p.finish(x.arr, x.status, x.outcome) }()
+	defer func() { p.finish(x.arr, x.status, x.outcome, x.flexRefused) }()
 	x.setHeaders()
 	if !x.arr.admitted {
 		setRetryAfter(w.Header(), max(x.arr.requests.retry, x.arr.tokens.retry, x.arr.output.retry))

@@ -35,8 +35,11 @@ type Stats struct {
 	Requests    int // arrived, counted on arrival
 	Served      int // answered 2xx, streams included
 	RateLimited int // answered 429, by the rate limit or by X-Fake-Status
-	Failed      int // answered any other status
-	Cancelled   int // the client left before any response was written
+	// FlexUnavailable is flex requests answered 429 Resource Unavailable
+	// (SetFlexUnavailable); they are not in RateLimited.
+	FlexUnavailable int
+	Failed          int // answered any other status
+	Cancelled       int // the client left before any response was written
 
 	StreamsCompleted int // streams written to the end
 	StreamsCut       int // streams the client left before the end
@@ -102,7 +105,7 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 
 // finish records how a request ended. A request that arrived before the
 // last Reset only gets its status.
-func (p *Provider) finish(a arrival, status int, outcome streamOutcome) {
+func (p *Provider) finish(a arrival, status int, outcome streamOutcome, flexRefused bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a.rec.Status = status
@@ -112,6 +115,8 @@ func (p *Provider) finish(a arrival, status int, outcome streamOutcome) {
 	switch {
 	case status == 0:
 		p.stats.Cancelled++
+	case flexRefused:
+		p.stats.FlexUnavailable++
 	case status == http.StatusTooManyRequests:
 		p.stats.RateLimited++
 	case status >= 200 && status < 300:

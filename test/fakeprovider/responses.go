@@ -60,6 +60,9 @@ func (x *exchange) responses() {
 		x.failJSON(err)
 		return
 	}
+	if x.refuseFlex(req.ServiceTier) {
+		return
+	}
 	rep := newReply(countItems(req.Input), req.MaxOutputTokens, x.p.cfg.StreamChunks)
 	in := promptTokens(x.body)
 	cached, ok := x.cachedTokens(in)

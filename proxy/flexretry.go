@@ -1,0 +1,232 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/meterproxy/meterproxy/proxy/ratelimit"
+	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
+)
+
+// flexSend is how an exchange's request is sent at the flex tier: set
+// by prepare when it injected service_tier "flex", read by flexRetry and
+// by the response's metering, all on the request's goroutine.
+type flexSend struct {
+	// plain is the body without the injected service_tier: what a
+	// fallback to the default tier sends.
+	plain []byte
+	// fallback is the class's flex_fallback.
+	fallback bool
+	// unavailable says the answer passed on is flex's 429 Resource
+	// Unavailable, max_wait having passed without capacity and no
+	// fallback: not the account's rate limit (see observe).
+	unavailable bool
+}
+
+// flexFor says whether ex's request is sent at the flex tier, and how.
+// Only OpenAI's own API and Azure OpenAI have the tier, for Chat
+// Completions and Responses: never Anthropic (it has none), nor another
+// OpenAI-compatible server (which may refuse the field). Under mode:
+// shadow nothing forwarded is changed. For the rest quota decides, by
+// class and model (quota.Config.FlexFor).
+func (h *Handler) flexFor(ex *exchange) (quota.Flex, bool) {
+	if ex.live.Shadow || (ex.dialect != dialectOpenAI && ex.dialect != dialectAzure) ||
+		(ex.rt.api != usage.ChatCompletions && ex.rt.api != usage.Responses) {
+		return quota.Flex{}, false
+	}
+	return h.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
+}
+
+// Backoff between retries of a flex request the provider had no capacity
+// for. OpenAI's advice is exponential backoff; capacity comes back as
+// other flex requests finish, in seconds, so the first retry comes soon,
+// and the wait is capped so a request is not left waiting long after
+// capacity returned. Bulk's default max_wait (60s) allows about ten.
+const (
+	flexBackoffFirst = 500 * time.Millisecond
+	flexBackoffMax   = 8 * time.Second
+)
+
+// maxFlexErrorBody bounds how much of a 429's body is read to tell flex's
+// Resource Unavailable from a rate limit: OpenAI's error bodies are a few
+// hundred bytes; a longer one is not read further (and is not it).
+const maxFlexErrorBody = 16 << 10
+
+// flexRetry is the transport of metered requests: it passes every request
+// to next, and holds a request sent at flex (exchange.flex) whose answer
+// is flex's 429 Resource Unavailable (flexUnavailable), retrying it at
+// flex with backoff until its class's max_wait ends (quota.Lease.Until);
+// then it resends it at the default tier with flex_fallback, or passes the
+// 429 on. The retried answers reach neither the caller nor the upstream
+// state (observe), and are counted in meterproxy_flex_retries_total. The
+// in-flight slot stays held throughout: it is the same request. Safe for
+// concurrent use.
+type flexRetry struct {
+	next    http.RoundTripper
+	retries *prometheus.CounterVec // by pool
+	// sleep waits d or until ctx ends (its error then); jitter picks the
+	// wait for a backoff of d. Tests replace them.
+	sleep  func(ctx context.Context, d time.Duration) error
+	jitter func(d time.Duration) time.Duration
+	now    func() time.Time
+}
+
+var _ http.RoundTripper = (*flexRetry)(nil)
+
+func newFlexRetry(next http.RoundTripper, retries *prometheus.CounterVec) *flexRetry {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &flexRetry{next: next, retries: retries, sleep: sleepCtx, jitter: equalJitter, now: time.Now}
+}
+
+// CloseIdleConnections closes next's idle connections, as the
+// ReverseProxy's transport is asked to.
+func (t *flexRetry) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *flexRetry) RoundTrip(r *http.Request) (*http.Response, error) {
+	ex := exchangeOf(r.Context())
+	if ex == nil || ex.flex == nil {
+		return t.next.RoundTrip(r)
+	}
+	var until time.Time
+	if ex.lease != nil {
+		until = ex.lease.Until()
+	}
+	backoff := flexBackoffFirst
+	for {
+		resp, err := t.next.RoundTrip(r)
+		if err != nil || !flexUnavailable(resp) {
+			return resp, err
+		}
+		wait := t.jitter(backoff)
+		if ra := ratelimit.Parse(resp.Header, t.now()).RetryAfter; ra > wait {
+			wait = min(ra, flexBackoffMax)
+		}
+		if !t.now().Add(wait).Before(until) {
+			if !ex.flex.fallback {
+				ex.flex.unavailable = true
+				return resp, nil
+			}
+			drain(resp)
+			return t.next.RoundTrip(withBody(r, ex.flex.plain))
+		}
+		drain(resp)
+		t.retries.WithLabelValues(ex.poolLabel()).Inc()
+		if err := t.sleep(r.Context(), wait); err != nil {
+			return nil, err
+		}
+		if r, err = rewind(r); err != nil {
+			return nil, err
+		}
+		backoff = min(2*backoff, flexBackoffMax)
+	}
+}
+
+// flexUnavailable reports whether resp is flex processing's 429 for lack
+// of capacity — OpenAI: "a 429 Resource Unavailable error code. You will
+// not be charged" — rather than a rate limit. The guide shows no body, so
+// it matches what says so in OpenAI's error shape: error.code or
+// error.type "resource_unavailable" (any case), or an error.message that
+// contains "resource unavailable" or "resource not available" (any case);
+// never an error.code that names a limit (rate_limit_exceeded,
+// insufficient_quota), whatever its message. Up to maxFlexErrorBody of
+// the body is read; resp's body reads whole afterwards all the same.
+func flexUnavailable(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Body == nil {
+		return false
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxFlexErrorBody))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), errReader{err}, resp.Body), resp.Body}
+	if err != nil {
+		return false
+	}
+	e := gjson.GetBytes(head, "error")
+	code, typ, msg := e.Get("code").String(), e.Get("type").String(), strings.ToLower(e.Get("message").String())
+	switch {
+	case strings.EqualFold(code, "rate_limit_exceeded"), strings.EqualFold(code, "insufficient_quota"):
+		return false
+	case strings.EqualFold(code, flexUnavailableCode), strings.EqualFold(typ, flexUnavailableCode):
+		return true
+	}
+	return strings.Contains(msg, "resource unavailable") || strings.Contains(msg, "resource not available")
+}
+
+// flexUnavailableCode is the error code and type flexUnavailable takes
+// for flex's Resource Unavailable.
+const flexUnavailableCode = "resource_unavailable"
+
+// errReader fails every read with its error; a nil error reads as EOF, so
+// a body whose head was read whole goes on with the rest.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
+
+// drain reads what is left of a response not passed on (a few hundred
+// bytes of error, bounded), so its connection is reused, and closes it.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxFlexErrorBody))
+	_ = resp.Body.Close()
+}
+
+// rewind is r to send again: the same request with its body afresh
+// (setBody gives every metered request a GetBody).
+func rewind(r *http.Request) (*http.Request, error) {
+	if r.GetBody == nil {
+		return nil, errors.New("proxy: a flex retry's body cannot be read again")
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	r2 := r.Clone(r.Context())
+	r2.Body = body
+	return r2, nil
+}
+
+// withBody is r with body in place of its own.
+func withBody(r *http.Request, body []byte) *http.Request {
+	r2 := r.Clone(r.Context())
+	setBody(r2, body)
+	return r2
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// equalJitter is a wait between d/2 and d, so retries that failed
+// together do not come back together.
+func equalJitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1) //nolint:gosec // G404: spreading retries needs no secure randomness
+}

@@ -1,0 +1,101 @@
+package quota
+
+import (
+	"slices"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/internal/configcheck"
+)
+
+// FlexConfig is a class's use of the flex service tier (OpenAI's flex
+// processing, Azure OpenAI's on Global Standard deployments): batch
+// prices, slower answers, and now and then a 429 for lack of capacity.
+// It is read from the class's keys classes.<class>.service_tier,
+// flex_models and flex_fallback (InteractiveConfig, BulkConfig); the zero
+// value sends nothing at flex.
+type FlexConfig struct {
+	// ServiceTier is "flex" to send the class's requests for FlexModels at
+	// the flex tier, or "" (unset) to leave them at the caller's.
+	ServiceTier string
+	// FlexModels lists the models sent at flex, with account.models'
+	// globs (* any run of characters); a model none matches is left alone,
+	// as flex is offered for some models only.
+	FlexModels []string
+	// FlexFallback resends a request at the default tier when flex had no
+	// capacity for it within the class's max_wait; false (the default)
+	// answers the provider's 429 instead.
+	FlexFallback bool
+}
+
+// Flex is how a request is sent at the flex tier (Config.FlexFor).
+type Flex struct {
+	// Fallback is the class's flex_fallback.
+	Fallback bool
+	// Tier is the tier admission reserves its budgets at: TierFlex, or ""
+	// (the default tier, the dearer) when the request may fall back to it,
+	// so a fallback never costs more than was reserved.
+	Tier string
+}
+
+// flexTiers are the values classes.<class>.service_tier may take: "" is
+// unset.
+var flexTiers = []string{TierFlex}
+
+// flex is class cl's flex configuration.
+func (c ClassesConfig) flex(cl classify.Class) FlexConfig {
+	if cl == classify.Bulk {
+		return FlexConfig{ServiceTier: c.Bulk.ServiceTier, FlexModels: c.Bulk.FlexModels, FlexFallback: c.Bulk.FlexFallback}
+	}
+	i := c.Interactive
+	return FlexConfig{ServiceTier: i.ServiceTier, FlexModels: i.FlexModels, FlexFallback: i.FlexFallback}
+}
+
+// FlexFor says whether a request of class cl for model m is sent at the
+// flex tier — its class sets service_tier: flex and one of its
+// flex_models matches m (as account.models match: exactly, an Azure
+// deployment regardless of case) — and how. A request with no model, or
+// one longer than any pattern is matched against, is not.
+func (c Config) FlexFor(cl classify.Class, m Model) (Flex, bool) {
+	f := c.Classes.flex(cl)
+	if f.ServiceTier != TierFlex {
+		return Flex{}, false
+	}
+	match, ok := m.matcher()
+	if !ok || !slices.ContainsFunc(f.FlexModels, match) {
+		return Flex{}, false
+	}
+	tier := TierFlex
+	if f.FlexFallback {
+		tier = ""
+	}
+	return Flex{Fallback: f.FlexFallback, Tier: tier}, true
+}
+
+// FlexFor says how a request of class cl is sent at the flex tier, under
+// the configuration in force (Config.FlexFor); model is only called when
+// the class sends anything at flex.
+func (a *Admitter) FlexFor(cl classify.Class, model func() Model) (Flex, bool) {
+	cfg := a.cfg.Load()
+	if cfg.Classes.flex(cl).ServiceTier == "" {
+		return Flex{}, false
+	}
+	return cfg.FlexFor(cl, model())
+}
+
+// check checks a class's flex keys under key (classes.bulk): service_tier
+// flex or unset, flex_models valid patterns none of which an earlier one
+// covers, and listed only with service_tier: flex (or they would do
+// nothing unseen).
+func (f FlexConfig) check(bad func(string, string, ...any), key string) {
+	if err := configcheck.OneOf(f.ServiceTier, flexTiers...); f.ServiceTier != "" && err != nil {
+		bad(key+".service_tier", "%v (or unset: the caller's tier)", err)
+	}
+	if f.ServiceTier != TierFlex {
+		if len(f.FlexModels) > 0 || f.FlexFallback {
+			bad(key+".service_tier", "must be %q when %s or %s is set", TierFlex, configcheck.Ref(key+".flex_models"), configcheck.Ref(key+".flex_fallback"))
+		}
+		return
+	}
+	var patterns firstMatch
+	patterns.check(bad, key+".flex_models", f.FlexModels)
+}
