@@ -117,7 +117,12 @@ func (t *flexRetry) RoundTrip(r *http.Request) (*http.Response, error) {
 		if ra := ratelimit.Parse(resp.Header, t.now()).RetryAfter; ra > wait {
 			wait = min(ra, flexBackoffMax)
 		}
-		if !t.now().Add(wait).Before(until) {
+		// The last wait is cut to the deadline and tried once more there:
+		// a request is held for its whole max_wait, not up to a backoff
+		// short of it.
+		left := until.Sub(t.now())
+		wait = min(wait, left)
+		if left <= 0 {
 			if !ex.flex.fallback {
 				ex.flex.unavailable = true
 				return resp, nil

@@ -226,6 +226,11 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 	cfg.set("callers", []map[string]any{
 		{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
 		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk", "max_in_flight": 8},
+		// A budgeted caller that sends nothing: the Budget used panel's
+		// families exist only for configured budgets, and every panel must
+		// show data (a budget of the run's callers would refuse while
+		// Redis is down: budgets fail closed).
+		{"name": "reports", "key_sha256": "b744db691d21b4c8c17916eedae8c6635d6bb6f297c0b1cbbca5034770c2db44", "class": "bulk", "budget": map[string]any{"usd": 50, "per": "month"}},
 	})
 	// An adaptive pool the run's model never matches: its families (the
 	// dashboard's Adaptive bound panel) are exported only for adaptive
@@ -458,8 +463,8 @@ func checkAlertRules(t *testing.T, prom *promServer, at time.Time) {
 			}
 		}
 	}
-	if n != 5 {
-		t.Errorf("Prometheus loaded %d rules, want 5", n)
+	if n != 7 {
+		t.Errorf("Prometheus loaded %d rules, want 7", n)
 	}
 	for _, name := range []string{"InteractiveRefused", "Upstream429s"} {
 		if s := prom.query(t, fmt.Sprintf(`ALERTS{alertname=%q}`, name), time.Time{}, at); len(s) > 0 {
