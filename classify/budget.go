@@ -78,11 +78,7 @@ const (
 // UnmarshalText implements encoding.TextUnmarshaler: day or month, or
 // empty (unset; Budget.Check asks for it when the budget is set).
 func (p *BudgetPeriod) UnmarshalText(b []byte) error {
-	if len(b) == 0 {
-		*p = ""
-		return nil
-	}
-	return configcheck.SetOneOf(p, b, PerDay, PerMonth)
+	return configcheck.SetOptional(p, b, PerDay, PerMonth)
 }
 
 // Window returns the period that holds t: its name ("2026-12-01" for a
@@ -111,11 +107,7 @@ const (
 // UnmarshalText implements encoding.TextUnmarshaler: refuse or allow, or
 // empty (the default, refuse).
 func (u *UnpricedPolicy) UnmarshalText(b []byte) error {
-	if len(b) == 0 {
-		*u = ""
-		return nil
-	}
-	return configcheck.SetOneOf(u, b, UnpricedRefuse, UnpricedAllow)
+	return configcheck.SetOptional(u, b, UnpricedRefuse, UnpricedAllow)
 }
 
 // Allows reports whether the policy lets an unpriced request pass; the

@@ -43,8 +43,11 @@ type budgetGate struct {
 	log       *slog.Logger
 	budgets   atomic.Pointer[budgetSet]
 	seq       atomic.Uint64
-	// held counts this replica's reservations not settled yet.
-	held atomic.Int64
+	// held counts this replica's reservations not settled yet; waiting
+	// the requests waiting at a budget, by class (each asks the store
+	// every budgetPoll, so they are bounded by the class's max_queue).
+	held    atomic.Int64
+	waiting [classify.NumClasses]atomic.Int64
 	// kick wakes the loop to settle.
 	kick chan struct{}
 
@@ -138,6 +141,9 @@ func newBudgetGate(store budgetStore, alive func(context.Context) error, heartbe
 type budgetSet struct {
 	callers map[string]classify.Budget
 	classes [classify.NumClasses]classify.Budget
+	// maxQueue is each class's max_queue: the most of its requests that
+	// may wait at budgets on this replica at once.
+	maxQueue [classify.NumClasses]int
 }
 
 // namedBudget is a budget with the name the store and metrics know it by.
@@ -181,12 +187,14 @@ func (g *budgetGate) Reconfigure(cfg Config, callers []classify.Caller) {
 	}
 	s.classes[classify.Interactive] = cfg.Classes.Interactive.Budget
 	s.classes[classify.Bulk] = cfg.Classes.Bulk.Budget
+	s.maxQueue = [classify.NumClasses]int{cfg.Classes.Interactive.MaxQueue, cfg.Classes.Bulk.MaxQueue}
 	g.budgets.Store(s)
 }
 
 // Start implements callerGate.
 func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
-	bs := g.budgets.Load().of(r.Caller, r.Class)
+	set := g.budgets.Load()
+	bs := set.of(r.Caller, r.Class)
 	if len(bs) == 0 || !r.Generates {
 		return gatePass{}, nil
 	}
@@ -228,7 +236,16 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 		}
 		// budgetWait: others' reservations hold the room; they settle
 		// below their worst case, or time out.
-		held = true
+		if !held {
+			if !r.Class.Valid() || g.waiting[r.Class].Add(1) > int64(set.maxQueue[r.Class]) {
+				if r.Class.Valid() {
+					g.waiting[r.Class].Add(-1)
+				}
+				return gatePass{}, &RefusedError{Class: r.Class, Reason: ErrQueueFull, RetryAfter: time.Second}
+			}
+			defer g.waiting[r.Class].Add(-1)
+			held = true
+		}
 		left := time.Until(until)
 		if left <= 0 {
 			return gatePass{}, &RefusedError{Class: r.Class, Reason: ErrBudgetHeld, RetryAfter: time.Second}

@@ -267,3 +267,36 @@ func TestAdmitterSpends(t *testing.T) {
 		}
 	})
 }
+
+// TestBudgetGateBoundsWaiters: the requests waiting at budgets are a
+// class's max_queue at most on a replica (each asks the store every
+// budgetPoll); one more is refused as the queue full, at once.
+func TestBudgetGateBoundsWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := startBudgetGate(t, newMemBudgets(), nil)
+		cfg := DefaultConfig()
+		cfg.Classes.Bulk.MaxQueue = 1
+		g.Reconfigure(cfg, []classify.Caller{{Name: "import", Budget: classify.Budget{USD: 1, Per: classify.PerDay}}})
+		req := gateRequest{Caller: "import", Class: classify.Bulk, Cost: 60 * cent, Priced: true, Generates: true}
+		holder, err := g.Start(t.Context(), req, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan error, 1)
+		go func() {
+			_, err := g.Start(t.Context(), req, time.Now().Add(10*time.Second))
+			waited <- err
+		}()
+		synctest.Wait() // the first waiter waits
+		if _, err := g.Start(t.Context(), req, time.Now().Add(10*time.Second)); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("a second waiter with max_queue 1: %v, want ErrQueueFull", err)
+		}
+		holder.Settle(20 * cent)
+		if err := <-waited; err != nil {
+			t.Fatalf("the waiter after the holder settled: %v", err)
+		}
+		if n := g.waiting[classify.Bulk].Load(); n != 0 {
+			t.Errorf("%d still counted waiting", n)
+		}
+	})
+}

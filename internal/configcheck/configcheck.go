@@ -122,3 +122,15 @@ func SetOneOf[T ~string](dst *T, b []byte, values ...T) error {
 	*dst = v
 	return nil
 }
+
+// SetOptional is SetOneOf for a setting that may be left unset: an empty
+// text sets the zero value, which the setting's owner reads as its
+// default or asks for where it is required. Typed defaults decode their
+// unset fields as empty text, so such a setting must take it.
+func SetOptional[T ~string](dst *T, b []byte, values ...T) error {
+	if len(b) == 0 {
+		*dst = ""
+		return nil
+	}
+	return SetOneOf(dst, b, values...)
+}

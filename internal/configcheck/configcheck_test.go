@@ -51,3 +51,19 @@ func TestOneOf(t *testing.T) {
 		}
 	}
 }
+
+// TestSetOptional: an empty text leaves the setting unset; another is
+// checked as SetOneOf checks it.
+func TestSetOptional(t *testing.T) {
+	type tier string
+	v := tier("x")
+	if err := SetOptional(&v, nil, "a", "b"); err != nil || v != "" {
+		t.Errorf("empty: %q %v, want unset", v, err)
+	}
+	if err := SetOptional(&v, []byte("b"), "a", "b"); err != nil || v != "b" {
+		t.Errorf("b: %q %v", v, err)
+	}
+	if err := SetOptional(&v, []byte("c"), "a", "b"); err == nil || err.Error() != `must be a or b, got "c"` || v != "b" {
+		t.Errorf("c: %q %v, want refused and unchanged", v, err)
+	}
+}
