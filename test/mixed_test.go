@@ -117,12 +117,11 @@ func TestMixedRun(t *testing.T) {
 	checkIdentity(t, p.AdminURL, out, fake.Stats().Served)
 }
 
-// checkArrivals: no second sees more than its allowance at the upstream,
-// allowing a couple admitted in a window's last milliseconds that land in
-// the next, and the whole run no more than the run's allowance plus one.
+// checkArrivals: no second sees more at the upstream than the proxy can
+// have admitted for it (arrivalsAllowed), and the whole run no more than
+// the run's allowance plus a few.
 func checkArrivals(t *testing.T, arrivals map[int64]int, perSecond int) {
 	t.Helper()
-	const late = 3
 	secs := make([]int64, 0, len(arrivals))
 	total := 0
 	for s, n := range arrivals {
@@ -134,14 +133,32 @@ func checkArrivals(t *testing.T, arrivals map[int64]int, perSecond int) {
 	for s := secs[0]; s <= secs[len(secs)-1]; s++ {
 		a := quota.Allowance(s, int64(perSecond)*60)
 		allowed += a
-		if int64(arrivals[s]) > a+late {
-			t.Errorf("second %d: %d arrivals at the upstream, allowance %d", s, arrivals[s], a)
+		if most := arrivalsAllowed(arrivals, s, int64(perSecond)*60); int64(arrivals[s]) > most {
+			t.Errorf("second %d: %d arrivals at the upstream, allowance %d (at most %d with what the second before left)", s, arrivals[s], a, most)
 		}
 	}
-	if int64(total) > allowed+late {
+	if int64(total) > allowed+arrivalsLate {
 		t.Errorf("%d arrivals over %d seconds, allowance %d", total, len(secs), allowed)
 	}
 	t.Logf("upstream arrivals per second: %v (allowance %d/s)", arrivalsList(arrivals, secs), perSecond)
+}
+
+// arrivalsLate is how many requests admitted in a window's last
+// milliseconds may land in the next second at the upstream.
+const arrivalsLate = 3
+
+// arrivalsAllowed is the most second s may see at the upstream of an
+// account of rpm: its allowance, what the second before left of its own,
+// and arrivalsLate. The upstream counts a request when it arrives, the
+// proxy when it admits it; on a loaded machine a burst admitted in one
+// second can land in the next (the first requests of a run wait for their
+// connections to the upstream to be dialled: TestMixedRun once saw
+// [8 26 20 20 …] arrivals of 20 a second), but only what that second
+// admitted and did not deliver. After a full second the check is what it
+// was without the carry: the allowance plus arrivalsLate.
+func arrivalsAllowed(arrivals map[int64]int, s, rpm int64) int64 {
+	carry := max(0, quota.Allowance(s-1, rpm)-int64(arrivals[s-1]))
+	return quota.Allowance(s, rpm) + carry + arrivalsLate
 }
 
 func arrivalsList(arrivals map[int64]int, secs []int64) []int {
