@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/internal/configcheck"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
 // ServerConfig is the listening side. The YAML keys are the koanf tags.
@@ -75,6 +76,10 @@ type UpstreamConfig struct {
 	// are charged, how buckets refill) every request falls under (auto:
 	// told by path and host); see the provider table, provider.go.
 	Provider Provider `koanf:"provider"`
+	// Accounts, when set, are several provider accounts behind the proxy,
+	// each with its URL, key and limits (quota/accounts.go); URL, APIKey
+	// and the top-level account section are then not used.
+	Accounts []quota.Account `koanf:"accounts"`
 }
 
 // Config is the proxy's part of the configuration.
@@ -114,6 +119,7 @@ func DefaultUpstreamConfig() UpstreamConfig {
 		MaxHold:  5 * time.Minute,
 		Refill:   RefillAuto,
 		Provider: ProviderAuto,
+		Accounts: []quota.Account{},
 	}
 }
 
@@ -149,14 +155,10 @@ func (c Config) Validate() error {
 	if c.Server.MaxConcurrentStreams <= 0 {
 		bad("server.max_concurrent_streams", "must be > 0, got %d", c.Server.MaxConcurrentStreams)
 	}
-	if u, err := url.Parse(c.Upstream.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("upstream.url", "must be an http:// or https:// URL with a host, got %q", c.Upstream.URL)
-	} else if u.User != nil || u.RawQuery != "" {
-		bad("upstream.url", "must not carry credentials or a query")
-	} else if doubled := doubledPrefix(u, c.Upstream.Provider); doubled != "" {
-		bad("upstream.url", "ends in %s, which the callers' request paths already begin with (%s/…): the upstream would be asked for %s%s/…; write %q",
-			doubled, doubled, doubled, doubled, strings.TrimSuffix(strings.TrimRight(c.Upstream.URL, "/"), doubled))
+	if len(c.Upstream.Accounts) == 0 {
+		checkUpstreamURL(bad, "upstream.url", c.Upstream.URL, c.Upstream.Provider)
 	}
+	c.validateAccounts(bad)
 	if c.Upstream.ResponseHeaderTimeout <= 0 {
 		bad("upstream.response_header_timeout", "must be > 0, got %s", c.Upstream.ResponseHeaderTimeout)
 	}
@@ -173,4 +175,24 @@ func (c Config) Validate() error {
 		bad("upstream.max_connections", "must be >= 0 (0 = derived from the in-flight bound), got %d", c.Upstream.MaxConnections)
 	}
 	return p.Err()
+}
+
+// checkUpstreamURL checks raw, the URL at key, and returns it parsed and
+// whether it is valid.
+func checkUpstreamURL(bad func(string, string, ...any), key, raw string, provider Provider) (*url.URL, bool) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		bad(key, "must be an http:// or https:// URL with a host, got %q", raw)
+	case u.User != nil || u.RawQuery != "":
+		bad(key, "must not carry credentials or a query")
+	default:
+		if doubled := doubledPrefix(u, provider); doubled != "" {
+			bad(key, "ends in %s, which the callers' request paths already begin with (%s/…): the upstream would be asked for %s%s/…; write %q",
+				doubled, doubled, doubled, doubled, strings.TrimSuffix(strings.TrimRight(raw, "/"), doubled))
+			return u, false
+		}
+		return u, true
+	}
+	return nil, false
 }

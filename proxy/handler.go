@@ -22,15 +22,18 @@ import (
 // concurrent use.
 type Handler struct {
 	// live is the part of the configuration a reload replaces.
-	live      atomic.Pointer[Live]
-	admitter  *quota.Admitter
-	rp        *httputil.ReverseProxy
-	bodies    *bodyReader
-	m         *metrics
-	log       *slog.Logger
-	target    *url.URL
+	live     atomic.Pointer[Live]
+	admitter *quota.Admitter
+	rp       *httputil.ReverseProxy
+	bodies   *bodyReader
+	m        *metrics
+	log      *slog.Logger
+	// accounts are where requests go, by the account quota admitted them
+	// at (accounts.go); holdsKeys says the proxy injects a key of its own
+	// into every request (upstream.api_key, or several accounts).
+	accounts  map[string]upstreamAccount
+	holdsKeys bool
 	provider  upstreamProvider
-	apiKey    string
 	maxUpload int64
 	maxHold   time.Duration
 	last      lastReport
@@ -45,8 +48,11 @@ type Deps struct {
 	Admitter *quota.Admitter
 	// Transport carries every upstream request; see NewTransport.
 	Transport http.RoundTripper
-	Log       *slog.Logger
-	Registry  prometheus.Registerer
+	// AccountKeys are the keys of upstream.accounts, by account name, as
+	// their api_key_env variables hold them; unused without them.
+	AccountKeys map[string]string
+	Log         *slog.Logger
+	Registry    prometheus.Registerer
 }
 
 // Live is the part of the configuration that a reload replaces while the
@@ -83,14 +89,18 @@ func (h *Handler) Reconfigure(l Live) {
 
 // NewHandler returns the forwarding handler for cfg.
 func NewHandler(cfg Config, d Deps) (*Handler, error) {
-	target, err := url.Parse(cfg.Upstream.URL)
+	accounts, err := newUpstreamAccounts(cfg.Upstream, d.AccountKeys)
+	if err != nil {
+		return nil, err
+	}
+	first, err := url.Parse(cfg.Upstream.firstURL())
 	if err != nil {
 		return nil, err
 	}
 	bodies := newBodyReader(cfg.Server)
 	h := &Handler{
-		admitter: d.Admitter, log: d.Log, target: target, provider: newUpstreamProvider(cfg.Upstream.Provider, target),
-		apiKey: cfg.Upstream.APIKey, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
+		admitter: d.Admitter, log: d.Log, accounts: accounts, provider: newUpstreamProvider(cfg.Upstream.Provider, first),
+		holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies,
 		m:      newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
 	}
@@ -123,7 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	live := h.live.Load()
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	rt, bad := inspect(r)
-	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.apiKey != "" || res.Known,
+	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known,
 		rec: &recorder{ResponseWriter: w}}
 	defer h.count(ex) // last: after the response's own counts (forward), even when it panics
 	switch {
@@ -166,8 +176,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer lease.Release()
-		ex.lease = lease
+		ex.lease, ex.pool = lease, lease.Pool()
 	}
+	ex.account = h.accountOf(ex)
 	setBody(r, payload)
 	var out http.ResponseWriter = ex.rec
 	if ex.injected {
@@ -201,7 +212,8 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	ex.inputEstimate = usage.EstimateInput(payload)
 	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.model, ex.outputCap = modelOf(ex.rt, fields), fields.OutputCeiling()
-	ex.pool, ex.pooled = h.admitter.PoolFor(func() quota.Model { return ex.model }), true
+	ex.account = h.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
+	ex.pool, ex.pooled = h.admitter.PoolAt(ex.account, func() quota.Model { return ex.model }), true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
 	if f, ok := h.flexFor(ex); ok {
 		if out, injected := usage.InjectServiceTier(payload, quota.TierFlex); injected {
@@ -223,7 +235,7 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 		return
 	}
 	defer sb.stop()
-	ex.upload = sb
+	ex.upload, ex.account = sb, h.accountOf(ex)
 	outcome := admitBatch
 	if ex.rt.kind == routeUpload {
 		outcome = admitUpload
@@ -373,16 +385,18 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	h.rp.ServeHTTP(w, r)
 }
 
+// rewrite sends the request to its account (exchange.account), with the
+// account's key when the proxy holds one.
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(h.target)
-	if ex := exchangeOf(pr.In.Context()); ex != nil {
-		pr.Out.Header.Del(ex.live.ClassHeader)
-	}
+	ex := exchangeOf(pr.In.Context())
+	acct := h.accounts[ex.account]
+	pr.SetURL(acct.target)
+	pr.Out.Header.Del(ex.live.ClassHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
 	// An uncompressed body, so usage parsing never sees gzip.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
-	if ex := exchangeOf(pr.In.Context()); ex != nil && h.apiKey != "" {
-		replaceCredential(pr.Out.Header, ex.credential(), h.apiKey)
+	if acct.key != "" {
+		replaceCredential(pr.Out.Header, ex.credential(), acct.key)
 	}
 }
 

@@ -26,6 +26,9 @@ type exchange struct {
 	// pooled says it was resolved: until then metrics say "none".
 	pool   string
 	pooled bool
+	// account is the account the request goes to (Handler.accountOf): ""
+	// for the one account of a configuration without upstream.accounts.
+	account string
 	// sent is when the request went upstream: the provider's headers on
 	// its response describe the account as of then.
 	sent time.Time
@@ -77,7 +80,7 @@ func (ex *exchange) poolLabel() string {
 	if ex == nil || !ex.pooled {
 		return poolNone
 	}
-	return quota.PoolLabel(ex.pool)
+	return poolLabelOf(ex.account, ex.pool)
 }
 
 // request is what admission is asked for the exchange.
@@ -234,7 +237,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	if throttle > 0 {
 		throttle += lead
 	}
-	h.admitter.Observe(ex.pool, at, hold, throttle)
+	h.admitter.Observe(ex.account, ex.pool, at, hold, throttle)
 }
 
 // meteredBody feeds a copy of every byte read to a usage.Meter, and reports

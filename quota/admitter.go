@@ -19,11 +19,10 @@ import (
 type Admitter struct {
 	backend *backend
 	log     *slog.Logger
-	// cfg is the configuration in force, for PoolFor.
-	cfg atomic.Pointer[Config]
-	// limiter is the account's pool: every model no account.models entry
-	// matches.
-	limiter *limiter
+	// cfg is the configuration in force, for PoolFor; routing is what it
+	// says of the accounts, for Admit (route.go).
+	cfg     atomic.Pointer[Config]
+	routing atomic.Pointer[routing]
 	// onStoreCall observes every pool's store calls (metrics).
 	onStoreCall func(time.Duration, error)
 
@@ -112,7 +111,6 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	a.budgets = newBudgetGate(backend.Budgets, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
 	a.gates = gateChain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
 	a.Reconfigure(cfg, d.Callers)          // builds every pool
-	a.limiter = a.pools[accountPool].l
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
@@ -124,13 +122,18 @@ func (a *Admitter) observeStoreCall(d time.Duration, err error) {
 	}
 }
 
-// poolNames are cfg's pools: the account's, then account.models' in order.
-func poolNames(cfg Config) []string {
-	names := []string{accountPool}
-	for _, m := range cfg.Account.Models {
-		names = append(names, m.Name)
+// poolIDs are cfg's pools (PoolID), each with the Config it enforces:
+// every account's own, then its account.models' in order.
+func poolIDs(cfg Config) map[string]Config {
+	ids := map[string]Config{}
+	for _, account := range cfg.accountNames() {
+		ac := cfg.ForAccount(account)
+		ids[PoolID(account, accountPool)] = ac.Pool(accountPool)
+		for _, m := range ac.Account.Models {
+			ids[PoolID(account, m.Name)] = ac.Pool(m.Name)
+		}
 	}
-	return names
+	return ids
 }
 
 // newLimiter returns a limiter enforcing pc, as pool name.
@@ -148,12 +151,19 @@ func (a *Admitter) newLimiter(pc Config, name string) *limiter {
 }
 
 // PoolFor names the pool a request draws on under the configuration in
-// force: the first account.models entry that matches its model, else the
-// account's (""). model is only called when there are pools to match, so
-// a request pays for finding its model only then.
+// force, at the first account (PoolAt).
 func (a *Admitter) PoolFor(model func() Model) string {
-	cfg := a.cfg.Load()
-	if len(cfg.Account.Models) == 0 {
+	return a.PoolAt(a.cfg.Load().accountNames()[0], model)
+}
+
+// PoolAt names the pool a request draws on at account under the
+// configuration in force: the first of the account's models entries that
+// matches its model, else the account's own (""). model is only called
+// when there are pools to match, so a request pays for finding its model
+// only then.
+func (a *Admitter) PoolAt(account string, model func() Model) string {
+	cfg, ok := a.routing.Load().accounts[account]
+	if !ok || len(cfg.Account.Models) == 0 {
 		return accountPool
 	}
 	return cfg.PoolFor(model())
@@ -175,16 +185,15 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	cfg := a.cfg.Load()
-	tokens, err := cfg.charge(req)
+	routes, err := a.routes(a.routing.Load(), req)
 	if err != nil {
 		return nil, err
 	}
-	req.Tokens = tokens
 	price := cfg.priceOf(req.Model)
 	if price != nil {
 		req.cost, req.priced = price.WorstCase(req.InputTokens, req.OutputTokens, req.Tier), true
 	}
-	lease, err := admitThrough(ctx, a.gates, a.pool(req.Pool), req, cfg.Classes.maxWait(req.Class))
+	lease, err := admitThrough(ctx, a.gates, routes, req, cfg.Classes.maxWait(req.Class))
 	if err == nil && price != nil {
 		lease.price, lease.worst = price, req.cost
 	}
@@ -202,16 +211,17 @@ func (a *Admitter) Cost(m Model, u PricedUsage) (Nanodollars, bool) {
 	return p.Cost(u), true
 }
 
-// admitThrough admits req through gate, then its pool l: the caller's
-// gate first, waiting within the class's maxWait, then the pool within
-// what is left of it. The Lease releases both.
-func admitThrough(ctx context.Context, gate callerGate, l *limiter, req Request, maxWait time.Duration) (*Lease, error) {
+// admitThrough admits req through gate, then at one of routes (its pool
+// at each account it may go to; admitRouted): the caller's gate first,
+// waiting within the class's maxWait, then the pool within what is left
+// of it. The Lease releases both.
+func admitThrough(ctx context.Context, gate callerGate, routes []route, req Request, maxWait time.Duration) (*Lease, error) {
 	req.until = time.Now().Add(maxWait)
 	p, err := gate.Start(ctx, req.gate(), req.until)
 	if err != nil {
 		return nil, err
 	}
-	lease, err := l.Admit(ctx, req)
+	lease, err := admitRouted(ctx, routes, req)
 	if err != nil {
 		p.Release()
 		return nil, err
@@ -220,23 +230,35 @@ func admitThrough(ctx context.Context, gate callerGate, l *limiter, req Request,
 	return lease, nil
 }
 
-// pool is the limiter of the pool named name: the account's when name is
-// not configured.
-func (a *Admitter) pool(name string) *limiter {
+// pool is the limiter of the pool whose id is id (PoolID): its account's
+// own pool when id's pool is not configured, and the first account's when
+// its account is not either.
+func (a *Admitter) pool(id string) *limiter {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if p, ok := a.pools[name]; ok {
+	if p, ok := a.pools[id]; ok {
 		return p.l
 	}
-	return a.limiter
+	account, _ := splitPoolID(id)
+	if p, ok := a.pools[PoolID(account, accountPool)]; ok {
+		return p.l
+	}
+	return a.firstLocked()
+}
+
+// firstLocked is the first account's own pool: the one account's, or
+// upstream.accounts[0]'s.
+func (a *Admitter) firstLocked() *limiter {
+	return a.pools[PoolID(a.cfg.Load().accountNames()[0], accountPool)].l
 }
 
 // Observe records what the upstream said at at about pool (as Request.Pool
-// names it), in answer to a request drawn on it: hold bulk for hold
-// (remaining below the reserve), and for throttle (a 429's retry hint).
-// The fleet hears of it with the next store call.
-func (a *Admitter) Observe(pool string, at time.Time, hold, throttle time.Duration) {
-	a.pool(pool).Observe(at, hold, throttle)
+// names it) of account (as Lease.Account names it), in answer to a
+// request drawn on it: hold bulk for hold (remaining below the reserve),
+// and for throttle (a 429's retry hint). The fleet hears of it with the
+// next store call.
+func (a *Admitter) Observe(account, pool string, at time.Time, hold, throttle time.Duration) {
+	a.pool(PoolID(account, pool)).Observe(at, hold, throttle)
 }
 
 // Reconfigure applies a reloaded configuration: classes, limits, the
@@ -250,10 +272,8 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 	caps, weights := capsOf(callers), weightsOf(callers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	keep := map[string]bool{}
-	for _, name := range poolNames(cfg) {
-		keep[name] = true
-		pc := cfg.Pool(name)
+	keep := poolIDs(cfg)
+	for name, pc := range keep {
 		p, ok := a.pools[name]
 		if ok {
 			p.l.Reconfigure(pc, pc.Enforced())
@@ -266,9 +286,10 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 	}
 	a.caps.Reconfigure(cfg, caps)
 	a.budgets.Reconfigure(cfg, callers)
+	a.routing.Store(newRouting(cfg))
 	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist
 	for name, p := range a.pools {
-		if !keep[name] {
+		if _, ok := keep[name]; !ok {
 			delete(a.pools, name)
 			p.l.closeWith(ErrPoolRemoved)
 			if p.stop != nil {
@@ -395,13 +416,20 @@ func (a *Admitter) State() State {
 	}
 	st := State{
 		Store:     StoreState{Mode: mode, Degraded: a.backend.Degraded()},
-		PoolState: a.limiter.state(),
+		PoolState: a.first().state(),
 		Caps:      a.caps.capState(),
 		Pools:     map[string]PoolState{},
 		Budgets:   a.budgets.State(),
 	}
 	a.eachPool(func(name string, l *limiter) { st.Pools[name] = l.state() })
 	return st
+}
+
+// first is the first account's own pool (firstLocked).
+func (a *Admitter) first() *limiter {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.firstLocked()
 }
 
 // Pools are the pools' names as metrics label them (the account's is
@@ -412,13 +440,28 @@ func (a *Admitter) Pools() []string {
 	return names
 }
 
-// PoolLabel is pool's name as metrics label it: DefaultPool for the
-// account's ("").
-func PoolLabel(pool string) string {
+// PoolLabel is the name of the pool whose id is id (PoolID) as metrics
+// label it: DefaultPool for an account's own (""), after its account's
+// name and a slash with several accounts ("chat-project/default").
+func PoolLabel(id string) string {
+	account, pool := splitPoolID(id)
 	if pool == accountPool {
-		return DefaultPool
+		pool = DefaultPool
 	}
-	return pool
+	if account == "" {
+		return pool
+	}
+	return account + accountSep + pool
+}
+
+// HomeAccount is the account a request of class c goes to first: the
+// first that serves it (or, with none, lends to it); "" for the one
+// account of a configuration without upstream.accounts.
+func (a *Admitter) HomeAccount(c classify.Class) string {
+	if cands := a.routing.Load().candidates[c]; len(cands) > 0 {
+		return cands[0]
+	}
+	return ""
 }
 
 // eachPool calls f for every pool, by its metric name (the account's is

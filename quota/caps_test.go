@@ -31,7 +31,7 @@ func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCa
 
 // admit admits an interactive request of caller.
 func (r *replica) admit(ctx context.Context, caller string) (*Lease, error) {
-	return admitThrough(ctx, r.gate, r.lim, Request{Class: classify.Interactive, Caller: caller}, r.cfg.Classes.Interactive.MaxWait)
+	return admitThrough(ctx, r.gate, []route{{l: r.lim}}, Request{Class: classify.Interactive, Caller: caller}, r.cfg.Classes.Interactive.MaxWait)
 }
 
 // cap is caller's cap state; ok is false when it has none.

@@ -46,11 +46,11 @@ func (c Config) MaxCharge(pool string) (limit int64, key string) {
 
 // maxCharge is MaxCharge, and the pool's name as metrics label it.
 func (c Config) maxCharge(pool string) (limit int64, key, label string) {
-	prefix, label := "account", DefaultPool
+	prefix, label := c.acctKey(), DefaultPool
 	tpm, most := c.Account.TokensPerMinute, c.Account.MaxRequestTokens
 	for i, m := range c.Account.Models {
 		if m.Name == pool {
-			prefix, label = fmt.Sprintf("account.models[%d]", i), m.Name
+			prefix, label = fmt.Sprintf("%s.models[%d]", c.acctKey(), i), m.Name
 			tpm, most = m.TokensPerMinute, m.MaxRequestTokens
 			break
 		}

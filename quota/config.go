@@ -19,6 +19,22 @@ type Config struct {
 	// model none matches costs 0. Reloadable, like the rest.
 	Prices []Price     `koanf:"prices"`
 	Store  StoreConfig `koanf:"store"`
+	// Accounts are upstream.accounts, when set: several provider accounts,
+	// each with its own Account section (accounts.go); Account is then
+	// only the defaults they share (expected_replicas).
+	Accounts []Account `koanf:"-"`
+	// accountKey is where Account comes from in the file: "" for the
+	// top-level account section, upstream.accounts[i].account for one of
+	// several (ForAccount), for the keys problems and refusals name.
+	accountKey string
+}
+
+// acctKey is the key of c's Account section in the file (accountKey).
+func (c Config) acctKey() string {
+	if c.accountKey == "" {
+		return "account"
+	}
+	return c.accountKey
 }
 
 // AccountConfig describes the provider account that every caller shares.
@@ -180,6 +196,7 @@ func (c Config) Validate() error {
 	checkMaxCharge(bad, "account", a.MaxRequestTokens, a.TokensPerMinute)
 	checkMinInFlight(bad, "account", a.MinInFlight, a.MaxInFlight)
 	c.validateModels(bad)
+	c.validateAccounts(bad)
 	c.validatePrices(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)

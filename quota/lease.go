@@ -100,7 +100,17 @@ type Lease struct {
 	// until is when its class's max_wait, counted from when it asked for
 	// admission, ends (Until).
 	until time.Time
+	// account and pool are where it was admitted (Account, Pool).
+	account, pool string
 }
+
+// Account is the account the lease was admitted at, as upstream.accounts
+// names it; "" for the one account of a configuration without them.
+func (s *Lease) Account() string { return s.account }
+
+// Pool is the pool the lease draws on at its account, as Request.Pool
+// names it ("" for the account's own).
+func (s *Lease) Pool() string { return s.pool }
 
 // Until is when the max_wait of the lease's class, counted from when its
 // request asked for admission, ends: what is left of it after admission

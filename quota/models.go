@@ -119,7 +119,7 @@ func (c Config) validateModels(bad func(string, string, ...any)) {
 	seen := map[string]int{}
 	var patterns firstMatch
 	for i, m := range c.Account.Models {
-		key := fmt.Sprintf("account.models[%d]", i)
+		key := fmt.Sprintf("%s.models[%d]", c.acctKey(), i)
 		switch {
 		case !poolName.MatchString(m.Name):
 			bad(key+".name", "must be 1 to 64 of a-z, 0-9, _, . and -, got %q", m.Name)

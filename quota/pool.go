@@ -19,9 +19,16 @@ func poolKeys(prefix, pool string) []string {
 	return []string{tag + ":window", tag + ":inflight", tag + ":heartbeat", tag + ":starved", tag + ":upstream", tag + ":output"}
 }
 
-// poolTag is the hash tag of pool's Redis keys under prefix: {prefix} for
-// the account's, {prefix:pool:<name>} for another pool's.
-func poolTag(prefix, pool string) string {
+// poolTag is the hash tag of the Redis keys of the pool whose id is id
+// (PoolID) under prefix: {prefix} for the one account's own pool,
+// {prefix:pool:<name>} for another of its pools; with several accounts,
+// {prefix:acct:<account>} for an account's own and
+// {prefix:acct:<account>:pool:<name>} for another of its pools.
+func poolTag(prefix, id string) string {
+	account, pool := splitPoolID(id)
+	if account != "" {
+		prefix += ":acct:" + account
+	}
 	if pool == accountPool {
 		return "{" + prefix + "}"
 	}

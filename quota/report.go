@@ -25,6 +25,15 @@ func (p *pendingReport) add(at time.Time, hold time.Duration, throttleUntil time
 	p.has = true
 }
 
+// holds reports whether what is pending holds bulk at now: an
+// observation below the reserve, or a 429's retry hint, that the store has
+// not heard of yet.
+func (p *pendingReport) holds(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.has && (p.u.holdUntil.After(now) || p.u.throttleUntil.After(now))
+}
+
 // take returns what is pending as a report sent at now, and empties it;
 // nil when nothing is.
 func (p *pendingReport) take(now time.Time) *upstreamReport {
@@ -59,6 +68,16 @@ type lastAnswer struct {
 	others       [classify.NumClasses]atomic.Int64
 	upstreamHold atomic.Int64 // a time.Duration
 	window       atomic.Pointer[WindowUse]
+	// blockedSec is, by class, the window (Unix second) in which the store
+	// last could not grant the class all it asked for; 0 when its last
+	// answer granted it everything.
+	blockedSec [classify.NumClasses]atomic.Int64
+}
+
+// blockedIn reports whether the store's last answer found class c blocked
+// in window sec.
+func (a *lastAnswer) blockedIn(c classify.Class, sec int64) bool {
+	return a.blockedSec[c].Load() == sec
 }
 
 // set records res, the answer to req.
@@ -66,6 +85,13 @@ func (a *lastAnswer) set(req takeRequest, res takeResult) {
 	a.upstreamHold.Store(int64(res.UpstreamHold))
 	w := res.Window
 	a.window.Store(&w)
+	for c, b := range res.Blocker {
+		sec := int64(0)
+		if b != notBlocked {
+			sec = w.Sec
+		}
+		a.blockedSec[c].Store(sec)
+	}
 	for c := range res.FleetInFlight {
 		mine := req.InFlight[c] + res.Granted[c]                    // this replica's slots after the call
 		othersCredits := max(0, res.FleetCredits[c]-req.Credits[c]) // reservations, not requests

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -85,7 +86,54 @@ func defaultConfig() Config {
 }
 
 func (c Config) quota() quota.Config {
-	return quota.Config{Account: c.Account, Classes: c.Classes, Prices: c.Prices, Store: c.Store}
+	return quota.Config{Account: c.Account, Classes: c.Classes, Prices: c.Prices, Store: c.Store, Accounts: c.Upstream.Accounts}
+}
+
+// accountKeys are the keys of upstream.accounts, by account name, from
+// their api_key_env variables.
+func (c Config) accountKeys(getenv func(string) string) map[string]string {
+	keys := make(map[string]string, len(c.Upstream.Accounts))
+	for _, a := range c.Upstream.Accounts {
+		keys[a.Name] = getenv(a.APIKeyEnv)
+	}
+	return keys
+}
+
+// validateAccounts checks what upstream.accounts asks of the rest of the
+// configuration: the proxy holds every account's key (from its
+// api_key_env), so callers' own keys never pass through — never to an
+// account they were not issued for — and the single account's keys are
+// not set beside them.
+func (c Config) validateAccounts(p *configcheck.Problems, getenv func(string) string) {
+	if len(c.Upstream.Accounts) == 0 {
+		return
+	}
+	if c.Classify.UnknownCallers == classify.UnknownForward {
+		p.Add("classify.unknown_callers", "is forward, which passes an unknown caller's own key through; with upstream.accounts "+
+			"the proxy sends each account's own key and a caller's key must never reach an account it was not issued for: "+
+			"set classify.unknown_callers: reject and configure callers[]")
+	}
+	def := defaultConfig()
+	if c.Upstream.APIKey != "" {
+		p.Add("upstream.api_key", "is set beside upstream.accounts, whose keys are each account's api_key_env: remove it")
+	}
+	if c.Upstream.URL != def.Upstream.URL {
+		p.Add("upstream.url", "is set beside upstream.accounts, whose URLs are each account's url: remove it")
+	}
+	top := c.Account
+	top.ExpectedReplicas = def.Account.ExpectedReplicas // the one key the accounts share
+	if len(top.Models) == 0 {
+		top.Models = def.Account.Models // unset decodes as nil
+	}
+	if !reflect.DeepEqual(top, def.Account) {
+		p.Add("account", "is set beside upstream.accounts, whose limits are each account's account section "+
+			"(only account.expected_replicas, which they share, may be set): move it into them")
+	}
+	for i, a := range c.Upstream.Accounts {
+		if a.APIKeyEnv != "" && getenv(a.APIKeyEnv) == "" {
+			p.Add(fmt.Sprintf("upstream.accounts[%d].api_key_env", i), "%s is unset or empty: the account's key must be in it", a.APIKeyEnv)
+		}
+	}
 }
 
 func (c Config) proxy() proxy.Config {
@@ -149,6 +197,7 @@ func (c Config) validate(getenv func(string) string) error {
 			"dropping its own): set classify.unknown_callers: reject, or set "+
 			"upstream.key_for_unknown_callers: true if that is what you want")
 	}
+	c.validateAccounts(&p, getenv)
 	if err := configcheck.OneOf(c.Mode, modes...); err != nil {
 		p.Add("mode", "%v", err)
 	}

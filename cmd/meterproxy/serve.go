@@ -37,9 +37,13 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	if configFile == "" {
 		configFile = "none (defaults and environment)"
 	}
+	upstream := cfg.Upstream.URL
+	if len(cfg.Upstream.Accounts) > 0 {
+		upstream = fmt.Sprintf("%d accounts", len(cfg.Upstream.Accounts))
+	}
 	log.Info("starting", slog.String("config", configFile), slog.String("version", cfg.version()),
-		slog.String("mode", string(cfg.Mode)), slog.String("upstream", cfg.Upstream.URL), slog.String("store", store))
-	if cfg.Upstream.APIKey == "" && len(cfg.Callers) == 0 {
+		slog.String("mode", string(cfg.Mode)), slog.String("upstream", upstream), slog.String("store", store))
+	if cfg.Upstream.APIKey == "" && len(cfg.Upstream.Accounts) == 0 && len(cfg.Callers) == 0 {
 		// Only responses that spent this account move its state.
 		log.Warn("upstream_headers_unread", slog.String("reason",
 			"pass-through mode (no upstream.api_key) and no callers configured: no response is known to spend this account, "+
@@ -59,6 +63,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 
 	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
 		Live: live(cfg, classifier), Admitter: admitter, Transport: transport, Log: log, Registry: reg,
+		AccountKeys: cfg.accountKeys(src.getenv),
 	})
 	if err != nil {
 		return err

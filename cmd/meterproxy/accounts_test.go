@@ -1,0 +1,87 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// accountsYAML is a configuration of two accounts, with the callers they
+// require; extra is appended at the top level.
+func accountsYAML(extra string) string {
+	return `
+classify: {unknown_callers: reject}
+callers:
+  - {name: chat, key_env: CHAT_KEY, class: interactive}
+upstream:
+  accounts:
+    - name: chat-project
+      url: https://api.openai.com
+      api_key_env: OPENAI_KEY_CHAT
+      account: {requests_per_minute: 10000, max_in_flight: 200}
+      serves: [interactive]
+      lends_to: [bulk]
+    - name: batch-project
+      url: https://api.openai.com
+      api_key_env: OPENAI_KEY_BATCH
+      account: {requests_per_minute: 5000, max_in_flight: 100}
+      serves: [bulk]
+` + extra
+}
+
+var accountsEnv = []string{"CHAT_KEY=sk-caller-chat-aaaaaaaaaaaaaaaa", "OPENAI_KEY_CHAT=sk-chat-project", "OPENAI_KEY_BATCH=sk-batch-project"}
+
+// TestAccountsConfig: upstream.accounts loads as the issue writes it, and
+// hands quota each account and the proxy each key.
+func TestAccountsConfig(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, accountsYAML("")), accountsEnv, lookupIn(accountsEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := cfg.quota()
+	if len(q.Accounts) != 2 || q.Accounts[1].Name != "batch-project" || q.Accounts[1].Account.MaxInFlight != 100 ||
+		q.Accounts[0].LendsTo[0] != classify.Bulk {
+		t.Fatalf("quota's accounts: %+v", q.Accounts)
+	}
+	keys := cfg.accountKeys(lookupIn(accountsEnv))
+	if keys["chat-project"] != "sk-chat-project" || keys["batch-project"] != "sk-batch-project" {
+		t.Fatalf("account keys: %d of them, not the environment's", len(keys))
+	}
+}
+
+// TestAccountsConfigRefusals: with several accounts the proxy holds every
+// key: pass-through callers, a key beside them, a variable with no key,
+// and the single account's limits beside them are refused, by key.
+func TestAccountsConfigRefusals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		yaml    string
+		environ []string
+		want    string
+	}{
+		"forward":     {strings.Replace(accountsYAML(""), "unknown_callers: reject", "unknown_callers: forward", 1), accountsEnv, "classify.unknown_callers"},
+		"api_key":     {accountsYAML(""), append([]string{"METERPROXY_UPSTREAM_API_KEY=sk-x"}, accountsEnv...), "upstream.api_key"},
+		"url":         {accountsYAML(""), append([]string{"METERPROXY_UPSTREAM_URL=https://example.com"}, accountsEnv...), "upstream.url"},
+		"account":     {accountsYAML("account: {requests_per_minute: 5}\n"), accountsEnv, "account: is set beside upstream.accounts"},
+		"missing key": {accountsYAML(""), accountsEnv[:2], "upstream.accounts[1].api_key_env: OPENAI_KEY_BATCH is unset"},
+		"no key env":  {strings.Replace(accountsYAML(""), "api_key_env: OPENAI_KEY_BATCH", "", 1), accountsEnv, "upstream.accounts[1].api_key_env: must name"},
+		"bad url":     {strings.Replace(accountsYAML(""), "url: https://api.openai.com\n      api_key_env: OPENAI_KEY_BATCH", "url: ftp://x\n      api_key_env: OPENAI_KEY_BATCH", 1), accountsEnv, "upstream.accounts[1].url"},
+		"two providers": {strings.Replace(accountsYAML(""), "url: https://api.openai.com\n      api_key_env: OPENAI_KEY_BATCH", "url: https://x.openai.azure.com\n      api_key_env: OPENAI_KEY_BATCH", 1),
+			accountsEnv, "upstream.accounts[1].url: is not of the provider"},
+		"limits":      {strings.Replace(accountsYAML(""), "max_in_flight: 100", "max_in_flight: 0", 1), accountsEnv, "upstream.accounts[1].account.max_in_flight"},
+		"unknown key": {strings.Replace(accountsYAML(""), "serves: [bulk]", "serves: [bulk]\n      weight: 2", 1), accountsEnv, "weight"},
+		"bad class":   {strings.Replace(accountsYAML(""), "serves: [bulk]", "serves: [batch]", 1), accountsEnv, "upstream.accounts[1].serves"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadConfig(writeConfig(t, tc.yaml), tc.environ, lookupIn(tc.environ))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("loadConfig = %v, want a problem naming %q", err, tc.want)
+			}
+			for _, secret := range []string{"sk-chat-project", "sk-batch-project"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Fatalf("the refusal shows a key: %v", err)
+				}
+			}
+		})
+	}
+}

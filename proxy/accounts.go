@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"fmt"
+	"net/url"
+
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// upstreamAccount is where the requests admitted at one provider account
+// go, and the key they carry there (quota/accounts.go).
+type upstreamAccount struct {
+	target *url.URL
+	// key replaces the caller's credential; "" passes it through (the one
+	// account without upstream.api_key).
+	key string
+}
+
+// newUpstreamAccounts are the accounts cfg sends to, by name: the one
+// account ("") at upstream.url with upstream.api_key, or each of
+// upstream.accounts at its url with its key from keys (by account name,
+// read from its api_key_env by the caller).
+func newUpstreamAccounts(cfg UpstreamConfig, keys map[string]string) (map[string]upstreamAccount, error) {
+	if len(cfg.Accounts) == 0 {
+		target, err := url.Parse(cfg.URL)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]upstreamAccount{"": {target: target, key: cfg.APIKey}}, nil
+	}
+	out := make(map[string]upstreamAccount, len(cfg.Accounts))
+	for i, a := range cfg.Accounts {
+		target, err := url.Parse(a.URL)
+		if err != nil {
+			return nil, fmt.Errorf("upstream.accounts[%d].url: %w", i, err)
+		}
+		key := keys[a.Name]
+		if key == "" {
+			return nil, fmt.Errorf("upstream.accounts[%d].api_key_env: %s holds no key", i, a.APIKeyEnv)
+		}
+		out[a.Name] = upstreamAccount{target: target, key: key}
+	}
+	return out, nil
+}
+
+// firstURL is the URL of the one account, or of upstream.accounts[0]:
+// whose host tells the provider when upstream.provider is auto (every
+// account's must tell the same; Config.Validate).
+func (c UpstreamConfig) firstURL() string {
+	if len(c.Accounts) > 0 {
+		return c.Accounts[0].URL
+	}
+	return c.URL
+}
+
+// validateAccounts checks upstream.accounts' URLs and key variables, and
+// that every account is of the provider the first one is: the proxy
+// resolves each request's dialect before it knows where it goes. Their
+// limits are quota's to check.
+func (c Config) validateAccounts(bad func(string, string, ...any)) {
+	var first *upstreamProvider
+	for i, a := range c.Upstream.Accounts {
+		key := fmt.Sprintf("upstream.accounts[%d]", i)
+		u, ok := checkUpstreamURL(bad, key+".url", a.URL, c.Upstream.Provider)
+		if a.APIKeyEnv == "" {
+			bad(key+".api_key_env", "must name the environment variable that holds the account's key: with several accounts the proxy holds every key")
+		}
+		if !ok {
+			continue
+		}
+		p := newUpstreamProvider(c.Upstream.Provider, u)
+		if first == nil {
+			first = &p
+		} else if p != *first {
+			bad(key+".url", "is not of the provider upstream.accounts[0].url is (told by the host): every account must be of one provider, or set upstream.provider")
+		}
+	}
+}
+
+// accountOf is the account quota admitted ex's request at, or for one
+// forwarded without a lease (shadow mode, batches and uploads) the first
+// its class goes to.
+func (h *Handler) accountOf(ex *exchange) string {
+	if ex.lease != nil {
+		return ex.lease.Account()
+	}
+	return h.admitter.HomeAccount(ex.res.Class)
+}
+
+// poolLabelOf is pool of account as metrics label it.
+func poolLabelOf(account, pool string) string { return quota.PoolLabel(quota.PoolID(account, pool)) }

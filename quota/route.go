@@ -1,0 +1,185 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// Routing a request between accounts (accounts.go): past its caller's
+// gates, it waits at the first account of its candidates that is not busy
+// (nothing of its class waiting there, not held, not blocked this second)
+// — the accounts that serve its class first, in order, then those that
+// lend to it — and when every one is busy, at all of them at once: the
+// first to grant it wins, and the others let it go (a grant that raced
+// the let-go is handed back, its tokens returned). So a request goes to
+// its own account while that has room, borrows the moment it has none,
+// and never waits at one account while another it may use has room.
+
+// route is one account a request may be admitted at: its pool there and
+// what it is charged there.
+type route struct {
+	account, pool string
+	l             *limiter
+	tokens        int64
+}
+
+// routing is what Reconfigure derives from a configuration for routing:
+// each account's Config (Config.ForAccount) and each class's candidates.
+type routing struct {
+	accounts   map[string]Config
+	candidates [classify.NumClasses][]string
+}
+
+// newRouting derives cfg's routing.
+func newRouting(cfg Config) *routing {
+	r := &routing{accounts: map[string]Config{}}
+	for _, name := range cfg.accountNames() {
+		r.accounts[name] = cfg.ForAccount(name)
+	}
+	for _, c := range classify.Classes {
+		r.candidates[c] = cfg.candidates(c)
+	}
+	return r
+}
+
+// routes are the accounts req may be admitted at, in order of preference,
+// each with the pool req's model draws on there and its charge there. An
+// account where req's charge is more than one request may be charged is
+// left out; when that leaves none, the first such refusal is the error.
+func (a *Admitter) routes(rt *routing, req Request) ([]route, error) {
+	cands := rt.candidates[req.Class]
+	out := make([]route, 0, len(cands))
+	var refused error
+	for _, account := range cands {
+		ac := rt.accounts[account]
+		r := req
+		if account != "" {
+			r.Pool = ac.PoolFor(req.Model)
+		}
+		tokens, err := ac.charge(r)
+		if err != nil {
+			refused = cmpOr(refused, err)
+			continue
+		}
+		out = append(out, route{account: account, pool: r.Pool, l: a.pool(PoolID(account, r.Pool)), tokens: tokens})
+	}
+	if len(out) == 0 {
+		return nil, refused
+	}
+	return out, nil
+}
+
+// cmpOr is the first of errs that is not nil.
+func cmpOr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// admit admits req at r.
+func (r route) admit(ctx context.Context, req Request) (*Lease, error) {
+	req.Pool, req.Tokens = r.pool, r.tokens
+	lease, err := r.l.Admit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	lease.account, lease.pool = r.account, r.pool
+	return lease, nil
+}
+
+// errLetGo ends a request's wait at an account after another granted it.
+var errLetGo = errors.New("quota: admitted at another account")
+
+// admitRouted admits req at one of routes: at the first that is not busy,
+// or when all are, at whichever grants first.
+func admitRouted(ctx context.Context, routes []route, req Request) (*Lease, error) {
+	if len(routes) == 1 {
+		return routes[0].admit(ctx, req)
+	}
+	sec := time.Now().Unix()
+	for _, r := range routes {
+		if !r.l.busy(req.Class, sec) {
+			return r.admit(ctx, req)
+		}
+	}
+	return admitFirst(ctx, routes, req)
+}
+
+// admitFirst waits for req at every route at once and keeps the first
+// grant; the other waits are let go. When none grants, the error is the
+// most preferred route's.
+func admitFirst(ctx context.Context, routes []route, req Request) (*Lease, error) {
+	ctx, letGo := context.WithCancelCause(ctx)
+	defer letGo(nil)
+	type answer struct {
+		i     int
+		lease *Lease
+		err   error
+	}
+	answers := make(chan answer, len(routes))
+	for i, r := range routes {
+		go func() {
+			lease, err := r.admit(ctx, req)
+			answers <- answer{i, lease, err}
+		}()
+	}
+	var won *Lease
+	errs := make([]error, len(routes))
+	for range routes {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			errs[a.i] = a.err
+		case won == nil:
+			won = a.lease
+			letGo(errLetGo)
+		default: // granted before it heard of the first: it never goes
+			a.lease.Correct(0)
+			a.lease.Release()
+		}
+	}
+	if won != nil {
+		return won, nil
+	}
+	return nil, cmpOr(errs...)
+}
+
+// busy reports whether a request of class c would wait at l now (in
+// window sec), as far as l knows without asking the store: others of its
+// class wait there, bulk is held on the upstream's word (as the store
+// last said, or as a response said since), the store's last
+// answer found c blocked this second or its window spent, or the
+// in-flight bound leaves c no slot. It is a preference: wrong one way, a
+// request waits at l for what l lacks (a second, or a slot); wrong the
+// other, it waits at every account it may go to and takes the first.
+func (l *limiter) busy(c classify.Class, sec int64) bool {
+	held := c == classify.Bulk && (l.UpstreamHold() > 0 || l.loop.pending.holds(time.Now()))
+	if held || l.Queued(c) > 0 || l.loop.last.blockedIn(c, sec) {
+		return true
+	}
+	lim := l.limits.Load().enforced
+	requests, _ := lim.perSecond()
+	inFlight := [classify.NumClasses]int64{}
+	for _, cl := range classify.Classes {
+		inFlight[cl] = l.FleetInFlight(cl)
+	}
+	most := lim.InFlight
+	if c == classify.Bulk {
+		most = lim.BulkInFlight
+		if lim.Borrow {
+			most = max(most, lim.InFlight-lim.ReserveInFlight)
+		}
+	}
+	if inFlight[classify.Interactive]+inFlight[classify.Bulk] >= lim.InFlight || (c == classify.Bulk && inFlight[c] >= most) {
+		return true
+	}
+	w := l.Window()
+	return w.Sec == sec && float64(w.Requests[classify.Interactive]+w.Requests[classify.Bulk]) >= requests[classify.Interactive] ||
+		w.Sec == sec && c == classify.Bulk && float64(w.Requests[c]) >= requests[c]
+}
