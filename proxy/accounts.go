@@ -89,3 +89,26 @@ func (h *Handler) accountOf(ex *exchange) string {
 
 // poolLabelOf is pool of account as metrics label it.
 func poolLabelOf(account, pool string) string { return quota.PoolLabel(quota.PoolID(account, pool)) }
+
+// account is where requests admitted at the account named name go.
+func (h *Handler) account(name string) upstreamAccount { return (*h.accounts.Load())[name] }
+
+// ReconfigureAccounts applies a reloaded upstream.accounts: each account's
+// URL and key (keys by account name, from their api_key_env) from the
+// next request on. Call it before the Admitter's Reconfigure, so that no
+// request is admitted at an account the handler does not know yet. An
+// account removed stays known: a request admitted there before the
+// reload is still sent there, as its admission said.
+func (h *Handler) ReconfigureAccounts(cfg UpstreamConfig, keys map[string]string) error {
+	next, err := newUpstreamAccounts(cfg, keys)
+	if err != nil {
+		return err
+	}
+	for name, a := range *h.accounts.Load() {
+		if _, ok := next[name]; !ok {
+			next[name] = a
+		}
+	}
+	h.accounts.Store(&next)
+	return nil
+}

@@ -29,9 +29,10 @@ type Handler struct {
 	m        *metrics
 	log      *slog.Logger
 	// accounts are where requests go, by the account quota admitted them
-	// at (accounts.go); holdsKeys says the proxy injects a key of its own
-	// into every request (upstream.api_key, or several accounts).
-	accounts  map[string]upstreamAccount
+	// at (accounts.go; ReconfigureAccounts replaces it); holdsKeys says the
+	// proxy injects a key of its own into every request (upstream.api_key,
+	// or several accounts).
+	accounts  atomic.Pointer[map[string]upstreamAccount]
 	holdsKeys bool
 	provider  upstreamProvider
 	maxUpload int64
@@ -99,16 +100,17 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	bodies := newBodyReader(cfg.Server)
 	h := &Handler{
-		admitter: d.Admitter, log: d.Log, accounts: accounts, provider: newUpstreamProvider(cfg.Upstream.Provider, first),
+		admitter: d.Admitter, log: d.Log, provider: newUpstreamProvider(cfg.Upstream.Provider, first),
 		holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		bodies: bodies,
 		m:      newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
 	}
 	h.live.Store(&d.Live)
+	h.accounts.Store(&accounts)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
-		Transport:      newFlexRetry(d.Transport, h.m.flexRetries),
+		Transport:      &spill{next: newFlexRetry(d.Transport, h.m.flexRetries), h: h, spills: h.m.spills},
 		BufferPool:     newCopyBuffers(),
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
@@ -175,8 +177,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		defer lease.Release()
 		ex.lease, ex.pool = lease, lease.Pool()
+		defer func() { ex.lease.Release() }() // spill may have moved it to another account's lease
 	}
 	ex.account = h.accountOf(ex)
 	setBody(r, payload)
@@ -389,7 +391,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) 
 // account's key when the proxy holds one.
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeOf(pr.In.Context())
-	acct := h.accounts[ex.account]
+	ex.in = pr.In
+	acct := h.account(ex.account)
 	pr.SetURL(acct.target)
 	pr.Out.Header.Del(ex.live.ClassHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip

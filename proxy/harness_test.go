@@ -33,6 +33,8 @@ type proxyOpts struct {
 	upstream http.Handler
 	mutate   func(*Config, *quota.Config, *classify.Config, *[]classify.Caller)
 	environ  map[string]string
+	// accountKeys are upstream.accounts' keys, by account name.
+	accountKeys map[string]string
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -87,7 +89,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
-		Log: log, Registry: reg})
+		Log: log, Registry: reg, AccountKeys: o.accountKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,9 @@ type metrics struct {
 	// flexRetries counts flex requests retried for want of flex
 	// capacity, by pool (flexretry.go).
 	flexRetries *prometheus.CounterVec
+	// spills counts requests moved to another account after a 429, by
+	// the account that refused (spill.go).
+	spills *prometheus.CounterVec
 	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
 	// limit, remaining and reset (s) the upstream reported, by pool and
 	// kind (requests, tokens).
@@ -139,6 +142,10 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 			Name: "meterproxy_upstream_429_total",
 			Help: "Responses in which the upstream itself answered 429.",
 		}),
+		spills: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_account_spills_total",
+			Help: "Requests an account answered 429 that were moved to another account their class may go to (upstream.accounts), by the account that refused; the 429 did not reach the caller.",
+		}, []string{"account"}),
 		flexRetries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_flex_retries_total",
 			Help: "Requests sent at the flex tier retried after the upstream's 429 Resource Unavailable (no flex capacity), by pool; not in meterproxy_upstream_429_total.",

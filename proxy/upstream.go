@@ -28,7 +28,12 @@ type exchange struct {
 	pooled bool
 	// account is the account the request goes to (Handler.accountOf): ""
 	// for the one account of a configuration without upstream.accounts.
-	account string
+	// in is the caller's request as the proxy received it, from which
+	// spill rebuilds the URL for another account. observed says the
+	// answer being passed on was observed already (spill).
+	account  string
+	in       *http.Request
+	observed bool
 	// sent is when the request went upstream: the provider's headers on
 	// its response describe the account as of then.
 	sent time.Time
@@ -199,6 +204,9 @@ func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
 // is no rate limit of the account: it is not counted in
 // meterproxy_upstream_429_total, and holds nothing.
 func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
+	if ex != nil && ex.observed {
+		return
+	}
 	limited := resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable()
 	if limited {
 		h.m.upstream429.Inc()

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -182,4 +183,52 @@ func (l *limiter) busy(c classify.Class, sec int64) bool {
 	w := l.Window()
 	return w.Sec == sec && float64(w.Requests[classify.Interactive]+w.Requests[classify.Bulk]) >= requests[classify.Interactive] ||
 		w.Sec == sec && c == classify.Bulk && float64(w.Requests[c]) >= requests[c]
+}
+
+// ErrNoOtherAccount refuses to move a request (Readmit) when its class
+// may go to no account it has not tried.
+var ErrNoOtherAccount = errors.New("quota: no other account the request may go to")
+
+// Others reports whether a request of class c may go to an account other
+// than those in tried: whether Readmit has anywhere to look.
+func (a *Admitter) Others(c classify.Class, tried []string) bool {
+	for _, account := range a.routing.Load().candidates[c] {
+		if !slices.Contains(tried, account) {
+			return true
+		}
+	}
+	return false
+}
+
+// Readmit moves the request old was admitted for, refused by old's
+// account (a 429 of its own), to another account its class may go to that
+// is not in tried, routed as Admit routes (admitRouted) and waiting there
+// within what is left of old's max_wait. Its pass through the caller's
+// gates (its cap's place, its budgets' reservation) moves to the new
+// lease: it is the same request, not a second one. old's slot is given
+// back and its charge returned (the refusal cost nothing). On an error
+// old is left as it was: ErrNoOtherAccount, a *RefusedError when max_wait
+// passes, or the context's error.
+func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried []string) (*Lease, error) {
+	routes, err := a.routes(a.routing.Load(), req)
+	if err != nil {
+		return nil, err
+	}
+	routes = slices.DeleteFunc(routes, func(r route) bool { return slices.Contains(tried, r.account) })
+	if len(routes) == 0 {
+		return nil, ErrNoOtherAccount
+	}
+	req.until = old.until
+	if !req.until.After(time.Now()) {
+		return nil, &RefusedError{Class: req.Class, Reason: ErrWaitTimeout, RetryAfter: time.Second}
+	}
+	lease, err := admitRouted(ctx, routes, req)
+	if err != nil {
+		return nil, err
+	}
+	lease.gate, old.gate = old.gate, gatePass{}
+	lease.until, lease.price, lease.worst = old.until, old.price, old.worst
+	old.Correct(0)
+	old.Release()
+	return lease, nil
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -83,5 +85,50 @@ func TestAccountsConfigRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReloadAccountsLive: while there are several accounts, a reload adds,
+// changes and removes them live; going back to one account needs a
+// restart, as changing upstream.url does.
+func TestReloadAccountsLive(t *testing.T) {
+	env := append([]string{"OPENAI_KEY_SPILL=sk-spill-project"}, accountsEnv...)
+	r := newTestReloader(t, accountsYAML(""), env)
+	pools := func() map[string]bool {
+		out := map[string]bool{}
+		for name := range r.admitter.State().Pools {
+			out[name] = true
+		}
+		return out
+	}
+	if p := pools(); !p["chat-project/default"] || !p["batch-project/default"] {
+		t.Fatalf("pools at start: %v", p)
+	}
+	added := strings.Replace(accountsYAML(""), "max_in_flight: 100}", "max_in_flight: 50}", 1) + `    - name: spill-project
+      url: https://api.openai.com
+      api_key_env: OPENAI_KEY_SPILL
+      account: {requests_per_minute: 600, max_in_flight: 10}
+      lends_to: [interactive, bulk]
+`
+	r.reloadTo(t, added) // accountsYAML("") ends with the list: the account joins it
+	if got := testutil.ToFloat64(r.results.WithLabelValues(reloadSuccess)); got != 1 {
+		t.Fatalf("adding an account: %v successful reloads; logs:\n%s", got, r.logs)
+	}
+	if p := pools(); !p["spill-project/default"] {
+		t.Fatalf("the added account has no pool: %v", p)
+	}
+	if got := r.admitter.State().Pools["batch-project/default"].InFlightLimit; got != 50 {
+		t.Errorf("batch-project's bound after the reload: %d, want 50", got)
+	}
+	r.reloadTo(t, accountsYAML(""))
+	if got := testutil.ToFloat64(r.results.WithLabelValues(reloadSuccess)); got != 2 {
+		t.Fatalf("removing an account: %v successful reloads; logs:\n%s", got, r.logs)
+	}
+	if p := pools(); p["spill-project/default"] {
+		t.Fatalf("the removed account's pool is still there: %v", p)
+	}
+	r.reloadTo(t, "classify: {unknown_callers: reject}\ncallers:\n  - {name: chat, key_env: CHAT_KEY, class: interactive}\n")
+	if got := testutil.ToFloat64(r.results.WithLabelValues(reloadNeedsRestart)); got != 1 {
+		t.Fatalf("going back to one account: %v needs_restart; logs:\n%s", got, r.logs)
 	}
 }

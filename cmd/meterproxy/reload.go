@@ -40,7 +40,8 @@ const (
 
 // reloader applies a changed configuration while the proxy serves, whole
 // or not at all. Callers, classes, account limits, prices, the class
-// header, mode and upstream.inject_stream_usage change live. Listen addresses, the rest
+// header, mode, upstream.inject_stream_usage and upstream.accounts (while
+// there are several) change live. Listen addresses, the rest
 // of the upstream, the store and logging apply only at start: a file that
 // changes them is refused whole (needs_restart), since applying only its
 // live part would run a configuration nobody wrote and nothing validated
@@ -122,6 +123,12 @@ func (r *reloader) reload(trigger string) {
 			slog.String("error", err.Error()), slog.String("kept_version", r.current.version()))...)
 		return
 	}
+	if err := r.handler.ReconfigureAccounts(cfg.Upstream, cfg.accountKeys(r.src.getenv)); err != nil {
+		r.results.WithLabelValues(reloadFailure).Inc()
+		r.log.Error("config_reload_refused", slog.String("trigger", trigger), slog.String("reason", "invalid"),
+			slog.String("error", err.Error()), slog.String("kept_version", r.current.version()))
+		return
+	}
 	r.admitter.Reconfigure(cfg.quota(), cfg.Callers)
 	r.handler.Reconfigure(live(cfg, classifier))
 	r.current = cfg
@@ -172,6 +179,12 @@ func effective(current, file Config) Config {
 	next.Server, next.Store, next.Log = current.Server, current.Store, current.Log
 	next.Upstream = current.Upstream
 	next.Upstream.InjectStreamUsage = file.Upstream.InjectStreamUsage
+	if len(current.Upstream.Accounts) > 0 && len(file.Upstream.Accounts) > 0 {
+		// Accounts are added, changed and removed live; going from one
+		// account to several, or back, changes upstream.url and needs a
+		// restart.
+		next.Upstream.Accounts = file.Upstream.Accounts
+	}
 	return next
 }
 

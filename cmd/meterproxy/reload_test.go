@@ -45,7 +45,8 @@ func newTestReloader(t *testing.T, yaml string, environ []string) *testReloader 
 	t.Cleanup(func() { _ = admitter.Close() })
 	transport := proxy.NewTransport(cfg.Upstream, admitter.InFlightLimit())
 	t.Cleanup(transport.CloseIdleConnections)
-	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{Live: live(cfg, classifier), Admitter: admitter, Transport: transport, Log: log, Registry: reg})
+	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{Live: live(cfg, classifier), Admitter: admitter, Transport: transport, Log: log, Registry: reg,
+		AccountKeys: cfg.accountKeys(src.getenv)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// spill is the transport of metered requests behind several accounts
+// (upstream.accounts): a request its account answers 429 — the account's
+// own limit, a provisioned deployment that is full — is moved to another
+// account its class may go to (quota.Admitter.Readmit: within what is left
+// of its max_wait, its caller gates' pass moving with it) and sent there.
+// The caller sees the 429 only when no other account admits the request in
+// time. A 429 not passed on still holds its account, as every 429 does
+// (observe), and counts in meterproxy_account_spills_total by the account
+// that refused. Flex's Resource Unavailable is flexRetry's (spill sits
+// outside it): it says nothing of the account. Safe for concurrent use.
+type spill struct {
+	next   http.RoundTripper
+	h      *Handler
+	spills *prometheus.CounterVec // by account
+}
+
+var _ http.RoundTripper = (*spill)(nil)
+
+// CloseIdleConnections closes next's idle connections.
+func (t *spill) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	ex := exchangeOf(r.Context())
+	if ex == nil || ex.lease == nil {
+		return resp, err
+	}
+	tried := []string{ex.account}
+	for err == nil && resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable() && t.h.admitter.Others(ex.res.Class, tried) {
+		now := time.Now()
+		t.h.observe(resp, now, ex) // the refusal holds its account before the request looks elsewhere
+		ex.observed = true
+		ex.lease.Answered(resp.StatusCode) // the refusing account's measurement counts it (adaptive bound)
+		lease, aerr := t.h.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
+		if aerr != nil {
+			return resp, nil // passed on; already observed
+		}
+		drain(resp)
+		t.spills.WithLabelValues(ex.account).Inc()
+		ex.lease, ex.account, ex.pool, ex.observed = lease, lease.Account(), lease.Pool(), false
+		tried = append(tried, ex.account)
+		if r, err = t.h.retarget(r, ex); err != nil {
+			return nil, err
+		}
+		ex.sent = time.Now()
+		resp, err = t.next.RoundTrip(r)
+	}
+	return resp, err
+}
+
+// retarget is r, sent once already, sent afresh to ex's account: its URL
+// rebuilt from the caller's request against the account's, and the
+// account's key in place of the last one's.
+func (h *Handler) retarget(r *http.Request, ex *exchange) (*http.Request, error) {
+	r2, err := rewind(r)
+	if err != nil {
+		return nil, err
+	}
+	acct := h.account(ex.account)
+	(&httputil.ProxyRequest{In: ex.in, Out: r2}).SetURL(acct.target)
+	if acct.key != "" {
+		replaceCredential(r2.Header, ex.credential(), acct.key)
+	}
+	return r2, nil
+}

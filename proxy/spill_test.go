@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// accountServer is an upstream account that answers every request with
+// status (429 with a retry hint, or 200 with a chat completion) and
+// records the credentials it was sent.
+type accountServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	keys []string
+}
+
+func newAccountServer(t *testing.T, status int) *accountServer {
+	s := &accountServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.keys = append(s.keys, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *accountServer) seen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys...)
+}
+
+// spillProxy is a proxy in front of accounts ptu and paygo, in that order,
+// both serving interactive, for one interactive caller.
+func spillProxy(t *testing.T, ptu, paygo *accountServer) *testProxy {
+	both := []classify.Class{classify.Interactive, classify.Bulk}
+	accounts := []quota.Account{
+		{Name: "ptu", URL: ptu.URL, APIKeyEnv: "PTU_KEY", Serves: both, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}},
+		{Name: "paygo", URL: paygo.URL, APIKeyEnv: "PAYGO_KEY", Serves: both, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}},
+	}
+	return newTestProxy(t, proxyOpts{
+		upstream: http.NotFoundHandler(),
+		mutate: func(c *Config, q *quota.Config, cc *classify.Config, callers *[]classify.Caller) {
+			c.Upstream.Accounts, q.Accounts = accounts, accounts
+			cc.UnknownCallers = classify.UnknownReject
+			*callers = []classify.Caller{{Name: "chat", KeyEnv: "CHAT_KEY", Class: classify.Interactive}}
+		},
+		environ:     map[string]string{"CHAT_KEY": "sk-caller-chat-0123456789"},
+		accountKeys: map[string]string{"ptu": "sk-ptu-key", "paygo": "sk-paygo-key"},
+	})
+}
+
+func postChat(t *testing.T, p *testProxy) (int, []byte) {
+	t.Helper()
+	req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`)
+	req.Header.Set("Authorization", "Bearer sk-caller-chat-0123456789")
+	req.Header.Set("Content-Type", "application/json")
+	status, _, body := do(t, req)
+	return status, body
+}
+
+// TestSpillMovesA429ToTheNextAccount: the first account's 429 does not
+// reach the caller: the request is admitted at the next account and sent
+// there with that account's key; the 429 is counted once, as the first
+// account's spill.
+func TestSpillMovesA429ToTheNextAccount(t *testing.T) {
+	ptu, paygo := newAccountServer(t, http.StatusTooManyRequests), newAccountServer(t, http.StatusOK)
+	p := spillProxy(t, ptu, paygo)
+	if status, body := postChat(t, p); status != http.StatusOK {
+		t.Fatalf("caller got %d %s, want the next account's 200", status, body)
+	}
+	if got := ptu.seen(); len(got) != 1 || got[0] != "Bearer sk-ptu-key" {
+		t.Errorf("the PTU saw %d requests, want one with its own key", len(got))
+	}
+	if got := paygo.seen(); len(got) != 1 || got[0] != "Bearer sk-paygo-key" {
+		t.Errorf("pay-as-you-go saw %d requests, want one with its own key", len(got))
+	}
+	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != 1 {
+		t.Errorf("meterproxy_account_spills_total{account=ptu} = %v, want 1", n)
+	}
+	if n := counterValue(t, p.reg, "meterproxy_upstream_429_total", nil); n != 1 {
+		t.Errorf("meterproxy_upstream_429_total = %v, want 1", n)
+	}
+	waitFor(t, "both leases released", func() bool {
+		st := p.admitter.State()
+		return st.Pools["ptu/default"].InFlight["interactive"] == 0 && st.Pools["paygo/default"].InFlight["interactive"] == 0
+	})
+}
+
+// TestSpillPassesTheLast429On: when every account the class may go to
+// refused, the caller gets the last 429; each refusal is counted once.
+func TestSpillPassesTheLast429On(t *testing.T) {
+	ptu, paygo := newAccountServer(t, http.StatusTooManyRequests), newAccountServer(t, http.StatusTooManyRequests)
+	p := spillProxy(t, ptu, paygo)
+	if status, body := postChat(t, p); status != http.StatusTooManyRequests {
+		t.Fatalf("caller got %d %s, want the last account's 429", status, body)
+	}
+	if n := counterValue(t, p.reg, "meterproxy_upstream_429_total", nil); n != 2 {
+		t.Errorf("meterproxy_upstream_429_total = %v, want 2 (one per account)", n)
+	}
+	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != 1 {
+		t.Errorf("meterproxy_account_spills_total = %v, want 1 (ptu's)", n)
+	}
+	if len(ptu.seen()) != 1 || len(paygo.seen()) != 1 {
+		t.Errorf("sent %d to the PTU and %d to pay-as-you-go, want one each", len(ptu.seen()), len(paygo.seen()))
+	}
+}
