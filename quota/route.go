@@ -97,25 +97,35 @@ func (r route) admit(ctx context.Context, req Request) (*Lease, error) {
 // errLetGo ends a request's wait at an account after another granted it.
 var errLetGo = errors.New("quota: admitted at another account")
 
-// admitRouted admits req at one of routes: at the first that is not busy,
-// or when all are, at whichever grants first.
+// admitRouted admits req at one of routes: at the first that is not
+// busy, or when all are, at whichever grants first. A request sent to a
+// route that looked free but does not grant it within routeGrace (busy is
+// a guess: the second's allowance or the slots went to others meanwhile)
+// waits at every other route too from then on, and takes the first grant.
 func admitRouted(ctx context.Context, routes []route, req Request) (*Lease, error) {
 	if len(routes) == 1 {
 		return routes[0].admit(ctx, req)
 	}
 	sec := time.Now().Unix()
-	for _, r := range routes {
+	for i, r := range routes {
 		if !r.l.busy(req.Class, sec) {
-			return r.admit(ctx, req)
+			return admitFirst(ctx, routes, req, i)
 		}
 	}
-	return admitFirst(ctx, routes, req)
+	return admitFirst(ctx, routes, req, -1)
 }
 
+// routeGrace is how long a request waits at the route that looked free
+// before it waits at the others too: a route with room grants within a
+// store call (a Redis round trip, milliseconds even on a loaded machine);
+// past this it is waiting for a later second or a freed slot.
+const routeGrace = 50 * time.Millisecond
+
 // admitFirst waits for req at every route at once and keeps the first
-// grant; the other waits are let go. When none grants, the error is the
-// most preferred route's.
-func admitFirst(ctx context.Context, routes []route, req Request) (*Lease, error) {
+// grant; the other waits are let go. With first ≥ 0 it waits at
+// routes[first] alone for routeGrace before it starts at the others. When
+// none grants, the error is the most preferred route's.
+func admitFirst(ctx context.Context, routes []route, req Request, first int) (*Lease, error) {
 	ctx, letGo := context.WithCancelCause(ctx)
 	defer letGo(nil)
 	type answer struct {
@@ -126,6 +136,16 @@ func admitFirst(ctx context.Context, routes []route, req Request) (*Lease, error
 	answers := make(chan answer, len(routes))
 	for i, r := range routes {
 		go func() {
+			if first >= 0 && i != first {
+				t := time.NewTimer(routeGrace)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					answers <- answer{i, nil, context.Cause(ctx)}
+					return
+				}
+			}
 			lease, err := r.admit(ctx, req)
 			answers <- answer{i, lease, err}
 		}()
@@ -147,6 +167,9 @@ func admitFirst(ctx context.Context, routes []route, req Request) (*Lease, error
 	}
 	if won != nil {
 		return won, nil
+	}
+	if first >= 0 && errs[first] != nil {
+		return nil, errs[first]
 	}
 	return nil, cmpOr(errs...)
 }
