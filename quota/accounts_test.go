@@ -101,6 +101,9 @@ func TestAccountsRouteAndBorrow(t *testing.T) {
 				t.Errorf("/admin/state has no pool %s: %v", name, st.Pools)
 			}
 		}
+		if len(st.Accounts) != 2 || st.Accounts[0].Name != "chat" || st.Accounts[0].LendsTo[0] != classify.Bulk || st.Accounts[1].Serves[0] != classify.Bulk {
+			t.Errorf("/admin/state's accounts: %+v", st.Accounts)
+		}
 	})
 }
 

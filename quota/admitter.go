@@ -185,7 +185,8 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	cfg := a.cfg.Load()
-	routes, err := a.routes(a.routing.Load(), req)
+	var buf [maxRoutes]route
+	routes, err := a.routes(a.routing.Load(), req, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -358,6 +359,17 @@ type State struct {
 	// Budgets are the spend budgets' current periods, as of the budget
 	// gate's last read (at most a store heartbeat old).
 	Budgets []BudgetState `json:"budgets"`
+	// Accounts are upstream.accounts in order, with the classes each
+	// serves and lends to (their pools are in Pools, as
+	// "<account>/<pool>"); absent with one account.
+	Accounts []AccountState `json:"accounts,omitempty"`
+}
+
+// AccountState is one of upstream.accounts as /admin/state shows it.
+type AccountState struct {
+	Name    string           `json:"name"`
+	Serves  []classify.Class `json:"serves"`
+	LendsTo []classify.Class `json:"lends_to"`
 }
 
 // PoolState is one pool's live numbers.
@@ -422,6 +434,9 @@ func (a *Admitter) State() State {
 		Budgets:   a.budgets.State(),
 	}
 	a.eachPool(func(name string, l *limiter) { st.Pools[name] = l.state() })
+	for _, acct := range a.cfg.Load().Accounts {
+		st.Accounts = append(st.Accounts, AccountState{Name: acct.Name, Serves: acct.Serves, LendsTo: acct.LendsTo})
+	}
 	return st
 }
 

@@ -50,9 +50,10 @@ func newRouting(cfg Config) *routing {
 // each with the pool req's model draws on there and its charge there. An
 // account where req's charge is more than one request may be charged is
 // left out; when that leaves none, the first such refusal is the error.
-func (a *Admitter) routes(rt *routing, req Request) ([]route, error) {
+// They are appended to out (a caller's array: no allocation per request
+// for a few accounts).
+func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error) {
 	cands := rt.candidates[req.Class]
-	out := make([]route, 0, len(cands))
 	var refused error
 	for _, account := range cands {
 		ac := rt.accounts[account]
@@ -72,6 +73,10 @@ func (a *Admitter) routes(rt *routing, req Request) ([]route, error) {
 	}
 	return out, nil
 }
+
+// maxRoutes is how many routes a request's array holds before they
+// spill to the heap: more accounts than any shape needs.
+const maxRoutes = 4
 
 // cmpOr is the first of errs that is not nil.
 func cmpOr(errs ...error) error {
@@ -233,7 +238,8 @@ func (a *Admitter) Others(c classify.Class, tried []string) bool {
 // old is left as it was: ErrNoOtherAccount, a *RefusedError when max_wait
 // passes, or the context's error.
 func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried []string) (*Lease, error) {
-	routes, err := a.routes(a.routing.Load(), req)
+	var buf [maxRoutes]route
+	routes, err := a.routes(a.routing.Load(), req, buf[:0])
 	if err != nil {
 		return nil, err
 	}
