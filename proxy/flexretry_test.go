@@ -109,7 +109,11 @@ type fakeTime struct {
 
 func (f *fakeTime) install(t *testing.T, h *Handler) {
 	t.Helper()
-	fr, ok := h.rp.Transport.(*flexRetry)
+	tr := h.rp.Transport
+	if s, ok := tr.(*spill); ok {
+		tr = s.next // flexRetry sits inside the spill to another account
+	}
+	fr, ok := tr.(*flexRetry)
 	if !ok {
 		t.Fatalf("the handler's transport is a %T", h.rp.Transport)
 	}
