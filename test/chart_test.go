@@ -165,6 +165,15 @@ func TestChartManifests(t *testing.T) {
 		// Pools with perProcessInFlight set: ceil((200 + 100)/40) = 8.
 		{name: "pools, per process set", args: []string{"--set-json", `config.account.models=[{"name":"gpt-4o","match":["gpt-4o*"],"requests_per_minute":600,"max_in_flight":100}]`,
 			"--set", "autoscaling.perProcessInFlight=40"}, minReplicas: 2, maxReplicas: 8, needGrace: 35, grace: 50},
+		// Several accounts (issue 26): 200 + 100 in flight; chat-project over
+		// the top level's 4 expected replicas (50), batch-project over its
+		// own 2 (50): 100 per process; ceil(300/100) = 3.
+		{name: "accounts", args: accountsValues(), minReplicas: 2, maxReplicas: 3, needGrace: 35, grace: 50, env: accountsKeys},
+		// Several accounts, one with a pool: 200 + 100 + 20 over
+		// perProcessInFlight 40: ceil(320/40) = 8.
+		{name: "accounts, a pool, per process set", args: append(accountsValues(
+			"--set-json", `config.upstream.accounts[1].account.models=[{"name":"mini","match":["gpt-4o-mini*"],"requests_per_minute":600,"max_in_flight":20}]`),
+			"--set", "autoscaling.perProcessInFlight=40"), minReplicas: 2, maxReplicas: 8, needGrace: 35, grace: 50, env: accountsKeys},
 		// 1000 in flight, 3 expected: ceil(1000/3) = 334 per process; ceil(1000/334) = 3.
 		{name: "uneven", args: []string{"--set", "config.account.max_in_flight=1000", "--set", "config.account.expected_replicas=3",
 			"--set", "autoscaling.minReplicas=1"}, minReplicas: 1, maxReplicas: 3, needGrace: 35, grace: 50},
@@ -197,6 +206,41 @@ func TestChartManifests(t *testing.T) {
 			checkContainer(t, dig(pod, "containers", "0"), m.get(t, "ConfigMap/mp-meterproxy"), tc.env)
 			checkSecurity(t, pod)
 		})
+	}
+}
+
+// accountsValues are the values of two provider accounts (the issue's),
+// then more: chat-project lends to bulk, batch-project serves it and is
+// sized for 2 replicas where the fleet is for 4.
+func accountsValues(more ...string) []string {
+	return append([]string{"--set", "config.classify.unknown_callers=reject", "--set-json", `config.upstream.accounts=[
+		{"name":"chat-project","url":"https://api.openai.com","api_key_env":"OPENAI_KEY_CHAT",
+		 "account":{"requests_per_minute":10000,"max_in_flight":200},"serves":["interactive"],"lends_to":["bulk"]},
+		{"name":"batch-project","url":"https://api.openai.com","api_key_env":"OPENAI_KEY_BATCH",
+		 "account":{"requests_per_minute":5000,"max_in_flight":100,"expected_replicas":2},"serves":["bulk"]}]`}, more...)
+}
+
+// accountsKeys are the environment accountsValues' accounts need.
+var accountsKeys = []string{"OPENAI_KEY_CHAT=sk-chat", "OPENAI_KEY_BATCH=sk-batch"}
+
+// TestChartAccountsConfig: with config.upstream.accounts the rendered
+// config leaves out what meterproxy refuses beside them and the defaults
+// set — upstream.url, the top-level account but its expected_replicas —
+// and keeps the accounts as written.
+func TestChartAccountsConfig(t *testing.T) {
+	cfgText, _ := dig(render(t, accountsValues()...).get(t, "ConfigMap/mp-meterproxy"), "data", "config.yaml").(string)
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cfgText), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if u := dig(cfg, "upstream", "url"); u != nil {
+		t.Errorf("upstream.url %v rendered beside upstream.accounts", u)
+	}
+	if a, _ := dig(cfg, "account").(map[string]any); len(a) != 1 || a["expected_replicas"] != 4 {
+		t.Errorf("account %v rendered beside upstream.accounts, want expected_replicas (4) alone", a)
+	}
+	if got := dig(cfg, "upstream", "accounts", "1", "account", "max_in_flight"); got != 100 {
+		t.Errorf("upstream.accounts[1].account.max_in_flight %v, want 100", got)
 	}
 }
 
@@ -274,9 +318,18 @@ func TestChartRefusesBrokenValues(t *testing.T) {
 		{"grace too short", []string{"terminationGracePeriodSeconds=30"}, "terminationGracePeriodSeconds (30) must exceed"},
 		{"min above ceiling", []string{"autoscaling.minReplicas=9"}, "autoscaling.minReplicas (9) is above maxReplicas (4)"},
 		{"no in-flight bound", []string{"config.account.max_in_flight=0"}, "config.account.max_in_flight must be > 0"},
+		{"an account without an in-flight bound", []string{"config.upstream.accounts[1].account.max_in_flight=0"},
+			"config.upstream.accounts[1].account.max_in_flight must be > 0"},
+		{"accounts and callers' keys forwarded", []string{"config.classify.unknown_callers=forward"},
+			"config.classify.unknown_callers must be reject with config.upstream.accounts"},
+		{"accounts and the provider key", []string{"secret.env.METERPROXY_UPSTREAM_API_KEY=sk-u"},
+			"secret.env.METERPROXY_UPSTREAM_API_KEY is set beside config.upstream.accounts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string
+			if strings.HasPrefix(tc.name, "an account") || strings.HasPrefix(tc.name, "accounts") {
+				args = accountsValues()
+			}
 			for _, s := range tc.set {
 				args = append(args, "--set", s)
 			}
@@ -367,6 +420,23 @@ func TestChartNotesWarnAboveTheCeiling(t *testing.T) {
 	}
 	if out := notesFor("config.store.redis_url="); !strings.Contains(out, "WARNING: store.redis_url is empty") {
 		t.Errorf("NOTES without Redis:\n%s\nwant the warning", out)
+	}
+	// Several accounts: the ceiling is over their bounds together (3, as
+	// TestChartManifests' "accounts" case works it out).
+	args := []string{"template", "mp", dir, "--kube-version", kubeVersion, "--show-only", "templates/notes-rendered.txt"}
+	out, err := helm(t, append(args, accountsValues("--set", "autoscaling.maxReplicas=5")...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Notes string }
+	if err := yaml.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ceiling 3 = the 2 accounts' max_in_flight, their models' with them, 300 ÷ 100 per process",
+		"WARNING: autoscaling.maxReplicas (5) is above the ceiling (3)", "Raise an account's max_in_flight"} {
+		if !strings.Contains(doc.Notes, want) {
+			t.Errorf("NOTES with two accounts:\n%s\nwant %q", doc.Notes, want)
+		}
 	}
 }
 

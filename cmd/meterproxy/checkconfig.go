@@ -13,7 +13,8 @@ import (
 
 // checkConfig prints the numbers a valid configuration works out to: the
 // account's, then each account.models pool's, in one table whose columns
-// are the fleet's numbers and one replica's; then the prices, and a
+// are the fleet's numbers and one replica's (with upstream.accounts, a
+// section of them per account: printAccounts); then the prices, and a
 // warning for each part of the traffic no price covers (pricesSection);
 // then the budgets (budgetsSection).
 // Blank lines keep their cells (gap), or tabwriter would start a table of
@@ -24,18 +25,23 @@ func checkConfig(cfg Config, w io.Writer) error {
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format+"\n", args...) }
 	const gap = "\t\t"
-	p("pool default (the account)\tfleet\tper replica (÷ %d expected replicas: %s)", cfg.Account.ExpectedReplicas, perReplicaMeaning(q))
-	printPool(p, q)
-	inFlight := q.Enforced().InFlight
-	for i, m := range cfg.Account.Models {
-		pq := q.Pool(m.Name)
-		p(gap)
-		p("pool %s (account.models[%d])\tfleet\tper replica", m.Name, i)
-		printPool(p, pq)
-		inFlight += pq.Enforced().InFlight
+	var inFlight int64
+	if len(q.Accounts) > 0 {
+		inFlight = printAccounts(p, q)
+	} else {
+		p("pool default (the account)\tfleet\tper replica (÷ %d expected replicas: %s)", cfg.Account.ExpectedReplicas, perReplicaMeaning(q))
+		printPool(p, q)
+		inFlight = q.Enforced().InFlight
+		for i, m := range cfg.Account.Models {
+			pq := q.Pool(m.Name)
+			p(gap)
+			p("pool %s (account.models[%d])\tfleet\tper replica", m.Name, i)
+			printPool(p, pq)
+			inFlight += pq.Enforced().InFlight
+		}
 	}
 	// With a shared store one replica may hold the whole fleet bound of
-	// every pool.
+	// every pool, of every account: one transport carries them all.
 	p(gap)
 	p("transport connection limit (per host)\t-\t%d", proxy.ConnectionLimit(cfg.Upstream, inFlight))
 	p("store\t%s\t%s", storeName(q), storeName(q))

@@ -88,7 +88,8 @@ func planFlagsFor(cmd string, fs *flag.FlagSet) *planFlags {
 }
 
 // runPlan is the plan command: it takes the service time from --latency or
-// a running proxy's /metrics, plans, and prints a table or JSON.
+// a running proxy's /metrics, plans, and prints a table or JSON; with
+// upstream.accounts, for each account and their total (runPlanAccounts).
 func runPlan(ctx context.Context, cfg Config, f *planFlags, stdout io.Writer) error {
 	if f.fs.NArg() > 0 {
 		return fmt.Errorf("plan: unexpected argument %q", f.fs.Arg(0))
@@ -110,6 +111,9 @@ func runPlan(ctx context.Context, cfg Config, f *planFlags, stdout io.Writer) er
 		in.ServiceTime, in.Source = st, fmt.Sprintf("--from %s (mean of %d requests)", f.from, n)
 	case !set["latency"]:
 		return errors.New("plan: --latency is required (the mean upstream service time, such as 800ms), or --from URL to measure it on a running meterproxy")
+	}
+	if len(cfg.Upstream.Accounts) > 0 {
+		return runPlanAccounts(cfg, in, set["replicas"], f.json, stdout)
 	}
 	r, err := planPools(cfg, in)
 	if err != nil {
