@@ -42,18 +42,20 @@ func LabelsOf(account, pool string) Labels {
 // PoolLabels is the labels of the pool whose id is id (PoolID).
 func PoolLabels(id string) Labels { return LabelsOf(splitPoolID(id)) }
 
-// stateName is the pool whose id is id as /admin/state names it: its
-// pool label alone for the one account, after its account's name and a
-// slash with several ("chat-project/default"). /admin/state kept the
-// names it had before metrics gained the account label.
-func stateName(id string) string {
-	account, _ := splitPoolID(id)
-	l := PoolLabels(id)
+// StateName is pool of account (as LabelsOf takes them) as /admin/state
+// names it: its pool label alone for the one account, after its account's
+// name and a slash with several ("chat-project/default"). /admin/state
+// kept the names it had before metrics gained the account label.
+func StateName(account, pool string) string {
+	l := LabelsOf(account, pool)
 	if account == "" {
 		return l.Pool
 	}
 	return account + accountSep + l.Pool
 }
+
+// stateName is the pool whose id is id (PoolID) as /admin/state names it.
+func stateName(id string) string { return StateName(splitPoolID(id)) }
 
 // poolLogAttrs are the pool whose id is id as logs name it: its pool
 // label, with its account's name beside it when there are several
