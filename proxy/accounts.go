@@ -3,8 +3,6 @@ package proxy
 import (
 	"fmt"
 	"net/url"
-
-	"github.com/meterproxy/meterproxy/quota"
 )
 
 // upstreamAccount is where the requests admitted at one provider account
@@ -86,9 +84,6 @@ func (h *Handler) accountOf(ex *exchange) string {
 	}
 	return h.admitter.HomeAccount(ex.res.Class)
 }
-
-// poolLabelOf is pool of account as metrics label it.
-func poolLabelOf(account, pool string) string { return quota.PoolLabel(quota.PoolID(account, pool)) }
 
 // account is where requests admitted at the account named name go.
 func (h *Handler) account(name string) upstreamAccount { return (*h.accounts.Load())[name] }

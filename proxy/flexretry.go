@@ -131,7 +131,8 @@ func (t *flexRetry) RoundTrip(r *http.Request) (*http.Response, error) {
 			return t.next.RoundTrip(withBody(r, ex.flex.plain))
 		}
 		drain(resp)
-		t.retries.WithLabelValues(ex.poolLabel()).Inc()
+		l := ex.poolLabels()
+		t.retries.WithLabelValues(l.Account, l.Pool).Inc()
 		if err := t.sleep(r.Context(), wait); err != nil {
 			return nil, err
 		}

@@ -111,7 +111,7 @@ func (f *fakeTime) install(t *testing.T, h *Handler) {
 	t.Helper()
 	tr := h.rp.Transport
 	if s, ok := tr.(*spill); ok {
-		tr = s.next // flexRetry sits inside the spill to another account
+		tr = s.next // spill wraps flexRetry (NewHandler)
 	}
 	fr, ok := tr.(*flexRetry)
 	if !ok {
@@ -159,7 +159,7 @@ func TestFlexRetry(t *testing.T) {
 			t.Errorf("a retry was sent as %s, want at flex", r.Body)
 		}
 	}
-	if n := testutil.ToFloat64(p.handler.m.flexRetries.WithLabelValues(quota.DefaultPool)); n != unavailable {
+	if n := testutil.ToFloat64(p.handler.m.flexRetries.WithLabelValues(quota.DefaultAccount, quota.DefaultPool)); n != unavailable {
 		t.Errorf("meterproxy_flex_retries_total = %v, want %d", n, unavailable)
 	}
 	if n := testutil.ToFloat64(p.handler.m.upstream429); n != 0 {

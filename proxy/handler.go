@@ -84,7 +84,7 @@ type Live struct {
 func (h *Handler) Reconfigure(l Live) {
 	pools := h.admitter.Pools()
 	h.m.preinitAll(pools, l.Classifier.Callers())
-	h.last.keep(append(pools, poolNone))
+	h.last.keep(append(pools, noPool))
 	h.live.Store(&l)
 }
 
@@ -180,7 +180,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.lease, ex.pool = lease, lease.Pool()
 		defer func() { ex.lease.Release() }() // spill may have moved it to another account's lease
 	}
-	ex.account = h.accountOf(ex)
+	ex.at(h.accountOf(ex), ex.pool)
 	setBody(r, payload)
 	var out http.ResponseWriter = ex.rec
 	if ex.injected {
@@ -214,8 +214,9 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	ex.inputEstimate = usage.EstimateInput(payload)
 	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.model, ex.outputCap = modelOf(ex.rt, fields), fields.OutputCeiling()
-	ex.account = h.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
-	ex.pool, ex.pooled = h.admitter.PoolAt(ex.account, func() quota.Model { return ex.model }), true
+	home := h.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
+	ex.at(home, h.admitter.PoolAt(home, func() quota.Model { return ex.model }))
+	ex.pooled = true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
 	if f, ok := h.flexFor(ex); ok {
 		if out, injected := usage.InjectServiceTier(payload, quota.TierFlex); injected {
@@ -237,12 +238,14 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 		return
 	}
 	defer sb.stop()
-	ex.upload, ex.account = sb, h.accountOf(ex)
+	ex.upload = sb
+	ex.at(h.accountOf(ex), ex.pool)
 	outcome := admitBatch
 	if ex.rt.kind == routeUpload {
 		outcome = admitUpload
 	}
-	h.m.admissions.WithLabelValues(ex.poolLabel(), ex.res.Class.String(), outcome).Inc()
+	l := ex.poolLabels()
+	h.m.admissions.WithLabelValues(l.Account, l.Pool, ex.res.Class.String(), outcome).Inc()
 	h.forward(ex.rec, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex)
 }
 
@@ -331,8 +334,8 @@ func linger(w http.ResponseWriter, r *http.Request) {
 // (or, the client gone, none is).
 func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
 	res := ex.res
-	class, pool := res.Class.String(), ex.poolLabel()
-	waiting := h.m.callerWaiting.WithLabelValues(pool, class, res.Caller)
+	class, pool := res.Class.String(), ex.poolLabels()
+	waiting := h.m.callerWaiting.WithLabelValues(pool.Account, pool.Pool, class, res.Caller)
 	waiting.Inc()
 	lease, err := h.admitter.Admit(r.Context(), ex.request())
 	waiting.Dec()
@@ -343,19 +346,20 @@ func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.
 		if lease.Held() {
 			outcome = admitHeld
 		}
-		h.m.admissions.WithLabelValues(pool, class, outcome).Inc()
-		h.m.callerAdmissions.WithLabelValues(pool, class, res.Caller).Inc()
+		at := quota.LabelsOf(lease.Account(), lease.Pool()) // where it was admitted: maybe not the account it waited at first
+		h.m.admissions.WithLabelValues(at.Account, at.Pool, class, outcome).Inc()
+		h.m.callerAdmissions.WithLabelValues(at.Account, at.Pool, class, res.Caller).Inc()
 		return lease, true
 	}
 	f, decided := reasonOf(err, res.Class)
 	switch {
 	case !decided && r.Context().Err() != nil: // the client left first
-		h.m.admissions.WithLabelValues(pool, class, admitCancelled).Inc()
+		h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitCancelled).Inc()
 		return nil, false
 	case r.Context().Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
 		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
 	}
-	h.m.admissions.WithLabelValues(pool, class, admitRefused).Inc()
+	h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitRefused).Inc()
 	h.refuse(ex, f)
 	return nil, false
 }
@@ -468,7 +472,8 @@ func (h *Handler) count(ex *exchange) {
 	class := ex.res.Class.String()
 	outcome, code := ex.rec.outcome()
 	if outcome == outcomeRefused {
-		h.m.refusals.WithLabelValues(ex.poolLabel(), class, ex.rec.refused).Inc()
+		l := ex.poolLabels()
+		h.m.refusals.WithLabelValues(l.Account, l.Pool, class, ex.rec.refused).Inc()
 	}
 	h.m.requests.WithLabelValues(class, ex.res.Caller, outcome, code).Inc()
 }

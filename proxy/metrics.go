@@ -39,7 +39,9 @@ const (
 
 // metrics holds every collector of the proxy, registered on one injected
 // registry. Label values are closed sets: class, configured caller names
-// (others are "unknown"), outcome, status code (100–599 or none).
+// (others are "unknown"), outcome, status code (100–599 or none), and a
+// pool's account and pool (quota.Labels: configured names, "default" and
+// "none").
 type metrics struct {
 	requests   *prometheus.CounterVec
 	refusals   *prometheus.CounterVec
@@ -63,14 +65,14 @@ type metrics struct {
 	background  *prometheus.CounterVec
 	upstream429 prometheus.Counter
 	// flexRetries counts flex requests retried for want of flex
-	// capacity, by pool (flexretry.go).
+	// capacity, by account and pool (flexretry.go).
 	flexRetries *prometheus.CounterVec
 	// spills counts requests moved to another account after a 429, by
 	// the account that refused (spill.go).
 	spills *prometheus.CounterVec
 	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
-	// limit, remaining and reset (s) the upstream reported, by pool and
-	// kind (requests, tokens).
+	// limit, remaining and reset (s) the upstream reported, by account,
+	// pool and kind (requests, tokens).
 	upstreamLimit, upstreamRemaining, upstreamReset *prometheus.GaugeVec
 	// little measures in flight by Little's law, by class.
 	little [classify.NumClasses]*littleMeter
@@ -79,7 +81,7 @@ type metrics struct {
 
 // The admission families (queues, in flight, windows, the store) are
 // quota's: it registers them itself.
-func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memBudget) *metrics {
+func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []string, bodies *memBudget) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
@@ -88,20 +90,20 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 		}, []string{"class", "caller", "outcome", "code"}),
 		refusals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_refusals_total",
-			Help: "Requests meterproxy answered itself, by pool (none: before the request's model was known), class and reason.",
-		}, []string{"pool", "class", "reason"}),
+			Help: "Requests meterproxy answered itself, by account and pool (both none: before the request's model was known), class and reason.",
+		}, []string{"account", "pool", "class", "reason"}),
 		admissions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_admissions_total",
-			Help: "Admission decisions by pool (none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).",
-		}, []string{"pool", "class", "outcome"}),
+			Help: "Admission decisions by account and pool (both none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).",
+		}, []string{"account", "pool", "class", "outcome"}),
 		callerAdmissions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_caller_admissions_total",
-			Help: "Requests admitted (at once or after waiting), by pool, class and caller (configured names; every unknown caller as unknown): each caller's share of its class.",
-		}, []string{"pool", "class", "caller"}),
+			Help: "Requests admitted (at once or after waiting), by the account and pool that admitted them, class and caller (configured names; every unknown caller as unknown): each caller's share of its class.",
+		}, []string{"account", "pool", "class", "caller"}),
 		callerWaiting: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meterproxy_caller_waiting",
-			Help: "Requests waiting for admission on this replica, by pool, class and caller (configured names; every unknown caller as unknown).",
-		}, []string{"pool", "class", "caller"}),
+			Help: "Requests waiting for admission on this replica, by account and pool (the first the request may go to), class and caller (configured names; every unknown caller as unknown).",
+		}, []string{"account", "pool", "class", "caller"}),
 		callerInFlight: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meterproxy_caller_in_flight",
 			Help: "Admitted requests upstream on this replica now, by caller (configured names; every unknown caller as unknown); summed over replicas, the fleet's.",
@@ -120,16 +122,16 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 		}, []string{"class"}),
 		tokens: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_tokens_total",
-			Help: "Tokens of successful responses by pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
-		}, []string{"pool", "class", "caller", "kind", "estimated"}),
+			Help: "Tokens of successful responses by account, pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
+		}, []string{"account", "pool", "class", "caller", "kind", "estimated"}),
 		spend: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_spend_usd_total",
-			Help: "What successful responses cost in US dollars — their usage at the prices entry matching their model, at the service tier the response names — by pool, class, caller (configured names; every unknown caller as unknown) and whether the usage is an estimate (no usage in the response, or cut short).",
-		}, []string{"pool", "class", "caller", "estimated"}),
+			Help: "What successful responses cost in US dollars — their usage at the prices entry matching their model, at the service tier the response names — by account, pool, class, caller (configured names; every unknown caller as unknown) and whether the usage is an estimate (no usage in the response, or cut short).",
+		}, []string{"account", "pool", "class", "caller", "estimated"}),
 		unpriced: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_unpriced_requests_total",
-			Help: "Successful responses whose model no prices entry matches (counted at $0 in meterproxy_spend_usd_total), by pool.",
-		}, []string{"pool"}),
+			Help: "Successful responses whose model no prices entry matches (counted at $0 in meterproxy_spend_usd_total), by account and pool.",
+		}, []string{"account", "pool"}),
 		background: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_background_responses_total",
 			Help: "Responses API requests with background: true answered 2xx, by class: the provider generates after the answer, so they hold no in-flight slot while it does and keep their admission charge.",
@@ -148,20 +150,20 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 		}, []string{"account"}),
 		flexRetries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_flex_retries_total",
-			Help: "Requests sent at the flex tier retried after the upstream's 429 Resource Unavailable (no flex capacity), by pool; not in meterproxy_upstream_429_total.",
-		}, []string{"pool"}),
+			Help: "Requests sent at the flex tier retried after the upstream's 429 Resource Unavailable (no flex capacity), by account and pool; not in meterproxy_upstream_429_total.",
+		}, []string{"account", "pool"}),
 		upstreamLimit: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meterproxy_upstream_limit",
-			Help: "The upstream's last reported limit of a pool's bucket (per minute), by pool and kind (requests, tokens).",
-		}, []string{"pool", "kind"}),
+			Help: "The upstream's last reported limit of a pool's bucket (per minute), by account, pool and kind (requests, tokens).",
+		}, []string{"account", "pool", "kind"}),
 		upstreamRemaining: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meterproxy_upstream_remaining",
-			Help: "The upstream's last reported remaining of a pool's bucket, by pool and kind (requests, tokens).",
-		}, []string{"pool", "kind"}),
+			Help: "The upstream's last reported remaining of a pool's bucket, by account, pool and kind (requests, tokens).",
+		}, []string{"account", "pool", "kind"}),
 		upstreamReset: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "meterproxy_upstream_reset_seconds",
-			Help: "The upstream's last reported time until a pool's bucket is full again, by pool and kind (requests, tokens).",
-		}, []string{"pool", "kind"}),
+			Help: "The upstream's last reported time until a pool's bucket is full again, by account, pool and kind (requests, tokens).",
+		}, []string{"account", "pool", "kind"}),
 		cutShort: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_responses_cut_short_total",
 			Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",
@@ -188,21 +190,25 @@ func newMetrics(reg prometheus.Registerer, pools, callers []string, bodies *memB
 	return m
 }
 
-// preinitAll creates the series of every pool and caller; a reload calls
-// it again for those it added.
-func (m *metrics) preinitAll(pools, callers []string) {
+// preinitAll creates the series of every pool (by account and pool) and
+// caller; a reload calls it again for those it added.
+func (m *metrics) preinitAll(pools []quota.Labels, callers []string) {
 	for _, c := range classify.Classes {
-		m.preinit(c.String(), slices.Concat(pools, []string{poolNone}), callers)
+		m.preinit(c.String(), slices.Concat(pools, []quota.Labels{noPool}), callers)
 	}
 }
 
-// poolNone labels what happened to a request before its pool was known:
+// noPool labels what happened to a request before its pool was known —
 // refused at the front door or while its body was read, or a batch or
-// upload, which no pool admits.
+// upload, which no pool admits — in both the account and the pool label:
+// before its pool, a request's account is not known either.
+var noPool = quota.Labels{Account: poolNone, Pool: poolNone}
+
+// poolNone is noPool's account and pool label.
 const poolNone = "none"
 
 // preinit creates every label combination so series exist from the start.
-func (m *metrics) preinit(class string, pools, callers []string) {
+func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) {
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
 		m.callerInFlight.WithLabelValues(caller)
 		m.requests.WithLabelValues(class, caller, outcomeForwarded, "200")
@@ -210,24 +216,25 @@ func (m *metrics) preinit(class string, pools, callers []string) {
 		m.requests.WithLabelValues(class, caller, outcomeRefused, "503")
 		m.requests.WithLabelValues(class, caller, outcomeCancelled, "none")
 	}
-	for _, pool := range pools {
-		m.unpriced.WithLabelValues(pool)
-		m.flexRetries.WithLabelValues(pool)
+	for _, p := range pools {
+		acct, pool := p.Account, p.Pool
+		m.unpriced.WithLabelValues(acct, pool)
+		m.flexRetries.WithLabelValues(acct, pool)
 		for _, r := range refusalReasons {
-			m.refusals.WithLabelValues(pool, class, r)
+			m.refusals.WithLabelValues(acct, pool, class, r)
 		}
 		for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch, admitUpload} {
-			m.admissions.WithLabelValues(pool, class, o)
+			m.admissions.WithLabelValues(acct, pool, class, o)
 		}
 		for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
-			m.callerAdmissions.WithLabelValues(pool, class, caller)
-			m.callerWaiting.WithLabelValues(pool, class, caller)
+			m.callerAdmissions.WithLabelValues(acct, pool, class, caller)
+			m.callerWaiting.WithLabelValues(acct, pool, class, caller)
 			for _, kind := range []string{"input", "output"} {
-				m.tokens.WithLabelValues(pool, class, caller, kind, "false")
-				m.tokens.WithLabelValues(pool, class, caller, kind, "true")
+				m.tokens.WithLabelValues(acct, pool, class, caller, kind, "false")
+				m.tokens.WithLabelValues(acct, pool, class, caller, kind, "true")
 			}
-			m.spend.WithLabelValues(pool, class, caller, "false")
-			m.spend.WithLabelValues(pool, class, caller, "true")
+			m.spend.WithLabelValues(acct, pool, class, caller, "false")
+			m.spend.WithLabelValues(acct, pool, class, caller, "true")
 		}
 	}
 	m.queueWait.WithLabelValues(class, waitAdmitted)
@@ -252,24 +259,24 @@ func statusCode(status int) string {
 }
 
 // countTokens adds one response's usage to pool's count.
-func (m *metrics) countTokens(pool string, res classify.Result, u usage.Usage) {
+func (m *metrics) countTokens(pool quota.Labels, res classify.Result, u usage.Usage) {
 	class, est := res.Class.String(), strconv.FormatBool(u.Estimated)
-	m.tokens.WithLabelValues(pool, class, res.Caller, "input", est).Add(float64(u.Input))
-	m.tokens.WithLabelValues(pool, class, res.Caller, "output", est).Add(float64(u.Output))
+	m.tokens.WithLabelValues(pool.Account, pool.Pool, class, res.Caller, "input", est).Add(float64(u.Input))
+	m.tokens.WithLabelValues(pool.Account, pool.Pool, class, res.Caller, "output", est).Add(float64(u.Output))
 }
 
 // countSpend counts a response's cost, or that no price matched its
 // model.
-func (m *metrics) countSpend(pool string, res classify.Result, cost quota.Nanodollars, priced, estimated bool) {
+func (m *metrics) countSpend(pool quota.Labels, res classify.Result, cost quota.Nanodollars, priced, estimated bool) {
 	if !priced {
-		m.unpriced.WithLabelValues(pool).Inc()
+		m.unpriced.WithLabelValues(pool.Account, pool.Pool).Inc()
 	}
-	m.spend.WithLabelValues(pool, res.Class.String(), res.Caller, strconv.FormatBool(estimated)).Add(cost.Dollars())
+	m.spend.WithLabelValues(pool.Account, pool.Pool, res.Class.String(), res.Caller, strconv.FormatBool(estimated)).Add(cost.Dollars())
 }
 
 // observeUpstream records what the upstream reported of pool's buckets;
 // unknown fields leave the last known value.
-func (m *metrics) observeUpstream(pool string, o ratelimit.Observation) {
+func (m *metrics) observeUpstream(pool quota.Labels, o ratelimit.Observation) {
 	for _, k := range []struct {
 		kind string
 		w    ratelimit.Bucket
@@ -277,10 +284,10 @@ func (m *metrics) observeUpstream(pool string, o ratelimit.Observation) {
 		if !k.w.Known() {
 			continue
 		}
-		m.upstreamLimit.WithLabelValues(pool, k.kind).Set(float64(k.w.Limit))
-		m.upstreamRemaining.WithLabelValues(pool, k.kind).Set(float64(k.w.Remaining))
+		m.upstreamLimit.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(float64(k.w.Limit))
+		m.upstreamRemaining.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(float64(k.w.Remaining))
 		if k.w.Reset >= 0 {
-			m.upstreamReset.WithLabelValues(pool, k.kind).Set(k.w.Reset.Seconds())
+			m.upstreamReset.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(k.w.Reset.Seconds())
 		}
 	}
 }

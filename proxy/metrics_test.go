@@ -70,32 +70,32 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 	want := `
-# HELP meterproxy_admissions_total Admission decisions by pool (none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).
+# HELP meterproxy_admissions_total Admission decisions by account and pool (both none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).
 # TYPE meterproxy_admissions_total counter
-meterproxy_admissions_total{class="bulk",outcome="admitted",pool="default"} 1
-meterproxy_admissions_total{class="bulk",outcome="admitted",pool="none"} 0
-meterproxy_admissions_total{class="bulk",outcome="batch",pool="default"} 0
-meterproxy_admissions_total{class="bulk",outcome="batch",pool="none"} 0
-meterproxy_admissions_total{class="bulk",outcome="cancelled",pool="default"} 0
-meterproxy_admissions_total{class="bulk",outcome="cancelled",pool="none"} 0
-meterproxy_admissions_total{class="bulk",outcome="held",pool="default"} 0
-meterproxy_admissions_total{class="bulk",outcome="held",pool="none"} 0
-meterproxy_admissions_total{class="bulk",outcome="refused",pool="default"} 0
-meterproxy_admissions_total{class="bulk",outcome="refused",pool="none"} 0
-meterproxy_admissions_total{class="bulk",outcome="upload",pool="default"} 0
-meterproxy_admissions_total{class="bulk",outcome="upload",pool="none"} 0
-meterproxy_admissions_total{class="interactive",outcome="admitted",pool="default"} 0
-meterproxy_admissions_total{class="interactive",outcome="admitted",pool="none"} 0
-meterproxy_admissions_total{class="interactive",outcome="batch",pool="default"} 0
-meterproxy_admissions_total{class="interactive",outcome="batch",pool="none"} 0
-meterproxy_admissions_total{class="interactive",outcome="cancelled",pool="default"} 0
-meterproxy_admissions_total{class="interactive",outcome="cancelled",pool="none"} 0
-meterproxy_admissions_total{class="interactive",outcome="held",pool="default"} 0
-meterproxy_admissions_total{class="interactive",outcome="held",pool="none"} 0
-meterproxy_admissions_total{class="interactive",outcome="refused",pool="default"} 0
-meterproxy_admissions_total{class="interactive",outcome="refused",pool="none"} 0
-meterproxy_admissions_total{class="interactive",outcome="upload",pool="default"} 0
-meterproxy_admissions_total{class="interactive",outcome="upload",pool="none"} 0
+meterproxy_admissions_total{account="default",class="bulk",outcome="admitted",pool="default"} 1
+meterproxy_admissions_total{account="none",class="bulk",outcome="admitted",pool="none"} 0
+meterproxy_admissions_total{account="default",class="bulk",outcome="batch",pool="default"} 0
+meterproxy_admissions_total{account="none",class="bulk",outcome="batch",pool="none"} 0
+meterproxy_admissions_total{account="default",class="bulk",outcome="cancelled",pool="default"} 0
+meterproxy_admissions_total{account="none",class="bulk",outcome="cancelled",pool="none"} 0
+meterproxy_admissions_total{account="default",class="bulk",outcome="held",pool="default"} 0
+meterproxy_admissions_total{account="none",class="bulk",outcome="held",pool="none"} 0
+meterproxy_admissions_total{account="default",class="bulk",outcome="refused",pool="default"} 0
+meterproxy_admissions_total{account="none",class="bulk",outcome="refused",pool="none"} 0
+meterproxy_admissions_total{account="default",class="bulk",outcome="upload",pool="default"} 0
+meterproxy_admissions_total{account="none",class="bulk",outcome="upload",pool="none"} 0
+meterproxy_admissions_total{account="default",class="interactive",outcome="admitted",pool="default"} 0
+meterproxy_admissions_total{account="none",class="interactive",outcome="admitted",pool="none"} 0
+meterproxy_admissions_total{account="default",class="interactive",outcome="batch",pool="default"} 0
+meterproxy_admissions_total{account="none",class="interactive",outcome="batch",pool="none"} 0
+meterproxy_admissions_total{account="default",class="interactive",outcome="cancelled",pool="default"} 0
+meterproxy_admissions_total{account="none",class="interactive",outcome="cancelled",pool="none"} 0
+meterproxy_admissions_total{account="default",class="interactive",outcome="held",pool="default"} 0
+meterproxy_admissions_total{account="none",class="interactive",outcome="held",pool="none"} 0
+meterproxy_admissions_total{account="default",class="interactive",outcome="refused",pool="default"} 0
+meterproxy_admissions_total{account="none",class="interactive",outcome="refused",pool="none"} 0
+meterproxy_admissions_total{account="default",class="interactive",outcome="upload",pool="default"} 0
+meterproxy_admissions_total{account="none",class="interactive",outcome="upload",pool="none"} 0
 `
 	if err := testutil.GatherAndCompare(p.reg, strings.NewReader(want),
 		"meterproxy_admissions_total"); err != nil {
@@ -107,5 +107,47 @@ meterproxy_admissions_total{class="interactive",outcome="upload",pool="none"} 0
 	}
 	if problems, err := testutil.GatherAndLint(p.reg); err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %+v", err, problems)
+	}
+}
+
+// TestMetricsByAccount: with several accounts every series of a pool
+// carries its account's configured name and the pool's own name (never a
+// joined "ptu/default"); a request that spilled is admitted where it was
+// first and counts its tokens at the account that served it; every
+// account's series exist before any request.
+func TestMetricsByAccount(t *testing.T) {
+	ptu, paygo := newAccountServer(t, http.StatusTooManyRequests), newAccountServer(t, http.StatusOK)
+	p := spillProxy(t, ptu, paygo)
+	for _, account := range []string{"ptu", "paygo"} {
+		if findSeries(t, p.reg, "meterproxy_admissions_total", map[string]string{"account": account, "pool": "default", "outcome": "admitted"}) == nil {
+			t.Errorf("no pre-initialised admissions series of account %s", account)
+		}
+	}
+	if findSeries(t, p.reg, "meterproxy_refusals_total", map[string]string{"account": "none", "pool": "none"}) == nil {
+		t.Error("no pre-initialised refusals series of account and pool none")
+	}
+	if status, body := postChat(t, p); status != http.StatusOK {
+		t.Fatalf("caller got %d %s, want the next account's 200", status, body)
+	}
+	admitted := map[string]string{"account": "ptu", "pool": "default", "class": "interactive", "outcome": "admitted"}
+	if n := counterValue(t, p.reg, "meterproxy_admissions_total", admitted); n != 1 {
+		t.Errorf("meterproxy_admissions_total%v = %v, want 1", admitted, n)
+	}
+	served := map[string]string{"account": "paygo", "pool": "default", "class": "interactive", "caller": "chat", "kind": "output", "estimated": "false"}
+	if n := counterValue(t, p.reg, "meterproxy_tokens_total", served); n != 2 {
+		t.Errorf("meterproxy_tokens_total%v = %v, want the response's 2", served, n)
+	}
+	mfs, err := p.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "pool" && strings.Contains(lp.GetValue(), "/") {
+					t.Errorf("%s has pool %q: the account is a label of its own", mf.GetName(), lp.GetValue())
+				}
+			}
+		}
 	}
 }

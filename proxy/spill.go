@@ -52,7 +52,8 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		drain(resp)
 		t.spills.WithLabelValues(ex.account).Inc()
-		ex.lease, ex.account, ex.pool, ex.observed = lease, lease.Account(), lease.Pool(), false
+		ex.lease, ex.observed = lease, false
+		ex.at(lease.Account(), lease.Pool())
 		tried = append(tried, ex.account)
 		if r, err = t.h.retarget(r, ex); err != nil {
 			return nil, err

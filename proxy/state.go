@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -51,16 +50,17 @@ func bucketReport(w ratelimit.Bucket) BucketReport {
 }
 
 // lastReport keeps the provider's last report that said anything known,
-// of any pool and of each.
+// of any pool and of each, by its labels.
 type lastReport struct {
 	mu     sync.Mutex
 	u      *UpstreamState
-	byPool map[string]*UpstreamState
+	byPool map[quota.Labels]*UpstreamState
 }
 
-// set records o, a report on pool's model.
-func (l *lastReport) set(pool string, o ratelimit.Observation, status int, at time.Time) {
-	u := &UpstreamState{Pool: pool, ObservedAt: at, Requests: bucketReport(o.Requests), Tokens: bucketReport(o.Tokens), Status: status}
+// set records o, a report on the model of the pool labelled pool, named
+// name in /admin/state (quota.StateName).
+func (l *lastReport) set(pool quota.Labels, name string, o ratelimit.Observation, status int, at time.Time) {
+	u := &UpstreamState{Pool: name, ObservedAt: at, Requests: bucketReport(o.Requests), Tokens: bucketReport(o.Tokens), Status: status}
 	if o.RetryAfter > 0 {
 		u.RetryAfter = o.RetryAfter.Seconds()
 	}
@@ -68,14 +68,14 @@ func (l *lastReport) set(pool string, o ratelimit.Observation, status int, at ti
 	defer l.mu.Unlock()
 	l.u = u
 	if l.byPool == nil {
-		l.byPool = map[string]*UpstreamState{}
+		l.byPool = map[quota.Labels]*UpstreamState{}
 	}
 	l.byPool[pool] = u
 }
 
 // keep forgets the reports of pools not in pools (removed by a reload),
 // so the map stays bounded by the configuration.
-func (l *lastReport) keep(pools []string) {
+func (l *lastReport) keep(pools []quota.Labels) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for p := range l.byPool {
@@ -85,10 +85,15 @@ func (l *lastReport) keep(pools []string) {
 	}
 }
 
+// get is the last report of any pool, and the last of each by its name.
 func (l *lastReport) get() (*UpstreamState, map[string]*UpstreamState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.u, maps.Clone(l.byPool)
+	byName := make(map[string]*UpstreamState, len(l.byPool))
+	for _, u := range l.byPool {
+		byName[u.Pool] = u
+	}
+	return l.u, byName
 }
 
 // State returns the live numbers for /admin/state. Safe for concurrent use.

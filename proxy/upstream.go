@@ -28,10 +28,13 @@ type exchange struct {
 	pooled bool
 	// account is the account the request goes to (Handler.accountOf): ""
 	// for the one account of a configuration without upstream.accounts.
-	// in is the caller's request as the proxy received it, from which
-	// spill rebuilds the URL for another account. observed says the
-	// answer being passed on was observed already (spill).
+	// labels are account's and pool's as metrics name them, computed
+	// when either changes (at) rather than on each count. in is the
+	// caller's request as the proxy received it, from which spill
+	// rebuilds the URL for another account. observed says the answer
+	// being passed on was observed already (spill).
 	account  string
+	labels   quota.Labels
 	in       *http.Request
 	observed bool
 	// sent is when the request went upstream: the provider's headers on
@@ -80,12 +83,27 @@ type exchange struct {
 // passed on (flexSend.unavailable); ex may be nil.
 func (ex *exchange) flexUnavailable() bool { return ex != nil && ex.flex != nil && ex.flex.unavailable }
 
-// poolLabel is the exchange's pool as metrics label it; ex may be nil.
-func (ex *exchange) poolLabel() string {
+// at says the request goes to pool of account, and labels it so.
+func (ex *exchange) at(account, pool string) {
+	ex.account, ex.pool, ex.labels = account, pool, quota.LabelsOf(account, pool)
+}
+
+// poolLabels are the exchange's account and pool as metrics label them
+// (noPool until its pool is known); ex may be nil.
+func (ex *exchange) poolLabels() quota.Labels {
 	if ex == nil || !ex.pooled {
+		return noPool
+	}
+	return ex.labels
+}
+
+// stateName is the exchange's pool as /admin/state names it: "none"
+// until its pool is known.
+func (ex *exchange) stateName() string {
+	if !ex.pooled {
 		return poolNone
 	}
-	return poolLabelOf(ex.account, ex.pool)
+	return quota.StateName(ex.account, ex.pool)
 }
 
 // request is what admission is asked for the exchange.
@@ -130,7 +148,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		ReadCloser: resp.Body,
 		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
 		done: func(u usage.Usage) {
-			h.m.countTokens(ex.poolLabel(), ex.res, u)
+			h.m.countTokens(ex.poolLabels(), ex.res, u)
 			h.spend(ex, u)
 			if ex.lease == nil {
 				return
@@ -167,7 +185,7 @@ func (h *Handler) spend(ex *exchange, u usage.Usage) {
 		cost, priced = h.admitter.Cost(ex.model, pu)
 		ex.shadowSpent, ex.shadowPriced = pu, true // for the shadow lease's budgets, if there is one
 	}
-	h.m.countSpend(ex.poolLabel(), ex.res, cost, priced, u.Estimated)
+	h.m.countSpend(ex.poolLabels(), ex.res, cost, priced, u.Estimated)
 }
 
 // settleTo returns the tokens the lease is settled to once the response
@@ -215,7 +233,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 		return
 	}
 	obs := ratelimit.Parse(resp.Header, now)
-	h.m.observeUpstream(ex.poolLabel(), obs)
+	h.m.observeUpstream(ex.poolLabels(), obs)
 	var throttle time.Duration
 	if limited && obs.RetryAfter > 0 {
 		throttle = min(obs.RetryAfter, h.maxHold)
@@ -224,7 +242,7 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	if !known && throttle == 0 {
 		return
 	}
-	h.last.set(ex.poolLabel(), obs, resp.StatusCode, now)
+	h.last.set(ex.poolLabels(), ex.stateName(), obs, resp.StatusCode, now)
 	hold, _ := obs.BelowReserve(ex.live.Reserve, refillOf(ex.live.Refill, ex.dialect, resp.Header)) // 0 when above
 	hold = min(hold, h.maxHold)
 	// The observation is dated when the request was sent, not when its

@@ -153,6 +153,8 @@ func (c Config) validateAccounts(bad func(string, string, ...any)) {
 		switch {
 		case !poolName.MatchString(a.Name):
 			bad(key+".name", "must be 1 to 64 of a-z, 0-9, _, . and -, got %q", a.Name)
+		case a.Name == DefaultPool || a.Name == "none":
+			bad(key+".name", "%q is what metrics call the one account (default) or no account yet (none); choose another", a.Name)
 		default:
 			if j, dup := seen[a.Name]; dup {
 				bad(key+".name", "%q is already the name of upstream.accounts[%d]", a.Name, j)

@@ -165,6 +165,8 @@ func TestAccountsValidate(t *testing.T) {
 	}{
 		"duplicate name": {func(c *Config) { c.Accounts[1].Name = "chat" }, "upstream.accounts[1].name"},
 		"bad name":       {func(c *Config) { c.Accounts[0].Name = "Chat/1" }, "upstream.accounts[0].name"},
+		"default":        {func(c *Config) { c.Accounts[0].Name = "default" }, "upstream.accounts[0].name"},
+		"none":           {func(c *Config) { c.Accounts[1].Name = "none" }, "upstream.accounts[1].name"},
 		"serves and lends": {func(c *Config) { c.Accounts[0].LendsTo = []classify.Class{I} },
 			"upstream.accounts[0].lends_to"},
 		"bulk account lends to interactive": {func(c *Config) { c.Accounts[1].LendsTo = []classify.Class{I} },

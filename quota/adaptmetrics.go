@@ -3,7 +3,7 @@ package quota
 import "github.com/prometheus/client_golang/prometheus"
 
 // adaptiveCollector exports the adaptive in-flight bounds' view at scrape
-// time, by pool, for the pools with adaptive_in_flight only: the last
+// time, by account and pool, for the pools with adaptive_in_flight only: the last
 // measurement the controller judged and the steps this replica took. The
 // bound itself is meterproxy_in_flight_limit (poolCollector), adaptive or
 // not.
@@ -16,7 +16,7 @@ type adaptiveCollector struct {
 var adaptiveActions = []adaptiveAction{actGrow, actSettle, actProbeUp, actProbeDown, actRevert, actBackOff, actLatencyRise, actHold}
 
 func newAdaptiveCollector(a *Admitter) *adaptiveCollector {
-	pool := []string{"pool"}
+	pool := []string{"account", "pool"}
 	return &adaptiveCollector{
 		a: a,
 		work: prometheus.NewDesc("meterproxy_adaptive_work_per_second",
@@ -27,7 +27,7 @@ func newAdaptiveCollector(a *Admitter) *adaptiveCollector {
 			pool, nil),
 		decisions: prometheus.NewDesc("meterproxy_adaptive_decisions_total",
 			"Steps of the pool's adaptive in-flight bound this replica took (the fleet's steps are the sum over replicas), by action: grow, settle, probe_up, probe_down, revert, back_off, latency_rise, hold.",
-			[]string{"pool", "action"}, nil),
+			[]string{"account", "pool", "action"}, nil),
 	}
 }
 
@@ -40,15 +40,16 @@ func (c *adaptiveCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *adaptiveCollector) Collect(ch chan<- prometheus.Metric) {
-	c.a.eachPool(func(pool string, l *limiter) {
+	c.a.eachPool(func(id string, l *limiter) {
 		if l.limits.Load().adaptive == nil {
 			return
 		}
 		view, decisions := l.adapt.view()
-		ch <- prometheus.MustNewConstMetric(c.work, prometheus.GaugeValue, view.Judged.Work, pool)
-		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, view.Judged.Latency, pool)
+		pool := PoolLabels(id)
+		ch <- prometheus.MustNewConstMetric(c.work, prometheus.GaugeValue, view.Judged.Work, pool.Account, pool.Pool)
+		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, view.Judged.Latency, pool.Account, pool.Pool)
 		for _, act := range adaptiveActions {
-			ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(decisions[act]), pool, string(act))
+			ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(decisions[act]), pool.Account, pool.Pool, string(act))
 		}
 	})
 }

@@ -36,23 +36,23 @@ func TestAdaptiveExposition(t *testing.T) {
 		want := `
 # HELP meterproxy_adaptive_decisions_total Steps of the pool's adaptive in-flight bound this replica took (the fleet's steps are the sum over replicas), by action: grow, settle, probe_up, probe_down, revert, back_off, latency_rise, hold.
 # TYPE meterproxy_adaptive_decisions_total counter
-meterproxy_adaptive_decisions_total{action="back_off",pool="default"} 0
-meterproxy_adaptive_decisions_total{action="grow",pool="default"} 1
-meterproxy_adaptive_decisions_total{action="hold",pool="default"} 2
-meterproxy_adaptive_decisions_total{action="latency_rise",pool="default"} 0
-meterproxy_adaptive_decisions_total{action="probe_down",pool="default"} 0
-meterproxy_adaptive_decisions_total{action="probe_up",pool="default"} 0
-meterproxy_adaptive_decisions_total{action="revert",pool="default"} 0
-meterproxy_adaptive_decisions_total{action="settle",pool="default"} 0
+meterproxy_adaptive_decisions_total{account="default",action="back_off",pool="default"} 0
+meterproxy_adaptive_decisions_total{account="default",action="grow",pool="default"} 1
+meterproxy_adaptive_decisions_total{account="default",action="hold",pool="default"} 2
+meterproxy_adaptive_decisions_total{account="default",action="latency_rise",pool="default"} 0
+meterproxy_adaptive_decisions_total{account="default",action="probe_down",pool="default"} 0
+meterproxy_adaptive_decisions_total{account="default",action="probe_up",pool="default"} 0
+meterproxy_adaptive_decisions_total{account="default",action="revert",pool="default"} 0
+meterproxy_adaptive_decisions_total{account="default",action="settle",pool="default"} 0
 # HELP meterproxy_adaptive_latency_seconds_per_work Latency per unit of work (admission to end, over output tokens or completions) of the last measurement the pool's adaptive in-flight bound judged; only for pools with adaptive_in_flight.
 # TYPE meterproxy_adaptive_latency_seconds_per_work gauge
-meterproxy_adaptive_latency_seconds_per_work{pool="default"} 0.2
+meterproxy_adaptive_latency_seconds_per_work{account="default",pool="default"} 0.2
 # HELP meterproxy_adaptive_work_per_second The work a second (output tokens, or completions where responses report none) of the last measurement the pool's adaptive in-flight bound judged, fleet-wide with Redis; only for pools with adaptive_in_flight.
 # TYPE meterproxy_adaptive_work_per_second gauge
-meterproxy_adaptive_work_per_second{pool="default"} 20
-# HELP meterproxy_in_flight_limit The in-flight bound admission works under now, by pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.
+meterproxy_adaptive_work_per_second{account="default",pool="default"} 20
+# HELP meterproxy_in_flight_limit The in-flight bound admission works under now, by account and pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.
 # TYPE meterproxy_in_flight_limit gauge
-meterproxy_in_flight_limit{pool="default"} 8
+meterproxy_in_flight_limit{account="default",pool="default"} 8
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "meterproxy_adaptive_decisions_total",
 			"meterproxy_adaptive_latency_seconds_per_work", "meterproxy_adaptive_work_per_second", "meterproxy_in_flight_limit"); err != nil {

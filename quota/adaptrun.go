@@ -17,8 +17,9 @@ import (
 // does nothing; newLimiter wires it. tick runs on one goroutine; view and
 // decisions are safe for concurrent use.
 type adaptiveRun struct {
-	store  adaptStore
-	pool   string
+	store adaptStore
+	pool  string
+	// log names the pool in every line (poolLogAttrs).
 	log    *slog.Logger
 	ledger *adaptLedger
 	limits *atomic.Pointer[limitSet]
@@ -62,7 +63,7 @@ func (r *adaptiveRun) tick(ctx context.Context) {
 	if err != nil {
 		r.ledger.restore(counts)
 		if ctx.Err() == nil && !errors.Is(err, errAdaptBypassed) {
-			r.log.Warn("adaptive_store_failed", slog.String("pool", PoolLabel(r.pool)), slog.String("error", err.Error()))
+			r.log.Warn("adaptive_store_failed", slog.String("error", err.Error()))
 		}
 		return
 	}
@@ -98,7 +99,7 @@ func (r *adaptiveRun) step(ctx context.Context, lim adaptiveLimits, v adaptView,
 	r.decisions[d.Action]++
 	r.mu.Unlock()
 	if d.large() {
-		r.log.Info("adaptive_bound_moved", slog.String("pool", PoolLabel(r.pool)), slog.String("action", string(d.Action)),
+		r.log.Info("adaptive_bound_moved", slog.String("action", string(d.Action)),
 			slog.Int("from", d.From), slog.Int("to", d.To), slog.String("why", d.Why))
 	}
 	return next

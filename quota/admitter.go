@@ -141,7 +141,8 @@ func (a *Admitter) newLimiter(pc Config, name string) *limiter {
 	l := newLimiter(pc, pc.Enforced(), a.backend.Store, a.backend.Heartbeat, a.log)
 	l.loop.pool = name
 	l.adapt.store, l.adapt.pool = a.backend.Adapt, name
-	if a.backend.failover == nil { // with Redis, the failover store observes its calls
+	l.adapt.log = a.log.With(poolLogAttrs(name)...) // its logs name the pool
+	if a.backend.failover == nil {                  // with Redis, the failover store observes its calls
 		l.OnStoreCall(a.observeStoreCall)
 	}
 	if a.backend.Shared {
@@ -354,7 +355,9 @@ type State struct {
 	PoolState
 	// Caps are the capped callers' numbers, by caller name.
 	Caps map[string]CapState `json:"caps"`
-	// Pools are every pool's numbers, by name; the account's is "default".
+	// Pools are every pool's numbers, by name; the account's is "default",
+	// and with several accounts each is named after its account's name and
+	// a slash ("chat-project/default"; stateName).
 	Pools map[string]PoolState `json:"pools"`
 	// Budgets are the spend budgets' current periods, as of the budget
 	// gate's last read (at most a store heartbeat old).
@@ -433,7 +436,7 @@ func (a *Admitter) State() State {
 		Pools:     map[string]PoolState{},
 		Budgets:   a.budgets.State(),
 	}
-	a.eachPool(func(name string, l *limiter) { st.Pools[name] = l.state() })
+	a.eachPool(func(id string, l *limiter) { st.Pools[stateName(id)] = l.state() })
 	for _, acct := range a.cfg.Load().Accounts {
 		st.Accounts = append(st.Accounts, AccountState{Name: acct.Name, Serves: acct.Serves, LendsTo: acct.LendsTo})
 	}
@@ -447,26 +450,12 @@ func (a *Admitter) first() *limiter {
 	return a.firstLocked()
 }
 
-// Pools are the pools' names as metrics label them (the account's is
-// DefaultPool), in no particular order.
-func (a *Admitter) Pools() []string {
-	var names []string
-	a.eachPool(func(name string, _ *limiter) { names = append(names, name) })
-	return names
-}
-
-// PoolLabel is the name of the pool whose id is id (PoolID) as metrics
-// label it: DefaultPool for an account's own (""), after its account's
-// name and a slash with several accounts ("chat-project/default").
-func PoolLabel(id string) string {
-	account, pool := splitPoolID(id)
-	if pool == accountPool {
-		pool = DefaultPool
-	}
-	if account == "" {
-		return pool
-	}
-	return account + accountSep + pool
+// Pools are the pools' labels as metrics name them, in no particular
+// order.
+func (a *Admitter) Pools() []Labels {
+	var pools []Labels
+	a.eachPool(func(id string, _ *limiter) { pools = append(pools, PoolLabels(id)) })
+	return pools
 }
 
 // HomeAccount is the account a request of class c goes to first: the
@@ -479,17 +468,17 @@ func (a *Admitter) HomeAccount(c classify.Class) string {
 	return ""
 }
 
-// eachPool calls f for every pool, by its metric name (the account's is
-// DefaultPool), in no particular order.
-func (a *Admitter) eachPool(f func(name string, l *limiter)) {
+// eachPool calls f for every pool, by its id (PoolID), in no particular
+// order.
+func (a *Admitter) eachPool(f func(id string, l *limiter)) {
 	a.mu.Lock()
 	pools := make(map[string]*limiter, len(a.pools))
-	for name, p := range a.pools {
-		pools[PoolLabel(name)] = p.l
+	for id, p := range a.pools {
+		pools[id] = p.l
 	}
 	a.mu.Unlock()
-	for name, l := range pools {
-		f(name, l)
+	for id, l := range pools {
+		f(id, l)
 	}
 }
 

@@ -46,9 +46,9 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 	}, func() float64 { return float64(a.backend.Failures()) })
 }
 
-// poolCollector exports every pool's numbers at scrape time, by pool (the
-// account's is "default"; the names are the config's, so the label is
-// bounded by it) and class: queues, in flight, the window's use, the
+// poolCollector exports every pool's numbers at scrape time, by account
+// and pool (Labels: the config's names, so both labels are bounded by it)
+// and class: queues, in flight, the window's use, the
 // in-flight bound and the upstream hold. Pools come and go with reloads;
 // the families do not.
 type poolCollector struct {
@@ -60,15 +60,15 @@ type poolCollector struct {
 }
 
 func newPoolCollector(a *Admitter) *poolCollector {
-	pc := []string{"pool", "class"}
+	pc, ap := []string{"account", "pool", "class"}, []string{"account", "pool"}
 	return &poolCollector{
 		a: a,
 		queued: prometheus.NewDesc("meterproxy_queue_depth",
-			"Requests waiting for admission, by pool and class.", pc, nil),
+			"Requests waiting for admission, by account, pool and class.", pc, nil),
 		inFlight: prometheus.NewDesc("meterproxy_in_flight",
-			"Requests admitted by this replica and not yet finished, by pool and class.", pc, nil),
+			"Requests admitted by this replica and not yet finished, by account, pool and class.", pc, nil),
 		fleet: prometheus.NewDesc("meterproxy_fleet_in_flight",
-			"Requests in flight across the fleet, by pool and class: this replica's own now and the others' as they last told the store, slots taken ahead of demand (credits) left out.", pc, nil),
+			"Requests in flight across the fleet, by account, pool and class: this replica's own now and the others' as they last told the store, slots taken ahead of demand (credits) left out.", pc, nil),
 		usedRequests: prometheus.NewDesc("meterproxy_window_used_requests",
 			"Requests the class was granted in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.", pc, nil),
 		usedTokens: prometheus.NewDesc("meterproxy_window_used_tokens",
@@ -78,10 +78,10 @@ func newPoolCollector(a *Admitter) *poolCollector {
 		limitTokens: prometheus.NewDesc("meterproxy_limit_tokens_per_second",
 			"As meterproxy_limit_requests_per_second, in tokens; only for a pool that enforces tokens_per_minute.", pc, nil),
 		limit: prometheus.NewDesc("meterproxy_in_flight_limit",
-			"The in-flight bound admission works under now, by pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.", []string{"pool"}, nil),
+			"The in-flight bound admission works under now, by account and pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.", ap, nil),
 		hold: prometheus.NewDesc("meterproxy_upstream_hold_seconds",
 			"How much longer the pool's bulk is held on the upstream's word (remaining below the interactive reserve, or a 429) or by its output budget, as of the store's last answer.",
-			[]string{"pool"}, nil),
+			ap, nil),
 	}
 }
 
@@ -97,26 +97,27 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	c.a.eachPool(func(pool string, l *limiter) {
+	c.a.eachPool(func(id string, l *limiter) {
+		pool := PoolLabels(id)
 		bound := l.InFlightLimit()
 		if c.a.backend.LocalFallback() {
 			bound = l.limits.Load().local.InFlight // what this replica admits under while Redis is bypassed
 		}
-		gauge(c.limit, float64(bound), pool)
-		gauge(c.hold, l.UpstreamHold().Seconds(), pool)
+		gauge(c.limit, float64(bound), pool.Account, pool.Pool)
+		gauge(c.hold, l.UpstreamHold().Seconds(), pool.Account, pool.Pool)
 		w := l.Window()
 		lim := l.limits.Load().enforced
 		rps, tps := lim.perSecond()
 		for _, cl := range classify.Classes {
 			class := cl.String()
-			gauge(c.queued, float64(l.Queued(cl)), pool, class)
-			gauge(c.inFlight, float64(l.InFlight(cl)), pool, class)
-			gauge(c.fleet, float64(l.FleetInFlight(cl)), pool, class)
-			gauge(c.usedRequests, float64(w.Requests[cl]), pool, class)
-			gauge(c.usedTokens, float64(w.Tokens[cl]), pool, class)
-			gauge(c.limitRequests, rps[cl], pool, class)
+			gauge(c.queued, float64(l.Queued(cl)), pool.Account, pool.Pool, class)
+			gauge(c.inFlight, float64(l.InFlight(cl)), pool.Account, pool.Pool, class)
+			gauge(c.fleet, float64(l.FleetInFlight(cl)), pool.Account, pool.Pool, class)
+			gauge(c.usedRequests, float64(w.Requests[cl]), pool.Account, pool.Pool, class)
+			gauge(c.usedTokens, float64(w.Tokens[cl]), pool.Account, pool.Pool, class)
+			gauge(c.limitRequests, rps[cl], pool.Account, pool.Pool, class)
 			if lim.AccountTPM > 0 {
-				gauge(c.limitTokens, tps[cl], pool, class)
+				gauge(c.limitTokens, tps[cl], pool.Account, pool.Pool, class)
 			}
 		}
 	})

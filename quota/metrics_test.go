@@ -75,25 +75,25 @@ meterproxy_caller_limit_requests_per_second{caller="capped"} 2
 # HELP meterproxy_caller_queue_depth Requests of a capped caller waiting on this replica, by caller.
 # TYPE meterproxy_caller_queue_depth gauge
 meterproxy_caller_queue_depth{caller="capped"} 0
-# HELP meterproxy_fleet_in_flight Requests in flight across the fleet, by pool and class: this replica's own now and the others' as they last told the store, slots taken ahead of demand (credits) left out.
+# HELP meterproxy_fleet_in_flight Requests in flight across the fleet, by account, pool and class: this replica's own now and the others' as they last told the store, slots taken ahead of demand (credits) left out.
 # TYPE meterproxy_fleet_in_flight gauge
-meterproxy_fleet_in_flight{class="bulk",pool="default"} %[1]d
-meterproxy_fleet_in_flight{class="interactive",pool="default"} 0
-# HELP meterproxy_in_flight Requests admitted by this replica and not yet finished, by pool and class.
+meterproxy_fleet_in_flight{account="default",class="bulk",pool="default"} %[1]d
+meterproxy_fleet_in_flight{account="default",class="interactive",pool="default"} 0
+# HELP meterproxy_in_flight Requests admitted by this replica and not yet finished, by account, pool and class.
 # TYPE meterproxy_in_flight gauge
-meterproxy_in_flight{class="bulk",pool="default"} %[1]d
-meterproxy_in_flight{class="interactive",pool="default"} 0
-# HELP meterproxy_in_flight_limit The in-flight bound admission works under now, by pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.
+meterproxy_in_flight{account="default",class="bulk",pool="default"} %[1]d
+meterproxy_in_flight{account="default",class="interactive",pool="default"} 0
+# HELP meterproxy_in_flight_limit The in-flight bound admission works under now, by account and pool: the fleet's with Redis; this replica's own in process, and while Redis is bypassed under store.on_error local.
 # TYPE meterproxy_in_flight_limit gauge
-meterproxy_in_flight_limit{pool="default"} 200
+meterproxy_in_flight_limit{account="default",pool="default"} 200
 # HELP meterproxy_limit_requests_per_second The most the class may take of the pool in a second, as configured and enforced (fleet-wide with Redis): the account's allowance for interactive; for bulk its share, or all but the interactive reserve while it may borrow.
 # TYPE meterproxy_limit_requests_per_second gauge
-meterproxy_limit_requests_per_second{class="bulk",pool="default"} 116.66666666666667
-meterproxy_limit_requests_per_second{class="interactive",pool="default"} 166.66666666666666
-# HELP meterproxy_queue_depth Requests waiting for admission, by pool and class.
+meterproxy_limit_requests_per_second{account="default",class="bulk",pool="default"} 116.66666666666667
+meterproxy_limit_requests_per_second{account="default",class="interactive",pool="default"} 166.66666666666666
+# HELP meterproxy_queue_depth Requests waiting for admission, by account, pool and class.
 # TYPE meterproxy_queue_depth gauge
-meterproxy_queue_depth{class="bulk",pool="default"} 0
-meterproxy_queue_depth{class="interactive",pool="default"} 0
+meterproxy_queue_depth{account="default",class="bulk",pool="default"} 0
+meterproxy_queue_depth{account="default",class="interactive",pool="default"} 0
 # HELP meterproxy_store_degraded 1 while the shared store (Redis) is bypassed after a failure and store.on_error applies, else 0.
 # TYPE meterproxy_store_degraded gauge
 meterproxy_store_degraded 0
@@ -102,14 +102,14 @@ meterproxy_store_degraded 0
 meterproxy_store_errors_total 0
 # HELP meterproxy_upstream_hold_seconds How much longer the pool's bulk is held on the upstream's word (remaining below the interactive reserve, or a 429) or by its output budget, as of the store's last answer.
 # TYPE meterproxy_upstream_hold_seconds gauge
-meterproxy_upstream_hold_seconds{pool="default"} 0
+meterproxy_upstream_hold_seconds{account="default",pool="default"} 0
 # HELP meterproxy_window_used_requests Requests the class was granted in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.
 # TYPE meterproxy_window_used_requests gauge
-meterproxy_window_used_requests{class="bulk",pool="default"} 1
-meterproxy_window_used_requests{class="interactive",pool="default"} 0
+meterproxy_window_used_requests{account="default",class="bulk",pool="default"} 1
+meterproxy_window_used_requests{account="default",class="interactive",pool="default"} 0
 # HELP meterproxy_window_used_tokens Tokens the class was charged in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.
 # TYPE meterproxy_window_used_tokens gauge
-meterproxy_window_used_tokens{class="bulk",pool="default"} 0
-meterproxy_window_used_tokens{class="interactive",pool="default"} 0
+meterproxy_window_used_tokens{account="default",class="bulk",pool="default"} 0
+meterproxy_window_used_tokens{account="default",class="interactive",pool="default"} 0
 `, bulk)
 }

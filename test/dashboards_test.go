@@ -15,6 +15,8 @@ import (
 	"text/template"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -178,10 +180,73 @@ func checkPanel(t *testing.T, p grafanaPanel, datasources, defined []string) {
 		}
 		expr, err := substituteGrafana(target.Expr, defined)
 		errs := append(checkPromQL(expr), err)
+		if err == nil {
+			errs = append(errs, checkAccountScoped(target.Expr, defined)...)
+		}
 		if err := errors.Join(errs...); err != nil {
 			t.Errorf("panel %q, query %s %q:\n%v", p.Title, target.RefID, target.Expr, err)
 		}
 	}
+}
+
+// accountVar stands for the dashboard's Account variable in a query
+// checkAccountScoped reads: a matcher value no other variable becomes.
+const accountVar = "account_variable"
+
+// checkAccountScoped: in a panel's query every selector of a family with
+// the account label filters it by the Account variable (account=~"$account"),
+// and every aggregation that keeps pool keeps account too (checkByAccount).
+func checkAccountScoped(expr string, defined []string) []error {
+	if !slices.Contains(defined, "account") {
+		return []error{errors.New("the dashboard has no account variable")}
+	}
+	expr, err := substituteGrafana(strings.ReplaceAll(expr, "$account", accountVar), defined)
+	if err != nil {
+		return []error{err}
+	}
+	node, err := promqlParser.ParseExpr(expr)
+	if err != nil {
+		return []error{err}
+	}
+	errs := checkByAccount(node)
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		spec, _, _ := seriesSpec(selectorName(vs))
+		if _, has := spec.labels["account"]; !has {
+			return nil
+		}
+		if !slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool {
+			return m.Name == "account" && m.Type == labels.MatchRegexp && m.Value == accountVar
+		}) {
+			errs = append(errs, fmt.Errorf("%s: want account=~\"$account\"", vs))
+		}
+		return nil
+	})
+	return errs
+}
+
+// checkByAccount: an aggregation or a match by pool is by account and
+// pool too, since pools of one name in two accounts are two pools.
+func checkByAccount(node parser.Node) []error {
+	var errs []error
+	byPoolAlone := func(ls []string) bool { return slices.Contains(ls, "pool") && !slices.Contains(ls, "account") }
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.AggregateExpr:
+			if !n.Without && byPoolAlone(n.Grouping) {
+				errs = append(errs, fmt.Errorf("%s: by pool without account", n))
+			}
+		case *parser.BinaryExpr:
+			if m := n.VectorMatching; m != nil && m.On && byPoolAlone(m.MatchingLabels) {
+				errs = append(errs, fmt.Errorf("%s: on pool without account", n))
+			}
+		}
+		return nil
+	})
+	return errs
 }
 
 // The rule file format of Prometheus (and of a PrometheusRule's spec), every
@@ -265,7 +330,7 @@ func checkRuleGroups(t *testing.T, groups []ruleGroup) {
 				t.Errorf("alert %s defined twice", name)
 			}
 			alerts = append(alerts, name)
-			if err := errors.Join(checkPromQL(r.Expr)...); err != nil {
+			if err := errors.Join(checkRuleExpr(r.Expr)...); err != nil {
 				t.Errorf("rule %s: %q:\n%v", name, r.Expr, err)
 			}
 			for _, d := range []string{r.For, r.KeepFiringFor} {
@@ -283,6 +348,16 @@ func checkRuleGroups(t *testing.T, groups []ruleGroup) {
 			t.Errorf("no alert %s", want)
 		}
 	}
+}
+
+// checkRuleExpr is checkPromQL, and checkByAccount, of a rule's
+// expression.
+func checkRuleExpr(expr string) []error {
+	errs := checkPromQL(expr)
+	if node, err := promqlParser.ParseExpr(expr); err == nil {
+		errs = append(errs, checkByAccount(node)...)
+	}
+	return errs
 }
 
 // prometheusTemplateFuncs stands in for the functions Prometheus offers
@@ -431,6 +506,30 @@ func TestDashboardsMetricChecker(t *testing.T) {
 			}
 			if got != nil {
 				t.Log(got)
+			}
+		})
+	}
+}
+
+// TestDashboardsAccountChecker: the account check the dashboard and rules
+// tests rely on rejects a pool family read across accounts.
+func TestDashboardsAccountChecker(t *testing.T) {
+	vars := []string{"job", "account", "pool"}
+	for _, tc := range []struct {
+		expr string
+		ok   bool
+	}{
+		{`sum by (account, pool) (meterproxy_queue_depth{job=~"$job",account=~"$account",pool=~"$pool"})`, true},
+		{`sum by (pool) (meterproxy_queue_depth{job=~"$job",account=~"$account",pool=~"$pool"})`, false},
+		{`sum(meterproxy_queue_depth{job=~"$job",pool=~"$pool"})`, false},
+		{`sum(meterproxy_queue_depth{job=~"$job",account=~"$pool"})`, false},
+		{`max by (account, pool) (meterproxy_in_flight_limit{account=~"$account"}) > on (pool) meterproxy_upstream_hold_seconds{account=~"$account"}`, false},
+		{`sum by (class) (rate(meterproxy_requests_total{job=~"$job"}[5m]))`, true}, // no account label
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			got := errors.Join(checkAccountScoped(tc.expr, vars)...)
+			if (got == nil) != tc.ok {
+				t.Fatalf("ok = %v, want %v (%v)", got == nil, tc.ok, got)
 			}
 		})
 	}

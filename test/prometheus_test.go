@@ -406,7 +406,7 @@ func checkEveryPanel(t *testing.T, prom *promServer, from, to time.Time) {
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
-	repl := strings.NewReplacer("$job", "meterproxy", "$pool", ".*", "$__rate_interval", "5s",
+	repl := strings.NewReplacer("$job", "meterproxy", "$account", ".*", "$pool", ".*", "$__rate_interval", "5s",
 		"$__range", fmt.Sprintf("%ds", int(to.Sub(from).Seconds())))
 	n := 0
 	for _, p := range flattenPanels(d.Panels) {

@@ -36,9 +36,11 @@ var (
 	callerLabel = map[string][]string{"caller": nil}
 	// pool's values are the config's pool names, "default" (the account's)
 	// and, on the families that count requests before their pool is known,
-	// "none".
-	poolLabel      = map[string][]string{"pool": nil}
-	poolClassLabel = map[string][]string{"pool": nil, "class": classValues}
+	// "none"; account's, beside it on every family that has it, the
+	// configured account names, "default" (the one account without
+	// upstream.accounts) and "none" where pool is.
+	poolLabel      = map[string][]string{"account": nil, "pool": nil}
+	poolClassLabel = map[string][]string{"account": nil, "pool": nil, "class": classValues}
 	scrapeLabels   = []string{"job", "instance"} // added by Prometheus to every series
 	// budget's values are caller:<name> and class:<class>, from the config.
 	budgetLabel = map[string][]string{"budget": nil}
@@ -49,15 +51,15 @@ var (
 var exportedMetrics = map[string]metricSpec{
 	"meterproxy_requests_total": {"counter", map[string][]string{"class": classValues, "caller": nil,
 		"outcome": {"forwarded", "refused", "cancelled"}, "code": nil}},
-	"meterproxy_refusals_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "reason": {"unknown_caller",
+	"meterproxy_refusals_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "reason": {"unknown_caller",
 		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "shutting_down", "store_unavailable",
 		"upstream_unreachable", "upstream_timeout", "method_not_allowed", "upgrade_not_supported", "non_canonical_path",
 		"conflicting_credentials", "body_read_timeout", "body_memory_exhausted", "pool_removed", "duplicate_key",
 		"unsupported_encoding", "charge_too_large", "budget_exceeded", "unpriced_model"}}},
-	"meterproxy_admissions_total": {"counter", map[string][]string{"pool": nil, "class": classValues,
+	"meterproxy_admissions_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues,
 		"outcome": {"admitted", "held", "refused", "cancelled", "batch", "upload"}}},
-	"meterproxy_caller_admissions_total":   {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil}},
-	"meterproxy_caller_waiting":            {"gauge", map[string][]string{"pool": nil, "class": classValues, "caller": nil}},
+	"meterproxy_caller_admissions_total":   {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil}},
+	"meterproxy_caller_waiting":            {"gauge", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil}},
 	"meterproxy_body_memory_bytes":         {"gauge", nil},
 	"meterproxy_body_memory_limit_bytes":   {"gauge", nil},
 	"meterproxy_queue_wait_seconds":        {"histogram", map[string][]string{"class": classValues, "outcome": {"admitted", "refused"}}},
@@ -70,13 +72,13 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_shadow_decisions_total": {"counter", map[string][]string{"class": classValues,
 		"outcome": {"admitted", "held", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "charge_too_large", "unfinished", "store_unavailable",
 			"budget_exceeded", "unpriced_model"}}},
-	"meterproxy_upstream_limit":         {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
-	"meterproxy_upstream_remaining":     {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
-	"meterproxy_upstream_reset_seconds": {"gauge", map[string][]string{"pool": nil, "kind": {"requests", "tokens"}}},
+	"meterproxy_upstream_limit":         {"gauge", map[string][]string{"account": nil, "pool": nil, "kind": {"requests", "tokens"}}},
+	"meterproxy_upstream_remaining":     {"gauge", map[string][]string{"account": nil, "pool": nil, "kind": {"requests", "tokens"}}},
+	"meterproxy_upstream_reset_seconds": {"gauge", map[string][]string{"account": nil, "pool": nil, "kind": {"requests", "tokens"}}},
 	"meterproxy_upstream_hold_seconds":  {"gauge", poolLabel},
 	"meterproxy_upstream_429_total":     {"counter", nil},
 	"meterproxy_flex_retries_total":     {"counter", poolLabel},
-	"meterproxy_tokens_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil,
+	"meterproxy_tokens_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil,
 		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
 	"meterproxy_window_used_requests":             {"gauge", poolClassLabel},
 	"meterproxy_window_used_tokens":               {"gauge", poolClassLabel},
@@ -93,10 +95,10 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_caller_cap_slots_used":            {"gauge", callerLabel},
 	"meterproxy_caller_in_flight_limit":           {"gauge", callerLabel},
 	"meterproxy_caller_limit_requests_per_second": {"gauge", callerLabel},
-	"meterproxy_adaptive_decisions_total": {"counter", map[string][]string{"pool": nil, "action": {"grow", "settle",
+	"meterproxy_adaptive_decisions_total": {"counter", map[string][]string{"account": nil, "pool": nil, "action": {"grow", "settle",
 		"probe_up", "probe_down", "revert", "back_off", "latency_rise", "hold"}}},
 	"meterproxy_adaptive_work_per_second": {"gauge", poolLabel},
-	"meterproxy_spend_usd_total": {"counter", map[string][]string{"pool": nil, "class": classValues, "caller": nil,
+	"meterproxy_spend_usd_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil,
 		"estimated": {"true", "false"}}},
 	"meterproxy_unpriced_requests_total":           {"counter", poolLabel},
 	"meterproxy_budget_limit_usd":                  {"gauge", budgetLabel},

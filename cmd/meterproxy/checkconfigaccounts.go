@@ -34,13 +34,13 @@ func printAccounts(p func(string, ...any), q quota.Config) int64 {
 		}
 		p(gap)
 		p("pool %s (its own)\tfleet\tper replica (÷ %d expected replicas: %s)",
-			quota.PoolLabel(quota.PoolID(a.Name, "")), aq.Account.ExpectedReplicas, perReplicaMeaning(aq))
+			quota.StateName(a.Name, ""), aq.Account.ExpectedReplicas, perReplicaMeaning(aq))
 		printPool(p, aq)
 		inFlight += aq.Enforced().InFlight
 		for j, m := range aq.Account.Models {
 			pq := aq.Pool(m.Name)
 			p(gap)
-			p("pool %s (upstream.accounts[%d].account.models[%d])\tfleet\tper replica", quota.PoolLabel(quota.PoolID(a.Name, m.Name)), i, j)
+			p("pool %s (upstream.accounts[%d].account.models[%d])\tfleet\tper replica", quota.StateName(a.Name, m.Name), i, j)
 			printPool(p, pq)
 			inFlight += pq.Enforced().InFlight
 		}
