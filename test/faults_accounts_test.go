@@ -34,7 +34,7 @@ func TestFaultAccounts(t *testing.T) {
 			"serves":  []string{"bulk"}},
 	})
 	p := startProxy(t, cfg, accountsEnv, chatKey, importKey, chatAccountKey, batchAccountKey)
-	idle := mustRead(t, p.AdminURL)
+	idle := readIdle(t, p.AdminURL)
 
 	chat := p.URL + "/v1/chat/completions"
 	as := func(key, body string) shot {

@@ -88,6 +88,33 @@ func mustRead(t *testing.T, adminURL string) reading {
 	return read(scrape(t, adminURL))
 }
 
+// idleSteady is how many readings in a row (settle's, 10 ms apart) a
+// proxy's goroutine count must hold still for readIdle.
+const idleSteady = 10
+
+// readIdle is a proxy's idle reading, taken once its goroutine count has
+// held still for idleSteady readings: the admitter's loops and the reload
+// watcher start beside the listener, so a reading taken the moment the
+// proxy serves may miss some of them — an idle of 13 goroutines where it
+// is 18 failed a fresh clone's hostile-clients check with 19 at the end.
+func readIdle(t *testing.T, adminURL string) reading {
+	t.Helper()
+	var last reading
+	same := -1
+	return settle(t, "the idle goroutines to hold still", adminURL, func(r reading) string {
+		if same >= 0 && r.goroutines == last.goroutines {
+			same++
+		} else {
+			same = 0
+		}
+		last = r
+		if same < idleSteady {
+			return fmt.Sprintf("goroutines %v, the same for %d readings", r.goroutines, same)
+		}
+		return ""
+	})
+}
+
 // arrived is how many requests of class the proxy has received since
 // before: queued, in flight or ended. A request is counted ended just
 // before its slot is released, so the sum may run one ahead for a moment,

@@ -113,7 +113,7 @@ func TestFaultClientsLeave(t *testing.T) {
 	cfg.set("classes.interactive.max_wait", "60s")
 	cfg.set("classes.bulk.max_wait", "60s")
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
-	idle := mustRead(t, p.AdminURL)
+	idle := readIdle(t, p.AdminURL)
 	client := loadClient(t, 1024)
 
 	tl, streams := leaveAtRandom(t, client, p, 1000, seeded(t, 7))

@@ -116,7 +116,7 @@ func TestFaultBadInput(t *testing.T) {
 	cfg.set("server.max_body_bytes", maxBody)
 	cfg.set("account.requests_per_minute", 6_000_000)
 	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
-	idle := mustRead(t, p.AdminURL)
+	idle := readIdle(t, p.AdminURL)
 	client := loadClient(t, 64)
 	rng := seeded(t, 5)
 	counts := map[string]int{"unknown-key": 10_000, "junk-headers": 1000, "oversize": 1000, "oversize-chunked": 200, "bad-json": 1000}

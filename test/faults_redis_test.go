@@ -71,7 +71,7 @@ func TestFaultRedis(t *testing.T) {
 	cfg.set("account.expected_replicas", 2)
 	names := []string{"a", "b"}
 	replicas := []*procs.Proxy{startProxy(t, cfg, fleetEnv, chatKey, importKey), startProxy(t, cfg, fleetEnv, chatKey, importKey)}
-	idle := []reading{mustRead(t, replicas[0].AdminURL), mustRead(t, replicas[1].AdminURL)}
+	idle := []reading{readIdle(t, replicas[0].AdminURL), readIdle(t, replicas[1].AdminURL)}
 
 	client := loadClient(t, 256)
 	l := newLedger()

@@ -123,7 +123,7 @@ func TestFaultSoak(t *testing.T) {
 	names := slices.Sorted(maps.Keys(long))
 	idle := map[string]reading{}
 	for n, p := range long {
-		idle[n] = mustRead(t, p.AdminURL)
+		idle[n] = readIdle(t, p.AdminURL)
 	}
 
 	shots, rules := upstreamFaultShots("", r.URL, timeout) // the URLs of a and b are set per shot

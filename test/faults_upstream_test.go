@@ -75,7 +75,7 @@ func TestFaultUpstream(t *testing.T) {
 	// accepts the connection, never as a timeout.
 	cfg.set("upstream.response_header_timeout", "30s")
 	pr := startProxy(t, cfg, fleetEnv, chatKey, importKey)
-	idle, idleR := mustRead(t, p.AdminURL), mustRead(t, pr.AdminURL)
+	idle, idleR := readIdle(t, p.AdminURL), readIdle(t, pr.AdminURL)
 
 	shots, rules := upstreamFaultShots(p.URL, pr.URL, timeout)
 	counts := map[string]int{"slow": 100, "reset": 200, "500": 200, "cut": 100, "chat": 400, "stream": 100}

@@ -110,9 +110,28 @@ func startProxyFile(t *testing.T, path string, environ []string, secrets ...stri
 		}
 		if t.Failed() {
 			t.Logf("meterproxy logs:\n%s", tail(p.Logs(), 60))
+			if lines := matching(p.Logs(), `"reason":"upstream_unreachable"`, 20); lines != "" {
+				// A busy run's last lines are its last requests; the
+				// upstream failures a run did not expect are often earlier.
+				t.Logf("meterproxy's upstream_unreachable lines (the first 20):\n%s", lines)
+			}
 		}
 	})
 	return p
+}
+
+// matching is the first n lines of s that contain sub, joined.
+func matching(s, sub string, n int) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimRight(line, "\n"))
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func tail(s string, lines int) string {
