@@ -48,7 +48,14 @@ func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
 		secondPass, err = start(runaway, 10*time.Second)
 		second <- err
 	}()
-	waitUntil(t, "the second request to wait at the cap", func() bool { return g.capState()[runaway].Queued == 1 })
+	// Held once an answer of the counter left it waiting: before that,
+	// a slot given back would admit it as if it had never waited.
+	waitUntil(t, "the second request to be held at the cap", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		w := g.lines[runaway].waiting[classify.Interactive]
+		return len(w) == 1 && w[0].held
+	})
 	_, err = start(runaway, time.Second)
 	if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != runaway || !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("a third with the line full: %v, want ErrQueueFull naming %q", err, runaway)
