@@ -48,9 +48,9 @@ func badInputShot(rng *rand.Rand, kind, proxyURL string) shot {
 		}
 		return shot{url: chat, body: chatBody, headers: h}
 	case "oversize": // a Content-Length over the limit: 413 before a byte is read
-		return shot{url: chat, body: strings.Repeat("x", 2*maxBody), headers: known}
+		return shot{url: chat, body: strings.Repeat("x", 2*maxBody), headers: known, refusedUnread: "body_too_large"}
 	case "oversize-chunked": // no length, the body runs over the limit while read: 413
-		return shot{url: chat, body: strings.Repeat("y", 2*maxBody), headers: known, chunked: true}
+		return shot{url: chat, body: strings.Repeat("y", 2*maxBody), headers: known, chunked: true, refusedUnread: "body_too_large"}
 	case "bad-json": // a known caller, a body that is not JSON: the upstream's 400, forwarded
 		body := [...]string{`{"model":`, "not json at all", "\x00\x01\x02\xff", `{"model":"m","messages":[}`, strings.Repeat("{", maxBody/2)}[rng.IntN(5)]
 		return shot{url: chat, body: body, headers: known}

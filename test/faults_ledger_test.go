@@ -60,6 +60,9 @@ type answer struct {
 	// conn says which connection carried the request: new, or reused
 	// after how long idle (for the failure message of a transport error).
 	conn string
+	// refusedUnread is the shot's refusal when the client's write failed
+	// with its answer unread (shot.refusedUnread).
+	refusedUnread string
 }
 
 // tally is what the clients of one proxy saw.
@@ -94,6 +97,8 @@ func (tl *tally) record(a answer) {
 		tl.cancelled++
 	case a.status == 0 && isConnRefused(a.err):
 		tl.undelivered++
+	case a.status == 0 && a.refusedUnread != "":
+		tl.refused[a.refusedUnread]++
 	case a.status == 0:
 		tl.problem("no answer and the client did not leave (at %s, %s): %v", time.Now().Format("15:04:05.000"), a.conn, a.err)
 	default:

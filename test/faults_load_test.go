@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -45,6 +46,14 @@ type shot struct {
 	leaveAfter int
 	// chunked sends the body without a Content-Length.
 	chunked bool
+	// refusedUnread is the refusal a proxy gives this request before it
+	// reads its body whole (body_too_large): when the client is still
+	// writing the body as the proxy, its answer sent and its linger over,
+	// closes the connection, the client's write fails (broken pipe, reset)
+	// and its TCP stack drops the answer unread. That failure is then the
+	// refusal the proxy counted, as an HTTP/1.1 client without Expect:
+	// 100-continue sees it on a loaded machine (the soak, 1 of 1,760).
+	refusedUnread string
 }
 
 func (s shot) request(ctx context.Context) *http.Request {
@@ -88,7 +97,11 @@ func fire(client *http.Client, s shot, leave <-chan struct{}) answer {
 	}
 	res, err := client.Do(s.request(ctx))
 	if err != nil {
-		return answer{err: err, left: ctx.Err() != nil, hung: errors.Is(context.Cause(ctx), errHung), conn: conn}
+		a := answer{err: err, left: ctx.Err() != nil, hung: errors.Is(context.Cause(ctx), errHung), conn: conn}
+		if s.refusedUnread != "" && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
+			a.refusedUnread = s.refusedUnread
+		}
+		return a
 	}
 	defer func() { _ = res.Body.Close() }()
 	a := answer{status: res.StatusCode, header: res.Header, conn: conn}
