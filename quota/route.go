@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -63,7 +64,7 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 		}
 		tokens, err := ac.charge(r)
 		if err != nil {
-			refused = cmpOr(refused, err)
+			refused = cmp.Or(refused, err)
 			continue
 		}
 		out = append(out, route{account: account, pool: r.Pool, l: a.pool(PoolID(account, r.Pool)), tokens: tokens})
@@ -77,16 +78,6 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 // maxRoutes is how many routes a request's array holds before they
 // spill to the heap: more accounts than any shape needs.
 const maxRoutes = 4
-
-// cmpOr is the first of errs that is not nil.
-func cmpOr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // admit admits req at r.
 func (r route) admit(ctx context.Context, req Request) (*Lease, error) {
@@ -176,7 +167,7 @@ func admitFirst(ctx context.Context, routes []route, req Request, first int) (*L
 	if first >= 0 && errs[first] != nil {
 		return nil, errs[first]
 	}
-	return nil, cmpOr(errs...)
+	return nil, cmp.Or(errs...)
 }
 
 // busy reports whether a request of class c would wait at l now (in
