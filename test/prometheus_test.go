@@ -206,8 +206,14 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 		t.Skip("45 s run against a real Prometheus; skipped with -short")
 	}
 	const (
-		rpm      = 600 // 10 a second
-		maxWait  = 2 * time.Second
+		rpm = 600 // 10 a second
+		// max_wait sits inside a bucket of meterproxy_queue_wait_seconds
+		// (1 s to 2 s), not on its edge: a grant that raced a waiter's
+		// timeout is kept (limiter.leave), so an admitted wait may pass
+		// max_wait by how late the timer fired on a loaded machine, and
+		// the check below allows that up to the bucket's edge.
+		maxWait  = 1500 * time.Millisecond
+		waitEdge = 2.0 // seconds: the bucket bound above maxWait
 		outage   = 6 * time.Second
 		inFlight = 20
 	)
@@ -362,9 +368,13 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 	for _, s := range prom.query(t, `sum(meterproxy_in_flight{job="meterproxy"}) > 20`, start, end) {
 		t.Errorf("in flight above the bound of %d: %v", inFlight, s.values)
 	}
-	// Admitted waits stay within max_wait, the refusals apart.
-	for _, s := range prom.query(t, fmt.Sprintf(`histogram_quantile(0.99, sum by (class, le) (rate(meterproxy_queue_wait_seconds_bucket{job="meterproxy",outcome="admitted"}[5s]))) > %v`, maxWait.Seconds()), start, end) {
-		t.Errorf("admitted %s wait p99 above max_wait: %v", s.labels["class"], s.values)
+	// Admitted waits stay within max_wait (and the bucket it sits in),
+	// the refusals apart.
+	for _, s := range prom.query(t, fmt.Sprintf(`histogram_quantile(0.99, sum by (class, le) (rate(meterproxy_queue_wait_seconds_bucket{job="meterproxy",outcome="admitted"}[5s]))) > %v`, waitEdge), start, end) {
+		t.Errorf("admitted %s wait p99 above max_wait %s (past the bucket's edge, %v s): %v", s.labels["class"], maxWait, waitEdge, s.values)
+		for _, b := range prom.query(t, fmt.Sprintf(`sum by (le) (increase(meterproxy_queue_wait_seconds_bucket{job="meterproxy",outcome="admitted",class=%q}%s))`, s.labels["class"], run), time.Time{}, end) {
+			t.Logf("admitted %s waits at or below %s s over the run: %v", s.labels["class"], b.labels["le"], b.values)
+		}
 	}
 	// The fleet's in-flight count reads the requests in flight, not the
 	// slots replicas took ahead of demand: on average within three of the
