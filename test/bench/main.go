@@ -34,7 +34,7 @@ type options struct {
 	duration, warmup, streamFor time.Duration
 	rates                       []int
 	conns, held                 int
-	heldOnly                    bool
+	heldOnly, adaptive          bool
 }
 
 func main() {
@@ -48,6 +48,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 32, "connections (concurrent callers) of every run")
 	flag.IntVar(&o.held, "held", 10000, "bulk requests held in the queue for the memory figure")
 	flag.BoolVar(&o.heldOnly, "held-only", false, "measure only the memory of held requests (for profiling)")
+	flag.BoolVar(&o.adaptive, "adaptive", false, "meterproxy's pools with adaptive_in_flight, the bound pinned at max_in_flight (what measuring costs)")
 	flag.Parse()
 	if *baseline != "" {
 		ln, err := net.Listen("tcp", *baseline)
@@ -118,12 +119,19 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer base.stop()
-	local, err := startMeterproxy(ctx, mpBin, dir, "meterproxy-local", meterproxyConfig(fake.url, "", nil))
+	config := func(redisURL string) map[string]any {
+		cfg := meterproxyConfig(fake.url, redisURL, nil)
+		if o.adaptive {
+			pinAdaptive(cfg)
+		}
+		return cfg
+	}
+	local, err := startMeterproxy(ctx, mpBin, dir, "meterproxy-local", config(""))
 	if err != nil {
 		return nil, err
 	}
 	defer local.stop()
-	shared, err := startMeterproxy(ctx, mpBin, dir, "meterproxy-redis", meterproxyConfig(fake.url, rs.url, nil))
+	shared, err := startMeterproxy(ctx, mpBin, dir, "meterproxy-redis", config(rs.url))
 	if err != nil {
 		return nil, err
 	}

@@ -157,6 +157,22 @@ func meterproxyConfig(upstream, redisURL string, extra map[string]any) map[strin
 	return cfg
 }
 
+// pinAdaptive turns adaptive_in_flight on for cfg's account and every
+// pool, with min_in_flight at max_in_flight: the bound cannot move, so a
+// run measures what the adaptive bound's measurement costs a request
+// (each answer recorded, the counts sent to the store every interval),
+// not a bound the controller chose for a load that never nears it.
+func pinAdaptive(cfg map[string]any) {
+	pin := func(m map[string]any) {
+		m["adaptive_in_flight"], m["min_in_flight"] = true, m["max_in_flight"]
+	}
+	account := cfg["account"].(map[string]any)
+	pin(account)
+	for _, pool := range account["models"].([]map[string]any) {
+		pin(pool)
+	}
+}
+
 // benchKey is the benchmark caller's key.
 const benchKey = "sk-bench-caller-0000000000000000"
 
