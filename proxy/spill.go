@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"time"
@@ -10,14 +11,20 @@ import (
 
 // spill is the transport of metered requests behind several accounts
 // (upstream.accounts): a request its account answers 429 — the account's
-// own limit, a provisioned deployment that is full — is moved to another
-// account its class may go to (quota.Admitter.Readmit: within what is left
-// of its max_wait, its caller gates' pass moving with it) and sent there.
-// The caller sees the 429 only when no other account admits the request in
+// own limit, a provisioned deployment that is full — or that no
+// connection to its account could be made for (neverSent: the upstream
+// down, its name unresolved; the request never left, so sending it
+// elsewhere cannot send it twice) is moved to another account its class
+// may go to (quota.Admitter.Readmit: within what is left of its max_wait,
+// its caller gates' pass moving with it) and sent there. The caller sees
+// the 429 or the 502 only when no other account admits the request in
 // time. A 429 not passed on still holds its account, as every 429 does
-// (observe), and counts in meterproxy_account_spills_total by the account
-// that refused. Flex's Resource Unavailable is flexRetry's (spill sits
-// outside it): it says nothing of the account. Safe for concurrent use.
+// (observe); each move counts in meterproxy_account_spills_total by the
+// account it left, and an unreachable account is logged
+// (account_unreachable). A failure after the request was written (a
+// reset, a timeout) is not moved: the provider may have it. Flex's
+// Resource Unavailable is flexRetry's (spill sits outside it): it says
+// nothing of the account. Safe for concurrent use.
 type spill struct {
 	next   http.RoundTripper
 	h      *Handler
@@ -41,16 +48,22 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	tried := []string{ex.account}
-	for err == nil && resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable() && t.h.admitter.Others(ex.res.Class, tried) {
-		now := time.Now()
-		t.h.observe(resp, now, ex) // the refusal holds its account before the request looks elsewhere
-		ex.observed = true
-		ex.lease.Answered(resp.StatusCode) // the refusing account's measurement counts it (adaptive bound)
+	for movable(resp, err, ex) && t.h.admitter.Others(ex.res.Class, tried) {
+		if err == nil {
+			t.h.observe(resp, time.Now(), ex) // the refusal holds its account before the request looks elsewhere
+			ex.observed = true
+			ex.lease.Answered(resp.StatusCode) // the refusing account's measurement counts it (adaptive bound)
+		} else {
+			ex.lease.Answered(0) // no answer: a failure for the adaptive bound
+			t.h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
+		}
 		lease, aerr := t.h.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
 		if aerr != nil {
-			return resp, nil // passed on; already observed
+			return resp, err // passed on: a 429 already observed, or the failure for the handler to answer
 		}
-		drain(resp)
+		if resp != nil {
+			drain(resp)
+		}
 		t.spills.WithLabelValues(ex.account).Inc()
 		ex.lease, ex.observed = lease, false
 		ex.at(lease.Account(), lease.Pool())
@@ -62,6 +75,16 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp, err = t.next.RoundTrip(r)
 	}
 	return resp, err
+}
+
+// movable reports whether the outcome of sending ex's request to its
+// account lets it move to another: a 429 of the account's own (not
+// flex's lack of capacity), or a failure before the request left.
+func movable(resp *http.Response, err error, ex *exchange) bool {
+	if err != nil {
+		return neverSent(err)
+	}
+	return resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable()
 }
 
 // retarget is r, sent once already, sent afresh to ex's account: its URL

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -118,4 +119,48 @@ func TestSpillPassesTheLast429On(t *testing.T) {
 	if len(ptu.seen()) != 1 || len(paygo.seen()) != 1 {
 		t.Errorf("sent %d to the PTU and %d to pay-as-you-go, want one each", len(ptu.seen()), len(paygo.seen()))
 	}
+}
+
+// TestSpillMovesADialFailureToTheNextAccount: an account no connection
+// can be made to (its upstream down, a name that does not resolve) never
+// saw the request, so it goes to the next account like a 429 does, instead
+// of a 502 while another account has room; counted once as the first
+// account's spill, and both leases are given back.
+func TestSpillMovesADialFailureToTheNextAccount(t *testing.T) {
+	down, paygo := newAccountServer(t, http.StatusOK), newAccountServer(t, http.StatusOK)
+	down.Close() // its port refuses connections from now on
+	p := spillProxy(t, down, paygo)
+	if status, body := postChat(t, p); status != http.StatusOK {
+		t.Fatalf("caller got %d %s, want the next account's 200", status, body)
+	}
+	if got := paygo.seen(); len(got) != 1 || got[0] != "Bearer sk-paygo-key" {
+		t.Errorf("pay-as-you-go saw %d requests, want one with its own key", len(got))
+	}
+	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != 1 {
+		t.Errorf("meterproxy_account_spills_total{account=ptu} = %v, want 1", n)
+	}
+	waitFor(t, "both leases released", func() bool {
+		st := p.admitter.State()
+		return st.Pools["ptu/default"].InFlight["interactive"] == 0 && st.Pools["paygo/default"].InFlight["interactive"] == 0
+	})
+}
+
+// TestSpillPassesTheLastDialFailureOn: when no account can be reached, the
+// caller gets 502 upstream_unreachable, as with one account.
+func TestSpillPassesTheLastDialFailureOn(t *testing.T) {
+	a, b := newAccountServer(t, http.StatusOK), newAccountServer(t, http.StatusOK)
+	a.Close()
+	b.Close()
+	p := spillProxy(t, a, b)
+	status, body := postChat(t, p)
+	if status != http.StatusBadGateway || !strings.Contains(string(body), "upstream_unreachable") {
+		t.Fatalf("caller got %d %s, want 502 upstream_unreachable", status, body)
+	}
+	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != 1 {
+		t.Errorf("meterproxy_account_spills_total{account=ptu} = %v, want 1", n)
+	}
+	waitFor(t, "both leases released", func() bool {
+		st := p.admitter.State()
+		return st.Pools["ptu/default"].InFlight["interactive"] == 0 && st.Pools["paygo/default"].InFlight["interactive"] == 0
+	})
 }
