@@ -67,8 +67,8 @@ type metrics struct {
 	// flexRetries counts flex requests retried for want of flex
 	// capacity, by account and pool (flexretry.go).
 	flexRetries *prometheus.CounterVec
-	// spills counts requests moved to another account after a 429, by
-	// the account that refused (spill.go).
+	// spills counts requests moved to another account after a 429 or a
+	// failed connection, by the account they left (spill.go).
 	spills *prometheus.CounterVec
 	// upstreamLimit, upstreamRemaining and upstreamReset hold the last
 	// limit, remaining and reset (s) the upstream reported, by account,
@@ -146,7 +146,7 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 		}),
 		spills: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_account_spills_total",
-			Help: "Requests an account answered 429 that were moved to another account their class may go to (upstream.accounts), by the account that refused; the 429 did not reach the caller.",
+			Help: "Requests an account answered 429, or no connection to it could be made for, moved to another account their class may go to (upstream.accounts), by the account they left; the 429 or 502 did not reach the caller.",
 		}, []string{"account"}),
 		flexRetries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_flex_retries_total",
@@ -220,6 +220,7 @@ func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) 
 		acct, pool := p.Account, p.Pool
 		m.unpriced.WithLabelValues(acct, pool)
 		m.flexRetries.WithLabelValues(acct, pool)
+		m.spills.WithLabelValues(acct)
 		for _, r := range refusalReasons {
 			m.refusals.WithLabelValues(acct, pool, class, r)
 		}

@@ -78,6 +78,7 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_upstream_hold_seconds":  {"gauge", poolLabel},
 	"meterproxy_upstream_429_total":     {"counter", nil},
 	"meterproxy_flex_retries_total":     {"counter", poolLabel},
+	"meterproxy_account_spills_total":   {"counter", map[string][]string{"account": nil}},
 	"meterproxy_tokens_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil,
 		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
 	"meterproxy_window_used_requests":             {"gauge", poolClassLabel},
