@@ -48,7 +48,7 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	tried := []string{ex.account}
-	for movable(resp, err, ex) && t.h.admitter.Others(ex.res.Class, tried) {
+	for movable(r, resp, err, ex) && t.h.admitter.Others(ex.res.Class, tried) {
 		if err == nil {
 			t.h.observe(resp, time.Now(), ex) // the refusal holds its account before the request looks elsewhere
 			ex.observed = true
@@ -77,12 +77,13 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// movable reports whether the outcome of sending ex's request to its
-// account lets it move to another: a 429 of the account's own (not
-// flex's lack of capacity), or a failure before the request left.
-func movable(resp *http.Response, err error, ex *exchange) bool {
+// movable reports whether the outcome of sending r to its account lets
+// it move to another: a 429 of the account's own (not flex's lack of
+// capacity), or a failure before the request left — not one because its
+// client left (a dial cut short by the request's context).
+func movable(r *http.Request, resp *http.Response, err error, ex *exchange) bool {
 	if err != nil {
-		return neverSent(err)
+		return neverSent(err) && r.Context().Err() == nil
 	}
 	return resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable()
 }

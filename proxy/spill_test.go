@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -163,4 +166,31 @@ func TestSpillPassesTheLastDialFailureOn(t *testing.T) {
 		st := p.admitter.State()
 		return st.Pools["ptu/default"].InFlight["interactive"] == 0 && st.Pools["paygo/default"].InFlight["interactive"] == 0
 	})
+}
+
+// TestSpillMovableDialFailure: a failed dial moves the request, unless the
+// dial failed because the request's client left; a failure after the
+// request was written never moves it.
+func TestSpillMovableDialFailure(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	ex := &exchange{}
+	live := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	gone := live.WithContext(ctx)
+	cases := []struct {
+		name string
+		r    *http.Request
+		err  error
+		want bool
+	}{
+		{"refused dial", live, dial, true},
+		{"dial cut by a client that left", gone, &net.OpError{Op: "dial", Net: "tcp", Err: context.Canceled}, false},
+		{"reset after the request was written", live, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
+	}
+	for _, c := range cases {
+		if got := movable(c.r, nil, c.err, ex); got != c.want {
+			t.Errorf("%s: movable %v, want %v", c.name, got, c.want)
+		}
+	}
 }
