@@ -77,6 +77,19 @@ func postChat(t *testing.T, p *testProxy) (int, []byte) {
 	return status, body
 }
 
+// spilledOnce checks that one request left the first account (ptu) for
+// the next, counted once, and that both accounts' leases were given back.
+func spilledOnce(t *testing.T, p *testProxy) {
+	t.Helper()
+	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != 1 {
+		t.Errorf("meterproxy_account_spills_total{account=ptu} = %v, want 1", n)
+	}
+	waitFor(t, "both leases released", func() bool {
+		st := p.admitter.State()
+		return st.Pools["ptu/default"].InFlight["interactive"] == 0 && st.Pools["paygo/default"].InFlight["interactive"] == 0
+	})
+}
+
 // TestSpillMovesA429ToTheNextAccount: the first account's 429 does not
 // reach the caller: the request is admitted at the next account and sent
 // there with that account's key; the 429 is counted once, as the first
@@ -139,13 +152,7 @@ func TestSpillMovesADialFailureToTheNextAccount(t *testing.T) {
 	if got := paygo.seen(); len(got) != 1 || got[0] != "Bearer sk-paygo-key" {
 		t.Errorf("pay-as-you-go saw %d requests, want one with its own key", len(got))
 	}
-	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != 1 {
-		t.Errorf("meterproxy_account_spills_total{account=ptu} = %v, want 1", n)
-	}
-	waitFor(t, "both leases released", func() bool {
-		st := p.admitter.State()
-		return st.Pools["ptu/default"].InFlight["interactive"] == 0 && st.Pools["paygo/default"].InFlight["interactive"] == 0
-	})
+	spilledOnce(t, p)
 }
 
 // TestSpillPassesTheLastDialFailureOn: when no account can be reached, the
@@ -159,13 +166,7 @@ func TestSpillPassesTheLastDialFailureOn(t *testing.T) {
 	if status != http.StatusBadGateway || !strings.Contains(string(body), "upstream_unreachable") {
 		t.Fatalf("caller got %d %s, want 502 upstream_unreachable", status, body)
 	}
-	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != 1 {
-		t.Errorf("meterproxy_account_spills_total{account=ptu} = %v, want 1", n)
-	}
-	waitFor(t, "both leases released", func() bool {
-		st := p.admitter.State()
-		return st.Pools["ptu/default"].InFlight["interactive"] == 0 && st.Pools["paygo/default"].InFlight["interactive"] == 0
-	})
+	spilledOnce(t, p)
 }
 
 // TestSpillMovableDialFailure: a failed dial moves the request, unless the
