@@ -20,11 +20,12 @@ import (
 // the 429 or the 502 only when no other account admits the request in
 // time. A 429 not passed on still holds its account, as every 429 does
 // (observe); each move counts in meterproxy_account_spills_total by the
-// account it left, and an unreachable account is logged
-// (account_unreachable). A failure after the request was written (a
-// reset, a timeout) is not moved: the provider may have it. Flex's
-// Resource Unavailable is flexRetry's (spill sits outside it): it says
-// nothing of the account. Safe for concurrent use.
+// account it left, and a move from an unreachable account is logged
+// (account_unreachable; a failure not moved is the handler's to log).
+// A failure after the request was written (a reset, a timeout) is not
+// moved: the provider may have it. Flex's Resource Unavailable is
+// flexRetry's (spill sits outside it): it says nothing of the account.
+// Safe for concurrent use.
 type spill struct {
 	next   http.RoundTripper
 	h      *Handler
@@ -54,15 +55,16 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 			ex.observed = true
 			ex.lease.Answered(resp.StatusCode) // the refusing account's measurement counts it (adaptive bound)
 		} else {
-			ex.lease.Answered(0) // no answer: a failure for the adaptive bound
-			t.h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
+			ex.lease.Answered(0) // no answer: a failure for the adaptive bound, counted when Readmit releases the lease
 		}
 		lease, aerr := t.h.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
 		if aerr != nil {
-			return resp, err // passed on: a 429 already observed, or the failure for the handler to answer
+			return resp, err // passed on: a 429 already observed, or the failure the handler answers and logs
 		}
 		if resp != nil {
 			drain(resp)
+		} else {
+			t.h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
 		}
 		t.spills.WithLabelValues(ex.account).Inc()
 		ex.lease, ex.observed = lease, false
