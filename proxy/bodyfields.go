@@ -52,3 +52,23 @@ func readFields(r *http.Request, body []byte) (usage.Request, *refusal) {
 	}
 	return req, f
 }
+
+// longContextBeta starts the anthropic-beta value that gives a Claude
+// request the 1M-token context (context-1m-2025-08-07).
+const longContextBeta = "context-1m"
+
+// longContext reports whether an Anthropic request asks for the long
+// context: an anthropic-beta header (comma-separated, any of its values)
+// naming longContextBeta. Its hidden input is then reserved at up to
+// quota.FallbackMaxInput rather than Claude's 200,000 (an unset
+// max_input).
+func longContext(h http.Header) bool {
+	for _, v := range h.Values("Anthropic-Beta") {
+		for beta := range strings.SplitSeq(v, ",") {
+			if b := strings.TrimSpace(beta); len(b) >= len(longContextBeta) && strings.EqualFold(b[:len(longContextBeta)], longContextBeta) {
+				return true
+			}
+		}
+	}
+	return false
+}

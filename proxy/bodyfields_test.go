@@ -123,3 +123,31 @@ func TestBodyFieldsAccepted(t *testing.T) {
 		t.Errorf("the upstream got %d requests, want 5", got.Load())
 	}
 }
+
+// TestLongContext: an anthropic-beta header naming the context-1m beta,
+// among others or alone, in any case, asks for the long context; other
+// betas and no header do not.
+func TestLongContext(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		values []string
+		want   bool
+	}{
+		{"none", nil, false},
+		{"the beta", []string{"context-1m-2025-08-07"}, true},
+		{"among others", []string{"prompt-caching-2024-07-31, context-1m-2025-08-07"}, true},
+		{"a second header", []string{"files-api-2025-04-14", "Context-1M-2025-08-07"}, true},
+		{"other betas", []string{"files-api-2025-04-14,interleaved-thinking-2025-05-14"}, false},
+		{"a prefix of it", []string{"context-1"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for _, v := range tt.values {
+				h.Add("anthropic-beta", v)
+			}
+			if got := longContext(h); got != tt.want {
+				t.Errorf("longContext(%q) = %v, want %v", tt.values, got, tt.want)
+			}
+		})
+	}
+}

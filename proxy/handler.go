@@ -213,6 +213,7 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
 	ex.background = ex.rt.api == usage.Responses && fields.Background
+	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(r.Header)
 	ex.model, ex.outputCap = modelOf(ex.rt, fields), fields.OutputCeiling()
 	home := h.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
 	ex.at(home, h.admitter.PoolAt(home, func() quota.Model { return ex.model }))

@@ -48,6 +48,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		took   time.Duration
 		spent  quota.PricedUsage
 		priced bool // the response was metered: spent is its usage
+		worst  bool // its usage cannot say what it cost (usageUnknown)
 	}
 	end := make(chan ended, 1)
 	go func() {
@@ -58,7 +59,10 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		granted := time.Now()
 		e := <-end
-		if e.priced {
+		switch {
+		case e.priced && e.worst:
+			lease.SpendWorst(e.spent)
+		case e.priced:
 			lease.Spend(e.spent)
 		}
 		if rest := time.Until(granted.Add(e.took)); rest > 0 {
@@ -67,7 +71,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		lease.Release()
 	}()
-	return func() { end <- ended{time.Since(start), ex.shadowSpent, ex.shadowPriced} }
+	return func() { end <- ended{time.Since(start), ex.shadowSpent, ex.shadowPriced, ex.shadowWorst} }
 }
 
 // shadowOutcome is what admission decided, as

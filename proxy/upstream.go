@@ -49,6 +49,11 @@ type exchange struct {
 	// ceiling (0: none set), its worst case under a budget.
 	model                    quota.Model
 	inputEstimate, outputCap int64
+	// hiddenInput says its body hides input the provider bills
+	// (usage.Request.HiddenInput), longContext that it asks for
+	// Anthropic's long context: its budgets reserve its input at its
+	// price's max_input (quota.Request.HiddenInput).
+	hiddenInput, longContext bool
 	// injected says meterproxy added stream_options.include_usage, so the
 	// usage chunk the caller did not ask for must be stripped.
 	injected bool
@@ -69,9 +74,10 @@ type exchange struct {
 	background bool
 	lease      *quota.Lease
 	// shadowSpent is the response's priced usage when no lease charged
-	// it: in mode shadow, the shadow decision's lease does (shadowAdmit).
-	shadowSpent  quota.PricedUsage
-	shadowPriced bool
+	// it: in mode shadow, the shadow decision's lease does (shadowAdmit),
+	// at its worst case when shadowWorst (usageUnknown).
+	shadowSpent               quota.PricedUsage
+	shadowPriced, shadowWorst bool
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
 	// rec writes every answer to the client and records the request's
@@ -109,7 +115,8 @@ func (ex *exchange) stateName() string {
 // request is what admission is asked for the exchange.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
-		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Tier: ex.tier}
+		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Tier: ex.tier,
+		HiddenInput: ex.hiddenInput, LongContext: ex.longContext}
 }
 
 type exchangeKey struct{}
@@ -144,12 +151,13 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	if ex.background {
 		h.m.background.WithLabelValues(ex.res.Class.String()).Inc()
 	}
+	meter := usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate)
 	resp.Body = &meteredBody{
 		ReadCloser: resp.Body,
-		meter:      usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate),
+		meter:      meter,
 		done: func(u usage.Usage) {
 			h.m.countTokens(ex.poolLabels(), ex.res, u)
-			h.spend(ex, u)
+			h.spend(ex, u, meter.Cut())
 			if ex.lease == nil {
 				return
 			}
@@ -164,28 +172,43 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 
 // spend prices the usage u of the exchange's response — at the prices of
 // its admission through its lease, which charges it to its budgets, or at
-// the prices in force without one — and counts it. Only a response that
-// spent this account counts (a caller's own key spends another's).
-func (h *Handler) spend(ex *exchange, u usage.Usage) {
+// the prices in force without one — and counts it; cut says the response
+// was cut short (usage.Meter.Cut). A response whose usage cannot say
+// what it cost (usageUnknown) is charged its worst case. Only a response
+// that spent this account counts (a caller's own key spends another's).
+func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
 	if !ex.spent {
 		return
 	}
 	pu := quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier}
+	worst := usageUnknown(ex, u, cut)
 	var cost quota.Nanodollars
 	var priced bool
 	switch {
-	case ex.lease != nil && ex.background && u.Estimated:
-		// Answered before its generation: what it will cost is unknown,
-		// so its budgets keep its worst case (a budget must not be
-		// escaped by asking for background).
-		cost, priced = ex.lease.SpendWorst()
+	case ex.lease != nil && worst:
+		cost, priced = ex.lease.SpendWorst(pu)
 	case ex.lease != nil:
 		cost, priced = ex.lease.Spend(pu)
 	default:
 		cost, priced = h.admitter.Cost(ex.model, pu)
-		ex.shadowSpent, ex.shadowPriced = pu, true // for the shadow lease's budgets, if there is one
+		// for the shadow lease's budgets, if there is one
+		ex.shadowSpent, ex.shadowPriced, ex.shadowWorst = pu, true, worst
 	}
 	h.m.countSpend(ex.poolLabels(), ex.res, cost, priced, u.Estimated)
+}
+
+// usageUnknown reports whether the usage u of the exchange's response
+// cannot bound what it cost, so that its budgets are charged its worst
+// case (quota.Lease.SpendWorst: the whole of it, at max_input for hidden
+// input, or u priced if dearer) rather than u: a background Responses
+// answer without usage, which comes before the generation, and a
+// response cut before its usage came in full (cut), which is estimated
+// at the text it showed — below what a reasoning model bills for the
+// reasoning it never shows, and the generation may go on after the cut.
+// A response that ended whole without usage (an OpenAI chat stream
+// without include_usage) stays priced at its estimate.
+func usageUnknown(ex *exchange, u usage.Usage, cut bool) bool {
+	return u.Estimated && (ex.background || cut)
 }
 
 // settleTo returns the tokens the lease is settled to once the response

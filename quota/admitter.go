@@ -79,20 +79,28 @@ type Request struct {
 	// tokens at most, for its budgets: its input estimate, and its output
 	// cap (0: none set, and the price's max_output counts).
 	InputTokens, OutputTokens int64
+	// HiddenInput says the provider may bill it input its body does not
+	// show (usage.Request.HiddenInput): its budgets reserve its input at
+	// its price's max_input, and cut that to what they have left rather
+	// than refuse it (Price.reservation, budgetcut.go). LongContext says
+	// it asks for a context beyond its model family's (Anthropic's
+	// context-1m beta): an unset max_input is then FallbackMaxInput.
+	HiddenInput, LongContext bool
 	// Tier is the service tier the request is sent at ("flex" or "").
 	Tier string
 	// until, when set, ends the wait before the class's max_wait: what is
 	// left of it after the caller's gates (admitThrough).
 	until time.Time
 	// cost and priced are its worst case at its model's price, and
-	// whether a price matched its model (Admit sets them).
-	cost   Nanodollars
-	priced bool
+	// whether a price matched its model; floor the least its budgets may
+	// cut the reservation of cost to (Price.reservation). Admit sets them.
+	cost, floor Nanodollars
+	priced      bool
 }
 
 // gate is what the caller gates know of r.
 func (r Request) gate() gateRequest {
-	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Priced: r.priced, Model: r.Model.Name, Generates: r.Model.Name != ""}
+	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Floor: r.floor, Priced: r.priced, Model: r.Model.Name, Generates: r.Model.Name != ""}
 }
 
 // New returns the Admitter cfg describes. It does not wait for Redis: a
@@ -193,7 +201,8 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	}
 	price := cfg.priceOf(req.Model)
 	if price != nil {
-		req.cost, req.priced = price.WorstCase(req.InputTokens, req.OutputTokens, req.Tier), true
+		req.cost, req.floor = price.reservation(req)
+		req.priced = true
 	}
 	lease, err := admitThrough(ctx, a.gates, routes, req, cfg.Classes.maxWait(req.Class))
 	if err == nil && price != nil {

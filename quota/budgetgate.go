@@ -208,12 +208,13 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 	}
 	keys := periods(bs, g.now())
 	id := strconv.FormatUint(g.seq.Add(1), 36)
+	res := newBudgetCut(r)
 	held := false
 	for {
 		g.mu.Lock()
 		settled := g.settled
 		g.mu.Unlock()
-		ans, err := g.store.reserve(ctx, keys, id, r.Cost)
+		ans, err := res.reserve(ctx, g.store, keys, id)
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -225,14 +226,15 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 		case ans.Outcome == budgetReserved:
 			g.held.Add(1)
 			var once sync.Once
+			reserved := res.cost
 			settle := func(cost Nanodollars) {
-				once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, reserved: r.Cost, cost: cost}) })
+				once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, reserved: reserved, cost: cost}) })
 			}
 			return gatePass{held: held, release: func() { settle(0) }, settle: settle}, nil
 		case ans.Outcome == budgetExceeded:
 			k := keys[ans.Refused]
 			return gatePass{}, &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: ans.Use[ans.Refused].Spent,
-				Cost: r.Cost, Resets: k.Resets}
+				Cost: res.cost, Resets: k.Resets}
 		}
 		// budgetWait: others' reservations hold the room; they settle
 		// below their worst case, or time out.
@@ -259,6 +261,7 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 		case <-t.C:
 		}
 		t.Stop()
+		res.reset() // others may have settled: the whole worst case may fit
 	}
 }
 

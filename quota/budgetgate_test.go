@@ -250,7 +250,7 @@ func TestAdmitterSpends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cost, _ := l.SpendWorst(); cost != 7_500_000 {
+		if cost, _ := l.SpendWorst(PricedUsage{Input: 100}); cost != 7_500_000 {
 			t.Errorf("SpendWorst: %s, want the worst case $0.0075", cost)
 		}
 		l.Release()

@@ -31,6 +31,12 @@ type gateRequest struct {
 	// (Price.WorstCase); Priced says a price matched it (else Cost is 0).
 	Cost   Nanodollars
 	Priced bool
+	// Floor is the least a budget may cut the reservation of Cost to when
+	// Cost does not fit what it has left: the worst case at the input the
+	// request's body shows, for one whose input is hidden
+	// (Request.HiddenInput; budgetcut.go). At or above Cost, or 0, the
+	// reservation is never cut.
+	Floor Nanodollars
 	// Model is the request's model, named in a refusal for a model no
 	// price matches; Generates says it names one. A request that names
 	// none (a list of models, a file) generates nothing a price could

@@ -94,7 +94,8 @@ type Lease struct {
 	granted time.Time
 	answer  atomic.Int32
 	// price is its model's price at admission; nil when none matched.
-	// worst is its worst case at that price, what its budgets reserved.
+	// worst is its worst case at that price, what its budgets reserved
+	// unless they cut it (budgetcut.go).
 	price *Price
 	worst Nanodollars
 	// until is when its class's max_wait, counted from when it asked for
@@ -134,16 +135,21 @@ func (s *Lease) Spend(u PricedUsage) (Nanodollars, bool) {
 	return cost, true
 }
 
-// SpendWorst charges its budgets its worst case, what they reserved, and
-// returns it: for a response that cannot say what it cost, as a
-// background Responses answer, which comes before its generation. Without
-// a price it is Spend of nothing.
-func (s *Lease) SpendWorst() (Nanodollars, bool) {
+// SpendWorst charges its budgets, for a response that cannot say what it
+// cost, the larger of its worst case — the whole of it, at max_input for
+// a request whose input is hidden, even where its budgets cut the
+// reservation to what they had left — and u, the usage it reported or
+// was estimated at, priced; and returns that. It is for a background
+// Responses answer, which comes before its generation, and a response
+// cut before its usage came (the proxy's usageUnknown). Without a price
+// it is Spend of nothing.
+func (s *Lease) SpendWorst(u PricedUsage) (Nanodollars, bool) {
 	if s.price == nil {
 		return s.Spend(PricedUsage{})
 	}
-	s.gate.Settle(s.worst)
-	return s.worst, true
+	cost := max(s.worst, s.price.Cost(u))
+	s.gate.Settle(cost)
+	return cost, true
 }
 
 // Answered records how the upstream exchange ended: its HTTP status, or 0

@@ -40,6 +40,12 @@ type Price struct {
 	// response: the output a budget reserves for a request that sets no
 	// max_tokens (WorstCase). 0 (unset) means DefaultMaxOutput.
 	MaxOutput int64 `koanf:"max_output"`
+	// MaxInput is the most input tokens the model reads in one request:
+	// the input a budget reserves for a request whose body does not show
+	// all it is billed for (a previous_response_id, an image, a server
+	// tool; WorstCase at Request.HiddenInput). 0 (unset) means
+	// DefaultMaxInput of the request's model.
+	MaxInput int64 `koanf:"max_input"`
 	// Flex is the prices of a response that says service_tier "flex";
 	// nil prices flex at the default tier's prices.
 	Flex *TierPrice `koanf:"flex"`

@@ -13,7 +13,7 @@ const unpricedMetric = "meterproxy_unpriced_requests_total"
 // validatePrices checks prices: each entry's patterns as account.models'
 // are checked (none empty, none an earlier one covers: it could never
 // match), its prices and its flex prices finite and within [0, maxPrice],
-// cached input in one word only, and max_output.
+// cached input in one word only, max_output and max_input.
 func (c Config) validatePrices(bad func(string, string, ...any)) {
 	var patterns firstMatch
 	for i, p := range c.Prices {
@@ -25,6 +25,9 @@ func (c Config) validatePrices(bad func(string, string, ...any)) {
 		}
 		if p.MaxOutput < 0 || p.MaxOutput > maxPricedTokens {
 			bad(key+".max_output", "must be between 1 and %d tokens (0 or unset = %d), got %d", int64(maxPricedTokens), DefaultMaxOutput, p.MaxOutput)
+		}
+		if p.MaxInput < 0 || p.MaxInput > maxPricedTokens {
+			bad(key+".max_input", "must be between 1 and %d tokens (0 or unset = the model family's context window), got %d", int64(maxPricedTokens), p.MaxInput)
 		}
 	}
 }

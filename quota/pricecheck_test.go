@@ -16,7 +16,7 @@ func TestPricesValidate(t *testing.T) {
 		want   []string // each must appear in the error; none: valid
 	}{
 		{"issue 25's entries", issuePrices(), nil},
-		{"free, and the most", []Price{{Match: []string{"local-*"}}, {Match: []string{"dear"}, Input: maxPrice, Output: maxPrice, MaxOutput: 1 << 48}}, nil},
+		{"free, and the most", []Price{{Match: []string{"local-*"}}, {Match: []string{"dear"}, Input: maxPrice, Output: maxPrice, MaxOutput: 1 << 48, MaxInput: 1 << 48}}, nil},
 		{"empty match", []Price{{Input: 1}}, []string{"prices[0].match: must list at least one model name or pattern"}},
 		{"invalid patterns", []Price{ok("", "gpt 4", strings.Repeat("x", 300))},
 			[]string{"prices[0].match[0]: must not be empty", "prices[0].match[1]: must not hold spaces", "prices[0].match[2]: must be at most 256 bytes"}},
@@ -31,6 +31,9 @@ func TestPricesValidate(t *testing.T) {
 				"prices[0].max_output: must be between 1 and 281474976710656 tokens (0 or unset = 4096), got -1"}},
 		{"a negative cache read", []Price{{Match: []string{"m"}, CacheRead: -0.3}}, []string{"prices[0].cache_read: must be a price"}},
 		{"max_output above 2^48", []Price{{Match: []string{"m"}, MaxOutput: 1<<48 + 1}}, []string{"prices[0].max_output: must be between 1 and"}},
+		{"max_input below 0", []Price{{Match: []string{"m"}, MaxInput: -1}},
+			[]string{"prices[0].max_input: must be between 1 and 281474976710656 tokens (0 or unset = the model family's context window), got -1"}},
+		{"max_input above 2^48", []Price{{Match: []string{"m"}, MaxInput: 1<<48 + 1}}, []string{"prices[0].max_input: must be between 1 and"}},
 		{"cached input in both words", []Price{{Match: []string{"m"}, Input: 3, CachedInput: 0.3, CacheRead: 0.3}},
 			[]string{"prices[0].cache_read: prices[0].cached_input and prices[0].cache_read both price input read from the prompt cache"}},
 		{"flex numbers", []Price{{Match: []string{"m"}, Input: 2, Flex: &TierPrice{Input: math.Inf(-1), CachedInput: -0.5, CacheWrite: 1e6, CacheRead: math.NaN(), Output: -1}}},

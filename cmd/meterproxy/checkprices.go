@@ -19,15 +19,19 @@ func pricesSection(q quota.Config) string {
 		return "prices: none configured: every request costs $0 (spend is not metered)\n"
 	}
 	var rows [][]string
-	rows = append(rows, []string{"prices (USD per million tokens)", "input", "cached input", "cache write", "output", "max output (tokens)"})
+	rows = append(rows, []string{"prices (USD per million tokens)", "input", "cached input", "cache write", "output", "max output (tokens)", "max input (tokens)"})
 	for i, p := range q.Prices {
 		maxOutput := strconv.FormatInt(p.MaxOutput, 10)
 		if p.MaxOutput == 0 {
 			maxOutput = fmt.Sprintf("%d (default)", quota.DefaultMaxOutput)
 		}
-		rows = append(rows, priceRow(fmt.Sprintf("prices[%d] %s", i, strings.Join(p.Match, " ")), p.Effective(""), maxOutput))
+		maxInput := strconv.FormatInt(p.MaxInput, 10)
+		if p.MaxInput == 0 {
+			maxInput = "model family's (default)"
+		}
+		rows = append(rows, priceRow(fmt.Sprintf("prices[%d] %s", i, strings.Join(p.Match, " ")), p.Effective(""), maxOutput, maxInput))
 		if p.Flex != nil {
-			rows = append(rows, priceRow("  at service_tier flex", p.Effective(quota.TierFlex), ""))
+			rows = append(rows, priceRow("  at service_tier flex", p.Effective(quota.TierFlex), "", ""))
 		}
 	}
 	out := table(rows)
@@ -41,8 +45,8 @@ func pricesSection(q quota.Config) string {
 }
 
 // priceRow is one row of the prices table.
-func priceRow(label string, t quota.TierPrice, maxOutput string) []string {
-	return []string{label, usd(t.Input), usd(t.CachedInput), usd(t.CacheWrite), usd(t.Output), maxOutput}
+func priceRow(label string, t quota.TierPrice, maxOutput, maxInput string) []string {
+	return []string{label, usd(t.Input), usd(t.CachedInput), usd(t.CacheWrite), usd(t.Output), maxOutput, maxInput}
 }
 
 // usd formats a price with the cents and as many further digits as it

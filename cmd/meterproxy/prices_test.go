@@ -21,7 +21,7 @@ const issuePricesYAML = `account:
     - {name: mini, match: ["gpt-4o-mini*", "gpt-4.1-nano*"], requests_per_minute: 30000, max_in_flight: 150}
 prices:                         # USD per million tokens; first match wins (same globs as account.models)
   - {match: ["gpt-4o", "gpt-4o-2024-*"], input: 2.50, cached_input: 1.25, output: 10.00, flex: {input: 1.25, cached_input: 0.625, output: 5.00}}
-  - {match: ["claude-sonnet-4*"], input: 3.00, cache_write: 3.75, cache_read: 0.30, output: 15.00, max_output: 64000}
+  - {match: ["claude-sonnet-4*"], input: 3.00, cache_write: 3.75, cache_read: 0.30, output: 15.00, max_output: 64000, max_input: 1000000}
 `
 
 // TestLoadConfigPrices: the prices block is read whole, flex included,
@@ -34,7 +34,7 @@ func TestLoadConfigPrices(t *testing.T) {
 	want := []quota.Price{
 		{Match: []string{"gpt-4o", "gpt-4o-2024-*"}, Input: 2.50, CachedInput: 1.25, Output: 10.00,
 			Flex: &quota.TierPrice{Input: 1.25, CachedInput: 0.625, Output: 5.00}},
-		{Match: []string{"claude-sonnet-4*"}, Input: 3.00, CacheWrite: 3.75, CacheRead: 0.30, Output: 15.00, MaxOutput: 64000},
+		{Match: []string{"claude-sonnet-4*"}, Input: 3.00, CacheWrite: 3.75, CacheRead: 0.30, Output: 15.00, MaxOutput: 64000, MaxInput: 1_000_000},
 	}
 	if !reflect.DeepEqual(cfg.Prices, want) {
 		t.Fatalf("prices = %+v, want %+v", cfg.Prices, want)
@@ -62,10 +62,10 @@ func TestCheckConfigPrices(t *testing.T) {
 		notWanted []string
 	}{
 		{"issue 25's prices", issuePricesYAML, []string{
-			`prices \(USD per million tokens\)\s+input\s+cached input\s+cache write\s+output\s+max output \(tokens\)\n`,
-			`prices\[0\] gpt-4o gpt-4o-2024-\*\s+2\.50\s+1\.25\s+2\.50\s+10\.00\s+4096 \(default\)\n`,
+			`prices \(USD per million tokens\)\s+input\s+cached input\s+cache write\s+output\s+max output \(tokens\)\s+max input \(tokens\)\n`,
+			`prices\[0\] gpt-4o gpt-4o-2024-\*\s+2\.50\s+1\.25\s+2\.50\s+10\.00\s+4096 \(default\)\s+model family's \(default\)\n`,
 			`  at service_tier flex\s+1\.25\s+0\.625\s+1\.25\s+5\.00\n`,
-			`prices\[1\] claude-sonnet-4\*\s+3\.00\s+0\.30\s+3\.75\s+15\.00\s+64000\n`,
+			`prices\[1\] claude-sonnet-4\*\s+3\.00\s+0\.30\s+3\.75\s+15\.00\s+64000\s+1000000\n`,
 			`warning: account\.models\[1\]\.match\[0\]: no price covers "gpt-4o-mini\*": requests to models no price matches cost \$0 and are counted in meterproxy_unpriced_requests_total\n`,
 			`warning: account\.models\[1\]\.match\[1\]: no price covers "gpt-4\.1-nano\*"`,
 			`warning: account: no price matches every model \("\*"\)`,

@@ -30,6 +30,13 @@ func TestDeepNestingIsBounded(t *testing.T) {
 	if got, err := ReadRequest("", deepBody(`{"x":`)); got.Model != "" || err != nil {
 		t.Errorf("ReadRequest = %+v, %v past the nesting, want no model", got, err)
 	}
+	// Under input and messages the walk for hidden parts looks a few
+	// levels in, no deeper.
+	for _, key := range []string{"input", "messages"} {
+		if got, err := ReadRequest("", deepBody(`{"max_tokens":5,"`+key+`":`)); got.MaxOutput != 5 || got.HiddenInput || err != nil {
+			t.Errorf("ReadRequest = %+v, %v on 7 MB of nesting under %s, want MaxOutput 5 and nothing hidden", got, err, key)
+		}
+	}
 	// A repeat past a deep nested value is still seen: the walk skips the
 	// value whole, without a depth limit of its own.
 	deep := `{"model":"a","x":` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `,"model":"b"}`

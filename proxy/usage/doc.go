@@ -11,8 +11,9 @@
 // compatible servers), the OpenAI Responses API, Anthropic Messages and
 // embeddings, as JSON bodies and as server-sent event streams.
 //
-// On the request side, [EstimateInput] and [MaxOutput] size a request before
-// it is sent, and [InjectStreamUsage] asks an OpenAI-compatible server to
+// On the request side, [EstimateInput] and [ReadRequest] size a request
+// before it is sent (ReadRequest also says whether its body hides input
+// the provider bills, Request.HiddenInput), and [InjectStreamUsage] asks an OpenAI-compatible server to
 // report usage at the end of a stream; [StripUsageChunk] then removes that
 // extra chunk from what a client that did not ask for it receives.
 //

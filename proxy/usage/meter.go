@@ -90,6 +90,8 @@ type Meter struct {
 
 	finished bool
 	result   Usage
+	// cut says the response Finish read ended before its end (Cut).
+	cut bool
 }
 
 // NewMeter returns a Meter for one response of api. contentType is the
@@ -153,7 +155,7 @@ func (m *Meter) Write(p []byte) (int, error) {
 // Estimated, its usage, if any came, not read. The cache parts go with a
 // reported input (0 with the estimate), and the service tier is the last
 // the response named, estimated or not (see Usage). Later calls return
-// the same Usage.
+// the same Usage. Cut then says whether the response was cut short.
 func (m *Meter) Finish(complete bool) Usage {
 	if m.finished {
 		return m.result
@@ -165,6 +167,7 @@ func (m *Meter) Finish(complete bool) Usage {
 			m.sse.end(m)
 		}
 		m.result = m.streamUsage(complete)
+		m.cut = !complete || !m.terminal
 	case modeJSON:
 		if body, whole := m.body.whole(); whole {
 			m.readBody(body)
@@ -172,12 +175,22 @@ func (m *Meter) Finish(complete bool) Usage {
 			m.readTail(&m.body)
 		}
 		m.result = m.bodyUsage(complete)
+		m.cut = !complete
 	default:
 		m.result = m.estimate(0)
 	}
 	m.body, m.sse = window{}, sseReader{}
 	return m.result
 }
+
+// Cut reports whether the response Finish read ended before its end: a
+// stream whose terminal event never came or that did not end cleanly, a
+// JSON body cut short. Its usage is then Estimated, and what the provider
+// billed may be far above the estimate (reasoning it never showed, a
+// generation that went on after the cut). A response without usage that
+// ended whole is Estimated but not cut. False before Finish, and for an
+// API whose responses are not read (Other).
+func (m *Meter) Cut() bool { return m.cut }
 
 // streamUsage is the usage of a stream that ended.
 func (m *Meter) streamUsage(complete bool) Usage {

@@ -238,3 +238,39 @@ func TestIsEventStream(t *testing.T) {
 		}
 	}
 }
+
+// TestMeterCut: Cut says a response ended before its end — a stream whose
+// terminal event never came or that did not end cleanly, a JSON body cut
+// short — and not one that ended whole, with its usage or without.
+func TestMeterCut(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		api         API
+		contentType string
+		body        string
+		complete    bool
+		want        bool
+	}{
+		{"stream with usage", ChatCompletions, eventStream, chatStreamUsage, true, false},
+		{"stream without usage, whole", ChatCompletions, eventStream, chatStreamNoUsage, true, false},
+		{"stream without its terminal event", ChatCompletions, eventStream, chatStreamNoDone, true, true},
+		{"stream cut at EOF", ChatCompletions, eventStream, chatStreamCut, true, true},
+		{"stream closed before EOF", ChatCompletions, eventStream, chatStreamUsage, false, true},
+		{"JSON body", ChatCompletions, appJSON, chatJSON, true, false},
+		{"JSON body cut short", ChatCompletions, appJSON, chatJSON[:40], false, true},
+		{"JSON body without usage, whole", Responses, appJSON, `{"id":"resp_1","status":"queued","usage":null}`, true, false},
+		{"not read", Other, appJSON, `{}`, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMeter(tt.api, tt.contentType, 10)
+			if m.Cut() {
+				t.Fatal("Cut before Finish")
+			}
+			_, _ = m.Write([]byte(tt.body))
+			u := m.Finish(tt.complete)
+			if m.Cut() != tt.want || (m.Cut() && !u.Estimated) {
+				t.Errorf("Cut() = %v with %+v, want %v (and Estimated when cut)", m.Cut(), u, tt.want)
+			}
+		})
+	}
+}

@@ -31,6 +31,13 @@ type Request struct {
 	// then answers at once (status queued, no usage) and generates after
 	// the answer, so the answer says nothing of what the request costs.
 	Background bool
+	// HiddenInput says the provider may bill input the body does not
+	// show, so that its bytes ÷ 4 (EstimateInput) do not bound it: a
+	// previous_response_id, a conversation or a stored prompt (input kept
+	// server-side), an image, file, document or audio part (by reference,
+	// or inline where its size says nothing of its tokens), or a tool the
+	// provider runs itself (file_search, web_search, …). See hidden.go.
+	HiddenInput bool
 }
 
 // OutputCeiling is the most output the request allows, in tokens:
@@ -80,9 +87,11 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // ReadRequest reads a request body the proxy holds whole, once: a
 // multipart/form-data or application/x-www-form-urlencoded body (by
 // contentType) for its model field, anything else as JSON, walking the
-// top-level object for model, the output caps, n, best_of and background. It returns
-// an error the request must be refused for when the proxy and the provider
-// could read the body differently: a repeated key (ErrDuplicateKey), a
+// top-level object for model, the output caps, n, best_of and background,
+// and for what hides input (HiddenInput; looking at most maxPartDepth
+// levels into input and messages). It returns an error the request must
+// be refused for when the proxy and the provider could read the body
+// differently: a repeated key (ErrDuplicateKey), a
 // number field of another type (ErrFieldType), a byte order mark
 // (ErrEncoding), a form that does not parse (ErrMalformedForm). A body
 // that is not a JSON object (or not JSON) reads as Request{} without
@@ -176,6 +185,7 @@ func readJSON(body []byte) (Request, error) {
 		f, ok := fieldOf(k.Str)
 		switch {
 		case !ok:
+			req.HiddenInput = req.HiddenInput || hidesInput(k.Str, v)
 			return true
 		case seen[f]:
 			err = &FieldError{Key: fieldNames[f], Err: ErrDuplicateKey}

@@ -39,6 +39,12 @@ func FuzzReadRequest(f *testing.F) {
 		`{"model":"a","x":{"model":"b","model":"c"}}`,
 		`{"model":"gpt-4o"`,
 		`[1,2]`,
+		`{"model":"gpt-4.1","previous_response_id":"resp_1","input":"more"}`,
+		`{"prompt":{"id":"pmpt_1"},"conversation":null}`,
+		`{"input":[{"role":"user","content":[{"type":"input_text","text":"x"},{"type":"input_image","file_id":"f"}]}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"TYPE":"image","source":{}}]}]}]}`,
+		`{"tools":[{"type":"function"},{"type":"web_search_20250305"}],"mcp_servers":[]}`,
+		`{"input":` + strings.Repeat("[", 7) + `{"type":"input_file"}` + strings.Repeat("]", 7) + `}`,
 	} {
 		f.Add([]byte(seed), uint8(0))
 	}
@@ -116,6 +122,10 @@ func checkAgainstEncodingJSON(t *testing.T, body []byte, req Request, err error)
 	if json.Unmarshal(ref.Model, &model) == nil && len(model) <= maxModel {
 		want.Model = model
 	}
+	// Background and HiddenInput are not compared: encoding/json has no
+	// reading of its own of what hides input, and either only raises
+	// what a request is charged.
+	want.Background, want.HiddenInput = req.Background, req.HiddenInput
 	if req != want {
 		t.Fatalf("read %+v, encoding/json reads %+v", req, want)
 	}

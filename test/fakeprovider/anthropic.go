@@ -46,8 +46,7 @@ func (x *exchange) messages() {
 		x.failJSON(err)
 		return
 	}
-	in := promptTokens(x.body)
-	cached, ok := x.cachedTokens(in)
+	in, cached, ok := x.promptUsage()
 	if !ok {
 		return
 	}

@@ -51,9 +51,10 @@
 //	X-Fake-Tool-Call: true       answer with a tool call whose arguments carry the text
 //	X-Fake-Hold-Tail: true       write a JSON answer but its last 256 bytes (its usage), then wait for the client to leave
 //
-// and one the usage of a chat, Responses or Messages reply, JSON or
+// and two the usage of a chat, Responses or Messages reply, JSON or
 // streamed:
 //
+//	X-Fake-Input-Tokens: 50000   report this many input tokens, not a quarter of the body (input the body does not show)
 //	X-Fake-Cached-Tokens: 1000   report this many input tokens (at most all of them) as read from the prompt cache
 //
 // — in prompt_tokens_details.cached_tokens (chat) or

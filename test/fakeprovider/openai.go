@@ -112,8 +112,7 @@ func (x *exchange) chat() {
 		limit = req.MaxTokens
 	}
 	rep := newReply(len(req.Messages), limit, x.p.cfg.StreamChunks).padded(sh.bytes, x.p.cfg.StreamChunks)
-	in := promptTokens(x.body)
-	cached, ok := x.cachedTokens(in)
+	in, cached, ok := x.promptUsage()
 	if !ok {
 		return
 	}

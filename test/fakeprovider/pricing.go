@@ -20,6 +20,15 @@ import (
 //nolint:gosec // G101: a header name that contains "Tokens", not a credential.
 const HeaderCachedTokens = "X-Fake-Cached-Tokens"
 
+// HeaderInputTokens makes a reply's usage report this many input tokens
+// instead of a quarter of the body's bytes: what a provider bills for
+// input the body does not show (an earlier response named by
+// previous_response_id, an image by URL, a file, a server tool's
+// findings). It changes no rate-limit charge.
+//
+//nolint:gosec // G101: a header name that contains "Tokens", not a credential.
+const HeaderInputTokens = "X-Fake-Input-Tokens"
+
 // Service tiers the fake serves at.
 const (
 	// tierFlex and tierPriority are the OpenAI tiers served as asked for.
@@ -45,19 +54,31 @@ func servedTier(requested string) string {
 	return tierDefault
 }
 
-// cachedTokens returns the input tokens of a reply with prompt input
-// tokens that its usage reports as cached (HeaderCachedTokens): 0 without
-// the header, at most prompt. A value that is not a non-negative integer
-// is answered 400, and ok is false.
-func (x *exchange) cachedTokens(prompt int) (n int, ok bool) {
-	v := x.r.Header.Get(HeaderCachedTokens)
+// promptUsage returns the input tokens a reply's usage reports — the
+// body's (promptTokens), or HeaderInputTokens' — and how many of them it
+// reports as cached (HeaderCachedTokens: 0 without it, at most all). A
+// header that is not a non-negative integer is answered 400, and ok is
+// false.
+func (x *exchange) promptUsage() (in, cached int, ok bool) {
+	if in, ok = x.tokenHeader(HeaderInputTokens, promptTokens(x.body)); !ok {
+		return 0, 0, false
+	}
+	cached, ok = x.tokenHeader(HeaderCachedTokens, 0)
+	return in, min(cached, in), ok
+}
+
+// tokenHeader returns the token count header name says, or def without
+// it. A value that is not a non-negative integer is answered 400, and ok
+// is false.
+func (x *exchange) tokenHeader(name string, def int) (n int, ok bool) {
+	v := x.r.Header.Get(name)
 	if v == "" {
-		return 0, true
+		return def, true
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		x.fail(http.StatusBadRequest, fmt.Sprintf("fakeprovider: header %s: %q is not a non-negative token count", HeaderCachedTokens, v))
+		x.fail(http.StatusBadRequest, fmt.Sprintf("fakeprovider: header %s: %q is not a non-negative token count", name, v))
 		return 0, false
 	}
-	return min(n, prompt), true
+	return n, true
 }

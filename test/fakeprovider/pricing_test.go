@@ -219,3 +219,46 @@ func TestCachedTokensHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestInputTokensHeader: X-Fake-Input-Tokens sets the input every reply
+// reports, JSON and streamed, in each provider's shape, the cached part
+// within it; a value that is not a token count is answered 400.
+func TestInputTokensHeader(t *testing.T) {
+	_, srv := newServer(t, fakeprovider.Config{})
+	for _, tc := range []struct {
+		name, path, body string
+		stream           bool
+	}{
+		{"chat", "/v1/chat/completions", `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`, false},
+		{"chat stream", "/v1/chat/completions", `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, true},
+		{"responses", "/v1/responses", `{"model":"gpt-test","previous_response_id":"resp_1","input":"hi"}`, false},
+		{"responses stream", "/v1/responses", `{"model":"gpt-test","input":"hi","stream":true}`, true},
+		{"messages", "/v1/messages", claudeTwo + `}`, false},
+		{"messages stream", "/v1/messages", claudeTwo + `,"stream":true}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := map[string]string{fakeprovider.HeaderInputTokens: "50000", fakeprovider.HeaderCachedTokens: "1000"}
+			status, _, b := send(t, srv, http.MethodPost, tc.path, tc.body, hdr)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, b)
+			}
+			var p priced
+			if tc.stream {
+				for _, ev := range parseSSE(t, b) {
+					if ev.data != "[DONE]" {
+						p.read(decodePtr[pricedDoc](t, []byte(ev.data)))
+					}
+				}
+			} else {
+				p.read(decodePtr[pricedDoc](t, b))
+			}
+			checkUsage(t, tc.path, p.usages, 50_000, 1000)
+		})
+	}
+	for _, v := range []string{"-1", "many", "1.5"} {
+		status, _, b := send(t, srv, http.MethodPost, "/v1/chat/completions", `{"model":"gpt-test","messages":[]}`, map[string]string{fakeprovider.HeaderInputTokens: v})
+		if status != http.StatusBadRequest {
+			t.Errorf("%s: %q: status %d (%s), want 400", fakeprovider.HeaderInputTokens, v, status, b)
+		}
+	}
+}

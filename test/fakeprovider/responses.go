@@ -64,8 +64,7 @@ func (x *exchange) responses() {
 		return
 	}
 	rep := newReply(countItems(req.Input), req.MaxOutputTokens, x.p.cfg.StreamChunks)
-	in := promptTokens(x.body)
-	cached, ok := x.cachedTokens(in)
+	in, cached, ok := x.promptUsage()
 	if !ok {
 		return
 	}
