@@ -16,7 +16,8 @@
 --                    (charged in full), until its settle refunds it
 -- ARGV[1]: one JSON object, budgetredis.go's budgetArgs (the names are its
 -- json tags): op (reserve, settle, read, alive); id, the reservation (any
--- string unique to it); replica; cost; limits and expire_s, one per budget
+-- string unique to it; one of the form <replica>:<n> is reaped when that
+-- replica goes silent); replica; cost; limits and expire_s, one per budget
 -- key; ttl_ms, how long a silent replica's reservations stay
 -- reservations; clock_ms, 0 in production (Redis TIME).
 -- Amounts are below 2^53 (budgetredis.go clamps them), so Lua's doubles
@@ -26,8 +27,8 @@
 -- nothing.
 -- Reply: one JSON object, budgetReply: outcome (0 reserved, 1 wait, 2
 -- exceeded; budgetOutcome), refused (0-based index of the budget that
--- refused), use ([spent, reserved] per budget, as decimal strings: cjson
--- prints at most 14 significant digits).
+-- refused), use ([spent, reserved] per budget, as decimal strings). It is
+-- written by hand (reply, below).
 
 local a = cjson.decode(ARGV[1])
 local kalive, ksettled, first = KEYS[1], KEYS[2], 3
