@@ -71,7 +71,7 @@ func startBudgetStall(t *testing.T) *budgetStall {
 	t.Helper()
 	srv := redistest.Start(t)
 	s := &budgetStall{relay: srv.Relay(t, opSettle, opReserve), redis: srv.Client(t), prefix: redistest.Prefix(t),
-		up: &gatedUpstream{h: fakeprovider.New(fakeprovider.Config{NoLog: true}), arrived: make(chan struct{}), proceed: make(chan struct{})},
+		up:     &gatedUpstream{h: fakeprovider.New(fakeprovider.Config{NoLog: true}), arrived: make(chan struct{}), proceed: make(chan struct{})},
 		client: newClient(t, 4), run: &budgetRun{refusals: map[string]int{}}}
 	cfg := fleetConfig(startUpstream(t, s.up).URL, srv, s.prefix)
 	cfg.set("store.redis_url", s.relay.URL())
