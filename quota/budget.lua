@@ -3,25 +3,35 @@
 -- KEYS (one {hash tag} for every budget, {prefix:budget}, so Redis
 -- Cluster keeps them in one slot and a request's caller and class
 -- budgets are reserved together):
---   1       alive  ZSET  replica -> expiry (ms): replicas that may hold
---                        reservations
---   2..n+1  HASH   one budget period each: spent, reserved (nanodollars,
---                  integers) and r:<replica>:<n> -> the nanodollars one
---                  reservation holds
+--   1       alive    ZSET    replica -> expiry (ms): replicas that may hold
+--                            reservations
+--   2       settled  STRING  reservation id's marker (reserve and settle
+--                            only): set by a settle that found nothing to
+--                            settle, it makes a reserve of id that comes
+--                            later change nothing; it expires with the
+--                            budget periods
+--   3..n+2  HASH     one budget period each: spent, reserved (nanodollars,
+--                    integers); r:<id> -> the nanodollars reservation id
+--                    holds; p:<id> -> what it held when it was reaped
+--                    (charged in full), until its settle refunds it
 -- ARGV[1]: one JSON object, budgetredis.go's budgetArgs (the names are its
--- json tags): op (reserve, settle, read, alive); id, the reservation;
--- replica; cost; reserved (settle: what the reservation held); limits and
--- expire_s, one per budget key; ttl_ms, how long a silent replica's
--- reservations stay reservations; clock_ms, 0 in production (Redis TIME).
+-- json tags): op (reserve, settle, read, alive); id, the reservation (any
+-- string unique to it; one of the form <replica>:<n> is reaped when that
+-- replica goes silent); replica; cost; limits and expire_s, one per budget
+-- key; ttl_ms, how long a silent replica's reservations stay
+-- reservations; clock_ms, 0 in production (Redis TIME).
 -- Amounts are below 2^53 (budgetredis.go clamps them), so Lua's doubles
 -- hold them exactly.
+-- Every call may be repeated, its first answer lost (a Redis that stalled
+-- past the caller's timeout): a repeated reserve or settle changes
+-- nothing.
 -- Reply: one JSON object, budgetReply: outcome (0 reserved, 1 wait, 2
 -- exceeded; budgetOutcome), refused (0-based index of the budget that
--- refused), use ([spent, reserved] per budget, as decimal strings: cjson
--- prints at most 14 significant digits).
+-- refused), use ([spent, reserved] per budget, as decimal strings). It is
+-- written by hand (reply, below).
 
 local a = cjson.decode(ARGV[1])
-local kalive = KEYS[1]
+local kalive, ksettled, first = KEYS[1], KEYS[2], 3
 local nowMs = a.clock_ms
 if nowMs == 0 then
   local t = redis.call('TIME')
@@ -36,13 +46,15 @@ local function use(k)
   return num(v[1]), num(v[2])
 end
 
+-- reply is the reply, written by hand: cjson writes an empty table (no
+-- budget: alive) as {}, not [].
 local function reply(outcome, refused)
   local uses = {}
-  for i = 2, #KEYS do
+  for i = first, #KEYS do
     local s, r = use(KEYS[i])
-    uses[#uses + 1] = {str(s), str(r)}
+    uses[#uses + 1] = string.format('["%s","%s"]', str(s), str(r))
   end
-  return cjson.encode({outcome = outcome, refused = refused, use = uses})
+  return string.format('{"outcome":%d,"refused":%d,"use":[%s]}', outcome, refused, table.concat(uses, ','))
 end
 
 if a.op == 'read' then return reply(0, 0) end
@@ -55,34 +67,57 @@ redis.call('PEXPIRE', kalive, 86400000)
 if a.op == 'alive' then return reply(0, 0) end
 
 if a.op == 'settle' then
-  for i = 2, #KEYS do
-    local k = KEYS[i]
+  local found, ttl = false, 0
+  for i = first, #KEYS do
+    local k, expire = KEYS[i], a.expire_s[i - first + 1]
     local held = redis.call('HGET', k, 'r:' .. a.id)
+    local reaped = redis.call('HGET', k, 'p:' .. a.id)
     if held then
       redis.call('HDEL', k, 'r:' .. a.id)
       redis.call('HINCRBY', k, 'reserved', str(-num(held)))
       redis.call('HINCRBY', k, 'spent', str(a.cost))
-    else
+    elseif reaped then
       -- Reaped (below): its replica was taken for gone and it was charged
-      -- in full; give back what it held beyond its cost.
-      local d = math.max(a.cost - a.reserved, -num(redis.call('HGET', k, 'spent')))
+      -- in full; give back what it held beyond its cost, once.
+      redis.call('HDEL', k, 'p:' .. a.id)
+      local d = math.max(a.cost - num(reaped), -num(redis.call('HGET', k, 'spent')))
       if d ~= 0 then redis.call('HINCRBY', k, 'spent', str(d)) end
     end
-    redis.call('EXPIRE', k, a.expire_s[i - 1])
+    if held or reaped then
+      redis.call('EXPIRE', k, expire)
+      found = true
+    end
+    ttl = math.max(ttl, expire)
   end
+  -- Nothing to settle: settled already (this is a repeat), or never
+  -- reserved — a reserve whose answer was lost, released here, that may
+  -- still come (it was sent on another connection). It changes nothing,
+  -- and the marker makes that reserve change nothing either.
+  if not found and ttl > 0 then redis.call('SET', ksettled, '1', 'EX', ttl) end
   return reply(0, 0)
 end
 
--- reserve: each budget must hold cost beside what it spent (else
--- exceeded) and beside what others hold reserved (else wait).
+-- reserve. One released before it came (above) changes nothing; one that
+-- comes again (its first answer lost) changes nothing and is reserved.
+if redis.call('EXISTS', ksettled) == 1 then
+  return redis.error_reply('budget.lua: reservation ' .. a.id .. ' was released before it was made')
+end
+for i = first, #KEYS do
+  if redis.call('HEXISTS', KEYS[i], 'r:' .. a.id) == 1 or redis.call('HEXISTS', KEYS[i], 'p:' .. a.id) == 1 then
+    return reply(0, 0)
+  end
+end
+
+-- Each budget must hold cost beside what it spent (else exceeded) and
+-- beside what others hold reserved (else wait).
 local function judge()
   local outcome, refused = 0, 0
-  for i = 2, #KEYS do
+  for i = first, #KEYS do
     local s, r = use(KEYS[i])
-    local lim = a.limits[i - 1]
+    local lim = a.limits[i - first + 1]
     local o = 0
     if s + a.cost > lim then o = 2 elseif s + r + a.cost > lim then o = 1 end
-    if o > outcome then outcome, refused = o, i - 2 end
+    if o > outcome then outcome, refused = o, i - first end
   end
   return outcome, refused
 end
@@ -92,9 +127,10 @@ if outcome ~= 0 then
   -- Before refusing or waiting: the reservations of replicas that stopped
   -- calling (killed, cut off) are charged in full — what their requests
   -- cost is unknown, and a budget is never overspent — and leave the
-  -- reservations. A replica that comes back settles them with a refund.
+  -- reservations (p:<id> keeps what each held). A replica that comes
+  -- back settles them with a refund.
   local reaped = false
-  for i = 2, #KEYS do
+  for i = first, #KEYS do
     local k = KEYS[i]
     local f = redis.call('HGETALL', k)
     for j = 1, #f, 2 do
@@ -104,6 +140,7 @@ if outcome ~= 0 then
         if not exp or tonumber(exp) < nowMs then
           local v = num(f[j + 1])
           redis.call('HDEL', k, f[j])
+          redis.call('HSET', k, 'p:' .. string.sub(f[j], 3), f[j + 1])
           redis.call('HINCRBY', k, 'reserved', str(-v))
           redis.call('HINCRBY', k, 'spent', str(v))
           reaped = true
@@ -114,11 +151,11 @@ if outcome ~= 0 then
   if reaped then outcome, refused = judge() end
 end
 if outcome == 0 then
-  for i = 2, #KEYS do
+  for i = first, #KEYS do
     local k = KEYS[i]
     redis.call('HSET', k, 'r:' .. a.id, str(a.cost))
     redis.call('HINCRBY', k, 'reserved', str(a.cost))
-    redis.call('EXPIRE', k, a.expire_s[i - 1])
+    redis.call('EXPIRE', k, a.expire_s[i - first + 1])
   end
 end
 return reply(outcome, refused)

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -20,6 +21,12 @@ var _ callerGate = (*budgetGate)(nil)
 // again: reservations settled on other replicas send no signal here.
 const budgetPoll = 250 * time.Millisecond
 
+// budgetMaxPending is how many settles and releases may wait for a store
+// that fails before a request with a budget is refused without asking
+// it: each failed reserve queues a release, and an outage must not grow
+// the queue without bound.
+const budgetMaxPending = 1024
+
 // budgetGate is the spend budgets (callers[].budget, classes.<class>.
 // budget) as a callerGate: a request with a budget reserves its worst-case
 // cost on each of its budgets at once before it waits for its pool, and
@@ -30,9 +37,12 @@ const budgetPoll = 250 * time.Millisecond
 // settle; one that does not fit what is unspent is refused at once.
 //
 // Settling is the gate loop's (Run): a request's end never waits on the
-// store, and a settle the store failed is tried again. Safe for
-// concurrent use; Start may be called before Run, and settles are made
-// once it runs.
+// store, and a settle the store failed is tried again (the store makes a
+// repeated settle change nothing). A reservation whose reserve failed
+// may have been made all the same (its answer lost): the loop releases
+// it. While maxPending settles wait for a store that fails, a request
+// with a budget is refused without asking it. Safe for concurrent use;
+// Start may be called before Run, and settles are made once it runs.
 type budgetGate struct {
 	store budgetStore
 	// alive, when set (Redis), tells the store this replica's
@@ -50,6 +60,9 @@ type budgetGate struct {
 	waiting [classify.NumClasses]atomic.Int64
 	// kick wakes the loop to settle.
 	kick chan struct{}
+	// maxPending bounds the settles waiting for the store
+	// (budgetMaxPending).
+	maxPending int
 
 	mu sync.Mutex
 	// pending are the settles the loop has yet to make.
@@ -121,18 +134,18 @@ func (g *budgetGate) State() []BudgetState {
 	return slices.Clone(g.seen)
 }
 
-// budgetSettle is one reservation to settle.
+// budgetSettle is one reservation to settle (to cost; 0 releases it).
 type budgetSettle struct {
-	keys           []budgetKey
-	id             string
-	reserved, cost Nanodollars
+	keys []budgetKey
+	id   string
+	cost Nanodollars
 }
 
 // newBudgetGate returns a gate over store, with no budgets until
 // Reconfigure.
 func newBudgetGate(store budgetStore, alive func(context.Context) error, heartbeat time.Duration, log *slog.Logger) *budgetGate {
 	g := &budgetGate{store: store, alive: alive, heartbeat: heartbeat, now: time.Now, log: log,
-		kick: make(chan struct{}, 1), settled: make(chan struct{})}
+		kick: make(chan struct{}, 1), maxPending: budgetMaxPending, settled: make(chan struct{})}
 	g.budgets.Store(&budgetSet{})
 	return g
 }
@@ -212,11 +225,15 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 	held := false
 	for {
 		g.mu.Lock()
-		settled := g.settled
+		settled, pending := g.settled, len(g.pending)
 		g.mu.Unlock()
+		if pending >= g.maxPending {
+			return gatePass{}, fmt.Errorf("%w: %d budget settles wait for the store", ErrStoreUnavailable, pending)
+		}
 		ans, err := res.reserve(ctx, g.store, keys, id)
 		switch {
 		case err != nil:
+			g.releaseLost(keys, id)
 			if ctx.Err() != nil {
 				return gatePass{}, context.Cause(ctx)
 			}
@@ -224,13 +241,7 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 			// let past a budget, whatever store.on_error says.
 			return gatePass{}, errors.Join(ErrStoreUnavailable, err)
 		case ans.Outcome == budgetReserved:
-			g.held.Add(1)
-			var once sync.Once
-			reserved := res.cost
-			settle := func(cost Nanodollars) {
-				once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, reserved: reserved, cost: cost}) })
-			}
-			return gatePass{held: held, release: func() { settle(0) }, settle: settle}, nil
+			return g.reservedPass(keys, id, held), nil
 		case ans.Outcome == budgetExceeded:
 			k := keys[ans.Refused]
 			return gatePass{}, &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: ans.Use[ans.Refused].Spent,
@@ -263,6 +274,30 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 		t.Stop()
 		res.reset() // others may have settled: the whole worst case may fit
 	}
+}
+
+// reservedPass is the pass of reservation id on keys: its settle, or its
+// release, hands the loop the settle, once.
+func (g *budgetGate) reservedPass(keys []budgetKey, id string, held bool) gatePass {
+	g.held.Add(1)
+	var once sync.Once
+	settle := func(cost Nanodollars) {
+		once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, cost: cost}) })
+	}
+	return gatePass{held: held, release: func() { settle(0) }, settle: settle}
+}
+
+// releaseLost hands the loop the release of reservation id, whose reserve
+// failed: it may have been made all the same, its answer lost (a Redis
+// that stalled past store.budget_timeout), and would hold its worst case
+// until this replica stops. The loop makes it at its next tick, not at
+// once: the store has just failed. If the reserve was never made, or is
+// made after the release, the store changes nothing.
+func (g *budgetGate) releaseLost(keys []budgetKey, id string) {
+	g.held.Add(1)
+	g.mu.Lock()
+	g.pending = append(g.pending, budgetSettle{keys: keys, id: id})
+	g.mu.Unlock()
 }
 
 // enqueue hands a settle to the loop.
@@ -323,7 +358,7 @@ func (g *budgetGate) settlePending(ctx context.Context) {
 	}
 	var failed []budgetSettle
 	for i, s := range todo {
-		if err := g.store.settle(ctx, s.keys, s.id, s.reserved, s.cost); err != nil {
+		if err := g.store.settle(ctx, s.keys, s.id, s.cost); err != nil {
 			if ctx.Err() == nil {
 				g.log.Warn("budget_store_failed", slog.String("error", err.Error()))
 			}

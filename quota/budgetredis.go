@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed" // the Lua script
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -21,9 +22,13 @@ var _ budgetStore = (*redisBudgets)(nil)
 
 // redisBudgets is the budgetStore a fleet shares: every budget period is a
 // hash in Redis, all under the one hash tag {prefix:budget}, and every
-// call is one budget.lua call. A reservation is a field of its own, named
-// by its replica, so that the reservations of a replica that stopped
-// calling can be told apart and charged in full (budget.lua).
+// call is one budget.lua call, bounded by store.budget_timeout. A
+// reservation is a field of its own, its id prefixed by its replica's —
+// random at every start, so a replica never meets its previous life's
+// reservations — so that the reservations of a replica that stopped
+// calling can be told apart and charged in full (budget.lua). A call
+// whose answer was lost may be made again: budget.lua makes a repeated
+// reserve or settle change nothing.
 type redisBudgets struct {
 	client  redis.Scripter
 	prefix  string
@@ -38,11 +43,16 @@ type redisBudgets struct {
 }
 
 // newRedisBudgets returns the budget store on client under cfg's
-// key_prefix, a silent replica's reservations lasting three heartbeats;
-// replica names this replica (the pools' store's name).
+// key_prefix, its calls bounded by cfg's budget_timeout and a silent
+// replica's reservations lasting three heartbeats; replica names this
+// replica (the pools' store's name).
 func newRedisBudgets(client redis.Scripter, cfg StoreConfig, replica string) *redisBudgets {
-	return &redisBudgets{client: client, prefix: cfg.KeyPrefix, replica: replica, ttl: 3 * cfg.Heartbeat, timeout: cfg.Timeout}
+	return &redisBudgets{client: client, prefix: cfg.KeyPrefix, replica: replica, ttl: 3 * cfg.Heartbeat, timeout: cfg.BudgetTimeout}
 }
+
+// errBudgetTimeout is the cause of a budget call that ran out of
+// store.budget_timeout.
+var errBudgetTimeout = errors.New("quota: redis budget call exceeded store.budget_timeout")
 
 // maxScriptMoney is the most any amount sent to budget.lua may be: Lua's
 // doubles hold integers exactly up to 2^53, and sums of two must too.
@@ -50,15 +60,14 @@ const maxScriptMoney = Nanodollars(1 << 52)
 
 // budgetArgs is budget.lua's one argument.
 type budgetArgs struct {
-	Op       string        `json:"op"`
-	ID       string        `json:"id"`
-	Replica  string        `json:"replica"`
-	Cost     Nanodollars   `json:"cost"`
-	Reserved Nanodollars   `json:"reserved"`
-	Limits   []Nanodollars `json:"limits"`
-	ExpireS  []int64       `json:"expire_s"`
-	TTLMs    int64         `json:"ttl_ms"`
-	ClockMs  int64         `json:"clock_ms"`
+	Op      string        `json:"op"`
+	ID      string        `json:"id"`
+	Replica string        `json:"replica"`
+	Cost    Nanodollars   `json:"cost"`
+	Limits  []Nanodollars `json:"limits"`
+	ExpireS []int64       `json:"expire_s"`
+	TTLMs   int64         `json:"ttl_ms"`
+	ClockMs int64         `json:"clock_ms"`
 }
 
 // budgetReply is budget.lua's reply.
@@ -72,21 +81,21 @@ type budgetReply struct {
 // long enough to read the last period's spend after it reset.
 const budgetKeyTTL = 35 * 24 * time.Hour
 
-// call runs op on keys.
-func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost, reserved Nanodollars) (budgetAnswer, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+// call runs op on keys, for reservation id.
+func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errBudgetTimeout)
 	defer cancel()
 	now := time.Now()
-	args := budgetArgs{Op: op, ID: id, Replica: s.replica, Cost: min(max(cost, 0), maxScriptMoney),
-		Reserved: min(max(reserved, 0), maxScriptMoney), TTLMs: s.ttl.Milliseconds()}
+	args := budgetArgs{Op: op, ID: id, Replica: s.replica, Cost: min(max(cost, 0), maxScriptMoney), TTLMs: s.ttl.Milliseconds()}
 	if s.clock != nil {
 		now = s.clock()
 		args.ClockMs = now.UnixMilli()
 	}
-	rkeys := make([]string, 1, len(keys)+1)
-	rkeys[0] = "{" + s.prefix + ":budget}:alive"
+	tag := "{" + s.prefix + ":budget}:"
+	rkeys := make([]string, 2, len(keys)+2)
+	rkeys[0], rkeys[1] = tag+"alive", tag+"settled:"+id
 	for _, k := range keys {
-		rkeys = append(rkeys, "{"+s.prefix+":budget}:"+k.Budget+":"+k.Period)
+		rkeys = append(rkeys, tag+k.Budget+":"+k.Period)
 		args.Limits = append(args.Limits, min(k.Limit, maxScriptMoney))
 		args.ExpireS = append(args.ExpireS, int64(max(k.Resets.Sub(now)+budgetKeyTTL, time.Hour)/time.Second))
 	}
@@ -96,6 +105,9 @@ func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id
 	}
 	raw, err := budgetScript.Run(ctx, s.client, rkeys, arg).Text()
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", cause, err)
+		}
 		return budgetAnswer{}, err
 	}
 	var rep budgetReply
@@ -116,24 +128,24 @@ func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id
 
 // reserve implements budgetStore.
 func (s *redisBudgets) reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
-	return s.call(ctx, "reserve", keys, s.replica+":"+id, cost, 0)
+	return s.call(ctx, "reserve", keys, s.replica+":"+id, cost)
 }
 
 // settle implements budgetStore.
-func (s *redisBudgets) settle(ctx context.Context, keys []budgetKey, id string, reserved, cost Nanodollars) error {
-	_, err := s.call(ctx, "settle", keys, s.replica+":"+id, cost, reserved)
+func (s *redisBudgets) settle(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error {
+	_, err := s.call(ctx, "settle", keys, s.replica+":"+id, cost)
 	return err
 }
 
 // read implements budgetStore.
 func (s *redisBudgets) read(ctx context.Context, keys []budgetKey) ([]budgetUse, error) {
-	ans, err := s.call(ctx, "read", keys, "", 0, 0)
+	ans, err := s.call(ctx, "read", keys, "", 0)
 	return ans.Use, err
 }
 
 // alive tells the store this replica is alive, so that its reservations
 // stay reservations for another ttl.
 func (s *redisBudgets) alive(ctx context.Context) error {
-	_, err := s.call(ctx, "alive", nil, "", 0, 0)
+	_, err := s.call(ctx, "alive", nil, "", 0)
 	return err
 }

@@ -54,15 +54,19 @@ type budgetAnswer struct {
 // reservation holds a request's worst-case cost on each of its budgets at
 // once, so that concurrent requests can never spend together more than a
 // budget allows; settling it replaces the worst case by the real cost.
-// Implementations are safe for concurrent use.
+// Every call may be made again after an error (its answer lost, it may
+// have been made all the same): a repeated reserve or settle of an id
+// changes nothing. Implementations are safe for concurrent use.
 type budgetStore interface {
 	// reserve reserves cost on every key under the reservation id (unique
 	// to the request), if it fits each (see budgetOutcome); nothing is
-	// reserved unless the outcome is budgetReserved.
+	// reserved unless the outcome is budgetReserved. A reservation id
+	// already holds answers budgetReserved and changes nothing.
 	reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error)
-	// settle ends reservation id, which held reserved on each key, and
-	// adds cost to each key's spend.
-	settle(ctx context.Context, keys []budgetKey, id string, reserved, cost Nanodollars) error
+	// settle ends reservation id and adds cost to each key's spend; a
+	// cost of 0 releases it. A reservation the store does not hold
+	// (settled already, or never made) changes nothing.
+	settle(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error
 	// read returns each key's use.
 	read(ctx context.Context, keys []budgetKey) ([]budgetUse, error)
 }
@@ -133,8 +137,15 @@ func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cos
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uses := make([]budgetUse, len(keys))
+	held := false
 	for i, k := range keys {
-		uses[i] = m.slot(k).use
+		b := m.slot(k)
+		uses[i] = b.use
+		_, ok := b.res[id]
+		held = held || ok
+	}
+	if held {
+		return budgetAnswer{Outcome: budgetReserved, Use: uses}, nil
 	}
 	out, refused := judge(keys, uses, cost)
 	if out == budgetReserved {
@@ -149,23 +160,23 @@ func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cos
 	return budgetAnswer{Outcome: out, Refused: refused, Use: uses}, nil
 }
 
-// settle implements budgetStore. A reservation it does not hold (the
-// process restarted, and the file counted it as spent) refunds what it
-// held beyond cost.
-func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, reserved, cost Nanodollars) error {
+// settle implements budgetStore. A reservation it does not hold (settled
+// already) changes nothing.
+func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, cost Nanodollars) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
-		b := m.slot(k)
+		b := m.slots[budgetSlot{k.Budget, k.Period}]
+		if b == nil {
+			continue
+		}
 		if r, ok := b.res[id]; ok {
 			delete(b.res, id)
 			b.use.Reserved = max(b.use.Reserved-r, 0)
 			b.use.Spent = addMoney(b.use.Spent, cost)
-		} else {
-			b.use.Spent = max(b.use.Spent+min(cost, maxMoney)-min(reserved, maxMoney), 0)
+			m.dirty = true
 		}
 	}
-	m.dirty = true
 	return nil
 }
 

@@ -14,20 +14,21 @@ import (
 
 // budgetStep is one call on a budget store and what it must answer.
 type budgetStep struct {
-	op       string // reserve or settle
-	keys     []int  // indexes into the test's budgets
-	id       string
-	cost     Nanodollars // reserve: the worst case; settle: the real cost
-	reserved Nanodollars // settle: what the reservation held
-	want     budgetOutcome
-	refused  int
-	use      []budgetUse // each of keys' use after the step
+	op      string // reserve or settle
+	keys    []int  // indexes into the test's budgets
+	id      string
+	cost    Nanodollars // reserve: the worst case; settle: the real cost (0: a release)
+	want    budgetOutcome
+	refused int
+	use     []budgetUse // each of keys' use after the step
 }
 
 // runBudgetConformance: a store reserves a worst case on every budget of a
 // request at once or on none, answers wait while others' reservations
 // hold the room and exceeded when what was spent leaves none, and
-// settling replaces a reservation by its real cost.
+// settling replaces a reservation by its real cost. A reserve or settle
+// made again (its answer lost) changes nothing, nor does the release of
+// a reservation never made.
 func runBudgetConformance(t *testing.T, newStore func(t *testing.T) budgetStore) {
 	resets := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	budgets := []budgetKey{
@@ -42,26 +43,43 @@ func runBudgetConformance(t *testing.T, newStore func(t *testing.T) budgetStore)
 		{"reserve, settle, exceed", []budgetStep{
 			{op: "reserve", keys: both, id: "a", cost: 60, use: []budgetUse{{0, 60}, {0, 60}}},
 			{op: "reserve", keys: both, id: "b", cost: 50, want: budgetWait, use: []budgetUse{{0, 60}, {0, 60}}},
-			{op: "settle", keys: both, id: "a", reserved: 60, cost: 20, use: []budgetUse{{20, 0}, {20, 0}}},
+			{op: "settle", keys: both, id: "a", cost: 20, use: []budgetUse{{20, 0}, {20, 0}}},
 			{op: "reserve", keys: both, id: "b", cost: 50, use: []budgetUse{{20, 50}, {20, 50}}},
-			{op: "settle", keys: both, id: "b", reserved: 50, cost: 50, use: []budgetUse{{70, 0}, {70, 0}}},
+			{op: "settle", keys: both, id: "b", cost: 50, use: []budgetUse{{70, 0}, {70, 0}}},
 			{op: "reserve", keys: both, id: "c", cost: 31, want: budgetExceeded, use: []budgetUse{{70, 0}, {70, 0}}},
 			{op: "reserve", keys: both, id: "c", cost: 30, use: []budgetUse{{70, 30}, {70, 30}}},
 		}},
 		{"the class budget refuses", []budgetStep{
 			{op: "reserve", keys: []int{1}, id: "a", cost: 120, use: []budgetUse{{0, 120}}},
-			{op: "settle", keys: []int{1}, id: "a", reserved: 120, cost: 120, use: []budgetUse{{120, 0}}},
+			{op: "settle", keys: []int{1}, id: "a", cost: 120, use: []budgetUse{{120, 0}}},
 			{op: "reserve", keys: both, id: "b", cost: 40, want: budgetExceeded, refused: 1, use: []budgetUse{{0, 0}, {120, 0}}},
 		}},
 		{"exceeded outranks wait", []budgetStep{
 			{op: "reserve", keys: []int{0}, id: "a", cost: 90, use: []budgetUse{{0, 90}}},
 			{op: "reserve", keys: []int{1}, id: "b", cost: 140, use: []budgetUse{{0, 140}}},
-			{op: "settle", keys: []int{1}, id: "b", reserved: 140, cost: 140, use: []budgetUse{{140, 0}}},
+			{op: "settle", keys: []int{1}, id: "b", cost: 140, use: []budgetUse{{140, 0}}},
 			{op: "reserve", keys: both, id: "c", cost: 20, want: budgetExceeded, refused: 1, use: []budgetUse{{0, 90}, {140, 0}}},
 		}},
 		{"a settle costs more than reserved", []budgetStep{
 			{op: "reserve", keys: both, id: "a", cost: 10, use: []budgetUse{{0, 10}, {0, 10}}},
-			{op: "settle", keys: both, id: "a", reserved: 10, cost: 35, use: []budgetUse{{35, 0}, {35, 0}}},
+			{op: "settle", keys: both, id: "a", cost: 35, use: []budgetUse{{35, 0}, {35, 0}}},
+		}},
+		{"a repeated settle changes nothing", []budgetStep{
+			{op: "reserve", keys: both, id: "a", cost: 60, use: []budgetUse{{0, 60}, {0, 60}}},
+			{op: "settle", keys: both, id: "a", cost: 20, use: []budgetUse{{20, 0}, {20, 0}}},
+			{op: "settle", keys: both, id: "a", cost: 20, use: []budgetUse{{20, 0}, {20, 0}}},
+			{op: "reserve", keys: both, id: "b", cost: 30, use: []budgetUse{{20, 30}, {20, 30}}},
+			{op: "settle", keys: both, id: "a", cost: 20, use: []budgetUse{{20, 30}, {20, 30}}},
+		}},
+		{"a repeated reserve changes nothing", []budgetStep{
+			{op: "reserve", keys: both, id: "a", cost: 60, use: []budgetUse{{0, 60}, {0, 60}}},
+			{op: "reserve", keys: both, id: "a", cost: 60, use: []budgetUse{{0, 60}, {0, 60}}},
+			{op: "settle", keys: both, id: "a", cost: 20, use: []budgetUse{{20, 0}, {20, 0}}},
+		}},
+		{"a release of a reservation never made changes nothing", []budgetStep{
+			{op: "reserve", keys: both, id: "a", cost: 60, use: []budgetUse{{0, 60}, {0, 60}}},
+			{op: "settle", keys: both, id: "a", cost: 50, use: []budgetUse{{50, 0}, {50, 0}}},
+			{op: "settle", keys: both, id: "b", use: []budgetUse{{50, 0}, {50, 0}}},
 		}},
 	}
 	for _, tt := range tests {
@@ -84,7 +102,7 @@ func runBudgetConformance(t *testing.T, newStore func(t *testing.T) budgetStore)
 					}
 					uses = ans.Use
 				case "settle":
-					if err := s.settle(t.Context(), keys, st.id, st.reserved, st.cost); err != nil {
+					if err := s.settle(t.Context(), keys, st.id, st.cost); err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}
 				}
@@ -137,7 +155,7 @@ func TestBudgetStoreConformance(t *testing.T) {
 
 func newTestRedisBudgets(t testing.TB, srv *redistest.Server, prefix, replica string) *redisBudgets {
 	t.Helper()
-	return newRedisBudgets(srv.Client(t), StoreConfig{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second}, replica)
+	return newRedisBudgets(srv.Client(t), StoreConfig{KeyPrefix: prefix, BudgetTimeout: 2 * time.Second, Heartbeat: time.Second}, replica)
 }
 
 // TestRedisBudgetReplicaGone: the reservations of a replica that stopped
@@ -166,7 +184,7 @@ func TestRedisBudgetReplicaGone(t *testing.T) {
 	if err != nil || ans.Outcome != budgetExceeded || ans.Use[0] != (budgetUse{Spent: 80}) {
 		t.Fatalf("live after gone's TTL: %+v %v, want exceeded with gone's 80 spent", ans, err)
 	}
-	if err := gone.settle(ctx, keys, "1", 80, 25); err != nil {
+	if err := gone.settle(ctx, keys, "1", 25); err != nil {
 		t.Fatal(err)
 	}
 	use, err := live.read(ctx, keys)
@@ -204,7 +222,7 @@ func TestBudgetFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m.settle(ctx, keys, "0", 100, 40); err != nil {
+	if err := m.settle(ctx, keys, "0", 40); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.save(path); err != nil {

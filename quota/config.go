@@ -133,6 +133,9 @@ type StoreConfig struct {
 	OnError OnError `koanf:"on_error"`
 	// Timeout bounds each Redis call; past it the call counts as failed.
 	Timeout time.Duration `koanf:"timeout"`
+	// BudgetTimeout bounds each budget call instead (budgetredis.go):
+	// one that fails refuses its request, so it is given longer.
+	BudgetTimeout time.Duration `koanf:"budget_timeout"`
 	// Heartbeat is the longest a replica stays silent towards Redis; a
 	// replica's slots expire after three heartbeats without a call.
 	Heartbeat time.Duration `koanf:"heartbeat"`
@@ -170,7 +173,8 @@ func DefaultConfig() Config {
 			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: FairCallers},
 		},
 		Prices: []Price{},
-		Store:  StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond, Heartbeat: time.Second},
+		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond,
+			BudgetTimeout: time.Second, Heartbeat: time.Second},
 	}
 }
 
@@ -239,6 +243,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store.Timeout <= 0 {
 		bad("store.timeout", "must be > 0, got %s", c.Store.Timeout)
+	}
+	if c.Store.BudgetTimeout <= 0 {
+		bad("store.budget_timeout", "must be > 0, got %s", c.Store.BudgetTimeout)
 	}
 	if c.Store.Heartbeat <= 0 {
 		bad("store.heartbeat", "must be > 0, got %s", c.Store.Heartbeat)

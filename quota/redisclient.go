@@ -68,7 +68,8 @@ func parseRedisURLUnredacted(raw string) (redisMode, *url.URL, error) {
 
 // newRedisClient connects to store.redis_url, verifying a rediss:// server's
 // certificate against store.tls_ca_file when it is set (else the system's
-// roots). Every call is bounded by store.timeout, and go-redis does not retry
+// roots). Every call is bounded by store.timeout (a budget call by
+// store.budget_timeout, through its context), and go-redis does not retry
 // it (MaxRetries -1): a retry would double what a dead Redis costs. A
 // Cluster's redirects are the one exception, below.
 //
@@ -92,7 +93,10 @@ func parseRedisURLUnredacted(raw string) (redisMode, *url.URL, error) {
 //     mode keeps go-redis's retries: each retried dial asks the sentinels
 //     again, which is how it finds a new master.
 func newRedisClient(cfg StoreConfig) (redis.UniversalClient, error) {
-	raw, timeout := cfg.RedisURL, cfg.Timeout
+	// Each call's context bounds it (store.timeout, or
+	// store.budget_timeout for a budget call); the sockets' deadlines
+	// must let the longer one run.
+	raw, timeout, ioTimeout := cfg.RedisURL, cfg.Timeout, max(cfg.Timeout, cfg.BudgetTimeout)
 	mode, u, err := parseRedisURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("quota: store.redis_url: %w", err)
@@ -107,7 +111,7 @@ func newRedisClient(cfg StoreConfig) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), timeout, timeout, -1
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), ioTimeout, ioTimeout, -1
 		o.ContextTimeoutEnabled = true
 		withRoots(o.TLSConfig, roots)
 		return redis.NewFailoverClient(o), nil
@@ -116,7 +120,7 @@ func newRedisClient(cfg StoreConfig) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), timeout, timeout, -1
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), ioTimeout, ioTimeout, -1
 		o.ContextTimeoutEnabled = true
 		o.DialerRetries = 1
 		withRoots(o.TLSConfig, roots)
@@ -126,7 +130,7 @@ func newRedisClient(cfg StoreConfig) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), timeout, timeout, -1
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries = dialTimeout(timeout), ioTimeout, ioTimeout, -1
 		o.ContextTimeoutEnabled = true
 		o.DialerRetries = 1
 		withRoots(o.TLSConfig, roots)

@@ -60,6 +60,7 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 			[]string{`mode: must be enforce or shadow, got "loud"`, `store.on_error: must be local, open or closed, got "maybe"`,
 				`classify.unknown_callers: must be "forward" or "reject", got "sometimes"`}},
 		{"no hold bound", "upstream: {max_hold: 0s}\n", nil, []string{"upstream.max_hold: must be > 0"}},
+		{"no budget timeout", "store: {budget_timeout: 0s}\n", nil, []string{"store.budget_timeout: must be > 0, got 0s"}},
 		{"output budget", "account: {output_tokens_per_minute: -1}\n", nil, []string{"account.output_tokens_per_minute: must be between 0 (not enforced) and 1000000000, got -1"}},
 		{"fairness and weight", "classes: {bulk: {fairness: random}}\ncallers:\n  - {name: a, key_env: K, class: bulk, weight: -2}\n", []string{"K=secret"},
 			[]string{`classes.bulk.fairness: must be callers or fifo, got "random"`, "callers[0].weight: must be between 0 (= 1) and 1000, got -2"}},
