@@ -227,7 +227,7 @@ func (m *Meter) event(name []byte, d *window) {
 		return
 	}
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.chatEvent(data)
 	case Responses:
 		m.responsesEvent(name, data)
@@ -243,7 +243,7 @@ func (m *Meter) event(name []byte, d *window) {
 // upper bound of the text in them).
 func (m *Meter) longEvent(name []byte, d *window) {
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.text += d.size
 		m.chatUsageHighWater(tailUsage(d.tail(), 1))
 		m.noteTier(tierIn(d, 1, tierMember))
@@ -261,7 +261,7 @@ func (m *Meter) longEvent(name []byte, d *window) {
 func (m *Meter) readTail(d *window) {
 	tail := d.tail()
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.chatUsage(tailUsage(tail, 1))
 		m.noteTier(tierIn(d, 1, tierMember))
 	case Embeddings:
@@ -279,7 +279,7 @@ func (m *Meter) readTail(d *window) {
 // readBody reads the usage of a whole JSON body.
 func (m *Meter) readBody(body []byte) {
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.chatBody(body)
 	case Embeddings:
 		m.embeddingsBody(body)
