@@ -21,11 +21,12 @@ const (
 	shadowOther      = reasonStoreUnavailable // the store was unavailable, or a reload removed the pool
 	shadowBudget     = reasonBudgetExceeded   // a spend budget would have refused it
 	shadowUnpriced   = reasonUnpricedModel    // a spend budget could not have priced it
+	shadowUnmetered  = reasonUnmeteredAPI     // a spend budget refuses the request's API
 )
 
 // shadowOutcomes name a refusal as meterproxy_refusals_total's reason does.
 var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowTooLarge, shadowUnfinished, shadowOther,
-	shadowBudget, shadowUnpriced}
+	shadowBudget, shadowUnpriced, shadowUnmetered}
 
 // shadowAdmit asks admission, beside a request that is forwarded at once
 // (mode: shadow), what it would have decided, and records it. The
@@ -48,6 +49,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		took   time.Duration
 		spent  quota.PricedUsage
 		priced bool // the response was metered: spent is its usage
+		worst  bool // the response is charged its worst case (spend)
 	}
 	end := make(chan ended, 1)
 	go func() {
@@ -58,7 +60,10 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		granted := time.Now()
 		e := <-end
-		if e.priced {
+		switch {
+		case e.worst:
+			lease.SpendWorst()
+		case e.priced:
 			lease.Spend(e.spent)
 		}
 		if rest := time.Until(granted.Add(e.took)); rest > 0 {
@@ -67,7 +72,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		lease.Release()
 	}()
-	return func() { end <- ended{time.Since(start), ex.shadowSpent, ex.shadowPriced} }
+	return func() { end <- ended{time.Since(start), ex.shadowSpent, ex.shadowPriced, ex.shadowWorst} }
 }
 
 // shadowOutcome is what admission decided, as
@@ -82,7 +87,7 @@ func shadowOutcome(lease *quota.Lease, err error, class classify.Class) string {
 	case errors.Is(err, quota.ErrClosed), errors.Is(err, context.Canceled):
 		return shadowUnfinished
 	}
-	if f, decided := reasonOf(err, class); decided {
+	if f, decided := reasonOf(err, class, ""); decided {
 		return f.reason
 	}
 	return shadowOther

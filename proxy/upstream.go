@@ -69,9 +69,10 @@ type exchange struct {
 	background bool
 	lease      *quota.Lease
 	// shadowSpent is the response's priced usage when no lease charged
-	// it: in mode shadow, the shadow decision's lease does (shadowAdmit).
-	shadowSpent  quota.PricedUsage
-	shadowPriced bool
+	// it: in mode shadow, the shadow decision's lease does (shadowAdmit);
+	// shadowWorst says it charges its worst case instead (spend).
+	shadowSpent               quota.PricedUsage
+	shadowPriced, shadowWorst bool
 	// upload is the body of a batch or upload request passing through.
 	upload *streamedBody
 	// rec writes every answer to the client and records the request's
@@ -106,10 +107,14 @@ func (ex *exchange) stateName() string {
 	return quota.StateName(ex.account, ex.pool)
 }
 
-// request is what admission is asked for the exchange.
+// request is what admission is asked for the exchange. It is free of
+// budgets when it generates nothing, or spends another account than this
+// one (a pass-through caller's own key, exchange.spent): no budget here
+// counts that account's spend, so none may hold it.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
-		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Tier: ex.tier}
+		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Tier: ex.tier,
+		Free: !ex.rt.generates || !ex.spent, Unmetered: ex.rt.unmetered()}
 }
 
 type exchangeKey struct{}
@@ -138,7 +143,13 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		// pool's tokens.
 		ex.lease.Correct(0)
 	}
-	if ex == nil || ex.rt.api == usage.Other || !success {
+	if ex == nil || !success {
+		return nil
+	}
+	if ex.rt.api == usage.Other {
+		if ex.rt.unmetered() {
+			h.spend(ex, usage.Usage{Input: ex.inputEstimate, Estimated: true})
+		}
 		return nil
 	}
 	if ex.background {
@@ -166,21 +177,28 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // its admission through its lease, which charges it to its budgets, or at
 // the prices in force without one — and counts it. Only a response that
 // spent this account counts (a caller's own key spends another's).
+//
+// A response that cannot say what it cost is charged its worst case, what
+// its budgets reserved (a budget must not be escaped by asking for what
+// the proxy cannot price): one of an API whose answers report no usage
+// (route.unmetered), and a background Responses answer, which comes before
+// its generation.
 func (h *Handler) spend(ex *exchange, u usage.Usage) {
 	if !ex.spent {
 		return
 	}
 	pu := quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier}
+	worst := ex.rt.unmetered() || ex.background && u.Estimated
 	var cost quota.Nanodollars
 	var priced bool
 	switch {
-	case ex.lease != nil && ex.background && u.Estimated:
-		// Answered before its generation: what it will cost is unknown,
-		// so its budgets keep its worst case (a budget must not be
-		// escaped by asking for background).
+	case ex.lease != nil && worst:
 		cost, priced = ex.lease.SpendWorst()
 	case ex.lease != nil:
 		cost, priced = ex.lease.Spend(pu)
+	case worst:
+		cost, priced = h.admitter.WorstCase(ex.request())
+		ex.shadowWorst = true // for the shadow lease's budgets, if there is one
 	default:
 		cost, priced = h.admitter.Cost(ex.model, pu)
 		ex.shadowSpent, ex.shadowPriced = pu, true // for the shadow lease's budgets, if there is one
