@@ -118,3 +118,41 @@ func TestBudgetsPriceEveryGeneration(t *testing.T) {
 		t.Errorf("a generation on that budget: %d %s, want 429", status, body)
 	}
 }
+
+// TestShadowBudgetsUnmeteredAPIs: in mode shadow a request on an API
+// meterproxy cannot price is forwarded, and recorded as what its budget
+// would have decided: unmetered_api where the budget refuses such APIs;
+// where its unpriced_apis is worst_case, admitted, and its worst case
+// charged to the budget as enforcement would have (the spend metric
+// counts it, estimated).
+func TestShadowBudgetsUnmeteredAPIs(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		policy  classify.UnpricedAPIPolicy
+		outcome string
+	}{
+		{"refuse", classify.UnpricedAPIRefuse, shadowUnmetered},
+		{"worst_case", classify.UnpricedAPIWorstCase, shadowAdmitted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := budgetProxy(t, 0, classify.Budget{USD: 1, Per: classify.PerDay, UnpricedAPIs: tt.policy})
+			live := *p.handler.live.Load()
+			live.Shadow = true
+			p.handler.Reconfigure(live)
+			if status, body := p.send(t, http.MethodPost, "/v1/images/generations", "sk-import", `{"model":"gpt-4o","prompt":"sheep"}`); status != http.StatusOK {
+				t.Fatalf("in shadow mode: %d %s, want it forwarded", status, body)
+			}
+			outcome := map[string]string{"class": "bulk", "outcome": tt.outcome}
+			waitFor(t, "the shadow decision "+tt.outcome, func() bool { return sumSeries(t, p, "meterproxy_shadow_decisions_total", outcome) == 1 })
+			worst := sumSeries(t, p, "meterproxy_spend_usd_total", map[string]string{"caller": "import", "estimated": "true"})
+			if worst <= 0 {
+				t.Fatalf("meterproxy_spend_usd_total{estimated=true} = %v, want the request's worst case", worst)
+			}
+			want := 0.0
+			if tt.policy == classify.UnpricedAPIWorstCase {
+				want = worst
+			}
+			waitFor(t, "the budget charged as enforcement would have", func() bool { return p.budgetState(t, "caller:import").Spent == want })
+		})
+	}
+}
