@@ -38,11 +38,11 @@ type route struct {
 	// path names: the model the request is for (modelOf).
 	deployment string
 	kind       routeKind
-	// generates says the request may cost money (pathTable's rule): it
-	// writes (POST, PUT, PATCH) on a path whose row is not free. Set by
-	// inspect, which knows the method.
-	generates bool
-	free      bool
+	// free is the path's row's: nothing on it costs money. generates says
+	// the request may cost money (pathTable's rule): it writes (POST, PUT,
+	// PATCH) on a path that is not free. inspect sets it, knowing the
+	// method.
+	free, generates bool
 }
 
 // unmetered says the request may cost money on an API whose answers
