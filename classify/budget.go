@@ -21,6 +21,12 @@ type Budget struct {
 	// no prices entry matches: refuse (the default: a budget that cannot
 	// price a request cannot hold it) or allow (it passes, costing $0).
 	Unpriced UnpricedPolicy `koanf:"unpriced"`
+	// UnpricedAPIs is what happens to a request of the budget's that may
+	// cost money on an API whose answers the proxy cannot price (images,
+	// audio, anything but chat, legacy and Responses completions,
+	// embeddings and Anthropic Messages): refuse (the default) or
+	// worst_case (it passes, charged its worst case, as reserved).
+	UnpricedAPIs UnpricedAPIPolicy `koanf:"unpriced_apis"`
 	// AlertAt is the share of the budget spent at which the
 	// BudgetNearlySpent alert fires (meterproxy_budget_alert_usd), in
 	// (0, 1]; 0 means DefaultAlertAt.
@@ -113,3 +119,24 @@ func (u *UnpricedPolicy) UnmarshalText(b []byte) error {
 // Allows reports whether the policy lets an unpriced request pass; the
 // zero value refuses.
 func (u UnpricedPolicy) Allows() bool { return u == UnpricedAllow }
+
+// UnpricedAPIPolicy is what a budget does with a request that may cost
+// money on an API the proxy cannot price: its answers report no token
+// usage the proxy reads.
+type UnpricedAPIPolicy string
+
+// The policies.
+const (
+	UnpricedAPIRefuse    UnpricedAPIPolicy = "refuse"
+	UnpricedAPIWorstCase UnpricedAPIPolicy = "worst_case"
+)
+
+// UnmarshalText implements encoding.TextUnmarshaler: refuse or
+// worst_case, or empty (the default, refuse).
+func (u *UnpricedAPIPolicy) UnmarshalText(b []byte) error {
+	return configcheck.SetOptional(u, b, UnpricedAPIRefuse, UnpricedAPIWorstCase)
+}
+
+// WorstCase reports whether the policy lets such a request pass, settled
+// at its worst case; the zero value refuses.
+func (u UnpricedAPIPolicy) WorstCase() bool { return u == UnpricedAPIWorstCase }

@@ -39,6 +39,8 @@ func TestBudgetCheck(t *testing.T) {
 		{Budget{}, nil},
 		{Budget{USD: 200, Per: PerMonth}, nil},
 		{Budget{USD: 0.5, Per: PerDay, Unpriced: UnpricedAllow}, nil},
+		{Budget{USD: 0.5, Per: PerDay, UnpricedAPIs: UnpricedAPIWorstCase}, nil},
+		{Budget{UnpricedAPIs: UnpricedAPIWorstCase}, []string{"b.usd", "b.per"}},
 		{Budget{USD: 200}, []string{"b.per"}},
 		{Budget{USD: -1, Per: PerDay}, []string{"b.usd"}},
 		{Budget{Per: PerDay}, []string{"b.usd"}},

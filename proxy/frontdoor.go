@@ -59,6 +59,7 @@ func inspect(r *http.Request) (route, *refusal) {
 			"meterproxy: the request carries more than one credential (Authorization, api-key, x-api-key) with different values")
 	}
 	rt, err := routeOf(r.URL)
+	rt.generates = writes(r.Method) && !rt.free
 	switch {
 	case errors.Is(err, errBadDeployment):
 		return refuse(http.StatusBadRequest, reasonNonCanonicalPath,

@@ -352,7 +352,7 @@ func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.
 		h.m.callerAdmissions.WithLabelValues(at.Account, at.Pool, class, res.Caller).Inc()
 		return lease, true
 	}
-	f, decided := reasonOf(err, res.Class)
+	f, decided := reasonOf(err, res.Class, r.Method+" "+r.URL.Path)
 	switch {
 	case !decided && r.Context().Err() != nil: // the client left first
 		h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitCancelled).Inc()

@@ -79,34 +79,71 @@ var families = [...]familyFacts{
 type pathRow struct {
 	// pattern is a path, segment by segment; the segment {deployment}
 	// matches any one segment, an Azure deployment: the model the request
-	// is for (modelOf).
+	// is for (modelOf); {id} matches any one segment too (an object's id).
 	pattern string
 	// below says the row also matches every path below pattern.
 	below  bool
 	family family
 	api    usage.API
 	kind   routeKind
+	// free says a request on the row's paths costs nothing, whatever its
+	// method (see generates).
+	free bool
 }
 
-// deploymentSegment is the pattern segment that names an Azure deployment.
-const deploymentSegment = "{deployment}"
+// The pattern segments that match any one segment.
+const (
+	deploymentSegment = "{deployment}"
+	idSegment         = "{id}"
+)
 
 // pathTable is every path family's paths, the first matching row winning;
 // a path that matches none is OpenAI's family, API usage.Other, metered.
 // An API other than usage.Other is metered as it reports usage; the model
 // is the {deployment} segment where the row has one, else the body's.
+//
+// Which requests cost money — generate — is the rule budgets enforce
+// (route.generates): a POST, PUT or PATCH does, on any path whose row is
+// not free; a GET, HEAD, OPTIONS or DELETE never does (it reads or
+// deletes what exists: a list of models or files, a stored response). Free
+// rows are the writes the providers do not charge: counting tokens
+// (Anthropic's count_tokens, OpenAI's /v1/responses/input_tokens),
+// cancelling a background response, updating a stored chat completion's
+// metadata, moderations, uploading files, adding to a conversation. A
+// path no row names is never free: a POST there is an API meterproxy
+// cannot price (images, audio, realtime sessions, fine-tuning, Assistants
+// runs, Anthropic's legacy /v1/complete), which a budget refuses unless
+// its unpriced_apis is worst_case. Batches and uploads stream past
+// admission (routeBatch, routeUpload) and meet no budget.
 var pathTable = []pathRow{
 	{pattern: "/v1/chat/completions", api: usage.ChatCompletions},
+	{pattern: "/v1/chat/completions", below: true, api: usage.Other, free: true}, // stored completions
+	{pattern: "/v1/completions", api: usage.Completions},
 	{pattern: "/v1/responses", api: usage.Responses},
+	{pattern: "/v1/responses/input_tokens", api: usage.Other, free: true},
+	{pattern: "/v1/responses/{id}/cancel", api: usage.Other, free: true},
 	{pattern: "/v1/embeddings", api: usage.Embeddings},
+	{pattern: "/v1/moderations", api: usage.Other, free: true},
+	{pattern: "/v1/conversations", below: true, api: usage.Other, free: true},
 	{pattern: "/v1/batches", below: true, api: usage.Other, kind: routeBatch},
 	{pattern: "/v1/files", below: true, api: usage.Other, kind: routeUpload},
 	{pattern: "/v1/uploads", below: true, api: usage.Other, kind: routeUpload},
 	{pattern: "/v1/messages", family: familyAnthropic, api: usage.Messages},
 	{pattern: "/v1/messages/batches", below: true, family: familyAnthropic, api: usage.Other, kind: routeBatch},
-	{pattern: "/v1/messages", below: true, family: familyAnthropic, api: usage.Other}, // count_tokens
+	{pattern: "/v1/messages/count_tokens", family: familyAnthropic, api: usage.Other, free: true},
+	{pattern: "/v1/messages", below: true, family: familyAnthropic, api: usage.Other},
 	{pattern: "/v1/complete", below: true, family: familyAnthropic, api: usage.Other},
+	{pattern: "/openai/v1/chat/completions", family: familyAzure, api: usage.ChatCompletions},
+	{pattern: "/openai/v1/completions", family: familyAzure, api: usage.Completions},
+	{pattern: "/openai/v1/responses", family: familyAzure, api: usage.Responses},
+	{pattern: "/openai/v1/responses/{id}/cancel", family: familyAzure, api: usage.Other, free: true},
+	{pattern: "/openai/v1/embeddings", family: familyAzure, api: usage.Embeddings},
+	{pattern: "/openai/v1/files", below: true, family: familyAzure, api: usage.Other, free: true},
+	{pattern: "/openai/responses", family: familyAzure, api: usage.Responses},
+	{pattern: "/openai/responses/{id}/cancel", family: familyAzure, api: usage.Other, free: true},
+	{pattern: "/openai/files", below: true, family: familyAzure, api: usage.Other, free: true},
 	{pattern: "/openai/deployments/{deployment}/chat/completions", family: familyAzure, api: usage.ChatCompletions},
+	{pattern: "/openai/deployments/{deployment}/completions", family: familyAzure, api: usage.Completions},
 	{pattern: "/openai/deployments/{deployment}/embeddings", family: familyAzure, api: usage.Embeddings},
 	{pattern: "/openai/deployments/{deployment}", below: true, family: familyAzure, api: usage.Other},
 	{pattern: "/openai", below: true, family: familyAzure, api: usage.Other},
@@ -141,6 +178,7 @@ func (row pathRow) match(path string) (deployment string, ok bool) {
 		switch {
 		case want == deploymentSegment && got != "":
 			deployment = got
+		case want == idSegment && got != "":
 		case want != got:
 			return "", false
 		}

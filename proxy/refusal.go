@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -72,13 +73,17 @@ const (
 	// reasonUnpricedModel: a spend budget cannot price the request's
 	// model (no prices entry matches) and refuses unpriced requests.
 	reasonUnpricedModel = "unpriced_model"
+	// reasonUnmeteredAPI: a spend budget refuses requests that may cost
+	// money on an API whose answers meterproxy cannot price
+	// (budget.unpriced_apis).
+	reasonUnmeteredAPI = "unmetered_api"
 )
 
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
-	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel,
+	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel, reasonUnmeteredAPI,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.
@@ -128,7 +133,8 @@ func (f refusal) write(w http.ResponseWriter, shape errorShape) {
 }
 
 // reasonOf is the refusal that answers a request of class whose admission
-// failed with err (quota.Admitter.Admit), and whether err is a decision
+// failed with err (quota.Admitter.Admit) — api is its method and path, as
+// a refusal of its API names it — and whether err is a decision
 // about the request itself: its charge is more than one request may be
 // (400 charge_too_large), its class's queue is full or max_wait passed
 // (429 queue_full, max_wait_exceeded), or its caller's own cap left no
@@ -137,7 +143,7 @@ func (f refusal) write(w http.ResponseWriter, shape errorShape) {
 // its pool, the proxy is shutting down (503 store_unavailable,
 // pool_removed, shutting_down) — or its context ended, which the caller
 // tells apart (the client left; no answer).
-func reasonOf(err error, class classify.Class) (f refusal, decided bool) {
+func reasonOf(err error, class classify.Class, api string) (f refusal, decided bool) {
 	if e, ok := errors.AsType[*quota.ChargeTooLargeError](err); ok {
 		return refusal{status: http.StatusBadRequest, reason: reasonChargeTooLarge, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
@@ -151,8 +157,18 @@ func reasonOf(err error, class classify.Class) (f refusal, decided bool) {
 				e.Budget, e.Spent, e.Limit, e.Cost, e.Resets.UTC().Format(time.RFC3339))}, true
 	}
 	if e, ok := errors.AsType[*quota.UnpricedModelError](err); ok {
-		return refusal{status: http.StatusBadRequest, reason: reasonUnpricedModel, kind: "invalid_request_error",
-			message: fmt.Sprintf("meterproxy: budget %s cannot price model %q: no prices entry matches it", e.Budget, e.Model)}, true
+		f := refusal{status: http.StatusBadRequest, reason: reasonUnpricedModel, kind: "invalid_request_error",
+			message: fmt.Sprintf("meterproxy: budget %s cannot price model %q: no prices entry matches it", e.Budget, e.Model)}
+		if e.Model == "" {
+			f.message = fmt.Sprintf("meterproxy: budget %s cannot price this request: it names no model (a stored prompt's model is not known here); name the model", e.Budget)
+		}
+		return f, true
+	}
+	if e, ok := errors.AsType[*quota.UnmeteredAPIError](err); ok {
+		return refusal{status: http.StatusBadRequest, reason: reasonUnmeteredAPI, kind: "invalid_request_error",
+			message: fmt.Sprintf("meterproxy: budget %s cannot price %s: meterproxy reads no usage from this API's answers. "+
+				"budget.unpriced_apis: worst_case on the budget (%s) lets such requests through, each charged its worst case",
+				e.Budget, bounded(api, maxNamedPath), budgetKeyOf(e.Budget, "unpriced_apis"))}, true
 	}
 	c := class.String()
 	if e, ok := errors.AsType[*quota.RefusedError](err); ok {
@@ -179,4 +195,25 @@ func reasonOf(err error, class classify.Class) (f refusal, decided bool) {
 		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"
 	}
 	return f, false
+}
+
+// maxNamedPath bounds the path a refusal repeats back.
+const maxNamedPath = 256
+
+// bounded is s cut to at most n bytes, marked as cut ("…").
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// budgetKeyOf names key of the budget quota names budget ("caller:<name>"
+// or "class:<class>") as the configuration spells it:
+// classes.<class>.budget.<key>, or callers[].budget.<key> of the caller.
+func budgetKeyOf(budget, key string) string {
+	if class, ok := strings.CutPrefix(budget, "class:"); ok {
+		return "classes." + class + ".budget." + key
+	}
+	return "callers[].budget." + key + " of caller " + strings.TrimPrefix(budget, "caller:")
 }

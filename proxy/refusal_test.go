@@ -44,13 +44,20 @@ func TestReasonOf(t *testing.T) {
 		{"budget held", refused(quota.ErrBudgetHeld, ""), 429, reasonMaxWait, 3 * time.Second, true, shadowMaxWait, "held by requests in flight"},
 		{"unpriced model", &quota.UnpricedModelError{Budget: "class:bulk", Model: "gpt-9"}, 400, reasonUnpricedModel, 0, true, shadowUnpriced,
 			`budget class:bulk cannot price model "gpt-9"`},
+		{"unpriced: no model", &quota.UnpricedModelError{Budget: "caller:import"}, 400, reasonUnpricedModel, 0, true, shadowUnpriced,
+			"budget caller:import cannot price this request: it names no model"},
+		{"unmetered API, caller", &quota.UnmeteredAPIError{Budget: "caller:import"}, 400, reasonUnmeteredAPI, 0, true, shadowUnmetered,
+			"budget caller:import cannot price POST /v1/images/generations: meterproxy reads no usage from this API's answers. " +
+				"budget.unpriced_apis: worst_case on the budget (callers[].budget.unpriced_apis of caller import) lets such requests through"},
+		{"unmetered API, class", &quota.UnmeteredAPIError{Budget: "class:bulk"}, 400, reasonUnmeteredAPI, 0, true, shadowUnmetered,
+			"(classes.bulk.budget.unpriced_apis)"},
 		{"pool removed", quota.ErrPoolRemoved, 503, reasonPoolRemoved, time.Second, false, shadowOther, "reload removed the pool"},
 		{"closed", quota.ErrClosed, 503, reasonShuttingDown, time.Second, false, shadowUnfinished, "shutting down"},
 		{"context", context.Canceled, 503, reasonShuttingDown, time.Second, false, shadowUnfinished, "shutting down"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, decided := reasonOf(tt.err, classify.Bulk)
+			f, decided := reasonOf(tt.err, classify.Bulk, "POST /v1/images/generations")
 			// The SDKs retry what is not a 400 — but a spent budget, which
 			// returns only when its period resets.
 			retry := tt.status != http.StatusBadRequest && tt.reason != reasonBudgetExceeded

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -37,6 +38,25 @@ type route struct {
 	// path names: the model the request is for (modelOf).
 	deployment string
 	kind       routeKind
+	// free is the path's row's: nothing on it costs money. generates says
+	// the request may cost money (pathTable's rule): it writes (POST, PUT,
+	// PATCH) on a path that is not free. inspect sets it, knowing the
+	// method.
+	free, generates bool
+}
+
+// unmetered says the request may cost money on an API whose answers
+// meterproxy cannot price: they report no usage it reads.
+func (rt route) unmetered() bool { return rt.generates && rt.api == usage.Other }
+
+// writes reports whether method may create something a provider charges
+// for: anything but a read (GET, HEAD, OPTIONS) or a delete.
+func writes(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete:
+		return false
+	}
+	return true
 }
 
 // modelOf is the model a request on rt is for: the Azure deployment its
@@ -85,7 +105,7 @@ func routeOf(u *url.URL) (route, error) {
 		}
 	}
 	row, dep, _ := lookup(p)
-	rt := route{api: row.api, family: row.family, kind: row.kind}
+	rt := route{api: row.api, family: row.family, kind: row.kind, free: row.free}
 	if dep != "" {
 		// The escaped path must spell the name as it is: "gpt%2D4o" is
 		// gpt-4o here and perhaps not at the provider.

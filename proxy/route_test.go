@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -201,4 +202,82 @@ func FuzzModelOf(f *testing.F) {
 			t.Fatalf("deployment %q from %q", m.Name, path)
 		}
 	})
+}
+
+// TestGenerates: which requests may cost money (pathTable's rule), and
+// which of those are on an API meterproxy cannot price. A write (POST,
+// PUT, PATCH) generates on any path whose row is not free, a path no row
+// names included; a read or a delete never does. Before, a request
+// generated when its body or path named a model, so a Responses request
+// with a stored prompt and no model passed budgets free, and a token
+// count that named its model reserved like a generation.
+func TestGenerates(t *testing.T) {
+	const gen, unmetered, free = 1, 2, 0
+	for _, tt := range []struct {
+		method, path string
+		want         int
+	}{
+		{"POST", "/v1/chat/completions", gen},
+		{"POST", "/v1/completions", gen},
+		{"POST", "/v1/responses", gen},
+		{"POST", "/v1/embeddings", gen},
+		{"POST", "/v1/messages", gen},
+		{"POST", "/openai/v1/chat/completions", gen},
+		{"POST", "/openai/v1/responses", gen},
+		{"POST", "/openai/v1/embeddings", gen},
+		{"POST", "/openai/responses", gen},
+		{"POST", "/openai/deployments/gpt-4o/completions", gen},
+		// Writes the providers charge that meterproxy cannot price.
+		{"POST", "/v1/images/generations", unmetered},
+		{"POST", "/v1/images/edits", unmetered},
+		{"POST", "/v1/audio/speech", unmetered},
+		{"POST", "/v1/audio/transcriptions", unmetered},
+		{"POST", "/v1/responses/compact", unmetered},
+		{"POST", "/v1/realtime/client_secrets", unmetered},
+		{"POST", "/v1/threads/thread_1/runs", unmetered},
+		{"POST", "/v1/fine_tuning/jobs", unmetered},
+		{"POST", "/v1/complete", unmetered},
+		{"POST", "/v1/messages/other", unmetered},
+		{"POST", "/openai/deployments/dall-e-3/images/generations", unmetered},
+		{"POST", "/openai/v1/images/generations", unmetered},
+		{"PUT", "/v1/anything", unmetered},
+		{"PATCH", "/v1/anything", unmetered},
+		// Free writes.
+		{"POST", "/v1/messages/count_tokens", free},
+		{"POST", "/v1/responses/input_tokens", free},
+		{"POST", "/v1/responses/resp_1/cancel", free},
+		{"POST", "/openai/v1/responses/resp_1/cancel", free},
+		{"POST", "/openai/responses/resp_1/cancel", free},
+		{"POST", "/v1/chat/completions/chatcmpl-1", free},
+		{"POST", "/v1/moderations", free},
+		{"POST", "/v1/conversations", free},
+		{"POST", "/v1/conversations/conv_1/items", free},
+		{"POST", "/openai/files", free},
+		{"POST", "/openai/v1/files", free},
+		// Reads and deletes.
+		{"GET", "/v1/models", free},
+		{"GET", "/v1/responses/resp_1", free},
+		{"GET", "/v1/responses/resp_1/input_items", free},
+		{"DELETE", "/v1/responses/resp_1", free},
+		{"GET", "/openai/deployments/gpt-4o", free},
+		{"GET", "/v1/chat/completions", free},
+		{"HEAD", "/v1/images/generations", free},
+		{"OPTIONS", "/v1/chat/completions", free},
+	} {
+		r := httptest.NewRequest(tt.method, tt.path, nil)
+		rt, bad := inspect(r)
+		if bad != nil {
+			t.Fatalf("%s %s refused: %+v", tt.method, tt.path, bad)
+		}
+		got := free
+		switch {
+		case rt.unmetered():
+			got = unmetered
+		case rt.generates:
+			got = gen
+		}
+		if got != tt.want {
+			t.Errorf("%s %s: %d, want %d (0 free, 1 generates, 2 generates unmetered)", tt.method, tt.path, got, tt.want)
+		}
+	}
 }

@@ -21,11 +21,12 @@ const (
 	shadowOther      = reasonStoreUnavailable // the store was unavailable, or a reload removed the pool
 	shadowBudget     = reasonBudgetExceeded   // a spend budget would have refused it
 	shadowUnpriced   = reasonUnpricedModel    // a spend budget could not have priced it
+	shadowUnmetered  = reasonUnmeteredAPI     // a spend budget refuses the request's API
 )
 
 // shadowOutcomes name a refusal as meterproxy_refusals_total's reason does.
 var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowTooLarge, shadowUnfinished, shadowOther,
-	shadowBudget, shadowUnpriced}
+	shadowBudget, shadowUnpriced, shadowUnmetered}
 
 // shadowAdmit asks admission, beside a request that is forwarded at once
 // (mode: shadow), what it would have decided, and records it. The
@@ -48,7 +49,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		took   time.Duration
 		spent  quota.PricedUsage
 		priced bool // the response was metered: spent is its usage
-		worst  bool // its usage cannot say what it cost (usageUnknown)
+		worst  bool // charged its worst case (usageUnknown)
 	}
 	end := make(chan ended, 1)
 	go func() {
@@ -60,7 +61,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		granted := time.Now()
 		e := <-end
 		switch {
-		case e.priced && e.worst:
+		case e.worst:
 			lease.SpendWorst(e.spent)
 		case e.priced:
 			lease.Spend(e.spent)
@@ -86,7 +87,7 @@ func shadowOutcome(lease *quota.Lease, err error, class classify.Class) string {
 	case errors.Is(err, quota.ErrClosed), errors.Is(err, context.Canceled):
 		return shadowUnfinished
 	}
-	if f, decided := reasonOf(err, class); decided {
+	if f, decided := reasonOf(err, class, ""); decided {
 		return f.reason
 	}
 	return shadowOther

@@ -112,11 +112,15 @@ func (ex *exchange) stateName() string {
 	return quota.StateName(ex.account, ex.pool)
 }
 
-// request is what admission is asked for the exchange.
+// request is what admission is asked for the exchange. It is free of
+// budgets when it generates nothing, or spends another account than this
+// one (a pass-through caller's own key, exchange.spent): no budget here
+// counts that account's spend, so none may hold it.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
 		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Tier: ex.tier,
-		HiddenInput: ex.hiddenInput, LongContext: ex.longContext}
+		HiddenInput: ex.hiddenInput, LongContext: ex.longContext,
+		Free: !ex.rt.generates || !ex.spent, Unmetered: ex.rt.unmetered()}
 }
 
 type exchangeKey struct{}
@@ -145,7 +149,13 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		// pool's tokens.
 		ex.lease.Correct(0)
 	}
-	if ex == nil || ex.rt.api == usage.Other || !success {
+	if ex == nil || !success {
+		return nil
+	}
+	if ex.rt.api == usage.Other {
+		if ex.rt.unmetered() {
+			h.spend(ex, usage.Usage{Input: ex.inputEstimate, Estimated: true}, false)
+		}
 		return nil
 	}
 	if ex.background {
@@ -189,6 +199,10 @@ func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
 		cost, priced = ex.lease.SpendWorst(pu)
 	case ex.lease != nil:
 		cost, priced = ex.lease.Spend(pu)
+	case ex.rt.unmetered():
+		// No usage to price: its worst case, as its budgets are charged.
+		cost, priced = h.admitter.WorstCase(ex.request())
+		ex.shadowWorst = true // for the shadow lease's budgets, if there is one
 	default:
 		cost, priced = h.admitter.Cost(ex.model, pu)
 		// for the shadow lease's budgets, if there is one
@@ -200,7 +214,9 @@ func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
 // usageUnknown reports whether the usage u of the exchange's response
 // cannot bound what it cost, so that its budgets are charged its worst
 // case (quota.Lease.SpendWorst: the whole of it, at max_input for hidden
-// input, or u priced if dearer) rather than u: a background Responses
+// input, or u priced if dearer) rather than u: an answer of an API whose
+// answers report no usage the proxy reads (route.unmetered, under
+// budget.unpriced_apis: worst_case), a background Responses
 // answer without usage, which comes before the generation, and a
 // response cut before its usage came in full (cut), which is estimated
 // at the text it showed — below what a reasoning model bills for the
@@ -208,7 +224,7 @@ func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
 // A response that ended whole without usage (an OpenAI chat stream
 // without include_usage) stays priced at its estimate.
 func usageUnknown(ex *exchange, u usage.Usage, cut bool) bool {
-	return u.Estimated && (ex.background || cut)
+	return ex.rt.unmetered() || u.Estimated && (ex.background || cut)
 }
 
 // settleTo returns the tokens the lease is settled to once the response

@@ -88,6 +88,16 @@ type Request struct {
 	HiddenInput, LongContext bool
 	// Tier is the service tier the request is sent at ("flex" or "").
 	Tier string
+	// Free says the request costs this account nothing, so no budget
+	// holds it: it generates nothing (a read, a delete, a token count),
+	// or it spends another account (a pass-through caller's own key).
+	// The zero value may cost money.
+	Free bool
+	// Unmetered says the request may cost money on an API whose answers
+	// report no usage the proxy reads (images, audio): a budget
+	// refuses it unless its unpriced_apis is worst_case, and then it is
+	// settled at its worst case (Lease.SpendWorst).
+	Unmetered bool
 	// until, when set, ends the wait before the class's max_wait: what is
 	// left of it after the caller's gates (admitThrough).
 	until time.Time
@@ -100,7 +110,8 @@ type Request struct {
 
 // gate is what the caller gates know of r.
 func (r Request) gate() gateRequest {
-	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Floor: r.floor, Priced: r.priced, Model: r.Model.Name, Generates: r.Model.Name != ""}
+	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Floor: r.floor, Priced: r.priced, Model: r.Model.Name, Generates: !r.Free,
+		Unmetered: r.Unmetered}
 }
 
 // New returns the Admitter cfg describes. It does not wait for Redis: a
@@ -209,6 +220,17 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		lease.price, lease.worst = price, req.cost
 	}
 	return lease, err
+}
+
+// WorstCase is the most req may cost at the prices in force
+// (Price.WorstCase), and whether a price matched its model: for a
+// response that cannot say what it cost and that no Lease priced.
+func (a *Admitter) WorstCase(req Request) (Nanodollars, bool) {
+	p := a.cfg.Load().priceOf(req.Model)
+	if p == nil {
+		return 0, false
+	}
+	return p.WorstCase(req.InputTokens, req.OutputTokens, req.Tier), true
 }
 
 // Cost prices usage u of a response for model m at the prices in force,

@@ -211,6 +211,13 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 	if len(bs) == 0 || !r.Generates {
 		return gatePass{}, nil
 	}
+	if r.Unmetered {
+		for _, b := range bs {
+			if !b.UnpricedAPIs.WorstCase() {
+				return gatePass{}, &UnmeteredAPIError{Budget: b.name}
+			}
+		}
+	}
 	if !r.Priced {
 		for _, b := range bs {
 			if !b.Unpriced.Allows() {

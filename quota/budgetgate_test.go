@@ -168,6 +168,68 @@ func TestBudgetGateRules(t *testing.T) {
 	})
 }
 
+// TestBudgetGateUnmetered: a request that may cost money on an API whose
+// answers cannot be priced is refused by a budget whose unpriced_apis is
+// refuse (the default), naming it — the class's too, when the caller's own
+// budget would take it — and reserves its worst case on one whose
+// unpriced_apis is worst_case; a request that costs nothing passes every
+// budget holding nothing, whatever its API. Before, every request that
+// named a model reserved and any that named none passed free.
+func TestBudgetGateUnmetered(t *testing.T) {
+	g := startBudgetGate(t, newMemBudgets(), nil)
+	cfg := DefaultConfig()
+	cfg.Classes.Bulk.Budget = classify.Budget{USD: 1.5, Per: classify.PerMonth}
+	g.Reconfigure(cfg, []classify.Caller{
+		{Name: "import", Budget: classify.Budget{USD: 1, Per: classify.PerDay}},
+		{Name: "images", Budget: classify.Budget{USD: 1, Per: classify.PerDay, UnpricedAPIs: classify.UnpricedAPIWorstCase}},
+	})
+	var unmetered *UnmeteredAPIError
+	var unpriced *UnpricedModelError
+	for _, tt := range []struct {
+		name string
+		r    gateRequest
+		// refusedBy is the budget that refuses it; reserves says it passes
+		// holding a reservation, else it passes holding nothing.
+		refusedBy string
+		unpriced  bool
+		reserves  bool
+	}{
+		{"unmetered, refused by the caller's budget", gateRequest{Caller: "import", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+			"caller:import", false, false},
+		{"unmetered, worst_case on the caller: refused by the class's", gateRequest{Caller: "images", Class: classify.Bulk, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+			"class:bulk", false, false},
+		{"unmetered, worst_case: reserved", gateRequest{Caller: "images", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+			"", false, true},
+		{"unmetered, worst_case, unpriced model: the unpriced policy", gateRequest{Caller: "images", Class: classify.Interactive, Generates: true, Unmetered: true, Model: "dall-e-3"},
+			"caller:images", true, false},
+		{"generating, no model: unpriced", gateRequest{Caller: "import", Class: classify.Interactive, Generates: true},
+			"caller:import", true, false},
+		{"free, unmetered: passes", gateRequest{Caller: "import", Class: classify.Bulk, Cost: cent, Priced: true, Unmetered: true}, "", false, false},
+		{"free, unpriced: passes", gateRequest{Caller: "import", Class: classify.Bulk, Model: "claude-x"}, "", false, false},
+		{"unmetered without a budget: passes", gateRequest{Caller: "other", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+			"", false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := g.Start(t.Context(), tt.r, time.Now().Add(time.Second))
+			switch {
+			case tt.refusedBy == "":
+				if err != nil || (p.settle != nil) != tt.reserves {
+					t.Fatalf("%v (reserved: %v), want it passed, reserving: %v", err, p.settle != nil, tt.reserves)
+				}
+				p.Release()
+			case tt.unpriced:
+				if !errors.As(err, &unpriced) || unpriced.Budget != tt.refusedBy || unpriced.Model != tt.r.Model {
+					t.Fatalf("%v, want an UnpricedModelError of %s", err, tt.refusedBy)
+				}
+			default:
+				if !errors.As(err, &unmetered) || unmetered.Budget != tt.refusedBy {
+					t.Fatalf("%v, want an UnmeteredAPIError of %s", err, tt.refusedBy)
+				}
+			}
+		})
+	}
+}
+
 // TestBudgetMetrics: the budget families show every configured budget's
 // current period as the gate last read it — limit, spent, reserved and
 // the alert threshold — by budget.

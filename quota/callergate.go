@@ -16,7 +16,8 @@ type callerGate interface {
 	// returns its pass, whose release gives the place back when the
 	// request ends. A refusal is a *RefusedError with Caller set (its
 	// queue is full, or until passed), or the gate's own (a
-	// *BudgetExceededError, an *UnpricedModelError); it returns
+	// *BudgetExceededError, an *UnpricedModelError, an
+	// *UnmeteredAPIError); it returns
 	// ErrStoreUnavailable when the store fails and the gate may not go on
 	// without it, ErrClosed once the gate stopped, or ctx's cause.
 	Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error)
@@ -38,11 +39,13 @@ type gateRequest struct {
 	// reservation is never cut.
 	Floor Nanodollars
 	// Model is the request's model, named in a refusal for a model no
-	// price matches; Generates says it names one. A request that names
-	// none (a list of models, a file) generates nothing a price could
-	// count, and budgets let it pass at $0.
-	Model     string
-	Generates bool
+	// price matches ("" when it names none). Generates says the request
+	// may cost this account money (Request.Free); one that does not (a
+	// list of models, a token count, another account's key) passes
+	// budgets at $0. Unmetered says its API's answers cannot be priced
+	// (Request.Unmetered).
+	Model                string
+	Generates, Unmetered bool
 }
 
 // gatePass is a request's way through a callerGate. Its zero value is a

@@ -82,5 +82,22 @@ type UnpricedModelError struct {
 
 // Error implements error.
 func (e *UnpricedModelError) Error() string {
+	if e.Model == "" {
+		return fmt.Sprintf("quota: budget %s cannot price a request that names no model", e.Budget)
+	}
 	return fmt.Sprintf("quota: budget %s cannot price model %q: no prices entry matches it", e.Budget, e.Model)
+}
+
+// UnmeteredAPIError is a refusal by a spend budget of a request that may
+// cost money on an API whose answers the proxy cannot price (they report
+// no token usage it reads): its unpriced_apis policy is refuse (the
+// default).
+type UnmeteredAPIError struct {
+	// Budget names the budget.
+	Budget string
+}
+
+// Error implements error.
+func (e *UnmeteredAPIError) Error() string {
+	return fmt.Sprintf("quota: budget %s cannot price this API: its answers report no usage", e.Budget)
 }

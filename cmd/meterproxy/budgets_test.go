@@ -6,8 +6,9 @@ import (
 )
 
 // TestCheckConfigBudgets: check-config lists each budget with its period,
-// alert threshold and unpriced policy, and warns when spend would not
-// survive a restart or no price can count it.
+// alert threshold and unpriced policies (models and APIs), and warns when
+// spend would not survive a restart, no price can count it, or a class's
+// unknown callers spend keys of their own (pass-through).
 func TestCheckConfigBudgets(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml string
@@ -17,15 +18,19 @@ func TestCheckConfigBudgets(t *testing.T) {
 		{"in memory, no prices", "classes: {bulk: {budget: {usd: 1000, per: month}}}\n" +
 			"callers:\n  - {name: nightly-import, key_env: IMPORT_KEY, class: bulk, budget: {usd: 200, per: day, alert_at: 0.9}}\n",
 			[]string{
-				"budget caller:nightly-import (callers[0].budget): $200.00 a day (UTC), alert at $180.00; unpriced models refused\n",
-				"budget class:bulk (classes.bulk.budget): $1000.00 a month (UTC), alert at $800.00; unpriced models refused\n",
+				"budget caller:nightly-import (callers[0].budget): $200.00 a day (UTC), alert at $180.00; unpriced models refused; " +
+					"APIs meterproxy cannot price (images, audio, …) refused (unpriced_apis)\n",
+				"budget class:bulk (classes.bulk.budget): $1000.00 a month (UTC), alert at $800.00; unpriced models refused; " +
+					"APIs meterproxy cannot price (images, audio, …) refused (unpriced_apis)\n",
+				"warning: classes.<class>.budget: without upstream.api_key an unknown caller spends its own key",
 				"warning: store.spend_file is not set and there is no Redis",
 				"warning: prices: none configured: every budgeted request that names a model is refused as unpriced_model\n",
 			}, nil},
 		{"kept in a file, priced", "store: {spend_file: /var/lib/meterproxy/spend.json}\nprices: [{match: ['*'], input: 1, output: 2}]\n" +
-			"classes: {bulk: {budget: {usd: 10, per: day, unpriced: allow}}}\n",
-			[]string{"budget class:bulk (classes.bulk.budget): $10.00 a day (UTC), alert at $8.00; unpriced models pass at $0\n"},
-			[]string{"warning: store.spend_file", "warning: prices"}},
+			"classes: {bulk: {budget: {usd: 10, per: day, unpriced: allow, unpriced_apis: worst_case}}}\nclassify: {unknown_callers: reject}\n",
+			[]string{"budget class:bulk (classes.bulk.budget): $10.00 a day (UTC), alert at $8.00; unpriced models pass at $0; " +
+				"APIs meterproxy cannot price (images, audio, …) charged their worst case\n"},
+			[]string{"warning: store.spend_file", "warning: prices", "warning: classes"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := loadConfig(writeConfig(t, c.yaml), nil, lookupIn([]string{"IMPORT_KEY=sk-import"}))

@@ -9,7 +9,8 @@ import (
 
 // budgetsSection is check-config's account of spend budgets: each one, and
 // a warning where the configuration leaves a budget weaker than it reads —
-// spend kept nowhere across restarts, or no prices to count it by.
+// spend kept nowhere across restarts, no prices to count it by, or a class
+// whose unknown callers spend keys of their own.
 func budgetsSection(cfg Config) string {
 	type named struct {
 		name string
@@ -33,11 +34,18 @@ func budgetsSection(cfg Config) string {
 		return "budgets: not set (callers[].budget, classes.<class>.budget)\n"
 	}
 	var out strings.Builder
-	unpricedRefused := false
+	unpricedRefused, classBudget := false, false
 	for _, n := range bs {
-		fmt.Fprintf(&out, "budget %s: $%.2f a %s (UTC), alert at $%.2f; unpriced models %s\n",
-			n.name, n.b.USD, n.b.Per, n.b.USD*n.b.Alert(), map[bool]string{true: "pass at $0", false: "refused"}[n.b.Unpriced.Allows()])
+		fmt.Fprintf(&out, "budget %s: $%.2f a %s (UTC), alert at $%.2f; unpriced models %s; APIs meterproxy cannot price (images, audio, …) %s\n",
+			n.name, n.b.USD, n.b.Per, n.b.USD*n.b.Alert(), map[bool]string{true: "pass at $0", false: "refused"}[n.b.Unpriced.Allows()],
+			map[bool]string{true: "charged their worst case", false: "refused (unpriced_apis)"}[n.b.UnpricedAPIs.WorstCase()])
 		unpricedRefused = unpricedRefused || !n.b.Unpriced.Allows()
+		classBudget = classBudget || strings.HasPrefix(n.name, "class:")
+	}
+	passThrough := cfg.Upstream.APIKey == "" && len(cfg.Upstream.Accounts) == 0
+	if classBudget && passThrough && cfg.Classify.UnknownCallers != classify.UnknownReject {
+		out.WriteString("warning: classes.<class>.budget: without upstream.api_key an unknown caller spends its own key, another account, which no budget holds; " +
+			"set classify.unknown_callers: reject for a class's budget to hold all of its requests\n")
 	}
 	if cfg.Store.RedisURL == "" && cfg.Store.SpendFile == "" {
 		out.WriteString("warning: store.spend_file is not set and there is no Redis: budgets' spend is kept in memory and starts from $0 at every restart\n")

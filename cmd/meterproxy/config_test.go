@@ -67,9 +67,10 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 		{"refill model", "upstream: {refill: linear}\n", nil, []string{`upstream.refill: must be auto, continuous or window, got "linear"`}},
 		// Issue 25: budgets refuse by key.
 		{"budgets", "classes: {bulk: {budget: {usd: 1000, per: year}}, interactive: {budget: {usd: -5, per: day, unpriced: maybe}}}\n" +
-			"callers:\n  - {name: a, key_env: K, class: bulk, budget: {usd: 200}}\n", []string{"K=secret"},
+			"callers:\n  - {name: a, key_env: K, class: bulk, budget: {usd: 200, unpriced_apis: allow}}\n", []string{"K=secret"},
 			[]string{`classes.bulk.budget.per: must be day or month, got "year"`, "classes.interactive.budget.usd: must be more than 0",
-				`classes.interactive.budget.unpriced: must be refuse or allow, got "maybe"`, "callers[0].budget.per: must be day or month"}},
+				`classes.interactive.budget.unpriced: must be refuse or allow, got "maybe"`, "callers[0].budget.per: must be day or month",
+				`callers[0].budget.unpriced_apis: must be refuse or worst_case, got "allow"`}},
 		// Issue 23 item 3: the provider's own base URL doubles the path.
 		{"upstream.url ending in /v1", "upstream: {url: \"https://api.openai.com/v1/\"}\n", nil,
 			[]string{`upstream.url: ends in /v1, which the callers' request paths already begin with (/v1/…): the upstream would be asked for /v1/v1/…; write "https://api.openai.com"`}},

@@ -15,6 +15,10 @@ const (
 	Messages
 	// Embeddings is the OpenAI embeddings API: input tokens only.
 	Embeddings
+	// Completions is OpenAI's legacy completions API (/v1/completions,
+	// Azure's deployment /completions): Chat Completions' usage, its text
+	// in each choice's text.
+	Completions
 	// Other is any other path; its responses are not metered.
 	Other
 )
@@ -30,6 +34,8 @@ func (a API) String() string {
 		return "messages"
 	case Embeddings:
 		return "embeddings"
+	case Completions:
+		return "completions"
 	default:
 		return "other"
 	}

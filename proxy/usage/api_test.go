@@ -19,7 +19,7 @@ func TestValidDeployment(t *testing.T) {
 func TestAPIString(t *testing.T) {
 	for api, want := range map[API]string{
 		ChatCompletions: "chat_completions", Responses: "responses", Messages: "messages",
-		Embeddings: "embeddings", Other: "other", API(200): "other",
+		Embeddings: "embeddings", Completions: "completions", Other: "other", API(200): "other",
 	} {
 		if got := api.String(); got != want {
 			t.Errorf("API(%d).String() = %q, want %q", api, got, want)

@@ -8,8 +8,8 @@
 // written to the provider's prompt cache and the service tier the
 // response says served it.
 // It understands OpenAI Chat Completions (and Azure OpenAI, vLLM and other
-// compatible servers), the OpenAI Responses API, Anthropic Messages and
-// embeddings, as JSON bodies and as server-sent event streams.
+// compatible servers), legacy completions, the OpenAI Responses API,
+// Anthropic Messages and embeddings, as JSON bodies and as server-sent event streams.
 //
 // On the request side, [EstimateInput] and [ReadRequest] size a request
 // before it is sent (ReadRequest also says whether its body hides input

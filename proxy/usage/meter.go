@@ -240,7 +240,7 @@ func (m *Meter) event(name []byte, d *window) {
 		return
 	}
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.chatEvent(data)
 	case Responses:
 		m.responsesEvent(name, data)
@@ -256,7 +256,7 @@ func (m *Meter) event(name []byte, d *window) {
 // upper bound of the text in them).
 func (m *Meter) longEvent(name []byte, d *window) {
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.text += d.size
 		m.chatUsageHighWater(tailUsage(d.tail(), 1))
 		m.noteTier(tierIn(d, 1, tierMember))
@@ -274,7 +274,7 @@ func (m *Meter) longEvent(name []byte, d *window) {
 func (m *Meter) readTail(d *window) {
 	tail := d.tail()
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.chatUsage(tailUsage(tail, 1))
 		m.noteTier(tierIn(d, 1, tierMember))
 	case Embeddings:
@@ -292,7 +292,7 @@ func (m *Meter) readTail(d *window) {
 // readBody reads the usage of a whole JSON body.
 func (m *Meter) readBody(body []byte) {
 	switch m.api {
-	case ChatCompletions:
+	case ChatCompletions, Completions:
 		m.chatBody(body)
 	case Embeddings:
 		m.embeddingsBody(body)

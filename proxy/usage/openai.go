@@ -7,7 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// OpenAI Chat Completions and embeddings report
+// OpenAI Chat Completions, legacy completions and embeddings report
 //
 //	usage: {prompt_tokens, completion_tokens, total_tokens, …}
 //
@@ -21,8 +21,9 @@ var (
 	usageKey = []byte(`"usage"`)
 )
 
-// chatBody reads a chat completion response: its usage, its service tier,
-// and what its choices generated for the estimate when it has none. The
+// chatBody reads a chat completion response (or a legacy completion): its
+// usage, its service tier, and what its choices generated for the
+// estimate when it has none. The
 // members are read in one pass; of a member repeated, the last counts, as
 // when the usage of a long body is read from its end (lastMember).
 func (m *Meter) chatBody(body []byte) {
@@ -34,7 +35,7 @@ func (m *Meter) chatBody(body []byte) {
 			m.noteTier(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
-				m.text += chatGenerated(choice.Get("message"))
+				m.text += choiceGenerated(choice, "message")
 				return true
 			})
 		}
@@ -54,7 +55,8 @@ func (m *Meter) embeddingsUsage(u gjson.Result) {
 	}
 }
 
-// chatEvent reads one event of a chat completions stream. The usage is on
+// chatEvent reads one event of a chat completions stream (or a legacy
+// completions one, whose chunks are alike). The usage is on
 // the chunk whose usage is not null: after the last choice with
 // stream_options.include_usage, or on every chunk (cumulative) with vLLM's
 // continuous_usage_stats. An empty choices array alone means nothing: Azure
@@ -74,12 +76,29 @@ func (m *Meter) chatEvent(data []byte) {
 			m.noteTier(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
-				m.text += chatGenerated(choice.Get("delta"))
+				m.text += choiceGenerated(choice, "delta")
 				return true
 			})
 		}
 		return true
 	})
+}
+
+// choiceGenerated returns the bytes of text one choice generated: its
+// message (or, in a stream chunk, its delta), named by part, as
+// chatGenerated counts it, and a legacy completion's text.
+func choiceGenerated(choice gjson.Result, part string) int64 {
+	var n int64
+	choice.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case part:
+			n += chatGenerated(v)
+		case "text":
+			n += strLen(v)
+		}
+		return true
+	})
+	return n
 }
 
 // chatGenerated returns the bytes of text a chat completion's message, or a

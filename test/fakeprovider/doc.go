@@ -5,20 +5,29 @@
 // It answers
 //
 //	POST /v1/chat/completions   OpenAI chat completions (JSON or SSE)
-//	POST /openai/deployments/{name}/chat/completions, /openai/v1/chat/completions
-//	                            the same, as Azure OpenAI (its headers: resets in bare seconds)
+//	POST /v1/completions        OpenAI legacy completions (JSON or SSE)
 //	POST /v1/embeddings         OpenAI embeddings
 //	POST /v1/responses          OpenAI Responses API (JSON or SSE)
+//	POST /v1/responses/input_tokens  the input tokens a Responses request would count
+//	POST /v1/images/generations an image, as DALL·E answers (b64_json, no usage)
+//	POST /v1/audio/speech       audio/mpeg bytes (no usage)
+//	GET  /v1/models             the model list
 //	POST /v1/messages           Anthropic Messages (JSON or SSE)
+//	POST /v1/messages/count_tokens  Anthropic's token count
 //	POST /v1/batches            an OpenAI batch object
 //	POST /v1/messages/batches   an Anthropic message batch object
 //
-// and anything else with a 404 in the provider's error shape. Request bodies
+// and, as Azure OpenAI (its headers: resets in bare seconds), each OpenAI
+// path above under /openai/v1/… (Azure's v1 API) and
+// /openai/deployments/{name}/… (its deployment API), and /openai/responses;
+// anything else with a 404 in the provider's error shape. Request bodies
 // are read whole before anything is answered. Replies are deterministic: the
 // text and ids derive from the request body and timestamps from
 // [Config.Now], so the same request at the same instant yields the same
-// bytes. Every non-streamed reply carries usage with the provider's exact
-// field names; streams carry it where the provider puts it.
+// bytes. Every non-streamed reply of a generating API that reports usage
+// carries it with the provider's exact field names (images and speech
+// report none, as DALL·E and TTS do); streams carry it where the provider
+// puts it.
 //
 // Like a provider, it rate-limits with a token bucket of [Config.RPM]
 // requests refilled continuously, debits refused requests too, and reports

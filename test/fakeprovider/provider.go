@@ -92,15 +92,24 @@ func apiFor(path string) api {
 	return openAI
 }
 
-// azureChatPath reports whether path is Azure's chat completions: under a
-// deployment, or on the v1 API.
-func azureChatPath(path string) bool {
-	if path == "/openai/v1/chat/completions" {
-		return true
+// openAIPath is the OpenAI path an Azure OpenAI path serves: Azure's v1
+// API (/openai/v1/…), its deployment API (/openai/deployments/{name}/…)
+// and its Responses API (/openai/responses) take OpenAI's bodies. Any
+// other path is itself.
+func openAIPath(path string) string {
+	if rest, ok := strings.CutPrefix(path, "/openai/deployments/"); ok {
+		if name, tail, _ := strings.Cut(rest, "/"); name != "" && tail != "" {
+			return "/v1/" + tail
+		}
+		return path
 	}
-	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
-	name, tail, _ := strings.Cut(rest, "/")
-	return ok && name != "" && tail == "chat/completions"
+	switch rest, _ := strings.CutPrefix(path, "/openai/"); {
+	case rest == "responses":
+		return "/v1/responses"
+	case strings.HasPrefix(rest, "v1/"):
+		return "/" + rest
+	}
+	return path
 }
 
 // exchange is one request being answered.
@@ -191,28 +200,40 @@ func (x *exchange) wait(d time.Duration) bool {
 	}
 }
 
-// route answers the request by path.
+// route answers the request by path, Azure's as the OpenAI path it
+// serves (openAIPath).
 func (x *exchange) route() {
-	handlers := map[string]func(){
-		"/v1/chat/completions": x.chat,
-		"/v1/embeddings":       x.embeddings,
-		"/v1/responses":        x.responses,
-		"/v1/messages":         x.messages,
-		"/v1/batches":          x.openAIBatch,
-		"/v1/messages/batches": x.anthropicBatch,
+	type handler struct {
+		method string
+		answer func()
 	}
-	h, ok := handlers[x.r.URL.Path]
-	if azureChatPath(x.r.URL.Path) {
-		h, ok = x.chat, true
+	handlers := map[string]handler{
+		"/v1/chat/completions":       {http.MethodPost, x.chat},
+		"/v1/completions":            {http.MethodPost, x.completion},
+		"/v1/embeddings":             {http.MethodPost, x.embeddings},
+		"/v1/responses":              {http.MethodPost, x.responses},
+		"/v1/responses/input_tokens": {http.MethodPost, x.inputTokens},
+		"/v1/images/generations":     {http.MethodPost, x.image},
+		"/v1/audio/speech":           {http.MethodPost, x.speech},
+		"/v1/models":                 {http.MethodGet, x.models},
+		"/v1/messages":               {http.MethodPost, x.messages},
+		"/v1/messages/count_tokens":  {http.MethodPost, x.countTokens},
+		"/v1/batches":                {http.MethodPost, x.openAIBatch},
+		"/v1/messages/batches":       {http.MethodPost, x.anthropicBatch},
 	}
+	path := x.r.URL.Path
+	if x.api == azure {
+		path = openAIPath(path)
+	}
+	h, ok := handlers[path]
 	switch {
 	case !ok:
 		x.fail(http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", x.r.Method, x.r.URL.Path))
-	case x.r.Method != http.MethodPost:
-		x.w.Header().Set("Allow", http.MethodPost)
+	case x.r.Method != h.method:
+		x.w.Header().Set("Allow", h.method)
 		x.fail(http.StatusMethodNotAllowed, fmt.Sprintf("Method %s not allowed on %s", x.r.Method, x.r.URL.Path))
 	default:
-		h()
+		h.answer()
 	}
 }
 
