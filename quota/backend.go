@@ -24,9 +24,9 @@ type backend struct {
 	Budgets      budgetStore
 	BudgetsAlive func(context.Context) error
 	// Batches keeps the batches' metered files and records.
-	Batches batchStore
-	spend        *memBudgets
-	spendFile    string
+	Batches   batchStore
+	spend     *memBudgets
+	spendFile string
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).

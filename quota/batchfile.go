@@ -92,7 +92,9 @@ func (f BatchFile) InputTokens() int64 {
 }
 
 // sumTokens is a + b within [0, maxPricedTokens].
-func sumTokens(a, b int64) int64 { return min(max(a, 0)+min(max(b, 0), maxPricedTokens), maxPricedTokens) }
+func sumTokens(a, b int64) int64 {
+	return min(max(a, 0)+min(max(b, 0), maxPricedTokens), maxPricedTokens)
+}
 
 // batchWorst is the most m's requests could cost at p's batch prices:
 // their input at the dearest input price, the caps they set and
