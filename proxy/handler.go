@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -232,6 +233,9 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 // through: the provider's separate quota, so the windows are not charged
 // (meterproxy_admissions_total outcome batch or upload).
 func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	if !ex.live.Shadow && h.serveBatchCreate(w, r, ex) {
+		return
+	}
 	sb, err := h.bodies.streamBody(w, r, h.maxUpload)
 	if err != nil {
 		h.bodyFailed(w, r, ex, err)
@@ -239,6 +243,12 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 	}
 	defer sb.stop()
 	ex.upload = sb
+	if r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == openAIFilesPath && ex.rt.family == familyOpenAI {
+		if sb.meter = newUploadMeter(r.Header.Get("Content-Type"), h.bodies.budget); sb.meter != nil {
+			ex.uploadMeter = sb.meter
+			defer sb.meter.stop()
+		}
+	}
 	ex.at(h.accountOf(ex), ex.pool)
 	outcome := admitBatch
 	if ex.rt.kind == routeUpload {

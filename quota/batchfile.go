@@ -42,7 +42,8 @@ type BatchModel struct {
 }
 
 // Add counts one request for model, of input tokens estimated and output
-// cap (0: none). A model beyond MaxBatchModels marks the file unmetered.
+// cap: 0 when it sets none, below 0 when it generates nothing (an
+// embedding). A model beyond MaxBatchModels marks the file unmetered.
 // Sums saturate at maxPricedTokens.
 func (f *BatchFile) Add(model string, input, output int64) {
 	i := 0
@@ -59,9 +60,10 @@ func (f *BatchFile) Add(model string, input, output int64) {
 	m := &f.Models[i]
 	m.Lines = sumTokens(m.Lines, 1)
 	m.Input = sumTokens(m.Input, input)
-	if output > 0 {
+	switch {
+	case output > 0:
 		m.Output = sumTokens(m.Output, output)
-	} else {
+	case output == 0:
 		m.Uncapped = sumTokens(m.Uncapped, 1)
 	}
 }
