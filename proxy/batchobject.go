@@ -49,7 +49,7 @@ func (h *Handler) batchAnswer(resp *http.Response, ex *exchange) {
 		ex.batch.Bind(gjson.GetBytes(readSmall(resp, maxBatchObject), "id").Str)
 	case ex.rt.family == familyAnthropic && strings.HasSuffix(path, "/results"):
 		h.meterResults(resp, strings.TrimSuffix(strings.TrimPrefix(path, anthropicBatchesPath+"/"), "/results"))
-	case under(path, openAIBatchesPath+"/") || under(path, anthropicBatchesPath+"/"):
+	case strings.HasPrefix(path, openAIBatchesPath+"/") || strings.HasPrefix(path, anthropicBatchesPath+"/"):
 		h.batchObject(readSmall(resp, maxBatchObject))
 	}
 }
