@@ -102,7 +102,11 @@ func sumTokens(a, b int64) int64 {
 // their input at the dearest input price, the caps they set and
 // max_output for each that set none at the output price.
 func (p Price) batchWorst(m BatchModel) Nanodollars {
-	out := sumTokens(m.Output, min(m.Uncapped, maxPricedTokens/max(p.maxOutput(), 1))*p.maxOutput())
+	each, uncapped := p.maxOutput(), int64(maxPricedTokens)
+	if m.Uncapped <= maxPricedTokens/each {
+		uncapped = max(m.Uncapped, 0) * each
+	}
+	out := sumTokens(m.Output, uncapped)
 	if out == 0 {
 		out = 1 // WorstCase reads 0 as "no cap": max_output, more than none
 	}
