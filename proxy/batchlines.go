@@ -100,6 +100,9 @@ func (s *lineSplitter) Close() error {
 type fileMeter struct {
 	file  quota.BatchFile
 	lines int64
+	// unit names a request in a reason: "line" (an input file's), or
+	// "request" (a batch body's).
+	unit string
 }
 
 // meterLine meters one line: {"custom_id", "method", "url", "body"}.
@@ -123,12 +126,12 @@ func (m *fileMeter) overlong(n int64) {
 // batch request's params); embedding says it generates no output.
 func (m *fileMeter) meterRequest(body gjson.Result, embedding bool) {
 	if !body.IsObject() {
-		m.file.Fail(fmt.Sprintf("request %d has no JSON object body", m.lines))
+		m.file.Fail(fmt.Sprintf("%s %d has no JSON object body", m.unitName(), m.lines))
 		return
 	}
 	req, err := usage.ReadRequest("application/json", []byte(body.Raw))
 	if err != nil {
-		m.file.Fail(fmt.Sprintf("request %d: %v", m.lines, err))
+		m.file.Fail(fmt.Sprintf("%s %d: %v", m.unitName(), m.lines, err))
 		return
 	}
 	output := req.OutputCeiling()
@@ -136,6 +139,14 @@ func (m *fileMeter) meterRequest(body gjson.Result, embedding bool) {
 		output = -1
 	}
 	m.file.Add(req.Model, usage.EstimateInput([]byte(body.Raw)), output)
+}
+
+// unitName is what a reason calls one of the meter's requests.
+func (m *fileMeter) unitName() string {
+	if m.unit == "" {
+		return "line"
+	}
+	return m.unit
 }
 
 // errDuplicate is a key a line or body names twice, which the proxy and
@@ -171,7 +182,7 @@ func topLevel(doc []byte, names ...string) ([]gjson.Result, error) {
 // meterAnthropicBatch meters an Anthropic batch's body, held whole:
 // {"requests": [{"custom_id", "params": {model, max_tokens, …}}, …]}.
 func meterAnthropicBatch(body []byte) quota.BatchFile {
-	var m fileMeter
+	m := fileMeter{unit: "request"}
 	keys, err := topLevel(body, "requests")
 	if err != nil || !keys[0].IsArray() {
 		m.file.Fail("the body has no requests array the proxy could read")
