@@ -19,12 +19,12 @@ import (
 // gpt-4o at $100 / $1000 per million tokens, so at the batch price (half)
 // $50 / $500, and gives nightly-import $1 a day.
 
-// batchFileOf is a JSONL batch input file of n chat requests for gpt-4o,
+// batchFileOf is a JSONL batch input file of n chat requests for model,
 // each capped at maxTokens output tokens.
-func batchFileOf(n, maxTokens int) string {
+func batchFileOf(model string, n, maxTokens int) string {
 	var b strings.Builder
 	for i := range n {
-		fmt.Fprintf(&b, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o","max_tokens":%d,"messages":[{"role":"user","content":"summarise record %d"}]}}`+"\n", i, maxTokens, i)
+		fmt.Fprintf(&b, `{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":%d,"messages":[{"role":"user","content":"summarise record %d"}]}}`+"\n", i, model, maxTokens, i)
 	}
 	return b.String()
 }
@@ -162,13 +162,13 @@ func TestBatchBudgets(t *testing.T) {
 
 func checkBatchBudgets(t *testing.T, create, read *procs.Proxy, up string) {
 	// 20 lines capped at 200 output tokens: $2 of output at the batch price.
-	big := uploadBatchFile(t, create.URL, importKey, batchFileOf(20, 200))
+	big := uploadBatchFile(t, create.URL, importKey, batchFileOf("gpt-4o", 20, 200))
 	status, o := createBatch(t, create.URL, importKey, big, "")
 	if status != http.StatusTooManyRequests || o.Error.Code != "budget_exceeded" || o.Error.Type != "insufficient_quota" {
 		t.Errorf("a batch worth $2 on a $1 budget: %d %+v, want 429 budget_exceeded", status, o.Error)
 	}
 	// 4 lines capped at 100: $0.2 of output, and their input.
-	small := uploadBatchFile(t, create.URL, importKey, batchFileOf(4, 100))
+	small := uploadBatchFile(t, create.URL, importKey, batchFileOf("gpt-4o", 4, 100))
 	status, o = createBatch(t, create.URL, importKey, small, "")
 	if status != http.StatusOK || o.ID == "" {
 		t.Fatalf("a batch worth $0.2 on a $1 budget: %d %+v, want it created", status, o)
@@ -210,7 +210,7 @@ func checkBatchBudgets(t *testing.T, create, read *procs.Proxy, up string) {
 	}
 
 	// A file uploaded to the provider around the proxy.
-	around := uploadBatchFile(t, up, importKey, batchFileOf(1, 10))
+	around := uploadBatchFile(t, up, importKey, batchFileOf("gpt-4o", 1, 10))
 	status, o = createBatch(t, create.URL, importKey, around, "")
 	if status != http.StatusBadRequest || o.Error.Code != "batch_unmetered" || !strings.Contains(o.Error.Message, "did not see its input file") {
 		t.Errorf("a budgeted batch on a file the proxy never saw: %d %+v, want 400 batch_unmetered naming the reason", status, o.Error)
