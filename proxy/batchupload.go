@@ -100,12 +100,10 @@ func (m *uploadMeter) meterFile(p io.Reader, budget *memBudget) error {
 	var fm fileMeter
 	ls := newLineSplitter(budget, fm.meterLine, fm.overlong)
 	_, err := io.Copy(ls, p)
-	if ls.failed == nil {
-		_ = ls.Close()
-	} else {
-		_ = ls.Close()
-		fm.file.Fail("the proxy had no memory left to read it (server.max_body_memory_bytes)")
+	if ls.failed != nil {
+		fm.file.Fail("the proxy had no memory left to read a line (server.max_body_memory_bytes)")
 	}
+	_ = ls.Close()
 	m.file = fm.file
 	return err
 }

@@ -222,3 +222,79 @@ func checkBatchBudgets(t *testing.T, create, read *procs.Proxy, up string) {
 		t.Errorf("at the end: spent $%.9f, reserved $%.9f; want $%.9f and nothing", s, r, want)
 	}
 }
+
+// anthropicBatchOf is an Anthropic batch body of n requests for
+// claude-sonnet-4-5, each capped at maxTokens output tokens.
+func anthropicBatchOf(n, maxTokens int) string {
+	reqs := make([]string, n)
+	for i := range reqs {
+		reqs[i] = fmt.Sprintf(`{"custom_id":"r%d","params":{"model":"claude-sonnet-4-5","max_tokens":%d,"messages":[{"role":"user","content":"summarise record %d"}]}}`, i, maxTokens, i)
+	}
+	return `{"requests":[` + strings.Join(reqs, ",") + `]}`
+}
+
+// TestAnthropicBatchBudget: a budgeted caller's Anthropic batch is metered
+// from its body: over the budget it is refused 429 in Anthropic's shape;
+// within it, it is reserved, kept reserved while the batch object reports
+// no usage (Anthropic's never does), and settled to its results' usage at
+// the batch price once they are read through the proxy to the end; a
+// batch cancelled before any request succeeded gives its reservation back.
+func TestAnthropicBatchBudget(t *testing.T) {
+	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{NoLog: true}))
+	cfg := baseConfig(up.URL)
+	budgetConfig(cfg)
+	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	batches := p.URL + "/v1/messages/batches"
+	status, o := batchCall(t, http.MethodPost, batches, importKey, anthropicBatchOf(20, 200), nil)
+	if status != http.StatusTooManyRequests || o.Error.Type != "insufficient_quota" || !strings.Contains(o.Error.Message, "budget caller:nightly-import") {
+		t.Errorf("a batch worth $2 on a $1 budget: %d %+v, want 429 insufficient_quota naming the budget", status, o.Error)
+	}
+	status, o = batchCall(t, http.MethodPost, batches, importKey, anthropicBatchOf(4, 100), nil)
+	if status != http.StatusOK || o.ID == "" {
+		t.Fatalf("a batch worth $0.2: %d %+v", status, o)
+	}
+	waitFor(t, "the batch's worst case reserved", func() bool {
+		s, r := budgetUse(t, p)
+		return s == 0 && r >= 0.2 && r < 0.21
+	})
+	_, reserved := budgetUse(t, p)
+	if status, _ = batchCall(t, http.MethodGet, batches+"/"+o.ID, importKey, "", nil); status != http.StatusOK {
+		t.Fatalf("retrieve: %d", status)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, batches+"/"+o.ID+"/results", nil)
+	req.Header.Set("Authorization", "Bearer "+importKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("results: %v", err)
+	}
+	var in, out int64
+	for dec := json.NewDecoder(res.Body); dec.More(); {
+		var r struct {
+			Result struct {
+				Message struct {
+					Usage struct {
+						InputTokens  int64 `json:"input_tokens"`
+						OutputTokens int64 `json:"output_tokens"`
+					} `json:"usage"`
+				} `json:"message"`
+			} `json:"result"`
+		}
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		in, out = in+r.Result.Message.Usage.InputTokens, out+r.Result.Message.Usage.OutputTokens
+	}
+	_ = res.Body.Close()
+	want := (float64(in)*budgetPriceIn + float64(out)*budgetPriceOut) / 2 / 1e6
+	waitBudget(t, p, "settled to its results' usage at the batch price", want, 0)
+	t.Logf("reserved $%.6f; results %d input, %d output tokens: spent $%.9f", reserved, in, out, want)
+
+	status, o = batchCall(t, http.MethodPost, batches, importKey, anthropicBatchOf(4, 100), nil)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %+v", status, o)
+	}
+	waitBudget(t, p, "the second batch reserved", want, reserved)
+	batchCall(t, http.MethodPost, batches+"/"+o.ID+"/cancel", importKey, "", nil)
+	batchCall(t, http.MethodGet, batches+"/"+o.ID, importKey, "", nil)
+	waitBudget(t, p, "the cancelled batch refunded", want, 0)
+}
