@@ -34,8 +34,11 @@ const reasonBatchUnmetered = "batch_unmetered"
 func (h *Handler) serveBatchCreate(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	openAI := path == openAIBatchesPath && ex.rt.family == familyOpenAI
+	if r.Method != http.MethodPost || !openAI && path != anthropicBatchesPath {
+		return false
+	}
 	budgeted := h.admitter.Budgeted(ex.res.Caller, ex.res.Class)
-	if r.Method != http.MethodPost || !openAI && !(path == anthropicBatchesPath && budgeted) {
+	if !openAI && !budgeted {
 		return false
 	}
 	if f := encodingRefusal(r.Header); f != nil {
@@ -66,7 +69,7 @@ func (h *Handler) serveBatchCreate(w http.ResponseWriter, r *http.Request, ex *e
 		h.batchRefused(r, ex, err)
 		return true
 	}
-	defer hold.Release() // unless the provider's answer bound it
+	defer hold.Release() // unless the provider's answer bound it (or its failure spent it)
 	ex.batch = hold
 	l := ex.poolLabels()
 	h.m.admissions.WithLabelValues(l.Account, l.Pool, ex.res.Class.String(), admitBatch).Inc()

@@ -114,6 +114,12 @@ func TestUploadMeter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUploadMeterForms: a form cut short, a body that is no form, a form
+// of too many parts are not metered.
+func TestUploadMeterForms(t *testing.T) {
+	two := line("gpt-4o", 100, 10) + "\n" + line("gpt-4o", 0, 20)
 	t.Run("cut short", func(t *testing.T) {
 		body, ct := form("batch", two)
 		m := newUploadMeter(ct, newMemBudget(64<<20))

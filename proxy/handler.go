@@ -424,6 +424,9 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	if ex.upload != nil && ex.upload.err() != nil {
 		err = ex.upload.err() // the client's side failed, not the upstream
 	}
+	if ex.batch != nil && !neverSent(err) {
+		ex.batch.Bind("") // the provider may have created it, under an id never seen: spent in full
+	}
 	f, clientSide := bodyRefusal(err, true) // only a streamed body is still read here
 	if r.Context().Err() != nil && !clientSide {
 		return // nothing is written: it counts as cancelled
@@ -444,6 +447,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	if ex.lease != nil && neverSent(err) {
 		ex.lease.Correct(0) // the provider never saw it: it cost nothing
 	}
+
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	h.refuse(ex, f)
 }

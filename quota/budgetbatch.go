@@ -54,13 +54,20 @@ type BatchHold struct {
 
 // Bind records the batch the provider created as batchID, its reservation
 // moved to it (it outlives the request and this replica) and its input
-// tokens counted as enqueued. The store hears of it from the budget loop.
+// tokens counted as enqueued. An empty batchID says a batch may have been
+// created but its id is unknown (an answer that could not be read, or
+// none): its worst case is spent, as nothing could ever settle it. The
+// store hears of it from the budget loop.
 func (h *BatchHold) Bind(batchID string) {
 	if h == nil {
 		return
 	}
 	if batchID == "" {
-		h.Release()
+		h.once.Do(func() {
+			if h.id != "" {
+				h.g.enqueue(budgetSettle{keys: h.keys, id: h.id, reserved: h.rec.Reserved, cost: h.rec.Reserved})
+			}
+		})
 		return
 	}
 	h.once.Do(func() {

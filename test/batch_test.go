@@ -192,22 +192,7 @@ func checkBatchBudgets(t *testing.T, create, read *procs.Proxy, up string) {
 	batchCall(t, http.MethodGet, create.URL+"/v1/batches/"+o.ID, importKey, "", nil) // again: settled once
 	t.Logf("completed with %d input and %d output tokens: spent $%.9f", done.Usage.InputTokens, done.Usage.OutputTokens, want)
 
-	for _, end := range []struct{ outcome, cancel, status string }{
-		{"failed", "", "failed"}, {"expired", "", "expired"}, {"", "/cancel", "cancelled"},
-	} {
-		status, b := createBatch(t, create.URL, importKey, small, end.outcome)
-		if status != http.StatusOK {
-			t.Fatalf("%s: create %d %+v", end.status, status, b)
-		}
-		waitBudget(t, read, end.status+" batch reserved", want, reserved)
-		if end.cancel != "" {
-			batchCall(t, http.MethodPost, read.URL+"/v1/batches/"+b.ID+end.cancel, importKey, "", nil)
-		}
-		if _, got := batchCall(t, http.MethodGet, read.URL+"/v1/batches/"+b.ID, importKey, "", nil); got.Status != end.status {
-			t.Fatalf("%s: retrieved %+v", end.status, got)
-		}
-		waitBudget(t, read, end.status+" batch refunded", want, 0)
-	}
+	checkBatchRefunds(t, create, read, small, want, reserved)
 
 	// A file uploaded to the provider around the proxy.
 	around := uploadBatchFile(t, up, importKey, batchFileOf("gpt-4o", 1, 10))
@@ -223,6 +208,29 @@ func checkBatchBudgets(t *testing.T, create, read *procs.Proxy, up string) {
 	}
 }
 
+// checkBatchRefunds: batches on file that end failed, expired or
+// cancelled, reserving reserved each, give it back: nightly-import's
+// budget stays at spent.
+func checkBatchRefunds(t *testing.T, create, read *procs.Proxy, file string, spent, reserved float64) {
+	t.Helper()
+	for _, end := range []struct{ outcome, cancel, status string }{
+		{"failed", "", "failed"}, {"expired", "", "expired"}, {"", "/cancel", "cancelled"},
+	} {
+		status, b := createBatch(t, create.URL, importKey, file, end.outcome)
+		if status != http.StatusOK {
+			t.Fatalf("%s: create %d %+v", end.status, status, b)
+		}
+		waitBudget(t, read, end.status+" batch reserved", spent, reserved)
+		if end.cancel != "" {
+			batchCall(t, http.MethodPost, read.URL+"/v1/batches/"+b.ID+end.cancel, importKey, "", nil)
+		}
+		if _, got := batchCall(t, http.MethodGet, read.URL+"/v1/batches/"+b.ID, importKey, "", nil); got.Status != end.status {
+			t.Fatalf("%s: retrieved %+v", end.status, got)
+		}
+		waitBudget(t, read, end.status+" batch refunded", spent, 0)
+	}
+}
+
 // anthropicBatchOf is an Anthropic batch body of n requests for
 // claude-sonnet-4-5, each capped at maxTokens output tokens.
 func anthropicBatchOf(n, maxTokens int) string {
@@ -231,6 +239,36 @@ func anthropicBatchOf(n, maxTokens int) string {
 		reqs[i] = fmt.Sprintf(`{"custom_id":"r%d","params":{"model":"claude-sonnet-4-5","max_tokens":%d,"messages":[{"role":"user","content":"summarise record %d"}]}}`, i, maxTokens, i)
 	}
 	return `{"requests":[` + strings.Join(reqs, ",") + `]}`
+}
+
+// readResults reads an Anthropic batch's results through url to the end,
+// as nightly-import, and returns their messages' input and output tokens.
+func readResults(t *testing.T, url string) (in, out int64) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+importKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("results: %v", err)
+	}
+	for dec := json.NewDecoder(res.Body); dec.More(); {
+		var r struct {
+			Result struct {
+				Message struct {
+					Usage struct {
+						InputTokens  int64 `json:"input_tokens"`
+						OutputTokens int64 `json:"output_tokens"`
+					} `json:"usage"`
+				} `json:"message"`
+			} `json:"result"`
+		}
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		in, out = in+r.Result.Message.Usage.InputTokens, out+r.Result.Message.Usage.OutputTokens
+	}
+	_ = res.Body.Close()
+	return in, out
 }
 
 // TestAnthropicBatchBudget: a budgeted caller's Anthropic batch is metered
@@ -261,30 +299,7 @@ func TestAnthropicBatchBudget(t *testing.T) {
 	if status, _ = batchCall(t, http.MethodGet, batches+"/"+o.ID, importKey, "", nil); status != http.StatusOK {
 		t.Fatalf("retrieve: %d", status)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, batches+"/"+o.ID+"/results", nil)
-	req.Header.Set("Authorization", "Bearer "+importKey)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("results: %v", err)
-	}
-	var in, out int64
-	for dec := json.NewDecoder(res.Body); dec.More(); {
-		var r struct {
-			Result struct {
-				Message struct {
-					Usage struct {
-						InputTokens  int64 `json:"input_tokens"`
-						OutputTokens int64 `json:"output_tokens"`
-					} `json:"usage"`
-				} `json:"message"`
-			} `json:"result"`
-		}
-		if err := dec.Decode(&r); err != nil {
-			t.Fatal(err)
-		}
-		in, out = in+r.Result.Message.Usage.InputTokens, out+r.Result.Message.Usage.OutputTokens
-	}
-	_ = res.Body.Close()
+	in, out := readResults(t, batches+"/"+o.ID+"/results")
 	want := (float64(in)*budgetPriceIn + float64(out)*budgetPriceOut) / 2 / 1e6
 	waitBudget(t, p, "settled to its results' usage at the batch price", want, 0)
 	t.Logf("reserved $%.6f; results %d input, %d output tokens: spent $%.9f", reserved, in, out, want)
