@@ -231,7 +231,9 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 
 // serveStreamed forwards a batch or upload request, whose body streams
 // through: the provider's separate quota, so the windows are not charged
-// (meterproxy_admissions_total outcome batch or upload).
+// (meterproxy_admissions_total outcome batch or upload). A batch's
+// creation goes through the budgets instead (serveBatchCreate), and an
+// upload to /v1/files is metered as it passes (uploadMeter).
 func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	if !ex.live.Shadow && h.serveBatchCreate(w, r, ex) {
 		return
@@ -447,7 +449,6 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	if ex.lease != nil && neverSent(err) {
 		ex.lease.Correct(0) // the provider never saw it: it cost nothing
 	}
-
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	h.refuse(ex, f)
 }
