@@ -139,3 +139,32 @@ func TestBatchWorstCase(t *testing.T) {
 		t.Errorf("a file of %d models: %d counted, unmetered %q; want %d and unmetered", MaxBatchModels+1, len(f.Models), f.Unmetered, MaxBatchModels)
 	}
 }
+
+// TestRedisBatchBindReaped: a request's reservation reaped before its
+// batch was bound (its replica fell silent while the provider answered)
+// was charged in full, and stays so: the batch binds nothing, and its end
+// neither refunds nor charges more.
+func TestRedisBatchBindReaped(t *testing.T) {
+	budgets, batches, other, now := batchStores(t)["redis"]()
+	ctx := context.Background()
+	dec := []budgetKey{{Budget: "caller:import", Period: "2026-12", Limit: 100, Resets: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	if _, err := budgets.reserve(ctx, dec, "5", 80); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(time.Hour)
+	if ans, err := other.reserve(ctx, dec, "1", 30); err != nil || ans.Outcome != budgetExceeded || ans.Use[0].Spent != 80 {
+		t.Fatalf("after r1 fell silent: %+v %v, want its 80 reaped as spent", ans, err)
+	}
+	rec := batchRecord{ID: "batch_2", Keys: []batchKey{{Budget: dec[0].Budget, Period: dec[0].Period, Resets: dec[0].Resets}}, Reserved: 80, Tokens: 9,
+		Enqueued: BatchEnqueued{Account: "default", Pool: "default", Class: "bulk"}}
+	if err := batches.bind(ctx, rec, "5"); err != nil {
+		t.Fatal(err)
+	}
+	if err := batches.end(ctx, rec, 10); err != nil {
+		t.Fatal(err)
+	}
+	if use, err := budgets.read(ctx, dec); err != nil || use[0] != (budgetUse{Spent: 80}) {
+		t.Errorf("after the batch ended: %+v %v, want the 80 reaped, nothing more", use, err)
+	}
+	checkEnqueued(t, batches, 0)
+}
