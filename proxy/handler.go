@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -231,8 +232,13 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 
 // serveStreamed forwards a batch or upload request, whose body streams
 // through: the provider's separate quota, so the windows are not charged
-// (meterproxy_admissions_total outcome batch or upload).
+// (meterproxy_admissions_total outcome batch or upload). A batch's
+// creation goes through the budgets instead (serveBatchCreate), and an
+// upload to /v1/files is metered as it passes (uploadMeter).
 func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	if !ex.live.Shadow && h.serveBatchCreate(w, r, ex) {
+		return
+	}
 	sb, err := h.bodies.streamBody(w, r, h.maxUpload)
 	if err != nil {
 		h.bodyFailed(w, r, ex, err)
@@ -240,6 +246,12 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 	}
 	defer sb.stop()
 	ex.upload = sb
+	if r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == openAIFilesPath && ex.rt.family == familyOpenAI {
+		if sb.meter = newUploadMeter(r.Header.Get("Content-Type"), h.bodies.budget); sb.meter != nil {
+			ex.uploadMeter = sb.meter
+			defer sb.meter.stop()
+		}
+	}
 	ex.at(h.accountOf(ex), ex.pool)
 	outcome := admitBatch
 	if ex.rt.kind == routeUpload {
@@ -414,6 +426,9 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	ex := exchangeOf(r.Context())
 	if ex.upload != nil && ex.upload.err() != nil {
 		err = ex.upload.err() // the client's side failed, not the upstream
+	}
+	if ex.batch != nil && !neverSent(err) {
+		ex.batch.Bind("") // the provider may have created it, under an id never seen: spent in full
 	}
 	f, clientSide := bodyRefusal(err, true) // only a streamed body is still read here
 	if r.Context().Err() != nil && !clientSide {

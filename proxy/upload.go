@@ -44,11 +44,16 @@ type streamedBody struct {
 	mu      sync.Mutex
 	stopped bool
 	failed  error // why reading failed: errBodyTooLarge, errBodyTimeout, …
+	// meter, when set, gets a copy of every read (batchupload.go).
+	meter *uploadMeter
 }
 
 // Read implements io.Reader.
 func (s *streamedBody) Read(p []byte) (int, error) {
 	n, err := s.src.Read(p)
+	if s.meter != nil {
+		s.meter.feed(p[:n], err)
+	}
 	switch {
 	case err != nil:
 		s.clear() // EOF or failure: no deadline may outlive the body

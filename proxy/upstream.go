@@ -78,8 +78,12 @@ type exchange struct {
 	// at its worst case when shadowWorst (usageUnknown).
 	shadowSpent               quota.PricedUsage
 	shadowPriced, shadowWorst bool
-	// upload is the body of a batch or upload request passing through.
-	upload *streamedBody
+	// upload is the body of a batch or upload request passing through;
+	// uploadMeter meters it when it is a file for batches (batchupload.go);
+	// batch is a batch creation's reservation (batchcreate.go).
+	upload      *streamedBody
+	uploadMeter *uploadMeter
+	batch       *quota.BatchHold
 	// rec writes every answer to the client and records the request's
 	// outcome, counted once when ServeHTTP ends (Handler.count).
 	rec *recorder
@@ -148,6 +152,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		// for one — is given back. Kept, one refused request froze the
 		// pool's tokens.
 		ex.lease.Correct(0)
+	}
+	if ex != nil && ex.rt.streamed() && success && ex.spent {
+		h.batchAnswer(resp, ex)
 	}
 	if ex == nil || !success {
 		return nil

@@ -127,7 +127,7 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	if backend.failover != nil {
 		backend.failover.observe = a.observeStoreCall
 	}
-	a.budgets = newBudgetGate(backend.Budgets, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
+	a.budgets = newBudgetGate(backend.Budgets, backend.Batches, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
 	a.gates = gateChain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
 	a.Reconfigure(cfg, d.Callers)          // builds every pool
 	registerMetrics(d.Registry, a)

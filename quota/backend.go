@@ -23,8 +23,10 @@ type backend struct {
 	// in-process store, kept in spendFile when that is set.
 	Budgets      budgetStore
 	BudgetsAlive func(context.Context) error
-	spend        *memBudgets
-	spendFile    string
+	// Batches keeps the batches' metered files and records.
+	Batches   batchStore
+	spend     *memBudgets
+	spendFile string
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).
@@ -51,7 +53,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 			}
 		}
 		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), Adapt: newMemAdaptStore(nil),
-			Budgets: spend, spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
+			Budgets: spend, Batches: newMemBatches(spend), spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
 	}
 	client, err := newRedisClient(cfg.Store)
 	if err != nil {
@@ -74,6 +76,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	// tell alone what the fleet has spent.
 	budgets := newRedisBudgets(client, cfg.Store, primary.Replica())
 	b.Budgets, b.BudgetsAlive = budgets, budgets.alive
+	b.Batches = newRedisBatches(client, cfg.Store, primary.Replica())
 	return b, nil
 }
 
@@ -91,7 +94,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	for _, script := range []*redis.Script{takeScript, capScript, adaptScript, budgetScript} {
+	for _, script := range []*redis.Script{takeScript, capScript, adaptScript, budgetScript, batchScript} {
 		if err := script.Load(ctx, b.client).Err(); err != nil {
 			log.Warn("store_warm_failed", slog.String("error", err.Error()))
 			return

@@ -45,6 +45,8 @@ const budgetMaxPending = 1024
 // Start may be called before Run, and settles are made once it runs.
 type budgetGate struct {
 	store budgetStore
+	// batches keeps the batches' files and records (budgetbatch.go).
+	batches batchStore
 	// alive, when set (Redis), tells the store this replica's
 	// reservations are alive; called every heartbeat while it holds any.
 	alive     func(context.Context) error
@@ -71,8 +73,10 @@ type budgetGate struct {
 	// it wakes the requests waiting at a budget.
 	settled chan struct{}
 	// seen is every configured budget's current period as the loop last
-	// read it, for metrics and /admin/state.
-	seen []BudgetState
+	// read it, for metrics and /admin/state; enqueuedSeen the batch
+	// tokens enqueued.
+	seen         []BudgetState
+	enqueuedSeen []BatchEnqueued
 }
 
 // BudgetState is one budget's current period as /admin/state and the
@@ -106,8 +110,10 @@ func (s *budgetSet) all() []namedBudget {
 	return bs
 }
 
-// refresh reads every configured budget's spend into seen.
+// refresh reads every configured budget's spend into seen, and the
+// enqueued batch tokens.
 func (g *budgetGate) refresh(ctx context.Context) {
+	g.refreshEnqueued(ctx)
 	bs := g.budgets.Load().all()
 	keys := periods(bs, g.now())
 	var seen []BudgetState
@@ -134,17 +140,19 @@ func (g *budgetGate) State() []BudgetState {
 	return slices.Clone(g.seen)
 }
 
-// budgetSettle is one reservation to settle (to cost; 0 releases it).
+// budgetSettle is one reservation to settle (to cost; 0 releases it), or,
+// when job is set, a batch's step to take (budgetbatch.go).
 type budgetSettle struct {
 	keys []budgetKey
 	id   string
 	cost Nanodollars
+	job  func(context.Context) error
 }
 
 // newBudgetGate returns a gate over store, with no budgets until
 // Reconfigure.
-func newBudgetGate(store budgetStore, alive func(context.Context) error, heartbeat time.Duration, log *slog.Logger) *budgetGate {
-	g := &budgetGate{store: store, alive: alive, heartbeat: heartbeat, now: time.Now, log: log,
+func newBudgetGate(store budgetStore, batches batchStore, alive func(context.Context) error, heartbeat time.Duration, log *slog.Logger) *budgetGate {
+	g := &budgetGate{store: store, batches: batches, alive: alive, heartbeat: heartbeat, now: time.Now, log: log,
 		kick: make(chan struct{}, 1), maxPending: budgetMaxPending, settled: make(chan struct{})}
 	g.budgets.Store(&budgetSet{})
 	return g
@@ -219,15 +227,42 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 		}
 	}
 	if !r.Priced {
-		for _, b := range bs {
-			if !b.Unpriced.Allows() {
-				return gatePass{}, &UnpricedModelError{Budget: b.name, Model: r.Model}
-			}
+		if err := unpriced(bs, r.Model); err != nil {
+			return gatePass{}, err
 		}
 		return gatePass{}, nil // every budget lets it through at $0
 	}
 	keys := periods(bs, g.now())
-	id := strconv.FormatUint(g.seq.Add(1), 36)
+	id := g.nextID()
+	held, err := g.reserve(ctx, set, keys, id, r, until)
+	if err != nil {
+		return gatePass{}, err
+	}
+	return g.reservedPass(keys, id, held), nil
+}
+
+// unpriced is the refusal of a request for model, which no price matches,
+// by the first of budgets bs that refuses unpriced models; nil when every
+// one lets it pass at $0.
+func unpriced(bs []namedBudget, model string) error {
+	for _, b := range bs {
+		if !b.Unpriced.Allows() {
+			return &UnpricedModelError{Budget: b.name, Model: model}
+		}
+	}
+	return nil
+}
+
+// nextID is a reservation id unique to this replica.
+func (g *budgetGate) nextID() string { return strconv.FormatUint(g.seq.Add(1), 36) }
+
+// reserve reserves r.Cost (cut down to r.Floor where the budgets have
+// less left: budgetcut.go) on keys (budgets of set) under id, waiting
+// within until while others' reservations hold the room, and reports
+// whether it waited. Once it returns nil the reservation is held
+// (g.held counts it) until a settle of id. A reserve the store failed is
+// released (releaseLost): its answer may be all that was lost.
+func (g *budgetGate) reserve(ctx context.Context, set *budgetSet, keys []budgetKey, id string, r gateRequest, until time.Time) (bool, error) {
 	res := newBudgetCut(r)
 	held := false
 	for {
@@ -235,23 +270,24 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 		settled, pending := g.settled, len(g.pending)
 		g.mu.Unlock()
 		if pending >= g.maxPending {
-			return gatePass{}, fmt.Errorf("%w: %d budget settles wait for the store", ErrStoreUnavailable, pending)
+			return held, fmt.Errorf("%w: %d budget settles wait for the store", ErrStoreUnavailable, pending)
 		}
 		ans, err := res.reserve(ctx, g.store, keys, id)
 		switch {
 		case err != nil:
 			g.releaseLost(keys, id)
 			if ctx.Err() != nil {
-				return gatePass{}, context.Cause(ctx)
+				return held, context.Cause(ctx)
 			}
 			// A budget that cannot be counted refuses: spend is never
 			// let past a budget, whatever store.on_error says.
-			return gatePass{}, errors.Join(ErrStoreUnavailable, err)
+			return held, errors.Join(ErrStoreUnavailable, err)
 		case ans.Outcome == budgetReserved:
-			return g.reservedPass(keys, id, held), nil
+			g.held.Add(1)
+			return held, nil
 		case ans.Outcome == budgetExceeded:
 			k := keys[ans.Refused]
-			return gatePass{}, &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: ans.Use[ans.Refused].Spent,
+			return held, &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: ans.Use[ans.Refused].Spent,
 				Cost: res.cost, Resets: k.Resets}
 		}
 		// budgetWait: others' reservations hold the room; they settle
@@ -261,20 +297,20 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 				if r.Class.Valid() {
 					g.waiting[r.Class].Add(-1)
 				}
-				return gatePass{}, &RefusedError{Class: r.Class, Reason: ErrQueueFull, RetryAfter: time.Second}
+				return held, &RefusedError{Class: r.Class, Reason: ErrQueueFull, RetryAfter: time.Second}
 			}
 			defer g.waiting[r.Class].Add(-1)
 			held = true
 		}
 		left := time.Until(until)
 		if left <= 0 {
-			return gatePass{}, &RefusedError{Class: r.Class, Reason: ErrBudgetHeld, RetryAfter: time.Second}
+			return held, &RefusedError{Class: r.Class, Reason: ErrBudgetHeld, RetryAfter: time.Second}
 		}
 		t := time.NewTimer(min(left, budgetPoll))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return gatePass{}, context.Cause(ctx)
+			return held, context.Cause(ctx)
 		case <-settled:
 		case <-t.C:
 		}
@@ -286,7 +322,6 @@ func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) 
 // reservedPass is the pass of reservation id on keys: its settle, or its
 // release, hands the loop the settle, once.
 func (g *budgetGate) reservedPass(keys []budgetKey, id string, held bool) gatePass {
-	g.held.Add(1)
 	var once sync.Once
 	settle := func(cost Nanodollars) {
 		once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, cost: cost}) })
@@ -353,6 +388,19 @@ func (g *budgetGate) Run(ctx context.Context) error {
 	}
 }
 
+// run makes settle s (and counts the reservation no longer held) or takes
+// its job.
+func (g *budgetGate) run(ctx context.Context, s budgetSettle) error {
+	if s.job != nil {
+		return s.job(ctx)
+	}
+	if err := g.store.settle(ctx, s.keys, s.id, s.cost); err != nil {
+		return err
+	}
+	g.held.Add(-1)
+	return nil
+}
+
 // settlePending makes the pending settles, keeping those the store failed
 // for the next try, and wakes the requests waiting at a budget.
 func (g *budgetGate) settlePending(ctx context.Context) {
@@ -365,14 +413,13 @@ func (g *budgetGate) settlePending(ctx context.Context) {
 	}
 	var failed []budgetSettle
 	for i, s := range todo {
-		if err := g.store.settle(ctx, s.keys, s.id, s.cost); err != nil {
+		if err := g.run(ctx, s); err != nil {
 			if ctx.Err() == nil {
 				g.log.Warn("budget_store_failed", slog.String("error", err.Error()))
 			}
 			failed = todo[i:]
 			break
 		}
-		g.held.Add(-1)
 	}
 	g.mu.Lock()
 	g.pending = append(failed, g.pending...)

@@ -21,7 +21,7 @@ import (
 // "import" and $1.50 on bulk, until the test ends.
 func startBudgetGate(t *testing.T, store budgetStore, alive func(context.Context) error) *budgetGate {
 	t.Helper()
-	g := newBudgetGate(store, alive, time.Second, slog.New(slog.DiscardHandler))
+	g := newBudgetGate(store, nil, alive, time.Second, slog.New(slog.DiscardHandler))
 	cfg := DefaultConfig()
 	cfg.Classes.Bulk.Budget = classify.Budget{USD: 1.5, Per: classify.PerMonth}
 	g.Reconfigure(cfg, []classify.Caller{

@@ -10,6 +10,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type budgetCollector struct {
 	g                             *budgetGate
 	limit, spent, reserved, alert *prometheus.Desc
+	enqueued                      *prometheus.Desc
 }
 
 func newBudgetCollector(g *budgetGate) *budgetCollector {
@@ -24,6 +25,13 @@ func newBudgetCollector(g *budgetGate) *budgetCollector {
 			"What requests in flight hold reserved of a budget in US dollars (their worst case, until they settle), by budget.", label, nil),
 		alert: prometheus.NewDesc("meterproxy_budget_alert_usd",
 			"The spend at which a budget's BudgetNearlySpent alert fires: its alert_at share (0.8 unless configured), in US dollars, by budget.", label, nil),
+		// A gauge: the providers limit the tokens of batches in progress
+		// at once (OpenAI's enqueued token limit), so what is enqueued now
+		// is what compares to the limit. Fleet-wide with Redis: every
+		// replica reports the same value, so aggregate with max, not sum.
+		enqueued: prometheus.NewDesc("meterproxy_batch_enqueued_tokens",
+			"Input tokens (estimated) of the batches created through the proxy that it has not yet seen end, fleet-wide with Redis, by account, pool and class.",
+			[]string{"account", "pool", "class"}, nil),
 	}
 }
 
@@ -37,5 +45,8 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.spent, prometheus.GaugeValue, b.Spent, b.Budget)
 		ch <- prometheus.MustNewConstMetric(c.reserved, prometheus.GaugeValue, b.Reserved, b.Budget)
 		ch <- prometheus.MustNewConstMetric(c.alert, prometheus.GaugeValue, b.Alert, b.Budget)
+	}
+	for _, e := range c.g.Enqueued() {
+		ch <- prometheus.MustNewConstMetric(c.enqueued, prometheus.GaugeValue, float64(e.Tokens), e.Account, e.Pool, e.Class)
 	}
 }

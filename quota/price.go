@@ -49,6 +49,10 @@ type Price struct {
 	// Flex is the prices of a response that says service_tier "flex";
 	// nil prices flex at the default tier's prices.
 	Flex *TierPrice `koanf:"flex"`
+	// Batch is the prices of the provider's Batch API (TierBatch): each
+	// price it leaves unset (0), and every price while it is nil, is half
+	// the default tier's, OpenAI's and Anthropic's batch discount.
+	Batch *TierPrice `koanf:"batch"`
 }
 
 // TierPrice is the prices of one service tier other than the default, in
@@ -68,10 +72,18 @@ type TierPrice struct {
 }
 
 // TierFlex is the service_tier, as a response names it, that Price.Flex
-// prices; every other tier ("default", "auto", "priority", "standard",
-// "batch", none) is priced at the default tier's prices, which
+// prices; every other tier but TierBatch ("default", "auto", "priority",
+// "standard", none) is priced at the default tier's prices, which
 // under-counts OpenAI's priority tier (about twice the default).
 const TierFlex = "flex"
+
+// TierBatch is the tier of work done through a provider's Batch API, which
+// Price.Batch prices: the proxy prices a batch's usage at it.
+const TierBatch = "batch"
+
+// batchDiscount is what a batch price left unset is of the default tier's
+// same price: OpenAI's and Anthropic's Batch APIs charge half.
+const batchDiscount = 0.5
 
 // DefaultMaxOutput is Price.MaxOutput when unset: 4096 tokens, the output
 // cap of most chat models until 2024 (gpt-4-turbo, gpt-4o before
@@ -130,13 +142,21 @@ type rates struct {
 
 // Effective returns the prices Cost charges at tier (as the response
 // names it), in USD per million tokens, every fallback applied: the flex
-// prices at TierFlex, each unset one the default tier's; CachedInput the
+// prices at TierFlex, each unset one the default tier's; the batch prices
+// at TierBatch, each unset one half the default tier's; CachedInput the
 // price of a cache read in either word, or Input; CacheWrite, or Input.
 // CacheRead is 0.
 func (p Price) Effective(tier string) TierPrice {
 	t := TierPrice{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheRead: p.CacheRead, Output: p.Output}
-	if p.Flex != nil && strings.EqualFold(tier, TierFlex) {
+	switch {
+	case p.Flex != nil && strings.EqualFold(tier, TierFlex):
 		t = p.Flex.over(t)
+	case strings.EqualFold(tier, TierBatch):
+		var b TierPrice
+		if p.Batch != nil {
+			b = *p.Batch
+		}
+		t = b.over(t.scaled(batchDiscount))
 	}
 	e := TierPrice{Input: t.Input, CachedInput: t.Input, CacheWrite: t.Input, Output: t.Output}
 	if c := t.cached(); c > 0 {
@@ -162,6 +182,11 @@ func (t TierPrice) cached() float64 {
 		return t.CachedInput
 	}
 	return t.CacheRead
+}
+
+// scaled returns t's prices times f.
+func (t TierPrice) scaled(f float64) TierPrice {
+	return TierPrice{Input: t.Input * f, CachedInput: t.CachedInput * f, CacheWrite: t.CacheWrite * f, CacheRead: t.CacheRead * f, Output: t.Output * f}
 }
 
 // over returns t's prices with each it leaves unset (0) taken from def,

@@ -12,8 +12,8 @@ const unpricedMetric = "meterproxy_unpriced_requests_total"
 
 // validatePrices checks prices: each entry's patterns as account.models'
 // are checked (none empty, none an earlier one covers: it could never
-// match), its prices and its flex prices finite and within [0, maxPrice],
-// cached input in one word only, max_output and max_input.
+// match), its prices and its flex and batch prices finite and within
+// [0, maxPrice], cached input in one word only, max_output and max_input.
 func (c Config) validatePrices(bad func(string, string, ...any)) {
 	var patterns firstMatch
 	for i, p := range c.Prices {
@@ -22,6 +22,9 @@ func (c Config) validatePrices(bad func(string, string, ...any)) {
 		checkTierPrice(bad, key, TierPrice{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheRead: p.CacheRead, Output: p.Output})
 		if p.Flex != nil {
 			checkTierPrice(bad, key+".flex", *p.Flex)
+		}
+		if p.Batch != nil {
+			checkTierPrice(bad, key+".batch", *p.Batch)
 		}
 		if p.MaxOutput < 0 || p.MaxOutput > maxPricedTokens {
 			bad(key+".max_output", "must be between 1 and %d tokens (0 or unset = %d), got %d", int64(maxPricedTokens), DefaultMaxOutput, p.MaxOutput)

@@ -219,3 +219,33 @@ func checkArithmetic(t *testing.T, p Price, u PricedUsage, cost Nanodollars) {
 		t.Fatalf("Cost(%+v) = %d, the arithmetic gives %.3f", u, cost, want)
 	}
 }
+
+// TestBatchTier: the batch tier is half the default tier's prices, each
+// price a batch block sets replacing its half; a service tier named
+// batch in any case is the batch tier.
+func TestBatchTier(t *testing.T) {
+	tests := []struct {
+		name  string
+		price Price
+		tier  string
+		want  rates // nanodollars per million tokens
+	}{
+		{"no batch block: half of every price",
+			Price{Input: 3, CacheRead: 0.3, CacheWrite: 3.75, Output: 15}, TierBatch,
+			rates{input: 1.5e9, cached: 0.15e9, write: 1.875e9, output: 7.5e9}},
+		{"cached input unset: half the input",
+			Price{Input: 2, Output: 8}, "BATCH", rates{input: 1e9, cached: 1e9, write: 1e9, output: 4e9}},
+		{"a batch block's prices win; the rest half the default's",
+			Price{Input: 2, CachedInput: 1, Output: 8, Batch: &TierPrice{Output: 5}}, TierBatch,
+			rates{input: 1e9, cached: 0.5e9, write: 1e9, output: 5e9}},
+		{"the default tier is untouched",
+			Price{Input: 2, Output: 8, Batch: &TierPrice{Input: 0.1}}, "", rates{input: 2e9, cached: 2e9, write: 2e9, output: 8e9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.price.rates(tt.tier); got != tt.want {
+				t.Errorf("rates(%q) = %+v, want %+v", tt.tier, got, tt.want)
+			}
+		})
+	}
+}

@@ -31,6 +31,13 @@ func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 		map[string]string{"Authorization": "Bearer " + importKey}); status != 200 {
 		t.Fatalf("request: %d %s", status, b)
 	}
+	// A batch, so its enqueued tokens are exported.
+	if status, o := createBatch(t, p.URL, importKey, uploadBatchFile(t, p.URL, importKey, batchFileOf("m", 1, 10)), ""); status != 200 {
+		t.Fatalf("batch: %d %+v", status, o)
+	}
+	waitFor(t, "the batch's tokens enqueued", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_batch_enqueued_tokens", nil) > 0
+	})
 	mfs := scrape(t, p.AdminURL)
 	var exported []string
 	for name, mf := range mfs {

@@ -3,8 +3,8 @@
 package test
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -108,7 +108,8 @@ func (l *volLedger) send(ctx context.Context, client *http.Client, base string, 
 		l.dearest = max(l.dearest, cost)
 		return true
 	}
-	code := errorCode(body)
+	code, kind, _ := errorCode(body)
+	code = cmp.Or(code, kind) // Anthropic's shape has no code
 	l.mu.Lock()
 	l.refusals[fmt.Sprintf("%d %s", res.StatusCode, code)]++
 	l.mu.Unlock()
@@ -127,22 +128,6 @@ func (l *volLedger) note(format string, args ...any) {
 	l.mu.Lock()
 	l.unexpected = append(l.unexpected, fmt.Sprintf(format, args...))
 	l.mu.Unlock()
-}
-
-// errorCode is a refusal's code in OpenAI's shape ({"error":{"code"}}),
-// else its type in Anthropic's ({"error":{"type"}}).
-func errorCode(body []byte) string {
-	var e struct {
-		Error struct {
-			Code any    `json:"code"`
-			Type string `json:"type"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(body, &e)
-	if c, ok := e.Error.Code.(string); ok && c != "" {
-		return c
-	}
-	return e.Error.Type
 }
 
 // volSpent returns what Redis records as spent and reserved on the budget

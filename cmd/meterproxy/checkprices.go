@@ -33,6 +33,9 @@ func pricesSection(q quota.Config) string {
 		if p.Flex != nil {
 			rows = append(rows, priceRow("  at service_tier flex", p.Effective(quota.TierFlex), "", ""))
 		}
+		if p.Batch != nil {
+			rows = append(rows, priceRow("  in a batch", p.Effective(quota.TierBatch), "", ""))
+		}
 	}
 	out := table(rows)
 	for i, g := range q.PriceGaps() {

@@ -122,7 +122,7 @@ func TestBatches(t *testing.T) {
 		check  func(t *testing.T, b []byte)
 		header string // rate-limit header that must be absent
 	}{
-		{"openai", "/v1/batches", `{"input_file_id":"file-1","endpoint":"/v1/chat/completions","completion_window":"24h","metadata":{"k":"v"}}`,
+		{"openai", "/v1/batches", `{"input_file_id":"FILE","endpoint":"/v1/chat/completions","completion_window":"24h","metadata":{"k":"v"}}`,
 			func(t *testing.T, b []byte) {
 				got := decode[struct {
 					ID          string            `json:"id"`
@@ -134,7 +134,7 @@ func TestBatches(t *testing.T) {
 					Metadata    map[string]string `json:"metadata"`
 				}](t, b)
 				if !strings.HasPrefix(got.ID, "batch_") || got.Object != "batch" || got.Status != "validating" ||
-					got.Endpoint != "/v1/chat/completions" || got.InputFileID != "file-1" ||
+					got.Endpoint != "/v1/chat/completions" || !strings.HasPrefix(got.InputFileID, "file-") ||
 					got.CreatedAt != t0.Unix() || got.Metadata["k"] != "v" {
 					t.Errorf("batch = %s", b)
 				}
@@ -159,15 +159,16 @@ func TestBatches(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, srv := newServer(t, fakeprovider.Config{RPM: 1})
+			body := strings.ReplaceAll(tc.body, "FILE", uploadFile(t, srv, "batch", `{"custom_id":"a","body":{}}`+"\n"))
 			for i := range 3 { // batch endpoints have their own quota: RPM 1 does not apply
-				status, header, b := post(t, srv, tc.path, tc.body)
+				status, header, b := post(t, srv, tc.path, body)
 				if status != http.StatusOK || header.Get(tc.header) != "" {
 					t.Fatalf("request %d: status %d, %s = %q", i, status, tc.header, header.Get(tc.header))
 				}
 				tc.check(t, b)
 			}
-			if got := p.Arrivals()[t0.Unix()]; got != 3 {
-				t.Errorf("arrivals = %d, want 3", got)
+			if got := p.Arrivals()[t0.Unix()]; got != 4 {
+				t.Errorf("arrivals = %d, want 4", got)
 			}
 		})
 	}

@@ -14,8 +14,22 @@
 //	GET  /v1/models             the model list
 //	POST /v1/messages           Anthropic Messages (JSON or SSE)
 //	POST /v1/messages/count_tokens  Anthropic's token count
-//	POST /v1/batches            an OpenAI batch object
-//	POST /v1/messages/batches   an Anthropic message batch object
+//	POST /v1/files              an OpenAI file upload (multipart: file, purpose), kept by its id
+//	GET  /v1/files/{id}/content the file's bytes (an input file, or a batch's output file)
+//	POST /v1/batches            an OpenAI batch object, on an input file uploaded before (400 otherwise)
+//	GET  /v1/batches/{id}       the batch; POST …/cancel cancels it (cancelling, then cancelled)
+//	POST /v1/messages/batches   an Anthropic message batch object, its requests in the body
+//	GET  /v1/messages/batches/{id}          the batch; POST …/cancel cancels it
+//	GET  /v1/messages/batches/{id}/results  its results, JSONL, once it ended
+//
+// A batch runs when it is first retrieved, and ends at once: an OpenAI
+// batch completed, with each request answered as a chat completion in its
+// output file and the sum of their usage in the batch object's usage
+// (input_tokens, output_tokens, total_tokens), unless its creation carried
+// X-Fake-Batch-Outcome: failed (validation failed, no request ran) or
+// expired (none ran in its window), which report no usage; an Anthropic
+// batch ended, every request succeeded, its results each message with its
+// usage. Each creation is a new batch with an id of its own.
 //
 // and, as Azure OpenAI (its headers: resets in bare seconds), each OpenAI
 // path above under /openai/v1/… (Azure's v1 API) and

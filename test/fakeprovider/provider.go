@@ -32,6 +32,8 @@ type Provider struct {
 	// flexSeen the flex requests seen since it was set.
 	flexShare float64
 	flexSeen  uint64
+	// jobs are the files and batches (files.go, batch.go).
+	jobs *batchJobs
 }
 
 var _ http.Handler = (*Provider)(nil)
@@ -39,7 +41,7 @@ var _ http.Handler = (*Provider)(nil)
 // New returns a Provider for cfg. Zero fields take the defaults documented
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable)}
+	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs()}
 	p.resetLocked()
 	return p
 }
@@ -203,6 +205,9 @@ func (x *exchange) wait(d time.Duration) bool {
 // route answers the request by path, Azure's as the OpenAI path it
 // serves (openAIPath).
 func (x *exchange) route() {
+	if x.batchRoute() {
+		return
+	}
 	type handler struct {
 		method string
 		answer func()
@@ -237,8 +242,63 @@ func (x *exchange) route() {
 	}
 }
 
+// isBatchPath reports whether path is a batch's or a file's, which draw
+// on quotas of their own.
 func isBatchPath(path string) bool {
-	return path == "/v1/batches" || path == "/v1/messages/batches"
+	for _, p := range []string{"/v1/batches", "/v1/messages/batches", "/v1/files"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// batchRoute answers the file and batch paths other than a batch's
+// creation, and reports whether it did.
+func (x *exchange) batchRoute() bool {
+	path, get, post := x.r.URL.Path, x.r.Method == http.MethodGet, x.r.Method == http.MethodPost
+	var id, rest string
+	var ok bool
+	switch {
+	case path == "/v1/files" && post:
+		x.uploadFile()
+	case get && cut(path, "/v1/files/", &id, &rest) && rest == "content":
+		x.fileContent(id)
+	case cut(path, "/v1/messages/batches/", &id, &rest):
+		switch {
+		case get && rest == "":
+			x.anthropicBatchGet(id, false)
+		case post && rest == "cancel":
+			x.anthropicBatchGet(id, true)
+		case get && rest == "results":
+			x.anthropicResults(id)
+		default:
+			ok = true
+		}
+	case cut(path, "/v1/batches/", &id, &rest):
+		switch {
+		case get && rest == "":
+			x.openAIBatchGet(id, false)
+		case post && rest == "cancel":
+			x.openAIBatchGet(id, true)
+		default:
+			ok = true
+		}
+	default:
+		ok = true
+	}
+	return !ok
+}
+
+// cut splits what follows prefix in path into its first segment (id, not
+// empty) and the rest; false when path is not below prefix.
+func cut(path, prefix string, id, rest *string) bool {
+	tail, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		return false
+	}
+	*id, *rest, _ = strings.Cut(tail, "/")
+	return *id != ""
 }
 
 // failRead answers a body that could not be read.

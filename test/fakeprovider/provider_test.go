@@ -71,8 +71,6 @@ func TestSameRequestSameBytes(t *testing.T) {
 		{"responses stream", "/v1/responses", `{"input":"hi","stream":true}`, `{"input":"ho","stream":true}`},
 		{"messages", "/v1/messages", claudeTwo + `}`, claudeTwo + `,"metadata":{}}`},
 		{"messages stream", "/v1/messages", claudeTwo + `,"stream":true}`, claudeTwo + `,"stream":true,"x":1}`},
-		{"openai batch", "/v1/batches", `{"input_file_id":"f"}`, `{"input_file_id":"g"}`},
-		{"anthropic batch", "/v1/messages/batches", `{"requests":[]}`, `{"requests":[{}]}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +130,7 @@ func TestStatsAndReset(t *testing.T) {
 	p, srv := newServer(t, fakeprovider.Config{RPM: 1})
 	post(t, srv, "/v1/chat/completions", chatBodyMin)                       // served
 	post(t, srv, "/v1/chat/completions", chatBodyMin)                       // 429
-	post(t, srv, "/v1/batches", `{}`)                                       // served: batches are not limited
+	post(t, srv, "/v1/messages/batches", `{"requests":[]}`)                 // served: batches are not limited
 	send(t, srv, http.MethodGet, "/v1/models", "", nil)                     // 429: limited before routing
 	post(t, srv, "/v1/messages/batches", `{"requests":[{"custom_id":"a"}]`) // 400
 	want := fakeprovider.Stats{Requests: 5, Served: 2, RateLimited: 2, Failed: 1}

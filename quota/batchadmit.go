@@ -1,0 +1,109 @@
+package quota
+
+import (
+	"context"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+)
+
+// PutBatchFile keeps what the proxy metered of an input file as the
+// provider's file id: the file a batch may later name. Nothing is kept
+// for an empty id.
+func (a *Admitter) PutBatchFile(ctx context.Context, id string, f BatchFile) error {
+	if id == "" {
+		return nil
+	}
+	return a.backend.Batches.putFile(ctx, id, f)
+}
+
+// BatchFile returns what the proxy metered of input file id, and false
+// when it never saw it (or forgot it, 35 days after).
+func (a *Admitter) BatchFile(ctx context.Context, id string) (BatchFile, bool, error) {
+	return a.backend.Batches.file(ctx, id)
+}
+
+// Budgeted reports whether a request of caller and class draws on any
+// spend budget.
+func (a *Admitter) Budgeted(caller string, class classify.Class) bool {
+	return len(a.budgets.budgetedBy(caller, class)) > 0
+}
+
+// ReserveBatch reserves the worst case of a batch about to be created on
+// its caller's and class's budgets, at the batch prices in force (each
+// model's requests: their input estimates at the dearest input price,
+// their output caps, or max_output for each that sets none, at the output
+// price), and returns its hold, which the caller must Bind to the batch
+// the provider created or Release. The batch's input tokens count as
+// enqueued at its pool once bound. It refuses as Admit's budgets do — a
+// *BudgetExceededError, a *RefusedError (max_wait or the queue),
+// *UnpricedModelError, ErrStoreUnavailable — and with a
+// *BatchUnmeteredError a budgeted batch whose requests the proxy did not
+// meter. A batch of no budget whose file the proxy never saw is recorded
+// nowhere: its hold is nil.
+func (a *Admitter) ReserveBatch(ctx context.Context, req BatchRequest) (*BatchHold, error) {
+	cfg := a.cfg.Load()
+	bs := a.budgets.budgetedBy(req.Caller, req.Class)
+	if req.File == nil || req.File.Unmetered != "" {
+		if len(bs) == 0 {
+			return nil, nil
+		}
+		e := &BatchUnmeteredError{Budget: bs[0].name}
+		if req.File != nil {
+			e.Why = req.File.Unmetered
+		}
+		return nil, e
+	}
+	l := LabelsOf(req.Account, req.Pool)
+	rec := batchRecord{Tokens: req.File.InputTokens(), Enqueued: BatchEnqueued{Account: l.Account, Pool: l.Pool, Class: req.Class.String()}}
+	var cost Nanodollars
+	for _, m := range req.File.Models {
+		rec.Models = append(rec.Models, m.Model)
+		p := cfg.priceOf(Model{Name: m.Model})
+		if p == nil {
+			if err := unpriced(bs, m.Model); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		cost = addMoney(cost, p.batchWorst(m))
+	}
+	r := gateRequest{Caller: req.Caller, Class: req.Class, Cost: cost, Priced: true, Generates: true}
+	return a.budgets.reserveBatch(ctx, r, time.Now().Add(cfg.Classes.maxWait(req.Class)), rec)
+}
+
+// EndBatch settles batch id, which the provider reports ended: its
+// reservation is replaced by u priced at the batch prices in force of
+// the dearest of its models — or by nothing when u is nil (the batch
+// failed, expired or was cancelled before any request ran) — once, on
+// the budget periods it was reserved in, and its tokens leave the
+// enqueued. A batch not created through the proxy, or ended already, is
+// left alone. The store hears of it from the budget loop.
+func (a *Admitter) EndBatch(id string, u *PricedUsage) {
+	if id == "" {
+		return
+	}
+	a.budgets.endBatch(id, func(rec batchRecord) Nanodollars {
+		if u == nil {
+			return 0
+		}
+		bu := *u
+		bu.Tier = TierBatch
+		cfg := a.cfg.Load()
+		cost, priced := Nanodollars(0), false
+		for _, m := range rec.Models {
+			if p := cfg.priceOf(Model{Name: m}); p != nil {
+				cost, priced = max(cost, p.Cost(bu)), true
+			}
+		}
+		if !priced {
+			return rec.Reserved // its prices are gone: what it reserved, never less
+		}
+		return cost
+	})
+}
+
+// BatchEnqueued returns the batch input tokens enqueued — of batches the
+// proxy created and has not seen end — by account, pool and class, as the
+// budget loop last read them (fleet-wide with Redis).
+func (a *Admitter) BatchEnqueued() []BatchEnqueued { return a.budgets.Enqueued() }
