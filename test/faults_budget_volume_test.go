@@ -109,7 +109,7 @@ func (l *volLedger) send(ctx context.Context, client *http.Client, base string, 
 		return true
 	}
 	code, kind, _ := errorCode(body)
-	code = cmp.Or(code, kind) // Anthropic's shape has no code
+	code = cmp.Or(code, kind) // Anthropic's shape has no code (a 503's type is api_error)
 	l.mu.Lock()
 	l.refusals[fmt.Sprintf("%d %s", res.StatusCode, code)]++
 	l.mu.Unlock()
@@ -117,7 +117,7 @@ func (l *volLedger) send(ctx context.Context, client *http.Client, base string, 
 	case res.StatusCode == http.StatusTooManyRequests && strings.Contains(string(body), "is spent"):
 		return false // budget_exceeded: the caller's budget or its class's
 	case res.StatusCode == http.StatusTooManyRequests && (code == "max_wait_exceeded" || code == "queue_full"),
-		res.StatusCode == http.StatusServiceUnavailable && code == "store_unavailable":
+		res.StatusCode == http.StatusServiceUnavailable && (code == "store_unavailable" || strings.Contains(string(body), "quota store is unavailable")):
 		return true // a stall's refusals: try again
 	}
 	l.note("caller %d request %d %s: %d %s", i, n, shape.path, res.StatusCode, body)
