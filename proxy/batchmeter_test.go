@@ -14,12 +14,12 @@ import (
 // line is one batch input file line for model, capped at maxTokens
 // (none when 0), its body padded to about pad bytes.
 func line(model string, maxTokens, pad int) string {
-	cap := ""
+	limit := ""
 	if maxTokens > 0 {
-		cap = fmt.Sprintf(`"max_tokens":%d,`, maxTokens)
+		limit = fmt.Sprintf(`"max_tokens":%d,`, maxTokens)
 	}
 	return fmt.Sprintf(`{"custom_id":"x","method":"POST","url":"/v1/chat/completions","body":{"model":%q,%s"messages":[{"role":"user","content":%q}]}}`,
-		model, cap, strings.Repeat("a", pad))
+		model, limit, strings.Repeat("a", pad))
 }
 
 // form is an upload's multipart body: purpose, then the file.

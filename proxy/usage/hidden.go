@@ -109,7 +109,7 @@ func hasServerTool(tools gjson.Result) (found bool) {
 // one pass over each array or object, looking at its type and into its
 // members.
 func hiddenParts(v gjson.Result, depth int) (found bool) {
-	if depth > maxPartDepth || !(v.IsArray() || v.IsObject()) {
+	if depth > maxPartDepth || !v.IsArray() && !v.IsObject() {
 		return false
 	}
 	object := v.IsObject()
