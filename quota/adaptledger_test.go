@@ -12,7 +12,7 @@ import (
 // how its upstream exchange ended — 2xx a completion with its latency
 // from grant to release and its output as work, 429 a throttle, 5xx and
 // no answer (0) a failure, a caller's 4xx nothing — and a lease never
-// answered counts nothing. Counted once, at release.
+// answered counts nothing, its output included. Counted once, at release.
 func TestLeaseAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, _ := testLimiter(t, smallConfig())
@@ -39,6 +39,7 @@ func TestLeaseAnswered(t *testing.T) {
 		serve(0, time.Millisecond, 0)
 		serve(400, time.Millisecond, 0)
 		serve(-1, time.Millisecond, 0) // never answered: refused before the upstream, or the client left
+		serve(-1, time.Millisecond, 70) // a caller's own key's answer is not Answered: its output is no work here
 		got := l.leases.adapt.take()
 		want := adaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2}
 		if got != want {
