@@ -25,6 +25,10 @@ type adaptiveSample struct {
 	// Latency is the sum of the completed requests' latencies, admission to
 	// end; 0 when Completed is.
 	Latency time.Duration
+	// Busy is the time requests were in flight in the interval, summed
+	// over them, whatever became of them: Busy/Elapsed is the mean number
+	// in flight. 0 when not measured.
+	Busy time.Duration
 	// Failures counts upstream 5xx answers and timeouts; may be 0.
 	Failures int
 	// Throttled counts upstream 429s; may be 0.

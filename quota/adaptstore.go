@@ -37,7 +37,9 @@ type adaptStore interface {
 	// accumulators and answers the pool's stored view. When the caller is
 	// to step the bound — it holds the lease (in process: always) and
 	// adaptInterval has passed since the last step — the answer carries
-	// the sample accumulated since then, which the store resets.
+	// the sample accumulated since then, which the store resets. An add
+	// retried with the same c.Seq (its reply was lost) adds nothing again,
+	// and is handed again the step its first call was handed, if any.
 	add(ctx context.Context, pool string, c adaptCounts) (adaptAnswer, error)
 	// commit stores the view a step produced, if the caller still holds
 	// the lease; it reports whether it did.
@@ -134,7 +136,7 @@ func (m *memAdaptStore) commit(_ context.Context, pool string, v adaptView) (boo
 // plus is c with d's counts added; saturated when either is.
 func (c adaptCounts) plus(d adaptCounts) adaptCounts {
 	return adaptCounts{Completed: c.Completed + d.Completed, Failures: c.Failures + d.Failures, Throttled: c.Throttled + d.Throttled,
-		Work: c.Work + d.Work, Latency: c.Latency + d.Latency, Saturated: c.Saturated || d.Saturated}
+		Work: c.Work + d.Work, Latency: c.Latency + d.Latency, Busy: c.Busy + d.Busy, Saturated: c.Saturated || d.Saturated}
 }
 
 var _ adaptStore = failoverAdaptStore{}

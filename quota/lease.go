@@ -214,8 +214,12 @@ func (s *Lease) Release() {
 	if s.released.CompareAndSwap(false, true) {
 		s.gate.Release()
 		s.leases.inFlight[s.class].Add(-1)
-		if a := s.answer.Load(); a > 0 {
-			s.leases.adapt.answered(int(a-1), s.leases.now().Sub(s.granted))
+		if !s.granted.IsZero() {
+			now := s.leases.now()
+			s.leases.adapt.busy.end(s.granted, now)
+			if a := s.answer.Load(); a > 0 {
+				s.leases.adapt.answered(int(a-1), now.Sub(s.granted))
+			}
 		}
 		notify(s.leases.sig.freed)
 	}
