@@ -39,7 +39,7 @@ func TestLeaseAnswered(t *testing.T) {
 		serve(503, time.Millisecond, 0)
 		serve(0, time.Millisecond, 0)
 		serve(400, time.Millisecond, 0)
-		serve(-1, time.Millisecond, 0) // never answered: refused before the upstream, or the client left
+		serve(-1, time.Millisecond, 0)  // never answered: refused before the upstream, or the client left
 		serve(-1, time.Millisecond, 70) // a caller's own key's answer is not Answered: its output is no work here
 		got := l.leases.adapt.take(time.Now())
 		want := adaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2,
