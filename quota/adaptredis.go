@@ -28,7 +28,7 @@ type redisAdaptStore struct {
 	prefix  string
 	replica string
 	timeout time.Duration
-	// interval and lease are adaptInterval and adaptLeaseTTL.
+	// interval and lease are adaptStepGap and adaptLeaseTTL.
 	interval, lease time.Duration
 	// clock, when set (tests only), replaces Redis TIME.
 	clock func() time.Time
@@ -38,7 +38,7 @@ type redisAdaptStore struct {
 // calls bounded by its timeout, on behalf of replica.
 func newRedisAdaptStore(client redis.Scripter, cfg StoreConfig, replica string) *redisAdaptStore {
 	return &redisAdaptStore{client: client, prefix: cfg.KeyPrefix, replica: replica, timeout: cfg.Timeout,
-		interval: adaptInterval, lease: adaptLeaseTTL}
+		interval: adaptStepGap, lease: adaptLeaseTTL}
 }
 
 // adaptKey is pool's adaptive-bound hash under prefix, in its hash tag.

@@ -72,3 +72,40 @@ func TestAdaptiveBoundIgnoresForeign429s(t *testing.T) {
 		t.Errorf("%.1f completions a second beside a foreign key's 429s, want ≥ %.0f (85%% of the knee's 40)", got.perSecond, 0.85*40)
 	}
 }
+
+// shortBody asks for one output token: a classification's request.
+const shortBody = `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+
+// TestAdaptiveBoundKeepsWorkOnAMixShift: the knee workload (8 slots at
+// 200 ms, 60 bulk workers, interactive 2 a second) finds its bound; then 20
+// more bulk workers join that ask for one output token each, as a
+// classification workload would. The server's work per request is the
+// same (its latency does not depend on the output), so latency per output
+// token rises by a quarter and more with no less work done, and that must
+// not cut the bound: in each of the two 10 s after the join the server
+// completes at least 75% of its 40 a second (issue 32: cut 11 → 4, 16 a
+// second for 30 s).
+func TestAdaptiveBoundKeepsWorkOnAMixShift(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 40 s load run; skipped with -short")
+	}
+	l := startAdaptiveLoad(t, loadShape{
+		fake:        fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 8},
+		bulkWorkers: 60,
+		interactive: 500 * time.Millisecond,
+		set:         func(c config) { c.set("account.adaptive_in_flight", true) },
+	})
+	l.run(20 * time.Second)
+	l.join(20, func(ctx context.Context, c *http.Client, url string) int {
+		return sendChat(ctx, c, url, importKey, shortBody, nil)
+	})
+	for i := range 2 {
+		got := l.measure(10 * time.Second)
+		t.Logf("%d–%d s after the short requests joined: bound %.0f, %.1f completions/s, %.1f in service at the server",
+			10*i, 10*(i+1), got.bound, got.perSecond, got.inService)
+		if got.perSecond < 0.75*40 {
+			t.Errorf("%d–%d s after the join: %.1f completions a second, want ≥ %.0f (75%% of the knee's 40)",
+				10*i, 10*(i+1), got.perSecond, 0.75*40)
+		}
+	}
+}
