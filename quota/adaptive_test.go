@@ -498,11 +498,12 @@ func TestAdaptiveGrowthNoise(t *testing.T) {
 	}
 }
 
-// TestAdaptiveMixShift: twenty callers asking max_tokens: 1 join the knee
-// workload (8 slots at 200 ms, 60 workers, token counts reported) at 40 s,
-// and leave at 100 s. Latency has a part per request and a part per token
-// — all per request, as test/fakeprovider's; half and half; a fifth per
-// request — so latency per token rises by a third or more with no less
+// TestAdaptiveMixShift: twenty workers of another caller asking
+// max_tokens: 1 join the knee workload (8 slots at 200 ms, 60 workers,
+// token counts reported) at 40 s, and leave at 100 s; fair queuing gives
+// them every other slot. Latency has a part per request and a part per
+// token — all per request, as test/fakeprovider's; half and half; a fifth
+// per request — so latency per token rises by half or more with no less
 // work done, under the proxy's default class partition. The bound must not
 // be cut for it — no latency rise acted on, the knee never moved — and in
 // every 10 s from the join on the server's capacity used stays at 75% or

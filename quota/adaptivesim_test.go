@@ -61,7 +61,8 @@ type simServer struct {
 	Slots    int     // the knee now; tests move it mid-run
 	Throttle float64 // share of admissions answered 429 now (a burst)
 	// Short is how many closed-loop workers besides cfg.Workers ask for
-	// one output token (max_tokens: 1); tests add them mid-run.
+	// one output token (max_tokens: 1), another caller's; tests add them
+	// mid-run.
 	Short   int
 	shortIn int // their requests in flight
 	// used is the server's capacity used so far: the time integral of
@@ -153,9 +154,10 @@ func (s *simServer) admit(bound int, m *adaptiveSample) {
 			m.Throttled++
 			continue
 		}
-		// The next in line is a Short worker's as often as they are
-		// among those waiting.
-		short := s.Short > s.shortIn && s.rng.IntN(waiting) < s.Short-s.shortIn
+		// The Short workers are another caller, whom fair queuing gives
+		// every other admission while both wait.
+		shortWait, longWait := s.Short-s.shortIn, waiting-(s.Short-s.shortIn)
+		short := shortWait > 0 && (longWait <= 0 || s.rng.IntN(2) == 0)
 		s.inFlight = append(s.inFlight, s.request(short))
 	}
 }

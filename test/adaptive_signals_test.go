@@ -76,12 +76,17 @@ func TestAdaptiveBoundIgnoresForeign429s(t *testing.T) {
 // shortBody asks for one output token: a classification's request.
 const shortBody = `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
 
+// classifierKey is the key of a third caller, a bulk classification job.
+const classifierKey = "sk-e2e-classifier-ddddddddddddddd"
+
 // TestAdaptiveBoundKeepsWorkOnAMixShift: the knee workload (8 slots at
-// 200 ms, 60 bulk workers, interactive 2 a second) finds its bound; then 20
-// more bulk workers join that ask for one output token each, as a
-// classification workload would. The server's work per request is the
-// same (its latency does not depend on the output), so latency per output
-// token rises by a quarter and more with no less work done, and that must
+// 200 ms, 60 bulk workers, interactive 2 a second) finds its bound (slow
+// start ends, and the bound it settled at is measured); then 20 workers of
+// another bulk caller join that ask for one output token each, as a
+// classification job would (or an attacker). Bulk's fair share gives them
+// half of bulk's slots. The server's work per request is the same (its
+// latency does not depend on the output), so latency per output token
+// rises by half and more with no less work done, and that must
 // not cut the bound: in each of the two 10 s after the join the server
 // completes at least 75% of its 40 a second (issue 32: cut 11 → 4, 16 a
 // second for 30 s).
@@ -93,11 +98,22 @@ func TestAdaptiveBoundKeepsWorkOnAMixShift(t *testing.T) {
 		fake:        fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 8},
 		bulkWorkers: 60,
 		interactive: 500 * time.Millisecond,
-		set:         func(c config) { c.set("account.adaptive_in_flight", true) },
+		set: func(c config) {
+			c.set("account.adaptive_in_flight", true)
+			c.set("callers", []map[string]any{
+				{"name": "chat-frontend", "key_env": "CHAT_KEY", "class": "interactive"},
+				{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
+				{"name": "classifier", "key_env": "CLASSIFIER_KEY", "class": "bulk"},
+			})
+		},
+		env: []string{"CLASSIFIER_KEY=" + classifierKey},
 	})
-	l.run(20 * time.Second)
+	if !l.runUntil(40*time.Second, func(v adaptiveView) bool { return v.Phase != "" && v.Phase != "slow_start" }) {
+		t.Fatal("the bound was still growing after 40 s")
+	}
+	l.run(6 * time.Second) // a measurement or two at the settled bound, the reference
 	l.join(20, func(ctx context.Context, c *http.Client, url string) int {
-		return sendChat(ctx, c, url, importKey, shortBody, nil)
+		return sendChat(ctx, c, url, classifierKey, shortBody, nil)
 	})
 	for i := range 2 {
 		got := l.measure(10 * time.Second)

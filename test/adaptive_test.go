@@ -33,6 +33,7 @@ type loadShape struct {
 	bulkWorkers int           // closed loop: each sends its next request when its last is answered
 	interactive time.Duration // one interactive request every so often, answered or not; 0: none
 	set         func(config)  // the test's own config on top of adaptiveConfig's
+	env         []string      // the proxy's environment besides fleetEnv (a further caller's key)
 }
 
 // adaptiveLoad is a proxy in front of a fake provider under a loadShape's
@@ -98,7 +99,7 @@ func startAdaptiveLoad(t *testing.T, shape loadShape) *adaptiveLoad {
 	if shape.set != nil {
 		shape.set(cfg)
 	}
-	p := startProxy(t, cfg, fleetEnv, chatKey, importKey)
+	p := startProxy(t, cfg, append(slices.Clone(fleetEnv), shape.env...), chatKey, importKey)
 	ctx, cancel := context.WithCancel(t.Context())
 	l := &adaptiveLoad{t: t, fake: fake, proxy: p, cancel: cancel, started: time.Now(), ctx: ctx,
 		client: newClient(t, shape.bulkWorkers+16)}
