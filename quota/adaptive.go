@@ -387,8 +387,9 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 }
 
 // queued says latency per work at the accepted bound is above the least
-// seen: requests queue inside the server, so a smaller bound may do the
-// same work. Without it a probe below only costs throughput.
+// seen — in completions too, with token counts (queuedMix): requests
+// queue inside the server, so a smaller bound may do the same work.
+// Without it a probe below only costs throughput.
 func (s adaptiveState) queued() bool {
 	return s.MinLatency > 0 && s.Base.Latency >= queueRise*s.MinLatency && s.queuedMix()
 }

@@ -198,7 +198,9 @@ func (r adaptiveRate) scaled(base adaptiveRate) bool {
 // keepShare of base's, and latency per work fell by at least half the
 // step's proportional fall — requests had been queueing in the server.
 // At or below the knee latency per work stays put and the step is refused
-// however the noise falls.
+// however the noise falls. With token counts both hold in completions too
+// (mixRelieved): callers of short answers leaving mid-step lower latency
+// per token alone.
 func (r adaptiveRate) relieved(base adaptiveRate) bool {
 	want := 1 - gainShare*(1-float64(r.Bound)/float64(base.Bound))
 	return r.Work >= keepShare*base.Work && (base.Latency == 0 || r.Latency <= base.Latency*want) && r.mixRelieved(base, want)

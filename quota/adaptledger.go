@@ -7,10 +7,10 @@ import (
 )
 
 // adaptLedger is what a pool's leases saw of the upstream since the
-// adaptive bound's last sample (adaptsampler.go), and whether the bound was
-// binding. Leases add to it when they are released; the admission loop
-// marks saturation; the sampler takes it whole. Atomics only: nothing here
-// locks on the request path.
+// adaptive bound's last sample (adaptrun.go), and whether the bound was
+// binding. Leases add to it when they are granted (their time in flight)
+// and released; the admission loop marks saturation; the sampler takes it
+// whole. Atomics only: nothing here locks on the request path.
 type adaptLedger struct {
 	completed, failures, throttled atomic.Int64
 	// work is the output tokens 2xx responses reported.

@@ -81,8 +81,9 @@ var errAdaptBypassed = errors.New("quota: adaptive bound: shared store bypassed"
 var _ adaptStore = (*memAdaptStore)(nil)
 
 // memAdaptStore is the in-process adaptStore: one replica's bounds, lost
-// with it, and no lease — the one replica always steps. Its zero value is
-// not usable; call newMemAdaptStore.
+// with it, and no lease — the one replica always steps. No answer of it
+// is ever lost, so it reads no Seq. Its zero value is not usable; call
+// newMemAdaptStore.
 type memAdaptStore struct {
 	now func() time.Time
 

@@ -293,9 +293,9 @@ func TestSweepRedirects(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				switch {
 				case strings.HasPrefix(r.URL.Path, "/away"):
-					http.Redirect(w, r, other.URL+strings.TrimPrefix(r.URL.Path, "/away"), http.StatusTemporaryRedirect)
+					http.Redirect(w, r, other.URL+strings.TrimPrefix(r.URL.Path, "/away"), http.StatusTemporaryRedirect) //nolint:gosec // G710: the redirect away under test
 				case strings.HasPrefix(r.URL.Path, "/moved"):
-					http.Redirect(w, r, strings.TrimPrefix(r.URL.RequestURI(), "/moved"), http.StatusPermanentRedirect)
+					http.Redirect(w, r, strings.TrimPrefix(r.URL.RequestURI(), "/moved"), http.StatusPermanentRedirect) //nolint:gosec // G710: the same-host redirect under test
 				default:
 					p.ServeHTTP(w, r)
 				}
