@@ -37,7 +37,7 @@ type hostedShape struct {
 // which needs the same 80 in flight — since the growth it takes is
 // counted in latencies (each doubling waits out one and is judged on the
 // next), and at 8 s it is a minute and more (quota's
-// TestAdaptiveHostedShape simulates 8 s itself: 58–66 s).
+// TestAdaptiveHostedShape simulates 8 s itself: 58–82 s).
 func TestAdaptiveBoundHostedShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 36 s load run; skipped with -short")
