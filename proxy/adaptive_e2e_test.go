@@ -24,10 +24,14 @@ import (
 func TestAdaptiveBoundFindsTheKnee(t *testing.T) {
 	const workers, run, measured = 60, 30 * time.Second, 10 * time.Second
 	up := fakeprovider.New(fakeprovider.Config{Slots: 8, Latency: 200 * time.Millisecond, NoLog: true})
-	p := newTestProxy(t, proxyOpts{upstream: up, mutate: func(_ *Config, q *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
-		q.Account.RequestsPerMinute = 600000
-		q.Account.AdaptiveInFlight = true
-	}})
+	// A configured caller: its key spends this account, so its answers
+	// measure it (a key passed through for an unknown caller would not).
+	p := newTestProxy(t, proxyOpts{upstream: up, environ: map[string]string{"IMPORT": "sk-import"},
+		mutate: func(_ *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
+			q.Account.RequestsPerMinute = 600000
+			q.Account.AdaptiveInFlight = true
+			*callers = []classify.Caller{{Name: "import", KeyEnv: "IMPORT", Class: classify.Bulk}}
+		}})
 	bound := func() float64 {
 		return metricValue(t, p.reg, "meterproxy_in_flight_limit", map[string]string{"pool": quota.DefaultPool})
 	}
@@ -42,7 +46,7 @@ func TestAdaptiveBoundFindsTheKnee(t *testing.T) {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"llama","messages":[]}`)
-				req.Header.Set("X-Meterproxy-Class", "bulk")
+				req.Header.Set("Authorization", "Bearer sk-import")
 				if status, _, _ := do(t, req); status != http.StatusOK {
 					failed.Add(1)
 				}

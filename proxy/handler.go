@@ -444,8 +444,8 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		f = refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
 			message: "meterproxy: the upstream could not be reached", retry: true}
 	}
-	if ex.lease != nil && !clientSide {
-		ex.lease.Answered(0) // no answer: a failure for the adaptive bound
+	if ex.lease != nil && ex.spent && !clientSide {
+		ex.lease.Answered(0) // no answer: a failure for the adaptive bound (of this account's requests only)
 	}
 	if ex.lease != nil && neverSent(err) {
 		ex.lease.Correct(0) // the provider never saw it: it cost nothing

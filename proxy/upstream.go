@@ -142,8 +142,11 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
 	h.observe(resp, now, ex)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if ex != nil && ex.lease != nil && !ex.flexUnavailable() {
-		ex.lease.Answered(resp.StatusCode) // the adaptive bound's measurement; flex's lack of capacity says nothing of it
+	if ex != nil && ex.lease != nil && ex.spent && !ex.flexUnavailable() {
+		// The adaptive bound's measurement: only an answer that spent this
+		// account says how it is doing (a caller's own key's 429 is its
+		// account's), and flex's lack of capacity says nothing of it.
+		ex.lease.Answered(resp.StatusCode)
 	}
 	if !success && ex != nil && ex.lease != nil {
 		// The provider refused the request (4xx: too large, invalid, over

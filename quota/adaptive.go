@@ -32,6 +32,13 @@ const (
 	// ewmaWeight is the weight of a new measurement in the accepted
 	// bound's baseline.
 	ewmaWeight = 0.5
+	// warmPart: an interval that starts this many tenths of a request's
+	// latency after a change or later measures the new bound; its
+	// completions' requests were admitted at it but for a few admitted
+	// at most a tenth of a latency before. Below 1, or at 2 s a request
+	// (and 2.02 s through the proxy) every step would wait two intervals
+	// where one does.
+	warmPart = 9
 	// peakRise: work a second this far above Peak, the most the server
 	// was known to do, says it may do more now. A 40-completion
 	// measurement is ±16% (Poisson) by itself, so it is asked together
@@ -73,6 +80,10 @@ type adaptiveMemory struct {
 	// judged against it too; MinLatency is the least Base.Latency seen.
 	Ref        float64 `json:"ref_latency_seconds_per_work"`
 	MinLatency float64 `json:"min_latency_seconds_per_work"`
+	// RefDone and MinDone are Ref and MinLatency in latency per
+	// completion, for measurements with token counts (adaptivemix.go).
+	RefDone float64 `json:"ref_latency_seconds_per_completion,omitempty"`
+	MinDone float64 `json:"min_latency_seconds_per_completion,omitempty"`
 	// Peak is the most work a second measured at an accepted bound since
 	// the knee last came down: what the server is known to do. Work well
 	// above it says the server gained capacity.
@@ -156,14 +167,16 @@ func (l adaptiveLimits) next(s adaptiveState, m adaptiveSample) (adaptiveState, 
 	case !m.Saturated:
 		d.Why = "bound not binding"
 		return s, d
-	case since < m.meanLatency() || since == 0:
+	case since < warmPart*max(m.meanLatency(), s.Base.took())/10 || since == 0:
 		// The first interval after a change, and any before the requests
-		// admitted at it could complete, still measure the old bound.
+		// admitted at it could complete, still measure the old bound — as
+		// long as a request took at the last measurement when none
+		// completes in the interval (at 8 s a request most do not).
 		d.Why = "warming up"
 		return s, d
 	}
 	s.Measure = s.Measure.add(m)
-	if !s.Measure.ready() {
+	if !s.Measure.ready(s.Phase == phaseGrow) {
 		d.Why = "measuring"
 		return s, d
 	}
@@ -190,10 +203,7 @@ func (s adaptiveState) moveTo(b int) adaptiveState {
 func (s adaptiveState) accept(got adaptiveRate) adaptiveState {
 	s.Accepted, s.Base, s.Rises = s.Bound, got, 0
 	s.Peak = max(s.Peak, got.Work)
-	if s.Ref == 0 {
-		s.Ref = got.Latency
-	}
-	s.Ref += ewmaWeight * (got.Latency - s.Ref)
+	s.adaptiveMemory = s.towardRef(got)
 	return s
 }
 
@@ -257,9 +267,9 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 		}
 	case phaseDown:
 		if got.relieved(s.Base) {
-			work := max(s.Base.Work, got.Work) // each step down is judged against the most work seen
+			work, done := max(s.Base.Work, got.Work), max(s.Base.Done, got.Done) // each step down is judged against the most work seen
 			s = s.accept(got).kept()
-			s.Base.Work = work
+			s.Base.Work, s.Base.Done = work, done
 			if !s.queued() {
 				// Latency per work is back at the least seen: nothing
 				// queues in the server, so the bound is at the knee, and
@@ -339,7 +349,7 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 	if fresh {
 		s.Base = got
 		if s.Ref == 0 {
-			s.Ref = got.Latency
+			s.Ref, s.RefDone = got.Latency, got.PerDone
 		}
 	}
 	if to, act := l.rose(s, got); act {
@@ -349,13 +359,10 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 		return s, actHold, "latency per work rose; confirming"
 	}
 	s.Rises = 0
-	s.Base.Work += ewmaWeight * (got.Work - s.Base.Work)
-	s.Base.Latency += ewmaWeight * (got.Latency - s.Base.Latency)
-	s.Ref += ewmaWeight * (got.Latency - s.Ref)
+	s.Base = s.Base.blend(got)
+	s.adaptiveMemory = s.towardRef(got)
 	s.Peak = max(s.Peak, s.Base.Work)
-	if s.MinLatency == 0 || s.Base.Latency < s.MinLatency {
-		s.MinLatency = s.Base.Latency
-	}
+	s.adaptiveMemory = s.noteLeast()
 	if fresh && s.queued() && s.Accepted != l.clamp(s.Accepted-1) {
 		// The first measurement of a bound a latency rise, a back-off or
 		// a settle just chose, and requests still queue in the server:
@@ -380,10 +387,11 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 }
 
 // queued says latency per work at the accepted bound is above the least
-// seen: requests queue inside the server, so a smaller bound may do the
-// same work. Without it a probe below only costs throughput.
+// seen — in completions too, with token counts (queuedMix): requests
+// queue inside the server, so a smaller bound may do the same work.
+// Without it a probe below only costs throughput.
 func (s adaptiveState) queued() bool {
-	return s.MinLatency > 0 && s.Base.Latency >= queueRise*s.MinLatency
+	return s.MinLatency > 0 && s.Base.Latency >= queueRise*s.MinLatency && s.queuedMix()
 }
 
 // holdAt makes b the accepted bound and holds there before probing again,

@@ -41,6 +41,6 @@ func failing(m adaptiveSample, left time.Duration) string {
 // measured afresh, and stops growth for the cooldown.
 func (l adaptiveLimits) backOff(s adaptiveState) adaptiveState {
 	s = s.holdAt(l.clamp(int(float64(s.Bound) * backOff)))
-	s.Base, s.Ref, s.Rises, s.Cooldown = adaptiveRate{}, 0, 0, cooldown
+	s.Base, s.Ref, s.RefDone, s.Rises, s.Cooldown = adaptiveRate{}, 0, 0, 0, cooldown
 	return s
 }

@@ -17,17 +17,20 @@ func (l adaptiveLimits) rose(s adaptiveState, got adaptiveRate) (int, bool) {
 	}
 	// Above the knee latency per work grows in proportion to the bound, so
 	// a step up is expected to raise it by its ratio; only more than that
-	// says the server changed.
-	ref := s.Ref * max(1, float64(got.Bound)/float64(s.Accepted))
-	if got.Latency < latencyRise*ref || s.Base.Work > 0 && got.Work > s.Base.Work/keepShare {
+	// says the server changed. With token counts, in both units: a shift
+	// of the mix raises one alone (adaptivemix.go), and the bound is cut
+	// only when the server does less work in every model of it.
+	scale := max(1, float64(got.Bound)/float64(s.Accepted))
+	rise := got.roseBy(s.Ref, s.RefDone) / scale
+	if rise < latencyRise || s.Base.Work > 0 && got.above(s.Base, 1/keepShare) {
 		return 0, false
 	}
 	// The bound that brings latency per work back to Ref is the knee now.
-	to := l.clamp(int(math.Ceil(float64(got.Bound) * s.Ref / got.Latency)))
+	to := l.clamp(int(math.Ceil(float64(got.Bound) / (rise * scale))))
 	if to >= s.Accepted {
 		return 0, false
 	}
-	return to, got.Latency >= latencyJump*ref || s.Rises+1 >= 2
+	return to, rise >= latencyJump || s.Rises+1 >= 2
 }
 
 // riseTo makes to, the knee a rise of latency per work points to, the

@@ -25,6 +25,10 @@ type adaptiveSample struct {
 	// Latency is the sum of the completed requests' latencies, admission to
 	// end; 0 when Completed is.
 	Latency time.Duration
+	// Busy is the time requests were in flight in the interval, summed
+	// over them, whatever became of them: Busy/Elapsed is the mean number
+	// in flight. 0 when not measured.
+	Busy time.Duration
 	// Failures counts upstream 5xx answers and timeouts; may be 0.
 	Failures int
 	// Throttled counts upstream 429s; may be 0.
@@ -60,16 +64,23 @@ type adaptiveMeasure struct {
 	Work      float64       `json:"work"`
 	Elapsed   time.Duration `json:"elapsed"`
 	Latency   time.Duration `json:"latency"`
+	Busy      time.Duration `json:"busy,omitempty"`
 }
 
 // Measurement sizes: a measurement is judged at minMeasureCompletions, or
 // once it spans maxMeasureTime with at least minTimedCompletions — a server
 // at 2 s a request and a bound of 4 completes 2 a second, and the bound must
-// still grow in seconds, not minutes.
+// still grow in seconds, not minutes. While the bound grows it is judged at
+// minGrowCompletions: a doubling expects twice the work, which a
+// measurement of a few completions cannot hide, and with its time in
+// flight (rate) a measurement of one wave of completions is as good as of
+// several — at 8 s a request and a bound of 4, ten completions take half
+// a minute.
 const (
 	minMeasureCompletions = 40
 	maxMeasureTime        = 10 * time.Second
 	minTimedCompletions   = 10
+	minGrowCompletions    = 4
 )
 
 // add folds one saturated interval in.
@@ -78,28 +89,47 @@ func (a adaptiveMeasure) add(m adaptiveSample) adaptiveMeasure {
 	a.Work += m.Work
 	a.Elapsed += m.Elapsed
 	a.Latency += m.Latency
+	a.Busy += m.Busy
 	return a
 }
 
-// ready says the measurement holds enough to be judged.
-func (a adaptiveMeasure) ready() bool {
+// ready says the measurement holds enough to be judged; growing, enough
+// to judge a doubling.
+func (a adaptiveMeasure) ready(growing bool) bool {
 	return a.Completed >= minMeasureCompletions ||
-		(a.Elapsed >= maxMeasureTime && a.Completed >= minTimedCompletions)
+		(a.Elapsed >= maxMeasureTime && a.Completed >= minTimedCompletions) ||
+		(growing && a.Completed >= minGrowCompletions)
 }
 
 // rate is what the measurement says about bound: work a second and
-// latency per unit of work.
+// latency per unit of work, in output tokens where it has them and in
+// completions.
+//
+// Work a second is the mean number in flight over latency per work
+// (Little's law) where the measurement has its busy time: completions
+// come in bursts — closed-loop callers of a server whose latency is about
+// the same for every request send and are answered in waves, one a
+// latency apart — and a measurement of a few seconds counts one wave
+// more or less by chance, while the time in flight and each completion's
+// latency are the same whenever it starts. Without it, the completions
+// and tokens counted over the measurement.
 func (a adaptiveMeasure) rate(bound int) adaptiveRate {
+	done := float64(a.Completed)
 	work := a.Work
 	if work == 0 {
-		work = float64(a.Completed)
+		work = done
 	}
 	r := adaptiveRate{Bound: bound, Tokens: a.Work > 0}
-	if a.Elapsed > 0 {
-		r.Work = work / a.Elapsed.Seconds()
+	if done > 0 {
+		r.Latency, r.PerDone = a.Latency.Seconds()/work, a.Latency.Seconds()/done
 	}
-	if work > 0 {
-		r.Latency = a.Latency.Seconds() / work
+	switch {
+	case a.Elapsed <= 0:
+	case a.Busy > 0 && a.Latency > 0:
+		inFlight := a.Busy.Seconds() / a.Elapsed.Seconds()
+		r.Work, r.Done = inFlight/r.Latency, inFlight/r.PerDone
+	default:
+		r.Work, r.Done = work/a.Elapsed.Seconds(), done/a.Elapsed.Seconds()
 	}
 	return r
 }
@@ -123,6 +153,17 @@ type adaptiveRate struct {
 	// (within a percent over 40 completions, whatever the mix), while
 	// latency per completion is as noisy as the mix.
 	Tokens bool `json:"tokens,omitempty"`
+	// Done and PerDone are the same measurement in completions:
+	// completions a second and latency per completion (Work and Latency
+	// themselves without tokens). See adaptivemix.go for why both.
+	Done    float64 `json:"completions_per_second,omitempty"`
+	PerDone float64 `json:"latency_seconds_per_completion,omitempty"`
+}
+
+// took is the mean latency of a completion the rate measured; 0 when
+// unmeasured.
+func (r adaptiveRate) took() time.Duration {
+	return time.Duration(r.PerDone * float64(time.Second))
 }
 
 // gained says the step up from base to r paid: work a second rose by at
@@ -157,10 +198,12 @@ func (r adaptiveRate) scaled(base adaptiveRate) bool {
 // keepShare of base's, and latency per work fell by at least half the
 // step's proportional fall — requests had been queueing in the server.
 // At or below the knee latency per work stays put and the step is refused
-// however the noise falls.
+// however the noise falls. With token counts both hold in completions too
+// (mixRelieved): callers of short answers leaving mid-step lower latency
+// per token alone.
 func (r adaptiveRate) relieved(base adaptiveRate) bool {
 	want := 1 - gainShare*(1-float64(r.Bound)/float64(base.Bound))
-	return r.Work >= keepShare*base.Work && (base.Latency == 0 || r.Latency <= base.Latency*want)
+	return r.Work >= keepShare*base.Work && (base.Latency == 0 || r.Latency <= base.Latency*want) && r.mixRelieved(base, want)
 }
 
 // kneeBetween estimates the knee when r, at a larger bound than base, did

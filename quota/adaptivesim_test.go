@@ -21,6 +21,11 @@ type simConfig struct {
 	// Tokens reports output tokens as work; false leaves Work 0, as a
 	// server that reports no usage.
 	Tokens bool
+	// Fixed is the share of a request's service time, at the mean output
+	// length, that does not depend on its length (the prompt, the batch's
+	// overhead): 0 makes service time proportional to output tokens, 1
+	// the same for every request, as test/fakeprovider's.
+	Fixed float64
 	// Hang is the share of requests that never finish and time out after
 	// Timeout, holding their slot until then.
 	Hang    float64
@@ -43,6 +48,7 @@ type simRequest struct {
 	start  time.Duration
 	left   float64 // seconds of service at full speed still to do
 	tokens float64
+	short  bool // a Short worker's
 }
 
 // simServer is a deterministic discrete-time model of a server with a
@@ -54,6 +60,14 @@ type simServer struct {
 	cfg      simConfig
 	Slots    int     // the knee now; tests move it mid-run
 	Throttle float64 // share of admissions answered 429 now (a burst)
+	// Short is how many closed-loop workers besides cfg.Workers ask for
+	// one output token (max_tokens: 1), another caller's; tests add them
+	// mid-run.
+	Short   int
+	shortIn int // their requests in flight
+	// used is the server's capacity used so far: the time integral of
+	// min(in flight, Slots), in slot-seconds.
+	used     float64
 	rng      *rand.Rand
 	now      time.Duration
 	inFlight []simRequest
@@ -76,7 +90,7 @@ func (s *simServer) run(bound int, d time.Duration) adaptiveSample {
 	for range ticks {
 		s.serve(&m)
 		s.admit(bulk, &m)
-		if len(s.inFlight) >= bulk && s.cfg.Workers > len(s.inFlight) {
+		if len(s.inFlight) >= bulk && s.workers() > len(s.inFlight) {
 			full++
 		}
 	}
@@ -95,6 +109,12 @@ func (s *simServer) serve(m *adaptiveSample) {
 	if n := len(s.inFlight); s.Slots > 0 && n > s.Slots {
 		speed = float64(s.Slots) / float64(n)
 	}
+	m.Busy += time.Duration(len(s.inFlight)) * simTick
+	used := len(s.inFlight)
+	if s.Slots > 0 {
+		used = min(used, s.Slots)
+	}
+	s.used += float64(used) * simTick.Seconds()
 	kept := s.inFlight[:0]
 	for _, r := range s.inFlight {
 		r.left -= speed * simTick.Seconds()
@@ -107,10 +127,17 @@ func (s *simServer) serve(m *adaptiveSample) {
 			m.Failures++
 		default:
 			kept = append(kept, r)
+			continue
+		}
+		if r.short {
+			s.shortIn--
 		}
 	}
 	s.inFlight = kept
 }
+
+// workers is the closed-loop workers now, Short ones included.
+func (s *simServer) workers() int { return s.cfg.Workers + s.Short }
 
 // admit lets waiting workers in while the bound and the rate window allow,
 // each worker one attempt a tick (a 429 retries on the next).
@@ -118,7 +145,7 @@ func (s *simServer) admit(bound int, m *adaptiveSample) {
 	if s.now-s.window >= time.Second {
 		s.window, s.admitted = s.now-(s.now-s.window)%time.Second, 0
 	}
-	for waiting := s.cfg.Workers - len(s.inFlight); waiting > 0 && len(s.inFlight) < bound; waiting-- {
+	for waiting := s.workers() - len(s.inFlight); waiting > 0 && len(s.inFlight) < bound; waiting-- {
 		if s.cfg.Rate > 0 && s.admitted >= s.cfg.Rate {
 			return
 		}
@@ -127,21 +154,30 @@ func (s *simServer) admit(bound int, m *adaptiveSample) {
 			m.Throttled++
 			continue
 		}
-		s.inFlight = append(s.inFlight, s.request())
+		// The Short workers are another caller, whom fair queuing gives
+		// every other admission while both wait.
+		shortWait, longWait := s.Short-s.shortIn, waiting-(s.Short-s.shortIn)
+		short := shortWait > 0 && (longWait <= 0 || s.rng.IntN(2) == 0)
+		s.inFlight = append(s.inFlight, s.request(short))
 	}
 }
 
-// request draws a new request's output length and service time.
-func (s *simServer) request() simRequest {
+// request draws a new request's output length and service time; a short
+// one asks for one token.
+func (s *simServer) request(short bool) simRequest {
 	tokens := simMeanTokens
-	if σ := s.cfg.Tail; σ > 0 {
+	switch σ := s.cfg.Tail; {
+	case short:
+		tokens = 1
+		s.shortIn++
+	case σ > 0:
 		tokens = math.Exp(math.Log(simMeanTokens) - σ*σ/2 + σ*s.rng.NormFloat64())
 	}
-	left := s.cfg.Service.Seconds() * tokens / simMeanTokens
+	left := s.cfg.Service.Seconds() * (s.cfg.Fixed + (1-s.cfg.Fixed)*tokens/simMeanTokens)
 	if s.cfg.Hang > 0 && s.rng.Float64() < s.cfg.Hang {
 		left = math.Inf(1)
 	}
-	return simRequest{start: s.now, left: left, tokens: math.Round(tokens)}
+	return simRequest{start: s.now, left: left, tokens: math.Round(tokens), short: short}
 }
 
 // simStep is one interval of a simulated run: the bound in force, the
@@ -152,6 +188,7 @@ type simStep struct {
 	Accepted int
 	Decision adaptiveDecision
 	Done     float64 // completions a second
+	Used     float64 // the share of the server's capacity (Slots) used
 }
 
 // simulate runs the controller against the model for total in intervals
@@ -166,11 +203,12 @@ func simulate(srv *simServer, lim adaptiveLimits, st adaptiveState, interval, to
 		if at != nil {
 			at(srv.now)
 		}
+		used := srv.used
 		m := srv.run(st.Bound, interval)
 		var d adaptiveDecision
 		st, d = lim.next(st, m)
 		steps = append(steps, simStep{At: srv.now, Bound: m.Bound, Accepted: st.Accepted, Decision: d,
-			Done: float64(m.Completed) / interval.Seconds()})
+			Done: float64(m.Completed) / interval.Seconds(), Used: (srv.used - used) / interval.Seconds() / float64(max(srv.Slots, 1))})
 	}
 	return steps
 }

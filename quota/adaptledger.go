@@ -7,10 +7,10 @@ import (
 )
 
 // adaptLedger is what a pool's leases saw of the upstream since the
-// adaptive bound's last sample (adaptsampler.go), and whether the bound was
-// binding. Leases add to it when they are released; the admission loop
-// marks saturation; the sampler takes it whole. Atomics only: nothing here
-// locks on the request path.
+// adaptive bound's last sample (adaptrun.go), and whether the bound was
+// binding. Leases add to it when they are granted (their time in flight)
+// and released; the admission loop marks saturation; the sampler takes it
+// whole. Atomics only: nothing here locks on the request path.
 type adaptLedger struct {
 	completed, failures, throttled atomic.Int64
 	// work is the output tokens 2xx responses reported.
@@ -20,6 +20,42 @@ type adaptLedger struct {
 	latency atomic.Int64
 	// saturated says a store answer found the bound binding (markSaturated).
 	saturated atomic.Bool
+	// busy is the time every lease was in flight, summed (busyUntil).
+	busy adaptBusy
+}
+
+// adaptBusy integrates the number of leases in flight over time, with
+// atomics: busyUntil(t), the lease-time in flight from the start to t, is
+// closed (the whole time of the leases released) plus, for the open
+// ones, n·t − Σ grant — both sums in microseconds since the Unix epoch.
+// The three are not read at once, so a lease released between the reads
+// moves one reading by at most its own time in flight; the next reading
+// corrects it, as the difference of two readings is what is sampled.
+type adaptBusy struct {
+	closed, open, openSince atomic.Int64
+	// last is busyUntil's value as of the last take (the sampler's only).
+	last int64
+}
+
+// begin counts a lease in flight from at.
+func (b *adaptBusy) begin(at time.Time) {
+	b.openSince.Add(at.UnixMicro())
+	b.open.Add(1)
+}
+
+// end counts a lease begun at from out at now.
+func (b *adaptBusy) end(from, now time.Time) {
+	b.closed.Add(now.UnixMicro() - from.UnixMicro())
+	b.open.Add(-1)
+	b.openSince.Add(-from.UnixMicro())
+}
+
+// since returns the lease-time in flight since the last call, up to now.
+func (b *adaptBusy) since(now time.Time) time.Duration {
+	c := b.closed.Load() + b.open.Load()*now.UnixMicro() - b.openSince.Load()
+	d := c - b.last
+	b.last = c
+	return time.Duration(d) * time.Microsecond
 }
 
 // adaptCounts are one replica's adaptLedger taken at once: what it adds
@@ -28,7 +64,15 @@ type adaptCounts struct {
 	Completed, Failures, Throttled int64
 	Work                           int64
 	Latency                        time.Duration
-	Saturated                      bool
+	// Busy is the time leases were in flight, summed over them: its
+	// ratio to the interval is the mean number in flight.
+	Busy      time.Duration
+	Saturated bool
+	// Seq numbers a replica's adds of counts (adaptiveRun's, from 1): an
+	// add retried after its reply was lost carries the same Seq, and the
+	// store counts it once. 0 is never taken for a retry. Not a count:
+	// plus leaves it 0.
+	Seq uint64
 }
 
 // answered counts one upstream exchange that ended after latency with
@@ -47,19 +91,22 @@ func (a *adaptLedger) answered(status int, latency time.Duration) {
 	}
 }
 
-// take empties the ledger into its counts.
-func (a *adaptLedger) take() adaptCounts {
+// take empties the ledger into its counts, its busy time up to now. One
+// goroutine takes (the sampler's).
+func (a *adaptLedger) take(now time.Time) adaptCounts {
 	return adaptCounts{Completed: a.completed.Swap(0), Failures: a.failures.Swap(0), Throttled: a.throttled.Swap(0),
-		Work: a.work.Swap(0), Latency: time.Duration(a.latency.Swap(0)), Saturated: a.saturated.Swap(false)}
+		Work: a.work.Swap(0), Latency: time.Duration(a.latency.Swap(0)), Busy: a.busy.since(now), Saturated: a.saturated.Swap(false)}
 }
 
-// restore puts back counts take took, for a store call that failed.
-func (a *adaptLedger) restore(c adaptCounts) {
+// add puts counts into the ledger, as leases would have (tests feed it
+// so).
+func (a *adaptLedger) add(c adaptCounts) {
 	a.completed.Add(c.Completed)
 	a.failures.Add(c.Failures)
 	a.throttled.Add(c.Throttled)
 	a.work.Add(c.Work)
 	a.latency.Add(int64(c.Latency))
+	a.busy.closed.Add(c.Busy.Microseconds())
 	if c.Saturated {
 		a.saturated.Store(true)
 	}

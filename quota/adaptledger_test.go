@@ -12,7 +12,8 @@ import (
 // how its upstream exchange ended — 2xx a completion with its latency
 // from grant to release and its output as work, 429 a throttle, 5xx and
 // no answer (0) a failure, a caller's 4xx nothing — and a lease never
-// answered counts nothing. Counted once, at release.
+// answered counts nothing, its output included, but its time in flight.
+// Counted once, at release.
 func TestLeaseAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, _ := testLimiter(t, smallConfig())
@@ -38,15 +39,53 @@ func TestLeaseAnswered(t *testing.T) {
 		serve(503, time.Millisecond, 0)
 		serve(0, time.Millisecond, 0)
 		serve(400, time.Millisecond, 0)
-		serve(-1, time.Millisecond, 0) // never answered: refused before the upstream, or the client left
-		got := l.leases.adapt.take()
-		want := adaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2}
+		serve(-1, time.Millisecond, 0)  // never answered: refused before the upstream, or the client left
+		serve(-1, time.Millisecond, 70) // a caller's own key's answer is not Answered: its output is no work here
+		got := l.leases.adapt.take(time.Now())
+		want := adaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2,
+			Busy: 406 * time.Millisecond} // every lease's time in flight, answered or not
 		if got != want {
 			t.Errorf("counts = %+v, want %+v", got, want)
 		}
-		if again := l.leases.adapt.take(); again != (adaptCounts{}) {
+		if again := l.leases.adapt.take(time.Now()); again != (adaptCounts{}) {
 			t.Errorf("second take = %+v, want nothing", again)
 		}
+	})
+}
+
+// TestLeaseBusy: the ledger's busy time is the time leases were in flight
+// between two takes, those still in flight at a take included up to it
+// and counted on from there at the next.
+func TestLeaseBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := testLimiter(t, smallConfig())
+		admit := func() *Lease {
+			t.Helper()
+			lease, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lease
+		}
+		take := func(want time.Duration) {
+			t.Helper()
+			if got := l.leases.adapt.take(time.Now()).Busy; got != want {
+				t.Errorf("busy %v, want %v", got, want)
+			}
+		}
+		first := admit()
+		time.Sleep(time.Second)
+		take(time.Second)
+		time.Sleep(time.Second)
+		second := admit()
+		time.Sleep(time.Second)
+		first.Release()
+		take(3 * time.Second) // the first's two, the second's one
+		time.Sleep(time.Second)
+		second.Release()
+		time.Sleep(time.Second)
+		take(time.Second)
+		take(0)
 	})
 }
 
@@ -64,7 +103,7 @@ func TestSaturationFromStoreAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if got := l.leases.adapt.take(); got.Saturated {
+		if got := l.leases.adapt.take(time.Now()); got.Saturated {
 			t.Errorf("1 of 3 in flight: saturated")
 		}
 		var leases []*Lease
@@ -76,7 +115,7 @@ func TestSaturationFromStoreAnswer(t *testing.T) {
 			leases = append(leases, ls)
 		}
 		synctest.Wait()
-		if got := l.leases.adapt.take(); !got.Saturated {
+		if got := l.leases.adapt.take(time.Now()); !got.Saturated {
 			t.Errorf("3 of 3 in flight: not saturated")
 		}
 		waiting := make(chan *Lease)
@@ -85,7 +124,7 @@ func TestSaturationFromStoreAnswer(t *testing.T) {
 			waiting <- ls
 		}()
 		synctest.Wait()
-		if got := l.leases.adapt.take(); !got.Saturated {
+		if got := l.leases.adapt.take(time.Now()); !got.Saturated {
 			t.Errorf("a waiter blocked by the bound: not saturated")
 		}
 		lease.Release()
@@ -116,7 +155,7 @@ func TestNoteAnswer(t *testing.T) {
 	} {
 		var a adaptLedger
 		a.noteAnswer(tc.want, tc.res, tc.bound)
-		if got := a.take().Saturated; got != tc.sat {
+		if got := a.take(time.Now()).Saturated; got != tc.sat {
 			t.Errorf("%s: saturated = %v, want %v", tc.name, got, tc.sat)
 		}
 	}

@@ -28,7 +28,7 @@ type redisAdaptStore struct {
 	prefix  string
 	replica string
 	timeout time.Duration
-	// interval and lease are adaptInterval and adaptLeaseTTL.
+	// interval and lease are adaptStepGap and adaptLeaseTTL.
 	interval, lease time.Duration
 	// clock, when set (tests only), replaces Redis TIME.
 	clock func() time.Time
@@ -38,7 +38,7 @@ type redisAdaptStore struct {
 // calls bounded by its timeout, on behalf of replica.
 func newRedisAdaptStore(client redis.Scripter, cfg StoreConfig, replica string) *redisAdaptStore {
 	return &redisAdaptStore{client: client, prefix: cfg.KeyPrefix, replica: replica, timeout: cfg.Timeout,
-		interval: adaptInterval, lease: adaptLeaseTTL}
+		interval: adaptStepGap, lease: adaptLeaseTTL}
 }
 
 // adaptKey is pool's adaptive-bound hash under prefix, in its hash tag.
@@ -49,11 +49,13 @@ func adaptKey(prefix, pool string) string { return poolTag(prefix, pool) + ":ada
 type adaptArgs struct {
 	Op         string `json:"op"`
 	Replica    string `json:"replica"`
+	Seq        uint64 `json:"seq,string"`
 	Completed  int64  `json:"completed,string"`
 	Work       int64  `json:"work,string"`
 	LatencyUs  int64  `json:"latency_us,string"`
 	Failures   int64  `json:"failures,string"`
 	Throttled  int64  `json:"throttled,string"`
+	BusyUs     int64  `json:"busy_us,string"`
 	Saturated  bool   `json:"saturated"`
 	IntervalMs int64  `json:"interval_ms"`
 	LeaseMs    int64  `json:"lease_ms"`
@@ -70,6 +72,7 @@ type adaptReply struct {
 	LatencyUs luaInt `json:"latency_us"`
 	Failures  luaInt `json:"failures"`
 	Throttled luaInt `json:"throttled"`
+	BusyUs    luaInt `json:"busy_us"`
 	Saturated bool   `json:"saturated"`
 	ElapsedMs luaInt `json:"elapsed_ms"`
 	Committed bool   `json:"committed"`
@@ -77,14 +80,14 @@ type adaptReply struct {
 
 // add implements adaptStore.
 func (s *redisAdaptStore) add(ctx context.Context, pool string, c adaptCounts) (adaptAnswer, error) {
-	r, err := s.call(ctx, pool, adaptArgs{Op: "add", Completed: c.Completed, Work: c.Work, LatencyUs: c.Latency.Microseconds(),
-		Failures: c.Failures, Throttled: c.Throttled, Saturated: c.Saturated})
+	r, err := s.call(ctx, pool, adaptArgs{Op: "add", Seq: c.Seq, Completed: c.Completed, Work: c.Work, LatencyUs: c.Latency.Microseconds(),
+		Failures: c.Failures, Throttled: c.Throttled, BusyUs: c.Busy.Microseconds(), Saturated: c.Saturated})
 	if err != nil {
 		return adaptAnswer{}, err
 	}
 	ans := adaptAnswer{Step: r.Step, Elapsed: time.Duration(r.ElapsedMs) * time.Millisecond,
 		Sample: adaptCounts{Completed: int64(r.Completed), Work: int64(r.Work), Latency: time.Duration(r.LatencyUs) * time.Microsecond,
-			Failures: int64(r.Failures), Throttled: int64(r.Throttled), Saturated: r.Saturated}}
+			Failures: int64(r.Failures), Throttled: int64(r.Throttled), Busy: time.Duration(r.BusyUs) * time.Microsecond, Saturated: r.Saturated}}
 	if r.View != "" {
 		if err := json.Unmarshal([]byte(r.View), &ans.View); err != nil {
 			return adaptAnswer{}, fmt.Errorf("quota: redis adapt: stored view: %w", err)
@@ -118,7 +121,8 @@ func (s *redisAdaptStore) call(ctx context.Context, pool string, a adaptArgs) (a
 	if err != nil {
 		return adaptReply{}, fmt.Errorf("quota: redis adapt: %w", err)
 	}
-	out, err := adaptScript.Run(ctx, s.client, []string{adaptKey(s.prefix, pool)}, arg).Text()
+	key := adaptKey(s.prefix, pool)
+	out, err := adaptScript.Run(ctx, s.client, []string{key, key + ":seq:" + s.replica}, arg).Text()
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)

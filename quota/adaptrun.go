@@ -27,6 +27,13 @@ type adaptiveRun struct {
 	setBound func(int64)
 	// bound is the last bound put in force; 0 before the first.
 	bound atomic.Int64
+	// now reads the clock the leases' times follow.
+	now func() time.Time
+	// seq numbers this replica's adds (adaptCounts.Seq); pending is an add
+	// whose reply did not come, sent again, unchanged, before any other.
+	// tick's only.
+	seq     uint64
+	pending *adaptCounts
 
 	mu sync.Mutex
 	// last is the store's view as of the last tick.
@@ -51,17 +58,27 @@ func (r *adaptiveRun) run(ctx context.Context) {
 
 // tick is one interval: report, step if the store says so, apply the
 // bound. A pool without an adaptive bound only drops its counts. A failed
-// store call keeps the bound in force (and the counts, for the next call).
+// store call keeps the bound in force, and its add is sent again as it
+// was at the next tick — it may have reached the store, whose answer was
+// lost, and the store counts an add once by its Seq — while the leases'
+// new counts wait in the ledger.
 func (r *adaptiveRun) tick(ctx context.Context) {
 	set := r.limits.Load()
-	counts := r.ledger.take()
+	counts := r.pending
+	if counts == nil {
+		c := r.ledger.take(r.now())
+		r.seq++
+		c.Seq = r.seq
+		counts = &c
+	}
+	r.pending = nil
 	if set.adaptive == nil || r.store == nil {
 		return
 	}
 	lim := *set.adaptive
-	ans, err := r.store.add(ctx, r.pool, counts)
+	ans, err := r.store.add(ctx, r.pool, *counts)
 	if err != nil {
-		r.ledger.restore(counts)
+		r.pending = counts
 		if ctx.Err() == nil && !errors.Is(err, errAdaptBypassed) {
 			r.log.Warn("adaptive_store_failed", slog.String("error", err.Error()))
 		}
@@ -83,7 +100,7 @@ func (r *adaptiveRun) tick(ctx context.Context) {
 func (r *adaptiveRun) step(ctx context.Context, lim adaptiveLimits, v adaptView, ans adaptAnswer) adaptView {
 	c := ans.Sample
 	m := adaptiveSample{Bound: v.State.Bound, Saturated: c.Saturated, Completed: int(c.Completed), Work: float64(c.Work),
-		Elapsed: ans.Elapsed, Latency: c.Latency, Failures: int(c.Failures), Throttled: int(c.Throttled)}
+		Elapsed: ans.Elapsed, Latency: c.Latency, Busy: c.Busy, Failures: int(c.Failures), Throttled: int(c.Throttled)}
 	s, d := lim.next(v.State, m)
 	next := adaptView{State: s, Last: d, Judged: v.Judged}
 	if d.Judged != (adaptiveRate{}) {

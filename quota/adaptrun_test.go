@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ func adaptiveConfig() Config {
 
 // feed adds sample m to l's ledger as its leases would have.
 func feed(l *limiter, m adaptiveSample) {
-	l.leases.adapt.restore(adaptCounts{Completed: int64(m.Completed), Work: int64(m.Work), Latency: m.Latency,
+	l.leases.adapt.add(adaptCounts{Completed: int64(m.Completed), Work: int64(m.Work), Latency: m.Latency,
 		Failures: int64(m.Failures), Throttled: int64(m.Throttled), Saturated: m.Saturated})
 }
 
@@ -175,5 +177,98 @@ func TestRedisAdaptStore(t *testing.T) {
 	}
 	if ttl := c.PTTL(ctx, keys[0]).Val(); ttl <= 0 {
 		t.Errorf("%s has no TTL (%s)", keys[0], ttl)
+	}
+}
+
+// lossyAdaptStore is an adaptStore whose next lose calls to add reach the
+// store but whose replies are lost: the caller gets an error, as from a
+// reply that stalled past store.timeout. It records the samples of the
+// step answers it passed on.
+type lossyAdaptStore struct {
+	adaptStore
+	lose  int
+	steps []adaptCounts
+}
+
+// add implements adaptStore.
+func (s *lossyAdaptStore) add(ctx context.Context, pool string, c adaptCounts) (adaptAnswer, error) {
+	ans, err := s.adaptStore.add(ctx, pool, c)
+	if err == nil && s.lose > 0 {
+		s.lose--
+		return adaptAnswer{}, errors.New("reply lost")
+	}
+	if err == nil && ans.Step {
+		s.steps = append(s.steps, ans.Sample)
+	}
+	return ans, err
+}
+
+// TestAdaptRunLostReplies: on a fleet's Redis, a replica whose add reached
+// Redis but whose reply was lost retries it, and the counts arrive once
+// and only once: a retried add counts once (doubled 429s would be a false
+// back-off), and a step whose reply was lost hands the same sample to the
+// retry (the fleet's counts it had reset are not dropped). Every count the
+// replicas added reaches the stepping replica exactly once. Each replica's
+// last seq is a key of its own under the pool's hash tag, with a TTL.
+func TestAdaptRunLostReplies(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	now := time.Unix(1_700_000_000, 0)
+	cfg := adaptiveConfig()
+	l := newLimiter(cfg, cfg.Enforced(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+	lossy := &lossyAdaptStore{adaptStore: testRedisAdapt(t, srv, prefix, "a", &now)}
+	l.adapt.store, l.adapt.pool = lossy, "llama"
+	b := testRedisAdapt(t, srv, prefix, "b", &now)
+	var seqB uint64
+	addB := func(c adaptCounts) {
+		t.Helper()
+		seqB++
+		c.Seq = seqB
+		if _, err := b.add(t.Context(), "llama", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.adapt.tick(t.Context()) // the first step, at elapsed 0
+	fed := adaptCounts{}
+	feedA := func(c adaptCounts) {
+		l.leases.adapt.add(c)
+		fed = fed.plus(c)
+	}
+	// An add whose reply is lost, between steps.
+	feedA(adaptCounts{Completed: 30, Throttled: 3, Latency: 6 * time.Second, Saturated: true})
+	now = now.Add(time.Second)
+	lossy.lose = 1
+	l.adapt.tick(t.Context())
+	addB(adaptCounts{Completed: 40, Latency: 8 * time.Second})
+	fed = fed.plus(adaptCounts{Completed: 40, Latency: 8 * time.Second})
+	now = now.Add(time.Second)
+	l.adapt.tick(t.Context()) // the retry, and a step
+	// A step whose reply is lost.
+	feedA(adaptCounts{Completed: 20, Latency: 4 * time.Second})
+	addB(adaptCounts{Completed: 10, Failures: 1, Latency: 2 * time.Second})
+	fed = fed.plus(adaptCounts{Completed: 10, Failures: 1, Latency: 2 * time.Second})
+	now = now.Add(adaptInterval)
+	lossy.lose = 1
+	l.adapt.tick(t.Context())
+	now = now.Add(adaptInterval)
+	l.adapt.tick(t.Context()) // the retry
+	now = now.Add(adaptInterval)
+	l.adapt.tick(t.Context()) // whatever is left
+	var got adaptCounts
+	for _, s := range lossy.steps {
+		got = got.plus(s)
+	}
+	if got != fed {
+		t.Errorf("the steps were handed %+v in all (%d steps: %+v), want what was added, once: %+v", got, len(lossy.steps), lossy.steps, fed)
+	}
+	c := srv.Client(t)
+	keys, err := c.Keys(t.Context(), poolTag(prefix, "llama")+"*").Result()
+	if err != nil || len(keys) != 3 { // the pool's hash and each replica's last seq
+		t.Fatalf("keys %v (%v), want the adapt hash and two seq keys", keys, err)
+	}
+	for _, k := range keys {
+		if ttl := c.PTTL(t.Context(), k).Val(); ttl <= 0 {
+			t.Errorf("%s has no TTL (%s)", k, ttl)
+		}
 	}
 }

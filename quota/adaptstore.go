@@ -13,6 +13,13 @@ import (
 // second, and several intervals add up to one measurement (adaptMeasure).
 const adaptInterval = 2 * time.Second
 
+// adaptStepGap is the least time between two steps: an interval less a
+// tenth, so that a tick that comes a little early — a ticker's jitter, a
+// store call that was slow the time before — steps on time rather than an
+// interval late (a step every 4 s where 2 s was meant, at 2 s a request a
+// third of the time to grow).
+const adaptStepGap = adaptInterval - adaptInterval/10
+
 // adaptLeaseTTL is how long the replica that steps a pool's bound holds
 // the right to, renewed with each of its calls: three intervals, so one
 // slow call does not hand it over, and a replica killed -9 leaves the
@@ -36,8 +43,10 @@ type adaptStore interface {
 	// add adds one replica's counts since its last call to pool's
 	// accumulators and answers the pool's stored view. When the caller is
 	// to step the bound — it holds the lease (in process: always) and
-	// adaptInterval has passed since the last step — the answer carries
-	// the sample accumulated since then, which the store resets.
+	// adaptStepGap has passed since the last step — the answer carries
+	// the sample accumulated since then, which the store resets. An add
+	// retried with the same c.Seq (its reply was lost) adds nothing again,
+	// and is handed again the step its first call was handed, if any.
 	add(ctx context.Context, pool string, c adaptCounts) (adaptAnswer, error)
 	// commit stores the view a step produced, if the caller still holds
 	// the lease; it reports whether it did.
@@ -72,8 +81,9 @@ var errAdaptBypassed = errors.New("quota: adaptive bound: shared store bypassed"
 var _ adaptStore = (*memAdaptStore)(nil)
 
 // memAdaptStore is the in-process adaptStore: one replica's bounds, lost
-// with it, and no lease — the one replica always steps. Its zero value is
-// not usable; call newMemAdaptStore.
+// with it, and no lease — the one replica always steps. No answer of it
+// is ever lost, so it reads no Seq. Its zero value is not usable; call
+// newMemAdaptStore.
 type memAdaptStore struct {
 	now func() time.Time
 
@@ -110,7 +120,7 @@ func (m *memAdaptStore) add(_ context.Context, pool string, c adaptCounts) (adap
 	}
 	p.acc = p.acc.plus(c)
 	ans := adaptAnswer{View: p.view}
-	if p.last.IsZero() || now.Sub(p.last) >= adaptInterval {
+	if p.last.IsZero() || now.Sub(p.last) >= adaptStepGap {
 		ans.Step, ans.Sample = true, p.acc
 		if !p.last.IsZero() {
 			ans.Elapsed = now.Sub(p.last)
@@ -134,7 +144,7 @@ func (m *memAdaptStore) commit(_ context.Context, pool string, v adaptView) (boo
 // plus is c with d's counts added; saturated when either is.
 func (c adaptCounts) plus(d adaptCounts) adaptCounts {
 	return adaptCounts{Completed: c.Completed + d.Completed, Failures: c.Failures + d.Failures, Throttled: c.Throttled + d.Throttled,
-		Work: c.Work + d.Work, Latency: c.Latency + d.Latency, Saturated: c.Saturated || d.Saturated}
+		Work: c.Work + d.Work, Latency: c.Latency + d.Latency, Busy: c.Busy + d.Busy, Saturated: c.Saturated || d.Saturated}
 }
 
 var _ adaptStore = failoverAdaptStore{}

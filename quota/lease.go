@@ -189,12 +189,14 @@ func (s *Lease) Correct(tokens int64) {
 }
 
 // Spent records the output tokens the request's response reported, for
-// account.output_tokens_per_minute, and as work done for the adaptive
-// bound; the store hears of them with the next call. Past two minutes of the budget, more changes nothing (its debt is
-// bounded at a minute), so a report is counted at most that. Without that
-// budget it does nothing.
+// account.output_tokens_per_minute, and, when the lease was Answered a
+// 2xx, as work done for the adaptive bound (an answer not Answered — a
+// caller's own key's — counts in none of its measurement); the store
+// hears of them with the next call. Past two minutes of the budget, more
+// changes nothing (its debt is bounded at a minute), so a report is
+// counted at most that. Without that budget it does nothing.
 func (s *Lease) Spent(output int64) {
-	if output > 0 {
+	if a := s.answer.Load() - 1; output > 0 && a >= 200 && a < 300 {
 		s.leases.adapt.work.Add(output)
 	}
 	if otpm := s.leases.limits.Load().enforced.OutputTPM; output > 0 && otpm > 0 {
@@ -212,8 +214,12 @@ func (s *Lease) Release() {
 	if s.released.CompareAndSwap(false, true) {
 		s.gate.Release()
 		s.leases.inFlight[s.class].Add(-1)
-		if a := s.answer.Load(); a > 0 {
-			s.leases.adapt.answered(int(a-1), s.leases.now().Sub(s.granted))
+		if !s.granted.IsZero() {
+			now := s.leases.now()
+			s.leases.adapt.busy.end(s.granted, now)
+			if a := s.answer.Load(); a > 0 {
+				s.leases.adapt.answered(int(a-1), now.Sub(s.granted))
+			}
 		}
 		notify(s.leases.sig.freed)
 	}

@@ -57,6 +57,7 @@ func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration,
 	l.leases.now = time.Now
 	l.queue.leases, l.queue.limits, l.queue.sig = &l.leases, &l.limits, &l.sig
 	l.adapt.ledger, l.adapt.limits, l.adapt.setBound, l.adapt.log = &l.leases.adapt, &l.limits, l.setBound, log
+	l.adapt.now = func() time.Time { return l.leases.now() }
 	lp := &l.loop
 	lp.store, lp.log, lp.heartbeat = store, log, heartbeat
 	lp.limits, lp.queue, lp.leases, lp.sig = &l.limits, &l.queue, &l.leases, &l.sig
@@ -161,9 +162,11 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	return l.leave(c, w, cause)
 }
 
-// grant stamps s with its grant time, from which its latency is counted.
+// grant stamps s with its grant time, from which its latency and its
+// time in flight are counted.
 func (l *limiter) grant(s *Lease) *Lease {
 	s.granted = l.leases.now()
+	l.leases.adapt.busy.begin(s.granted)
 	return s
 }
 

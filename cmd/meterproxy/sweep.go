@@ -156,7 +156,7 @@ func (sw sweep) run(ctx context.Context, progress io.Writer) sweepResult {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = sw.levels[len(sw.levels)-1] // every worker keeps its connection between requests
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
+	client := &http.Client{Transport: tr, CheckRedirect: sameHost}
 	res := sweepResult{sweep: sw, stop: stopMax}
 	began := time.Now()
 	_, _ = fmt.Fprintf(progress, "sweep: %s\n", sw.header())

@@ -268,3 +268,61 @@ func TestSweepSendsTheKey(t *testing.T) {
 		t.Errorf("body %s; want the model and max_tokens", r.Body)
 	}
 }
+
+// TestSweepRedirects: a redirect to another host (scheme, host or port)
+// is refused, whatever header carries the key — Go's client drops
+// Authorization on its own but would send Api-Key and X-Api-Key on — so
+// the other host sees no request, and the sweep stops saying why; a
+// redirect within the same host is followed, the key with it.
+func TestSweepRedirects(t *testing.T) {
+	for _, c := range []struct {
+		name, path, keyHeader string
+	}{
+		{"OpenAI", "/v1/chat/completions", "Authorization"},
+		{"Azure", "/openai/deployments/d/chat/completions?api-version=2024-10-21", "Api-Key"},
+		{"Anthropic", "/v1/messages", "X-Api-Key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var elsewhere atomic.Int64
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				elsewhere.Add(1)
+				w.WriteHeader(http.StatusOK)
+			}))
+			defer other.Close()
+			p := fakeprovider.New(fakeprovider.Config{RecordBodies: true})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case strings.HasPrefix(r.URL.Path, "/away"):
+					http.Redirect(w, r, other.URL+strings.TrimPrefix(r.URL.Path, "/away"), http.StatusTemporaryRedirect) //nolint:gosec // G710: the redirect away under test
+				case strings.HasPrefix(r.URL.Path, "/moved"):
+					http.Redirect(w, r, strings.TrimPrefix(r.URL.RequestURI(), "/moved"), http.StatusPermanentRedirect) //nolint:gosec // G710: the same-host redirect under test
+				default:
+					p.ServeHTTP(w, r)
+				}
+			}))
+			defer srv.Close()
+			out, progress, err := runSweepCmd(t.Context(), t, "--url", srv.URL+"/away", "--model", "m", "--path", c.path,
+				"--duration", "20ms", "--max", "1")
+			if err != nil {
+				t.Fatalf("sweep: %v\n%s", err, progress)
+			}
+			if n := elsewhere.Load(); n != 0 {
+				t.Errorf("the other host got %d requests, want none: the sweep followed a redirect away with the key", n)
+			}
+			if want := "refused a redirect to another host"; !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if _, progress, err := runSweepCmd(t.Context(), t, "--url", srv.URL+"/moved", "--model", "m", "--path", c.path,
+				"--duration", "20ms", "--max", "1"); err != nil {
+				t.Fatalf("sweep through a same-host redirect: %v\n%s", err, progress)
+			}
+			reqs := p.Requests()
+			if len(reqs) == 0 {
+				t.Fatal("a redirect within the host was not followed")
+			}
+			if got := reqs[0].Header.Get(c.keyHeader); !strings.Contains(got, sweepKey) {
+				t.Errorf("the same-host redirect arrived with %s %q, want the key", c.keyHeader, got)
+			}
+		})
+	}
+}

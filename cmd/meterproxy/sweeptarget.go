@@ -101,6 +101,25 @@ type sweepMessage struct {
 	Content string `json:"content"`
 }
 
+// errRedirectAway refuses a redirect to another host: the key header
+// would go with it (Go's client drops Authorization on such a redirect,
+// but not Api-Key or X-Api-Key), and the sweep would measure another
+// server than the one named.
+var errRedirectAway = errors.New("sweep: refused a redirect to another host (scheme, host or port): the key would go with it; sweep the URL it points to instead")
+
+// sameHost is the sweep client's redirect policy: a redirect within the
+// first request's scheme, host and port is followed (at most 10, as Go's
+// default), one anywhere else refused (errRedirectAway).
+func sameHost(req *http.Request, via []*http.Request) error {
+	switch first := via[0].URL; {
+	case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
+		return errRedirectAway
+	case len(via) >= 10:
+		return errors.New("sweep: stopped after 10 redirects")
+	}
+	return nil
+}
+
 // Kinds of outcome besides an HTTP status code.
 const (
 	kindOK         = ""           // answered 2xx
