@@ -28,11 +28,11 @@ type upstreamEnd struct {
 // has read it. A response cut short makes ReverseProxy panic with
 // http.ErrAbortHandler: the cut is counted here, before the request's
 // outcome, so a reading that has the outcome has the cut too, and the
-// panic goes on to net/http. A client meterproxy cut off itself (too slow
-// for server.write_stall_timeout or for the body memory budget) is
-// logged too.
+// panic goes on to net/http. An answer whose last bytes the client never
+// takes (the final flush fails) counts as cut by the client too. A client
+// meterproxy cut off itself (too slow for server.write_stall_timeout or
+// for the body memory budget) is logged.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	class := ex.res.Class.String()
 	ex.upstream.start = time.Now()
 	ex.sent = ex.upstream.start
 	defer func() {
@@ -48,14 +48,27 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) 
 		if r.Context().Err() != nil || ex.rec.clientCut() {
 			side = "client" // it left, writing to it failed before that was noticed, or it was cut off
 		}
-		h.m.cutShort.WithLabelValues(class, side).Inc()
-		if why := ex.rec.cutFor(); why != "" {
-			h.log.Warn("client_cut", slog.String("reason", why), slog.String("caller", ex.res.Caller),
-				slog.String("class", class), slog.String("path", r.URL.Path))
-		}
+		h.cutShort(r, ex, side)
 		panic(p)
 	}()
 	h.rp.ServeHTTP(w, r)
+	// What net/http still buffers of the answer goes out now, within the
+	// write deadline, so an answer the client never took counts as cut,
+	// not as delivered whole once the handler returned.
+	if ex.rec.refused == "" && ex.rec.status != 0 && ex.rec.FlushError() != nil {
+		h.cutShort(r, ex, "client")
+	}
+}
+
+// cutShort counts ex's answer cut short by side, and logs a client
+// meterproxy cut off itself.
+func (h *Handler) cutShort(r *http.Request, ex *exchange, side string) {
+	class := ex.res.Class.String()
+	h.m.cutShort.WithLabelValues(class, side).Inc()
+	if why := ex.rec.cutFor(); why != "" {
+		h.log.Warn("client_cut", slog.String("reason", why), slog.String("caller", ex.res.Caller),
+			slog.String("class", class), slog.String("path", r.URL.Path))
+	}
 }
 
 // readAhead makes an admitted request's answer read ahead of its client
