@@ -17,7 +17,8 @@ import (
 // to flush streams and the body reader to set deadlines.
 //
 // Before every write and flush it moves the connection's write deadline
-// (the stream's, on HTTP/2) to stall from now (server.write_stall_timeout):
+// (the stream's, on HTTP/2) to stall from now (server.write_stall_timeout,
+// give or take renewSlack):
 // a client that stops reading fails the write that waits on it, and the
 // answer is cut, while one that keeps reading is never timed out however
 // long its answer streams.
@@ -60,6 +61,12 @@ func newRecorder(w http.ResponseWriter, stall time.Duration) *recorder {
 	return &recorder{ResponseWriter: w, rc: http.NewResponseController(w), stall: stall}
 }
 
+// renewSlack is the part of the stall a deadline may have run down
+// before renew moves it (a hundredth): a stream's many small writes move
+// it once in a while, not each time (on HTTP/2 each move is a message to
+// the connection's loop).
+const renewSlack = 100
+
 // renew moves the write deadline to stall from now (to now, once the
 // client is starved); unsupported only by test recorders.
 func (r *recorder) renew() {
@@ -67,7 +74,11 @@ func (r *recorder) renew() {
 	case r.starved.Load():
 		_ = r.rc.SetWriteDeadline(time.Now())
 	case r.stall > 0:
-		r.deadline = time.Now().Add(r.stall)
+		now := time.Now()
+		if r.deadline.Sub(now) > r.stall-r.stall/renewSlack {
+			return
+		}
+		r.deadline = now.Add(r.stall)
 		_ = r.rc.SetWriteDeadline(r.deadline)
 	}
 }
