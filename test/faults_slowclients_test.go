@@ -60,6 +60,7 @@ func (s *slowHTTP1) answer() answer {
 	if err != nil {
 		return answer{err: err}
 	}
+	defer func() { _ = res.Body.Close() }()
 	a := answer{status: res.StatusCode, header: res.Header}
 	a.body, a.err = io.ReadAll(res.Body)
 	a.left = a.err != nil // it never read: the cut is its side's
