@@ -39,6 +39,19 @@ type ServerConfig struct {
 	// MaxConcurrentStreams bounds the HTTP/2 (h2c) streams one client
 	// connection may have open at once.
 	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
+	// MaxUnknownCallerStreams bounds the requests of unknown callers
+	// (classify.unknown_callers: forward) one HTTP/2 connection may have
+	// in progress at once; past it they get a 429 (too_many_streams). A
+	// connection is tied to no caller before its first request, so its
+	// streams are counted as they come (connstreams.go).
+	MaxUnknownCallerStreams int `koanf:"max_unknown_caller_streams"`
+	// WriteStallTimeout bounds how long one write of an answer to its
+	// client may block: renewed before every write, so a stream that
+	// keeps flowing runs as long as it needs, and a client that stops
+	// reading is cut this long after its last write went through. The
+	// request's slot is not held meanwhile: it is released when the
+	// upstream's answer ends (readahead.go).
+	WriteStallTimeout time.Duration `koanf:"write_stall_timeout"`
 	// AdminToken, when set, is the bearer token /admin/* requires.
 	AdminToken string `koanf:"admin_token"`
 }
@@ -88,6 +101,9 @@ type Config struct {
 	Upstream UpstreamConfig
 }
 
+// minWriteStall is the least server.write_stall_timeout may be.
+const minWriteStall = time.Second
+
 // DefaultServerConfig returns the server defaults.
 func DefaultServerConfig() ServerConfig {
 	return ServerConfig{
@@ -106,6 +122,14 @@ func DefaultServerConfig() ServerConfig {
 		BodyReadTimeout: time.Minute,
 		// RFC 9113 recommends at least 100; Go's default is 250.
 		MaxConcurrentStreams: 100,
+		// An SDK's connection pool rarely multiplexes more on one
+		// connection; a caller no key names gets no more.
+		MaxUnknownCallerStreams: 8,
+		// Far longer than any client that reads takes to accept one
+		// write (a 32 KiB chunk at 10 kbit/s takes 26 s), short enough
+		// that a client that never reads holds its answer's memory
+		// briefly.
+		WriteStallTimeout: 30 * time.Second,
 	}
 }
 
@@ -154,6 +178,13 @@ func (c Config) Validate() error {
 	}
 	if c.Server.MaxConcurrentStreams <= 0 {
 		bad("server.max_concurrent_streams", "must be > 0, got %d", c.Server.MaxConcurrentStreams)
+	}
+	if c.Server.MaxUnknownCallerStreams <= 0 {
+		bad("server.max_unknown_caller_streams", "must be > 0, got %d", c.Server.MaxUnknownCallerStreams)
+	}
+	if c.Server.WriteStallTimeout < minWriteStall {
+		bad("server.write_stall_timeout", "must be at least %s (shorter cuts clients that read, at the first hiccup of their network), got %s",
+			minWriteStall, c.Server.WriteStallTimeout)
 	}
 	if len(c.Upstream.Accounts) == 0 {
 		checkUpstreamURL(bad, "upstream.url", c.Upstream.URL, c.Upstream.Provider)

@@ -69,3 +69,31 @@ func inspect(r *http.Request) (route, *refusal) {
 	}
 	return rt, nil
 }
+
+// screen answers a request refused before anything reads it — bad, the
+// front door's refusal (inspect); an unknown caller under unknown_callers:
+// reject (err, Classify's); an unknown caller's request past its HTTP/2
+// connection's bound (enterUnknown) — and reports whether it goes on.
+// leave gives its place on its connection back; it must run when
+// ServeHTTP ends.
+func (h *Handler) screen(w http.ResponseWriter, r *http.Request, ex *exchange, bad *refusal, err error) (leave func(), ok bool) {
+	switch {
+	case bad != nil:
+		closeUnread(w, r)
+		h.refuse(ex, *bad)
+		return func() {}, false
+	case errors.Is(err, classify.ErrUnknownCaller):
+		closeUnread(w, r)
+		h.refuse(ex, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
+			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
+		return func() {}, false
+	case !ex.res.Known:
+		leave, ok := enterUnknown(r, h.maxUnknownStreams)
+		if !ok {
+			closeUnread(w, r)
+			h.refuse(ex, tooManyStreams(h.maxUnknownStreams))
+		}
+		return leave, ok
+	}
+	return func() {}, true
+}

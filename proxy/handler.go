@@ -38,7 +38,14 @@ type Handler struct {
 	provider  upstreamProvider
 	maxUpload int64
 	maxHold   time.Duration
-	last      lastReport
+	// writeStall is server.write_stall_timeout (recorder);
+	// maxUnknownStreams is server.max_unknown_caller_streams
+	// (enterUnknown).
+	writeStall        time.Duration
+	maxUnknownStreams int
+	// aheadGrace is readAhead's grace (the constant, but in tests).
+	aheadGrace time.Duration
+	last       lastReport
 }
 
 // Deps are what a Handler is built from.
@@ -103,6 +110,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	h := &Handler{
 		admitter: d.Admitter, log: d.Log, provider: newUpstreamProvider(cfg.Upstream.Provider, first),
 		holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
+		writeStall: cfg.Server.WriteStallTimeout, maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams, aheadGrace: aheadGrace,
 		bodies: bodies,
 		m:      newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
 	}
@@ -137,17 +145,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	rt, bad := inspect(r)
 	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known,
-		rec: &recorder{ResponseWriter: w}}
+		rec: newRecorder(w, h.writeStall)}
 	defer h.count(ex) // last: after the response's own counts (forward), even when it panics
-	switch {
-	case bad != nil:
-		closeUnread(w, r)
-		h.refuse(ex, *bad)
-		return
-	case errors.Is(err, classify.ErrUnknownCaller):
-		closeUnread(w, r)
-		h.refuse(ex, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
-			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
+	leave, ok := h.screen(w, r, ex, bad, err)
+	defer leave()
+	if !ok {
 		return
 	}
 	if rt.streamed() {
@@ -187,9 +189,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ex.injected {
 		out = &stripWriter{ResponseWriter: ex.rec}
 	}
-	upstream := h.m.callerInFlight.WithLabelValues(res.Caller)
-	upstream.Inc()
-	defer upstream.Dec()
+	ex.upstream.gauge = h.m.callerInFlight.WithLabelValues(res.Caller)
+	ex.upstream.gauge.Inc() // down when the upstream's answer ends (endUpstream)
 	h.forward(out, r, ex)
 }
 
@@ -215,7 +216,7 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	ex.inputEstimate = usage.EstimateInput(payload)
 	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(r.Header)
-	ex.model, ex.outputCap = modelOf(ex.rt, fields), fields.OutputCeiling()
+	ex.model, ex.outputCap, ex.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
 	home := h.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
 	ex.at(home, h.admitter.PoolAt(home, func() quota.Model { return ex.model }))
 	ex.pooled = true
@@ -377,33 +378,6 @@ func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.
 	return nil, false
 }
 
-// forward sends the admitted request upstream through w, which writes
-// to ex.rec, and measures the exchange; its outcome is counted when
-// ServeHTTP ends (count). A response cut short makes ReverseProxy panic
-// with http.ErrAbortHandler: the cut is counted here, before the
-// request's outcome, so a reading that has the outcome has the cut too,
-// and the panic goes on to net/http.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	class := ex.res.Class.String()
-	start := time.Now()
-	ex.sent = start
-	defer func() {
-		p := recover()
-		end := time.Now()
-		h.m.upstream.WithLabelValues(class).Observe(end.Sub(start).Seconds())
-		h.m.little[ex.res.Class].add(end, end.Sub(start))
-		if p != nil {
-			side := "upstream"
-			if r.Context().Err() != nil || ex.rec.clientFailed {
-				side = "client" // it left, or writing to it failed before that was noticed
-			}
-			h.m.cutShort.WithLabelValues(class, side).Inc()
-			panic(p)
-		}
-	}()
-	h.rp.ServeHTTP(w, r)
-}
-
 // rewrite sends the request to its account (exchange.account), with the
 // account's key when the proxy holds one.
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
@@ -418,6 +392,10 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	if acct.key != "" {
 		replaceCredential(pr.Out.Header, ex.credential(), acct.key)
 	}
+	// The answer is read ahead of the client (readahead.go), which stops
+	// it by cancelling the request.
+	ctx, cancel := context.WithCancel(pr.Out.Context())
+	pr.Out, ex.stopUpstream = pr.Out.WithContext(ctx), cancel
 }
 
 // upstreamError answers when the upstream could not be reached or did not

@@ -117,7 +117,7 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 		}, []string{"class", "outcome"}),
 		upstream: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meterproxy_upstream_duration_seconds",
-			Help:    "Upstream service time, from admission to the end of the response, by class.",
+			Help:    "Upstream service time, from sending the request to the end of the upstream's answer (not the client's reading of it), by class.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300},
 		}, []string{"class"}),
 		tokens: f.NewCounterVec(prometheus.CounterOpts{
@@ -171,7 +171,7 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_body_memory_bytes",
-		Help: "Bytes of request bodies held in memory now (held requests' included), out of server.max_body_memory_bytes.",
+		Help: "Bytes of request bodies held in memory now (held requests' included), and of answers read ahead of their clients, out of server.max_body_memory_bytes.",
 	}, func() float64 { return float64(bodies.inUse()) })
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_body_memory_limit_bytes",

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 )
@@ -13,8 +15,20 @@ import (
 // counted as exactly one outcome (Handler.count). It keeps
 // http.ResponseController working through Unwrap, which ReverseProxy uses
 // to flush streams and the body reader to set deadlines.
+//
+// Before every write and flush it moves the connection's write deadline
+// (the stream's, on HTTP/2) to stall from now (server.write_stall_timeout,
+// give or take renewSlack):
+// a client that stops reading fails the write that waits on it, and the
+// answer is cut, while one that keeps reading is never timed out however
+// long its answer streams.
 type recorder struct {
 	http.ResponseWriter
+	// rc sets the write deadline; stall is how far ahead (0: none, as
+	// for the test recorders), and deadline the last one set.
+	rc       *http.ResponseController
+	stall    time.Duration
+	deadline time.Time
 	// status is the status the client got; 0 before any.
 	status int
 	// refused is the reason meterproxy answered instead of the upstream
@@ -24,6 +38,82 @@ type recorder struct {
 	// a response cut short then was cut by the client, even before its
 	// leaving cancels the request's context.
 	clientFailed bool
+	// stalled says a write failed past its deadline; starved that the
+	// answer read ahead of the client was cut off (starve), from the
+	// read-ahead's goroutine.
+	stalled bool
+	starved atomic.Bool
+}
+
+// Why meterproxy cut a client off (recorder.cutFor).
+const (
+	// cutWriteStalled: a write waited on the client longer than
+	// server.write_stall_timeout.
+	cutWriteStalled = "write_stalled"
+	// cutBodyMemory: the client was behind its answer when the body
+	// memory budget could hold no more of it (readahead.go).
+	cutBodyMemory = "body_memory"
+)
+
+// newRecorder returns the recorder writing to w with stall as its write
+// deadline's distance.
+func newRecorder(w http.ResponseWriter, stall time.Duration) *recorder {
+	return &recorder{ResponseWriter: w, rc: http.NewResponseController(w), stall: stall}
+}
+
+// renewSlack is the part of the stall a deadline may have run down
+// before renew moves it (a hundredth): a stream's many small writes move
+// it once in a while, not each time (on HTTP/2 each move is a message to
+// the connection's loop).
+const renewSlack = 100
+
+// renew moves the write deadline to stall from now (to now, once the
+// client is starved); unsupported only by test recorders.
+func (r *recorder) renew() {
+	switch {
+	case r.starved.Load():
+		_ = r.rc.SetWriteDeadline(time.Now())
+	case r.stall > 0:
+		now := time.Now()
+		if r.deadline.Sub(now) > r.stall-r.stall/renewSlack {
+			return
+		}
+		r.deadline = now.Add(r.stall)
+		_ = r.rc.SetWriteDeadline(r.deadline)
+	}
+}
+
+// starve cuts the client off because its answer could be read ahead of
+// it no further (readahead.go): the write it holds up fails now. Safe to
+// call from another goroutine than the writer's.
+func (r *recorder) starve() {
+	r.starved.Store(true)
+	_ = r.rc.SetWriteDeadline(time.Now())
+}
+
+// failed records that writing to the client failed, and whether its
+// deadline had passed: the client stalled.
+func (r *recorder) failed() {
+	r.clientFailed = true
+	if r.stall > 0 && !time.Now().Before(r.deadline) {
+		r.stalled = true
+	}
+}
+
+// clientCut reports whether the client's side cut the answer short: it
+// failed a write, or meterproxy cut it off.
+func (r *recorder) clientCut() bool { return r.clientFailed || r.starved.Load() }
+
+// cutFor says why meterproxy itself cut the client off, for the log:
+// cutBodyMemory or cutWriteStalled; "" when it did not.
+func (r *recorder) cutFor() string {
+	switch {
+	case r.starved.Load():
+		return cutBodyMemory
+	case r.stalled:
+		return cutWriteStalled
+	}
+	return ""
 }
 
 // refuse marks the request refused for reason; the first refusal wins.
@@ -53,6 +143,7 @@ func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 && status >= 200 {
 		r.status = status
 	}
+	r.renew() // an informational answer (1xx) is written at once
 	r.ResponseWriter.WriteHeader(status)
 }
 
@@ -61,9 +152,10 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
+	r.renew()
 	n, err := r.ResponseWriter.Write(b)
 	if err != nil {
-		r.clientFailed = true
+		r.failed()
 	}
 	return n, err
 }
@@ -75,9 +167,10 @@ func (r *recorder) Flush() { _ = r.FlushError() }
 // ReverseProxy (through http.ResponseController) stops a stream whose
 // client is gone.
 func (r *recorder) FlushError() error {
-	err := http.NewResponseController(r.ResponseWriter).Flush()
+	r.renew()
+	err := r.rc.Flush()
 	if err != nil {
-		r.clientFailed = true
+		r.failed()
 	}
 	return err
 }

@@ -77,6 +77,9 @@ const (
 	// money on an API whose answers meterproxy cannot price
 	// (budget.unpriced_apis).
 	reasonUnmeteredAPI = "unmetered_api"
+	// reasonTooManyStreams: an unknown caller's request past
+	// server.max_unknown_caller_streams on one HTTP/2 connection.
+	reasonTooManyStreams = "too_many_streams"
 )
 
 var refusalReasons = []string{
@@ -84,7 +87,7 @@ var refusalReasons = []string{
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
 	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel, reasonUnmeteredAPI,
-	reasonBatchUnmetered,
+	reasonBatchUnmetered, reasonTooManyStreams,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

@@ -65,6 +65,8 @@ func NewServer(cfg ServerConfig, h http.Handler, admin Admin, log *slog.Logger) 
 	// Each stream may hold a body in memory until the budget says no;
 	// bound the streams one connection may open (Go's default is 250).
 	s.proxy.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.MaxConcurrentStreams}
+	// Unknown callers' streams are bounded per connection as they come.
+	s.proxy.ConnContext = withConnStreams
 	a := chi.NewRouter()
 	a.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	a.Get("/readyz", s.readyz)

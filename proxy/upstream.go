@@ -46,9 +46,10 @@ type exchange struct {
 	spent bool
 	// model is the request's model (modelOf), which prices it;
 	// inputEstimate and outputCap are its input estimate and its output
-	// ceiling (0: none set), its worst case under a budget.
-	model                    quota.Model
-	inputEstimate, outputCap int64
+	// ceiling (0: none set), its worst case under a budget, for
+	// generations answers (n, best_of).
+	model                                 quota.Model
+	inputEstimate, outputCap, generations int64
 	// hiddenInput says its body hides input the provider bills
 	// (usage.Request.HiddenInput), longContext that it asks for
 	// Anthropic's long context: its budgets reserve its input at its
@@ -87,6 +88,10 @@ type exchange struct {
 	// rec writes every answer to the client and records the request's
 	// outcome, counted once when ServeHTTP ends (Handler.count).
 	rec *recorder
+	// upstream is what ends with the upstream's answer (endUpstream);
+	// stopUpstream cancels the upstream request (set by rewrite).
+	upstream     upstreamEnd
+	stopUpstream func()
 }
 
 // flexUnavailable says the answer is flex's 429 Resource Unavailable,
@@ -122,7 +127,7 @@ func (ex *exchange) stateName() string {
 // counts that account's spend, so none may hold it.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
-		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Tier: ex.tier,
+		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Generations: ex.generations, Tier: ex.tier,
 		HiddenInput: ex.hiddenInput, LongContext: ex.longContext,
 		Free: !ex.rt.generates || !ex.spent, Unmetered: ex.rt.unmetered()}
 }
@@ -136,10 +141,21 @@ func exchangeOf(ctx context.Context) *exchange {
 
 // modifyResponse reads the upstream's account state from every response's
 // headers, settles the charge of an answer that is not a success, and
-// meters the tokens of successful ones as the body passes.
+// meters the tokens of successful ones as the body passes; an admitted
+// request's answer is read ahead of its client (Handler.readAhead).
 func (h *Handler) modifyResponse(resp *http.Response) error {
-	now := time.Now()
 	ex := exchangeOf(resp.Request.Context())
+	h.meter(resp, ex)
+	if ex != nil && ex.lease != nil {
+		h.readAhead(resp, ex)
+	}
+	return nil
+}
+
+// meter is modifyResponse's metering: the account's state, the charge of
+// an answer that is not a success, the meter on a successful one's body.
+func (h *Handler) meter(resp *http.Response, ex *exchange) {
+	now := time.Now()
 	h.observe(resp, now, ex)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if ex != nil && ex.lease != nil && ex.spent && !ex.flexUnavailable() {
@@ -160,13 +176,13 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		h.batchAnswer(resp, ex)
 	}
 	if ex == nil || !success {
-		return nil
+		return
 	}
 	if ex.rt.api == usage.Other {
 		if ex.rt.unmetered() {
 			h.spend(ex, usage.Usage{Input: ex.inputEstimate, Estimated: true}, false)
 		}
-		return nil
+		return
 	}
 	if ex.background {
 		h.m.background.WithLabelValues(ex.res.Class.String()).Inc()
@@ -187,7 +203,6 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 			ex.lease.Spent(u.Output)
 		},
 	}
-	return nil
 }
 
 // spend prices the usage u of the exchange's response — at the prices of

@@ -77,8 +77,13 @@ type Request struct {
 	Model Model
 	// InputTokens and OutputTokens are what the request may cost in
 	// tokens at most, for its budgets: its input estimate, and its output
-	// cap (0: none set, and the price's max_output counts).
+	// cap (0: none set, and the price's max_output counts), its
+	// max_tokens times Generations.
 	InputTokens, OutputTokens int64
+	// Generations is how many answers the request asks the model for (n,
+	// best_of; 0 counts as 1): a price's max_output caps each of them
+	// (Price.outputCap).
+	Generations int64
 	// HiddenInput says the provider may bill it input its body does not
 	// show (usage.Request.HiddenInput): its budgets reserve its input at
 	// its price's max_input, and cut that to what they have left rather
@@ -230,7 +235,7 @@ func (a *Admitter) WorstCase(req Request) (Nanodollars, bool) {
 	if p == nil {
 		return 0, false
 	}
-	return p.WorstCase(req.InputTokens, req.OutputTokens, req.Tier), true
+	return p.WorstCase(req.InputTokens, p.outputCap(req), req.Tier), true
 }
 
 // Cost prices usage u of a response for model m at the prices in force,

@@ -56,16 +56,18 @@ func (p Price) maxInput(m Model, longContext bool) int64 {
 }
 
 // reservation is what r's budgets reserve for it at p: cost, its worst
-// case (WorstCase), at its input estimate or, when its input is hidden,
+// case (WorstCase) at its output cap as p bounds it (outputCap), at its
+// input estimate or, when its input is hidden,
 // at the model's max_input (or the estimate, if larger); and floor, its
 // worst case at the input its body shows, the least a reservation cut to
 // what its budgets have left may hold (budgetcut.go). floor is cost for a
 // request whose input is not hidden.
 func (p Price) reservation(r Request) (cost, floor Nanodollars) {
-	floor = p.WorstCase(r.InputTokens, r.OutputTokens, r.Tier)
+	output := p.outputCap(r)
+	floor = p.WorstCase(r.InputTokens, output, r.Tier)
 	if !r.HiddenInput {
 		return floor, floor
 	}
 	input := max(r.InputTokens, p.maxInput(r.Model, r.LongContext))
-	return p.WorstCase(input, r.OutputTokens, r.Tier), floor
+	return p.WorstCase(input, output, r.Tier), floor
 }

@@ -218,6 +218,25 @@ func rate(usd float64) uint64 {
 	}
 }
 
+// outputCap is r's output cap (Request.OutputTokens) as its budgets
+// reserve it: at most p's max_output per answer it asks for
+// (Request.Generations), when p sets max_output — the model generates no
+// more, whatever max_tokens asks, and a request asking a million tokens
+// of a model that stops at 16,384 must not hold the budget a million
+// tokens would cost. A price without max_output bounds nothing:
+// DefaultMaxOutput is a guess, below what newer models generate. 0 (no
+// cap) stays 0, which WorstCase reads as maxOutput.
+func (p Price) outputCap(r Request) int64 {
+	if r.OutputTokens <= 0 || p.MaxOutput <= 0 {
+		return r.OutputTokens
+	}
+	each, n := min(p.MaxOutput, maxPricedTokens), max(r.Generations, 1)
+	if n > maxPricedTokens/each {
+		return r.OutputTokens // past any count WorstCase prices: it saturates there
+	}
+	return min(r.OutputTokens, n*each)
+}
+
 // maxOutput is the output WorstCase reserves for a request that sets no
 // max_tokens: MaxOutput, or DefaultMaxOutput while it is 0.
 func (p Price) maxOutput() int64 {

@@ -116,9 +116,10 @@ func readIdle(t *testing.T, adminURL string) reading {
 }
 
 // arrived is how many requests of class the proxy has received since
-// before: queued, in flight or ended. A request is counted ended just
-// before its slot is released, so the sum may run one ahead for a moment,
-// never behind.
+// before: queued, in flight or ended. A request's slot is released when
+// the upstream's answer ends, and the request is counted ended once its
+// client has the answer: between the two (a moment, for a client that
+// reads) the sum runs behind.
 func arrived(m, before procs.Metrics, class string) int {
 	c := map[string]string{"class": class}
 	return int(m.Sum("meterproxy_queue_depth", c) + m.Sum("meterproxy_in_flight", c) +

@@ -205,7 +205,7 @@ var hostileKinds = map[string]int{
 
 var hostileRules = map[string]kindRule{
 	"trickle-http1":     {refused: []string{"body_read_timeout", "body_memory_exhausted", "body_too_large"}, must: "body_read_timeout"},
-	"trickle-h2c":       {refused: []string{"body_read_timeout", "body_memory_exhausted", "body_too_large"}, must: "body_read_timeout"},
+	"trickle-h2c":       {refused: []string{"body_read_timeout", "body_memory_exhausted", "body_too_large", "too_many_streams"}, must: "body_read_timeout"}, // half unknown callers, 25 a connection: past server.max_unknown_caller_streams (8), a 429
 	"good-interactive":  {forwarded: []string{"2xx"}, must: "2xx"},
 	"good-bulk":         {forwarded: []string{"2xx"}, must: "2xx"},
 	"connect":           {refused: []string{"method_not_allowed"}, must: "method_not_allowed"},

@@ -43,6 +43,8 @@ var proxyReasons = map[string]int{
 	"duplicate_key":        http.StatusBadRequest,
 	"unsupported_encoding": http.StatusUnsupportedMediaType,
 	"charge_too_large":     http.StatusBadRequest,
+	// Unknown callers' streams past their connection's bound.
+	"too_many_streams": http.StatusTooManyRequests,
 }
 
 // answer is how one request ended, as its client saw it.

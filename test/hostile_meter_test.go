@@ -165,21 +165,29 @@ func holdAnswer(ctx context.Context, client *http.Client, url, request string, h
 // vmRSS returns a process's resident memory in bytes, from /proc.
 func vmRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := residentBytes(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// residentBytes is a process's VmRSS, from /proc/<pid>/status.
+func residentBytes(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
 	}
 	for line := range bytes.Lines(status) {
 		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(v)), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
+				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
 			}
-			return kb << 10
+			return kb << 10, nil
 		}
 	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
 // mib returns n bytes in MiB.

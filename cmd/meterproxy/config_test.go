@@ -55,6 +55,9 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 		{"body limits", "server: {max_body_bytes: 1000, max_body_memory_bytes: 999, body_read_timeout: 0s, max_upload_bytes: -1, max_concurrent_streams: 0}\n", nil,
 			[]string{"server.max_body_memory_bytes: must be >= server.max_body_bytes", "server.body_read_timeout: must be > 0",
 				"server.max_upload_bytes: must be > 0", "server.max_concurrent_streams: must be > 0"}},
+		// Issue 32: the write-progress deadline and unknown callers' streams.
+		{"slow clients", "server: {write_stall_timeout: 500ms, max_unknown_caller_streams: 0}\n", nil,
+			[]string{"server.write_stall_timeout: must be at least 1s", "server.max_unknown_caller_streams: must be > 0"}},
 		// Typed enums refuse a value at load, by key (issue 12 item 4).
 		{"enums", "mode: loud\nstore: {on_error: maybe}\nclassify: {unknown_callers: sometimes}\n", nil,
 			[]string{`mode: must be enforce or shadow, got "loud"`, `store.on_error: must be local, open or closed, got "maybe"`,

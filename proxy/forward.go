@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// upstreamEnd is what ends with the upstream's answer to an exchange,
+// whatever its client's pace (endUpstream).
+type upstreamEnd struct {
+	once sync.Once
+	// start is when forward sent the request.
+	start time.Time
+	// gauge is the caller's meterproxy_caller_in_flight series, raised
+	// when the request went upstream; nil for a batch or an upload.
+	gauge prometheus.Gauge
+}
+
+// forward sends the request upstream through w, which writes to ex.rec;
+// its outcome is counted when ServeHTTP ends (count). An admitted
+// request's answer is read ahead of its client (readAhead), so that its
+// slot is released when the upstream's answer ends, not when the client
+// has read it. A response cut short makes ReverseProxy panic with
+// http.ErrAbortHandler: the cut is counted here, before the request's
+// outcome, so a reading that has the outcome has the cut too, and the
+// panic goes on to net/http. An answer whose last bytes the client never
+// takes (the final flush fails) counts as cut by the client too. A client
+// meterproxy cut off itself (too slow for server.write_stall_timeout or
+// for the body memory budget) is logged.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	ex.upstream.start = time.Now()
+	ex.sent = ex.upstream.start
+	defer func() {
+		p := recover()
+		h.endUpstream(ex) // when no answer came, or none was read ahead
+		if ex.stopUpstream != nil {
+			ex.stopUpstream()
+		}
+		if p == nil {
+			return
+		}
+		side := "upstream"
+		if r.Context().Err() != nil || ex.rec.clientCut() {
+			side = "client" // it left, writing to it failed before that was noticed, or it was cut off
+		}
+		h.cutShort(r, ex, side)
+		panic(p)
+	}()
+	h.rp.ServeHTTP(w, r)
+	// What net/http still buffers of the answer goes out now, within the
+	// write deadline, so an answer the client never took counts as cut,
+	// not as delivered whole once the handler returned.
+	if ex.rec.refused == "" && ex.rec.status != 0 && ex.rec.FlushError() != nil {
+		h.cutShort(r, ex, "client")
+	}
+}
+
+// cutShort counts ex's answer cut short by side, and logs a client
+// meterproxy cut off itself.
+func (h *Handler) cutShort(r *http.Request, ex *exchange, side string) {
+	class := ex.res.Class.String()
+	h.m.cutShort.WithLabelValues(class, side).Inc()
+	if why := ex.rec.cutFor(); why != "" {
+		h.log.Warn("client_cut", slog.String("reason", why), slog.String("caller", ex.res.Caller),
+			slog.String("class", class), slog.String("path", r.URL.Path))
+	}
+}
+
+// readAhead makes an admitted request's answer read ahead of its client
+// (readahead.go), within the body memory budget: the upstream's answer
+// ends at the upstream's pace, and with it the request's hold on its slot
+// (endUpstream). A client the budget cannot carry is cut off
+// (cutBodyMemory).
+func (h *Handler) readAhead(resp *http.Response, ex *exchange) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		h.endUpstream(ex)
+		return
+	}
+	resp.Body = newReadAhead(resp.Body, h.bodies.budget, ex.res.Class == classify.Interactive, aheadHooks{
+		stop: ex.stopUpstream, ended: func() { h.endUpstream(ex) }, cut: ex.rec.starve, grace: h.aheadGrace})
+}
+
+// endUpstream runs once, when the upstream's answer to ex has ended (its
+// body whole or broken off, or no answer at all), before the client may
+// have read it: the upstream's service time is measured
+// (meterproxy_upstream_duration_seconds, the Little's-law meter), the
+// caller's meterproxy_caller_in_flight comes down, and the lease is
+// released — its slot, its caller's gates, and the adaptive bound's
+// latency, admission to now. Its usage was settled before, as its body
+// ended (meteredBody).
+func (h *Handler) endUpstream(ex *exchange) {
+	ex.upstream.once.Do(func() {
+		end := time.Now()
+		took := end.Sub(ex.upstream.start)
+		h.m.upstream.WithLabelValues(ex.res.Class.String()).Observe(took.Seconds())
+		h.m.little[ex.res.Class].add(end, took)
+		if ex.upstream.gauge != nil {
+			ex.upstream.gauge.Dec()
+		}
+		if ex.lease != nil {
+			ex.lease.Release()
+		}
+	})
+}
