@@ -39,7 +39,7 @@ type conformanceStep struct {
 }
 
 // runStoreConformance is the behaviour every Store must have: the rules of
-// DESIGN.md for windows, partition, borrowing, reserve and in flight.
+// docs/rules.md for windows, partition, borrowing, reserve and in flight.
 func runStoreConformance(t *testing.T, newStore newStoreFunc) {
 	noBorrow := windowLimits
 	noBorrow.Borrow = false

@@ -35,7 +35,7 @@ func (w window) next(sec, tpm int64) window {
 	return n
 }
 
-// grantAll applies the partition rules of DESIGN.md to one call, both
+// grantAll applies the partition rules of docs/rules.md to one call, both
 // classes, interactive first, and returns the grants. used and inFlight are
 // updated in place; inFlight is the fleet's. held says a class gets
 // nothing: bulk on the upstream's word or the output budget, interactive

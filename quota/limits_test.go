@@ -28,7 +28,7 @@ func TestAllowance(t *testing.T) {
 	}
 }
 
-// TestAllowanceRuns checks the rule of DESIGN.md: any run of N seconds
+// TestAllowanceRuns checks the rule of docs/rules.md: any run of N seconds
 // admits N·r ± 1, and a positive rate never admits zero forever.
 func TestAllowanceRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // G404: seeded, reproducible inputs for a property test, not security

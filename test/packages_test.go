@@ -14,7 +14,7 @@ import (
 )
 
 // TestPackagesHaveDocComments checks that every Go package in the module has
-// a package doc comment in at least one of its non-test files (STYLE.md
+// a package doc comment in at least one of its non-test files (docs/style.md
 // rule 12), so `go doc` says what each room is for.
 func TestPackagesHaveDocComments(t *testing.T) {
 	root := moduleRoot(t)
