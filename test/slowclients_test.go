@@ -141,20 +141,7 @@ func neverRead(t *testing.T, proxyURL, key string, http1, h2 int, replyBytes int
 // slots and good throughput went to 0 for as long as they stayed (issue 32
 // item 1).
 func TestSlowClientsKeepNoSlots(t *testing.T) {
-	fake := fakeprovider.New(fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 8, NoLog: true})
-	up := startUpstream(t, withBigAnswers(fake, slowKey))
-	cfg := baseConfig(up.URL)
-	cfg.set("log.level", "info")
-	cfg.set("callers", []map[string]any{
-		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
-		{"name": "slow-reader", "key_env": "SLOW_KEY", "class": "bulk"},
-	})
-	cfg.set("account.requests_per_minute", 6_000_000)
-	cfg.set("account.max_in_flight", 16)
-	cfg.set("classes.bulk.max_wait", "60s")
-	cfg.set("server.max_body_memory_bytes", slowMemory)
-	cfg.set("server.write_stall_timeout", slowStall.String())
-	p := startProxy(t, cfg, append(fleetEnv, "SLOW_KEY="+slowKey), importKey, slowKey)
+	p := slowReadersProxy(t, func(cfg config) { cfg.set("account.max_in_flight", 16) })
 	ctx, cancel := context.WithCancel(t.Context())
 	ok, wait := goodLoad(ctx, t, p.URL, importKey, 40)
 	defer wait()
@@ -232,21 +219,10 @@ func watchMemory(ctx context.Context, adminURL string, pid int, gauge, rss *atom
 // controller, seeing "latency per work rose", cut the bound 11 → 4 (issue
 // 32 item 1).
 func TestSlowClientsLeaveTheAdaptiveBound(t *testing.T) {
-	fake := fakeprovider.New(fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 8, NoLog: true})
-	up := startUpstream(t, withBigAnswers(fake, slowKey))
-	cfg := baseConfig(up.URL)
-	cfg.set("log.level", "info")
-	cfg.set("callers", []map[string]any{
-		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
-		{"name": "slow-reader", "key_env": "SLOW_KEY", "class": "bulk"},
+	p := slowReadersProxy(t, func(cfg config) {
+		cfg.set("account.max_in_flight", 64)
+		cfg.set("account.adaptive_in_flight", true)
 	})
-	cfg.set("account.requests_per_minute", 6_000_000)
-	cfg.set("account.max_in_flight", 64)
-	cfg.set("account.adaptive_in_flight", true)
-	cfg.set("classes.bulk.max_wait", "60s")
-	cfg.set("server.max_body_memory_bytes", slowMemory)
-	cfg.set("server.write_stall_timeout", slowStall.String())
-	p := startProxy(t, cfg, append(fleetEnv, "SLOW_KEY="+slowKey), importKey, slowKey)
 	ctx, cancel := context.WithCancel(t.Context())
 	ok, wait := goodLoad(ctx, t, p.URL, importKey, 40)
 	defer wait()
@@ -271,4 +247,27 @@ func TestSlowClientsLeaveTheAdaptiveBound(t *testing.T) {
 	if back > 20*time.Second {
 		t.Errorf("the bound came back to three quarters of %.0f only %.1f s after the slow readers came, want within 20 s", settled, back.Seconds())
 	}
+}
+
+// slowReadersProxy starts a proxy in front of a knee server (8 slots at
+// 200 ms) that answers slowKey's requests with big answers, with
+// nightly-import and slow-reader as bulk callers, the body memory budget
+// slowMemory and the write stall timeout slowStall; bound sets its
+// in-flight bound.
+func slowReadersProxy(t *testing.T, bound func(config)) *procs.Proxy {
+	t.Helper()
+	fake := fakeprovider.New(fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 8, NoLog: true})
+	up := startUpstream(t, withBigAnswers(fake, slowKey))
+	cfg := baseConfig(up.URL)
+	cfg.set("log.level", "info")
+	cfg.set("callers", []map[string]any{
+		{"name": "nightly-import", "key_env": "IMPORT_KEY", "class": "bulk"},
+		{"name": "slow-reader", "key_env": "SLOW_KEY", "class": "bulk"},
+	})
+	cfg.set("account.requests_per_minute", 6_000_000)
+	bound(cfg)
+	cfg.set("classes.bulk.max_wait", "60s")
+	cfg.set("server.max_body_memory_bytes", slowMemory)
+	cfg.set("server.write_stall_timeout", slowStall.String())
+	return startProxy(t, cfg, append(fleetEnv, "SLOW_KEY="+slowKey), importKey, slowKey)
 }
