@@ -31,8 +31,8 @@ func encodingRefusal(h http.Header) *refusal {
 // key, 400 bad_request for a number field of another type, a byte order
 // mark or a form that does not parse. The message names the field as the
 // proxy knows it, never the body's spelling.
-func readFields(r *http.Request, body []byte) (usage.Request, *refusal) {
-	req, err := usage.ReadRequest(r.Header.Get("Content-Type"), body)
+func readFields(contentType string, body []byte) (usage.Request, *refusal) {
+	req, err := usage.ReadRequest(contentType, body)
 	if err == nil {
 		return req, nil
 	}

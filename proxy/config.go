@@ -52,6 +52,23 @@ type ServerConfig struct {
 	// request's slot is not held meanwhile: it is released when the
 	// upstream's answer ends (readahead.go).
 	WriteStallTimeout time.Duration `koanf:"write_stall_timeout"`
+	// MaxSocketMessageBytes bounds one WebSocket message either way (a
+	// Responses WebSocket's response.create, an event the upstream
+	// sends), counted after permessage-deflate decompression; a larger
+	// one closes the socket with 1009 (message too big). Messages are
+	// held in memory whole, charged to MaxBodyMemoryBytes.
+	MaxSocketMessageBytes int64 `koanf:"max_socket_message_bytes"`
+	// MaxSocketMessagesPerSecond bounds the messages one client sends on
+	// one socket, per second (a burst of as many at once): past it the
+	// proxy reads the next one later, so the client is slowed, not cut.
+	MaxSocketMessagesPerSecond int `koanf:"max_socket_messages_per_second"`
+	// MaxSocketsPerCaller bounds the WebSockets one caller (each
+	// configured caller; every unknown caller together) has open on this
+	// replica; past it the handshake gets a 429 (too_many_sockets).
+	MaxSocketsPerCaller int `koanf:"max_sockets_per_caller"`
+	// SocketIdleTimeout closes a WebSocket (1001) on which no message went
+	// either way for this long while no turn was in flight.
+	SocketIdleTimeout time.Duration `koanf:"socket_idle_timeout"`
 	// AdminToken, when set, is the bearer token /admin/* requires.
 	AdminToken string `koanf:"admin_token"`
 }
@@ -130,6 +147,18 @@ func DefaultServerConfig() ServerConfig {
 		// that a client that never reads holds its answer's memory
 		// briefly.
 		WriteStallTimeout: 30 * time.Second,
+		// As large as an HTTP body may be: a response.create carries what
+		// a POST /v1/responses body does.
+		MaxSocketMessageBytes: 32 << 20,
+		// Far above an agent's turns, room for a Realtime session's
+		// audio (an append every 20 ms is 50 a second).
+		MaxSocketMessagesPerSecond: 100,
+		// A fleet of agents under one key runs one socket each; an unknown
+		// caller no key names gets no more, all of them together.
+		MaxSocketsPerCaller: 128,
+		// An agent waits on its user between turns; the provider closes
+		// a socket at 60 minutes whatever it does.
+		SocketIdleTimeout: 15 * time.Minute,
 	}
 }
 
@@ -186,6 +215,7 @@ func (c Config) Validate() error {
 		bad("server.write_stall_timeout", "must be at least %s (shorter cuts clients that read, at the first hiccup of their network), got %s",
 			minWriteStall, c.Server.WriteStallTimeout)
 	}
+	c.Server.validateSockets(bad)
 	if len(c.Upstream.Accounts) == 0 {
 		checkUpstreamURL(bad, "upstream.url", c.Upstream.URL, c.Upstream.Provider)
 	}
@@ -226,4 +256,24 @@ func checkUpstreamURL(bad func(string, string, ...any), key, raw string, provide
 		return u, true
 	}
 	return nil, false
+}
+
+// validateSockets checks the WebSocket bounds.
+func (c ServerConfig) validateSockets(bad func(string, string, ...any)) {
+	switch {
+	case c.MaxSocketMessageBytes <= 0:
+		bad("server.max_socket_message_bytes", "must be > 0, got %d", c.MaxSocketMessageBytes)
+	case c.MaxSocketMessageBytes > c.MaxBodyMemoryBytes:
+		bad("server.max_socket_message_bytes", "must be <= %s (%d): a message is held in memory whole; got %d",
+			configcheck.Ref("server.max_body_memory_bytes"), c.MaxBodyMemoryBytes, c.MaxSocketMessageBytes)
+	}
+	if c.MaxSocketMessagesPerSecond <= 0 {
+		bad("server.max_socket_messages_per_second", "must be > 0, got %d", c.MaxSocketMessagesPerSecond)
+	}
+	if c.MaxSocketsPerCaller <= 0 {
+		bad("server.max_sockets_per_caller", "must be > 0, got %d", c.MaxSocketsPerCaller)
+	}
+	if c.SocketIdleTimeout < minWriteStall {
+		bad("server.socket_idle_timeout", "must be at least %s, got %s", minWriteStall, c.SocketIdleTimeout)
+	}
 }

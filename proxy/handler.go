@@ -45,7 +45,13 @@ type Handler struct {
 	maxUnknownStreams int
 	// aheadGrace is readAhead's grace (the constant, but in tests).
 	aheadGrace time.Duration
-	last       lastReport
+	// sockets are the WebSockets open (socketset.go), bounded by
+	// socketBounds; socketClient dials their upstreams through the
+	// shared transport.
+	sockets      *socketSet
+	socketBounds socketBounds
+	socketClient *http.Client
+	last         lastReport
 }
 
 // Deps are what a Handler is built from.
@@ -111,8 +117,10 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		admitter: d.Admitter, log: d.Log, provider: newUpstreamProvider(cfg.Upstream.Provider, first),
 		holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		writeStall: cfg.Server.WriteStallTimeout, maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams, aheadGrace: aheadGrace,
-		bodies: bodies,
-		m:      newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
+		bodies: bodies, sockets: newSocketSet(), socketBounds: newSocketBounds(cfg.Server),
+		// A redirect is never followed: it could take the key elsewhere.
+		socketClient: &http.Client{Transport: d.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		m:            newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
 	}
 	h.live.Store(&d.Live)
 	h.accounts.Store(&accounts)
@@ -143,6 +151,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	live := h.live.Load()
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
+	if api := socketOf(r); api != nil { // a WebSocket the proxy meters (socket.go)
+		h.serveSocket(w, r, api, live, res, err)
+		return
+	}
 	rt, bad := inspect(r)
 	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known,
 		rec: newRecorder(w, h.writeStall)}
@@ -167,7 +179,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.release()
-	payload, bad := h.prepare(r, ex, body)
+	payload, bad := h.prepare(r.Header, ex, body)
 	if bad != nil {
 		h.refuse(ex, *bad)
 		return
@@ -194,7 +206,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.forward(out, r, ex)
 }
 
-// prepare reads what admission needs of a metered request's body into
+// prepare reads what admission needs of a metered request's body (its
+// headers hdr) into
 // ex — its input estimate, pool and token charge — from one walk of it
 // (readFields), and returns the payload to forward (with stream usage
 // injected when configured); a refusal when the body is refused, before
@@ -202,9 +215,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // always: whether the request's pool charges tokens is quota's to decide.
 // A request quota sends at the flex tier (flexFor) gets service_tier
 // "flex" unless it names a tier itself.
-func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *refusal) {
+func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *refusal) {
 	payload := body.Bytes()
-	fields, bad := readFields(r, payload)
+	fields, bad := readFields(hdr.Get("Content-Type"), payload)
 	if bad != nil {
 		return nil, bad
 	}
@@ -215,13 +228,13 @@ func (h *Handler) prepare(r *http.Request, ex *exchange, body *body) ([]byte, *r
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
 	ex.background = ex.rt.api == usage.Responses && fields.Background
-	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(r.Header)
+	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(hdr)
 	ex.model, ex.outputCap, ex.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
 	home := h.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
 	ex.at(home, h.admitter.PoolAt(home, func() quota.Model { return ex.model }))
 	ex.pooled = true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
-	if f, ok := h.flexFor(ex); ok {
+	if f, ok := h.flexFor(ex); ok && !ex.socket {
 		if out, injected := usage.InjectServiceTier(payload, quota.TierFlex); injected {
 			ex.flex, ex.tier = &flexSend{plain: payload, fallback: f.Fallback}, f.Tier
 			body.charge(int64(cap(out)))
@@ -347,11 +360,25 @@ func linger(w http.ResponseWriter, r *http.Request) {
 // admit waits for admission; when it fails the answer is already written
 // (or, the client gone, none is).
 func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
+	lease, f := h.admitExchange(r.Context(), ex, start, r.Method+" "+r.URL.Path)
+	if f != nil {
+		h.refuse(ex, *f)
+	}
+	return lease, lease != nil
+}
+
+// admitExchange waits for ex's admission (quota.Admitter.Admit) while ctx
+// lasts and counts its decision; start is when the request arrived, api
+// its method and path as a refusal names them. It returns the lease, or
+// the refusal to answer with — none when ctx ended first (the client
+// left: cancelled). HTTP requests (admit) and socket turns
+// (socketturn.go) are admitted by it alike.
+func (h *Handler) admitExchange(ctx context.Context, ex *exchange, start time.Time, api string) (*quota.Lease, *refusal) {
 	res := ex.res
 	class, pool := res.Class.String(), ex.poolLabels()
 	waiting := h.m.callerWaiting.WithLabelValues(pool.Account, pool.Pool, class, res.Caller)
 	waiting.Inc()
-	lease, err := h.admitter.Admit(r.Context(), ex.request())
+	lease, err := h.admitter.Admit(ctx, ex.request())
 	waiting.Dec()
 	wait := time.Since(start).Seconds()
 	if err == nil {
@@ -363,19 +390,18 @@ func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.
 		at := quota.LabelsOf(lease.Account(), lease.Pool()) // where it was admitted: maybe not the account it waited at first
 		h.m.admissions.WithLabelValues(at.Account, at.Pool, class, outcome).Inc()
 		h.m.callerAdmissions.WithLabelValues(at.Account, at.Pool, class, res.Caller).Inc()
-		return lease, true
+		return lease, nil
 	}
-	f, decided := reasonOf(err, res.Class, r.Method+" "+r.URL.Path)
+	f, decided := reasonOf(err, res.Class, api)
 	switch {
-	case !decided && r.Context().Err() != nil: // the client left first
+	case !decided && ctx.Err() != nil: // the client left first
 		h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitCancelled).Inc()
-		return nil, false
-	case r.Context().Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
+		return nil, nil
+	case ctx.Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
 		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
 	}
 	h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitRefused).Inc()
-	h.refuse(ex, f)
-	return nil, false
+	return nil, &f
 }
 
 // rewrite sends the request to its account (exchange.account), with the
@@ -415,12 +441,8 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	switch {
 	case clientSide:
 		closeUnread(w, r)
-	case isTimeout(err):
-		f = refusal{status: http.StatusGatewayTimeout, reason: reasonTimeout, kind: "api_error",
-			message: "meterproxy: the upstream did not answer in time", retry: true}
 	default:
-		f = refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
-			message: "meterproxy: the upstream could not be reached", retry: true}
+		f = transportRefusal(err)
 	}
 	if ex.lease != nil && ex.spent && !clientSide {
 		ex.lease.Answered(0) // no answer: a failure for the adaptive bound (of this account's requests only)
@@ -430,6 +452,17 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	h.refuse(ex, f)
+}
+
+// transportRefusal is the answer to a request whose upstream exchange
+// failed with err before any answer: 504 when it timed out, else 502.
+func transportRefusal(err error) refusal {
+	if isTimeout(err) {
+		return refusal{status: http.StatusGatewayTimeout, reason: reasonTimeout, kind: "api_error",
+			message: "meterproxy: the upstream did not answer in time", retry: true}
+	}
+	return refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
+		message: "meterproxy: the upstream could not be reached", retry: true}
 }
 
 // neverSent reports whether a transport error says the request never
@@ -463,11 +496,18 @@ func (h *Handler) refuse(ex *exchange, f refusal) {
 // refusal, meterproxy_refusals_total by its reason. It is the only place
 // either is counted, so every request is counted exactly once.
 func (h *Handler) count(ex *exchange) {
-	class := ex.res.Class.String()
 	outcome, code := ex.rec.outcome()
+	h.countAs(ex, outcome, code, ex.rec.refused)
+}
+
+// countAs counts ex's request ended as outcome with code, refused for
+// reason when outcome is refused: what count does for an HTTP request,
+// and a socket turn's end (socketturn.go) does for a turn.
+func (h *Handler) countAs(ex *exchange, outcome, code, reason string) {
+	class := ex.res.Class.String()
 	if outcome == outcomeRefused {
 		l := ex.poolLabels()
-		h.m.refusals.WithLabelValues(l.Account, l.Pool, class, ex.rec.refused).Inc()
+		h.m.refusals.WithLabelValues(l.Account, l.Pool, class, reason).Inc()
 	}
 	h.m.requests.WithLabelValues(class, ex.res.Caller, outcome, code).Inc()
 }

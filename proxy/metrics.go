@@ -77,6 +77,8 @@ type metrics struct {
 	// little measures in flight by Little's law, by class.
 	little [classify.NumClasses]*littleMeter
 	shadow *prometheus.CounterVec
+	// sockets are the socket layer's (socketset.go).
+	sockets socketMetrics
 }
 
 // The admission families (queues, in flight, windows, the store) are
@@ -169,6 +171,7 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 			Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",
 		}, []string{"class", "side"}),
 	}
+	m.sockets = newSocketMetrics(f)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_body_memory_bytes",
 		Help: "Bytes of request bodies held in memory now (held requests' included), and of answers read ahead of their clients, out of server.max_body_memory_bytes.",

@@ -80,6 +80,9 @@ const (
 	// reasonTooManyStreams: an unknown caller's request past
 	// server.max_unknown_caller_streams on one HTTP/2 connection.
 	reasonTooManyStreams = "too_many_streams"
+	// reasonTooManySockets: a WebSocket handshake past
+	// server.max_sockets_per_caller.
+	reasonTooManySockets = "too_many_sockets"
 )
 
 var refusalReasons = []string{
@@ -87,7 +90,7 @@ var refusalReasons = []string{
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
 	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel, reasonUnmeteredAPI,
-	reasonBatchUnmetered, reasonTooManyStreams,
+	reasonBatchUnmetered, reasonTooManyStreams, reasonTooManySockets,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,13 @@ type Server struct {
 	// end that is.
 	graceEnding func()
 	lead        func() time.Duration
+	// sockets drains the WebSockets the proxy's handler relays, when it
+	// does (Handler.DrainSockets): Shutdown forgets hijacked connections.
+	sockets socketDrainer
 }
+
+// socketDrainer drains the sockets of a handler that opens them.
+type socketDrainer interface{ DrainSockets(ctx context.Context) }
 
 // OnGraceEnding sets f to run during the drain at the last moment a newly
 // admitted request can still finish within server.shutdown_grace: lead()
@@ -54,6 +61,7 @@ type Admin struct {
 // server.admin_token as a bearer token when it is set.
 func NewServer(cfg ServerConfig, h http.Handler, admin Admin, log *slog.Logger) *Server {
 	s := &Server{grace: cfg.ShutdownGrace, log: log}
+	s.sockets, _ = h.(socketDrainer)
 	r := chi.NewRouter()
 	r.Handle("/*", h)
 	s.proxy = newHTTPServer(r, log)
@@ -109,7 +117,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // Run serves on the two listeners until ctx ends, then drains: /readyz turns
 // false, the proxy listener closes, and requests in progress (admitted or
 // held) get server.shutdown_grace to finish before their connections are
-// closed. It returns nil after a clean drain.
+// closed — a WebSocket's turns in flight likewise, its socket closed 1001
+// once they end (Handler.DrainSockets). It returns nil after a clean
+// drain.
 func (s *Server) Run(ctx context.Context, proxyLn, adminLn net.Listener) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(s.proxy, proxyLn) })
@@ -127,7 +137,12 @@ func (s *Server) Run(ctx context.Context, proxyLn, adminLn net.Listener) error {
 			defer close(stop)
 			go s.watchGrace(time.Now().Add(s.grace), stop)
 		}
+		var drained sync.WaitGroup
+		if s.sockets != nil {
+			drained.Go(func() { s.sockets.DrainSockets(shutdownCtx) })
+		}
 		err := s.proxy.Shutdown(shutdownCtx)
+		drained.Wait()
 		if err != nil {
 			s.log.Warn("grace_expired", slog.String("error", err.Error()))
 			err = s.proxy.Close()

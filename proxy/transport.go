@@ -31,6 +31,11 @@ func streamedConnectionLimit(metered int) int { return max(4, metered/4) }
 // is safe for concurrent use.
 type Transport struct {
 	metered, streamed *http.Transport
+	// sockets dials WebSocket handshakes (socket.go): a connection that
+	// becomes a socket leaves its pool, but counts against its limit as
+	// long as it lives, so sockets have a pool of their own, unlimited
+	// (server.max_sockets_per_caller bounds them), never HTTP/2.
+	sockets *http.Transport
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -39,7 +44,9 @@ var _ http.RoundTripper = (*Transport)(nil)
 // requests at once.
 func NewTransport(cfg UpstreamConfig, inFlight int64) *Transport {
 	limit := ConnectionLimit(cfg, inFlight)
-	return &Transport{metered: newPool(cfg, limit), streamed: newPool(cfg, streamedConnectionLimit(limit))}
+	sockets := newPool(cfg, 0)
+	sockets.ForceAttemptHTTP2 = false
+	return &Transport{metered: newPool(cfg, limit), streamed: newPool(cfg, streamedConnectionLimit(limit)), sockets: sockets}
 }
 
 func newPool(cfg UpstreamConfig, limit int) *http.Transport {
@@ -57,16 +64,20 @@ func newPool(cfg UpstreamConfig, limit int) *http.Transport {
 }
 
 // RoundTrip implements http.RoundTripper: batches and uploads go through
-// their own pool.
+// their own pool, and WebSocket handshakes through theirs.
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if hasToken(r.Header, "Upgrade", "websocket") {
+		return t.sockets.RoundTrip(r)
+	}
 	if ex := exchangeOf(r.Context()); ex != nil && ex.rt.streamed() {
 		return t.streamed.RoundTrip(r)
 	}
 	return t.metered.RoundTrip(r)
 }
 
-// CloseIdleConnections closes the idle connections of both pools.
+// CloseIdleConnections closes the idle connections of the pools.
 func (t *Transport) CloseIdleConnections() {
 	t.metered.CloseIdleConnections()
 	t.streamed.CloseIdleConnections()
+	t.sockets.CloseIdleConnections()
 }

@@ -73,7 +73,12 @@ type exchange struct {
 	// true: answered at once while generation goes on, so an answer
 	// without usage is never settled below the charge.
 	background bool
-	lease      *quota.Lease
+	// socket says the request is a WebSocket turn (socketturn.go): its
+	// connection goes to one account, so it is admitted there alone
+	// (quota.Request.Pinned), and never sent at the flex tier, which
+	// only HTTP retries.
+	socket bool
+	lease  *quota.Lease
 	// shadowSpent is the response's priced usage when no lease charged
 	// it: in mode shadow, the shadow decision's lease does (shadowAdmit),
 	// at its worst case when shadowWorst (usageUnknown).
@@ -128,7 +133,7 @@ func (ex *exchange) stateName() string {
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
 		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Generations: ex.generations, Tier: ex.tier,
-		HiddenInput: ex.hiddenInput, LongContext: ex.longContext,
+		HiddenInput: ex.hiddenInput, LongContext: ex.longContext, Account: ex.account, Pinned: ex.socket,
 		Free: !ex.rt.generates || !ex.spent, Unmetered: ex.rt.unmetered()}
 }
 
@@ -155,23 +160,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // meter is modifyResponse's metering: the account's state, the charge of
 // an answer that is not a success, the meter on a successful one's body.
 func (h *Handler) meter(resp *http.Response, ex *exchange) {
-	now := time.Now()
-	h.observe(resp, now, ex)
+	h.answered(resp, ex)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if ex != nil && ex.lease != nil && ex.spent && !ex.flexUnavailable() {
-		// The adaptive bound's measurement: only an answer that spent this
-		// account says how it is doing (a caller's own key's 429 is its
-		// account's), and flex's lack of capacity says nothing of it.
-		ex.lease.Answered(resp.StatusCode)
-	}
-	if !success && ex != nil && ex.lease != nil {
-		// The provider refused the request (4xx: too large, invalid, over
-		// its own limit) or failed it (5xx): it generated nothing, and
-		// whatever the dialect's settling, its charge — max_tokens as sent,
-		// for one — is given back. Kept, one refused request froze the
-		// pool's tokens.
-		ex.lease.Correct(0)
-	}
 	if ex != nil && ex.rt.streamed() && success && ex.spent {
 		h.batchAnswer(resp, ex)
 	}
@@ -191,18 +181,49 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	resp.Body = &meteredBody{
 		ReadCloser: resp.Body,
 		meter:      meter,
-		done: func(u usage.Usage) {
-			h.m.countTokens(ex.poolLabels(), ex.res, u)
-			h.spend(ex, u, meter.Cut())
-			if ex.lease == nil {
-				return
-			}
-			if tokens, ok := ex.settleTo(u); ok {
-				ex.lease.Correct(tokens)
-			}
-			ex.lease.Spent(u.Output)
-		},
+		done:       func(u usage.Usage) { h.settle(ex, u, meter.Cut()) },
 	}
+}
+
+// answered is what the upstream's answer to ex says as it begins, from
+// its status and headers (resp; a socket turn's first event stands in
+// for it, socketturn.go): the account's state (observe), the adaptive
+// bound's measurement, and the charge of an answer that is not a success
+// given back.
+func (h *Handler) answered(resp *http.Response, ex *exchange) {
+	h.observe(resp, time.Now(), ex)
+	success := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if ex != nil && ex.lease != nil && ex.spent && !ex.flexUnavailable() {
+		// The adaptive bound's measurement: only an answer that spent this
+		// account says how it is doing (a caller's own key's 429 is its
+		// account's), and flex's lack of capacity says nothing of it.
+		ex.lease.Answered(resp.StatusCode)
+	}
+	if !success && ex != nil && ex.lease != nil {
+		// The provider refused the request (4xx: too large, invalid, over
+		// its own limit) or failed it (5xx): it generated nothing, and
+		// whatever the dialect's settling, its charge — max_tokens as sent,
+		// for one — is given back. Kept, one refused request froze the
+		// pool's tokens.
+		ex.lease.Correct(0)
+	}
+}
+
+// settle settles ex's answer once its usage u is known — read from its
+// body as it ended (meteredBody), or from a socket turn's terminal event
+// (socketturn.go) — cut saying it was cut short (usage.Meter.Cut): its
+// tokens counted, its cost charged to its budgets (spend), its token
+// charge corrected as its dialect settles it, its output counted.
+func (h *Handler) settle(ex *exchange, u usage.Usage, cut bool) {
+	h.m.countTokens(ex.poolLabels(), ex.res, u)
+	h.spend(ex, u, cut)
+	if ex.lease == nil {
+		return
+	}
+	if tokens, ok := ex.settleTo(u); ok {
+		ex.lease.Correct(tokens)
+	}
+	ex.lease.Spent(u.Output)
 }
 
 // spend prices the usage u of the exchange's response — at the prices of

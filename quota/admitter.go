@@ -103,6 +103,12 @@ type Request struct {
 	// refuses it unless its unpriced_apis is worst_case, and then it is
 	// settled at its worst case (Lease.SpendWorst).
 	Unmetered bool
+	// Account, when Pinned, is the one account the request may be
+	// admitted at, whatever else its class may borrow from: a WebSocket
+	// turn's, whose connection goes to one account. It must be one its
+	// class may go to (HomeAccount is).
+	Account string
+	Pinned  bool
 	// until, when set, ends the wait before the class's max_wait: what is
 	// left of it after the caller's gates (admitThrough).
 	until time.Time

@@ -57,6 +57,9 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 	cands := rt.candidates[req.Class]
 	var refused error
 	for _, account := range cands {
+		if req.Pinned && account != req.Account {
+			continue
+		}
 		ac := rt.accounts[account]
 		r := req
 		if account != "" {
