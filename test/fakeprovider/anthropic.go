@@ -52,6 +52,7 @@ func (x *exchange) messages() {
 	}
 	rep := newReply(len(req.Messages), req.MaxTokens, x.p.cfg.StreamChunks)
 	x.p.chargeOutput(x.arr, x.now, len(rep.words))
+	x.usage = &Usage{InputTokens: in, CachedTokens: cached, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)}
 	stop := "end_turn"
 	if rep.truncated {
 		stop = "max_tokens"

@@ -10,6 +10,15 @@ import (
 // Config.StreamChunks is zero.
 const DefaultStreamChunks = 5
 
+// DefaultWSMaxAge is Config.WSMaxAge when zero: OpenAI's limit on a
+// Responses WebSocket and a Realtime session.
+const DefaultWSMaxAge = 60 * time.Minute
+
+// DefaultWSMaxMessageBytes is Config.WSMaxMessageBytes when zero: 16 MiB,
+// room for a Realtime input_audio_buffer.append of 15 MiB (OpenAI's
+// bound) and a large Responses input.
+const DefaultWSMaxMessageBytes = 16 << 20
+
 // Config shapes a Provider. The zero value is a provider that answers at
 // once, streams DefaultStreamChunks chunks, never rate-limits and reads
 // time.Now.
@@ -74,6 +83,17 @@ type Config struct {
 	// capacity (see SetFlexUnavailable, which changes it while serving).
 	// Zero: flex always has capacity.
 	FlexUnavailable float64
+	// WSMaxAge is how long a WebSocket (a Responses socket, a Realtime
+	// session) may stay open, as OpenAI's last at most 60 minutes: at
+	// that age the provider sends an error event
+	// (websocket_connection_limit_reached; session_expired in Realtime)
+	// and closes with 1000. It is checked on a timer and, by Config.Now,
+	// on each client event. Zero means DefaultWSMaxAge.
+	WSMaxAge time.Duration
+	// WSMaxMessageBytes bounds one client message on a WebSocket; a
+	// larger one closes the socket with 1009 (message too big). Zero means
+	// DefaultWSMaxMessageBytes.
+	WSMaxMessageBytes int64
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool
 	// NoLog keeps no request log (Requests returns none; Stats and
@@ -116,6 +136,8 @@ func (c Config) Validate() error {
 	check("output_tpm", c.OutputTPM < 0, c.OutputTPM)
 	check("window", c.Window < 0, c.Window)
 	check("slots", c.Slots < 0, c.Slots)
+	check("ws_max_age", c.WSMaxAge < 0, c.WSMaxAge)
+	check("ws_max_message_bytes", c.WSMaxMessageBytes < 0, c.WSMaxMessageBytes)
 	if !(c.FlexUnavailable >= 0 && c.FlexUnavailable <= 1) {
 		errs = append(errs, fmt.Errorf("fakeprovider: flex_unavailable must be between 0 and 1, got %v", c.FlexUnavailable))
 	}
@@ -134,6 +156,12 @@ func (c Config) withDefaults() Config {
 	c.MaxOutputTokens = max(c.MaxOutputTokens, 0)
 	if c.StreamChunks <= 0 {
 		c.StreamChunks = DefaultStreamChunks
+	}
+	if c.WSMaxAge <= 0 {
+		c.WSMaxAge = DefaultWSMaxAge
+	}
+	if c.WSMaxMessageBytes <= 0 {
+		c.WSMaxMessageBytes = DefaultWSMaxMessageBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now

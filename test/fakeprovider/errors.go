@@ -103,6 +103,11 @@ func (x *exchange) writeJSON(status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"message":"fakeprovider: encode failed","type":"server_error","param":null,"code":null}}`)
 	}
+	if x.sink != nil {
+		x.status = status
+		x.sendErrorEvent(status, b)
+		return
+	}
 	b = append(b, '\n')
 	h := x.w.Header()
 	h.Set("Content-Type", "application/json")

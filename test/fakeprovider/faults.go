@@ -15,7 +15,48 @@ const (
 	HeaderRetryAfter = "X-Fake-Retry-After"
 	HeaderStallAfter = "X-Fake-Stall-After"
 	HeaderCutAfter   = "X-Fake-Cut-After"
+	// HeaderCutAt cuts a stream's transport at a point of the stream
+	// (CutAt): the SSE response aborted, the WebSocket closed without a
+	// close frame.
+	HeaderCutAt = "X-Fake-Cut-At"
+	// HeaderTerminalDelay holds a stream's last event (response.completed,
+	// response.done, message_stop, [DONE]) back this long (a Go duration).
+	HeaderTerminalDelay = "X-Fake-Terminal-Delay"
 )
+
+// CutAt is a point of a stream where HeaderCutAt cuts its transport.
+type CutAt string
+
+// The points HeaderCutAt names.
+const (
+	// CutAfterCreated cuts after the stream's first event
+	// (response.created, message_start, the role chunk).
+	CutAfterCreated CutAt = "after_created"
+	// CutMidDeltas cuts after half the content chunks (rounded up).
+	CutMidDeltas CutAt = "mid_deltas"
+	// CutBeforeTerminal cuts with every event but the last sent.
+	CutBeforeTerminal CutAt = "before_terminal"
+	// CutAfterTerminal sends every event, then cuts instead of ending
+	// properly: an SSE response without its end, a socket without a close
+	// frame.
+	CutAfterTerminal CutAt = "after_terminal"
+)
+
+// index is the number of events sent before the cut, for a stream of
+// head events, n content chunks and total events; -1 for none.
+func (c CutAt) index(head, n, total int) int {
+	switch c {
+	case CutAfterCreated:
+		return min(1, total)
+	case CutMidDeltas:
+		return head + (n+1)/2
+	case CutBeforeTerminal:
+		return max(total-1, 0)
+	case CutAfterTerminal:
+		return total
+	}
+	return -1
+}
 
 // faults are the knobs one request asked for.
 type faults struct {
@@ -26,6 +67,8 @@ type faults struct {
 	hasRetryAfter bool
 	stallAfter    int // content chunks before stalling; -1 means never
 	cutAfter      int // content chunks before aborting; -1 means never
+	cutAt         CutAt
+	terminalDelay time.Duration // before a stream's last event
 }
 
 // parseFaults reads the knobs from h and reports every malformed one.
@@ -41,6 +84,21 @@ func parseFaults(h http.Header) (faults, error) {
 			bad(HeaderLatency, v, "is not a non-negative Go duration")
 		}
 		f.latency, f.hasLatency = d, true
+	}
+	if v := h.Get(HeaderTerminalDelay); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad(HeaderTerminalDelay, v, "is not a non-negative Go duration")
+		}
+		f.terminalDelay = max(d, 0)
+	}
+	if v := h.Get(HeaderCutAt); v != "" {
+		switch c := CutAt(v); c {
+		case CutAfterCreated, CutMidDeltas, CutBeforeTerminal, CutAfterTerminal:
+			f.cutAt = c
+		default:
+			bad(HeaderCutAt, v, "is not after_created, mid_deltas, before_terminal or after_terminal")
+		}
 	}
 	if v := h.Get(HeaderStatus); v != "" {
 		n, err := strconv.Atoi(v)

@@ -118,6 +118,7 @@ func (x *exchange) chat() {
 	}
 	usage := &chatUsage{PromptTokens: in, CompletionTokens: len(rep.words), TotalTokens: in + len(rep.words),
 		PromptTokensDetails: cachedTokens{CachedTokens: cached}}
+	x.usage = &Usage{InputTokens: in, CachedTokens: cached, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)}
 	finish := "stop"
 	if rep.truncated {
 		finish = "length"

@@ -32,6 +32,10 @@ type Provider struct {
 	// flexSeen the flex requests seen since it was set.
 	flexShare float64
 	flexSeen  uint64
+	// active is the requests arrived and not finished, across Resets;
+	// idle is closed while it is zero (WaitIdle).
+	active int
+	idle   chan struct{}
 	// jobs are the files and batches (files.go, batch.go).
 	jobs *batchJobs
 }
@@ -41,7 +45,9 @@ var _ http.Handler = (*Provider)(nil)
 // New returns a Provider for cfg. Zero fields take the defaults documented
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs()}
+	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs(),
+		idle: make(chan struct{})}
+	close(p.idle)
 	p.resetLocked()
 	return p
 }
@@ -129,16 +135,35 @@ type exchange struct {
 	// flexRefused says it was answered 429 Resource Unavailable for want
 	// of flex capacity (refuseFlex), not by the rate limit.
 	flexRefused bool
+	// usage is what the answer reports, for the log; nil for none.
+	usage *Usage
+	// sink, socket and streamID are set for a turn of a WebSocket: its
+	// events go to sink instead of an SSE response, an error to it as an
+	// error event.
+	sink     eventSink
+	socket   SocketKind
+	streamID string
 }
 
-// ServeHTTP reads the whole request body, logs and rate-limits the
-// request, applies the fault knobs and answers it.
+// ServeHTTP serves a WebSocket upgrade on a socket path (socket.go), or
+// reads the whole request body, logs and rate-limits the request, applies
+// the fault knobs and answers it.
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.serveSocket(w, r) {
+		return
+	}
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	now := p.cfg.Now()
-	x := &exchange{p: p, w: w, r: r, body: body, now: now, api: apiFor(r.URL.Path)}
-	x.arr = p.arrive(r, body, now, !isBatchPath(r.URL.Path))
-	defer func() { p.finish(x.arr, x.status, x.outcome, x.flexRefused) }()
+	x := &exchange{p: p, w: w, r: r, body: body, now: p.cfg.Now(), api: apiFor(r.URL.Path)}
+	x.serve(readErr)
+}
+
+// serve logs and rate-limits the exchange's request, applies the fault
+// knobs and answers it: an HTTP request, or one turn of a WebSocket
+// (x.sink set), which takes the same path.
+func (x *exchange) serve(readErr error) {
+	p, r, w := x.p, x.r, x.w
+	x.arr = p.arriveOn(r, x.body, x.now, !isBatchPath(r.URL.Path), x.socket, x.streamID)
+	defer func() { p.finish(x.arr, x.status, x.outcome, x.flexRefused, x.usage) }()
 	x.setHeaders()
 	if !x.arr.admitted {
 		setRetryAfter(w.Header(), max(x.arr.requests.retry, x.arr.tokens.retry, x.arr.output.retry))
@@ -155,7 +180,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.faults = f
-	slowdown, done := p.enterService(now)
+	slowdown, done := p.enterService(x.now)
 	defer done()
 	if !x.wait(time.Duration(float64(f.latencyOr(p.cfg.Latency)) * slowdown)) {
 		return

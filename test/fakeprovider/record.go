@@ -1,6 +1,8 @@
 package fakeprovider
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"time"
@@ -27,6 +29,42 @@ type Request struct {
 	// OutputCharged is Anthropic's output charged to Config.OutputTPM as
 	// generated; 0 without an output bucket.
 	OutputCharged int
+	// Socket is the kind of WebSocket the request came on as one turn
+	// (Method and Header are the upgrade's); "" for an HTTP request.
+	Socket SocketKind
+	// StreamID is the lane (stream_id) of a Responses WebSocket turn; ""
+	// for the connection's own lane.
+	StreamID string
+	// Usage is what the answer's usage reports (a Responses reply, a chat
+	// completion, a message, a Realtime response.done), whether or not
+	// the client read that far; nil for an answer without usage or one
+	// that failed before it was built.
+	Usage *Usage
+}
+
+// SocketKind is the kind of WebSocket a request came on.
+type SocketKind string
+
+// The WebSockets the provider serves.
+const (
+	// SocketResponses is the Responses API over WebSocket: a turn per
+	// response.create.
+	SocketResponses SocketKind = "responses"
+	// SocketRealtime is a Realtime session: a request per response.
+	SocketRealtime SocketKind = "realtime"
+)
+
+// Usage is the usage one answer reports, in the provider's terms mapped to
+// one shape. Token fields are counts; zero when the answer has none.
+type Usage struct {
+	InputTokens     int // input, cached included (Anthropic's: uncached plus cache reads)
+	CachedTokens    int // input tokens read from the prompt cache
+	OutputTokens    int
+	ReasoningTokens int // of OutputTokens
+	TotalTokens     int
+	// The Realtime split of input and output by modality.
+	InputTextTokens, InputAudioTokens   int
+	OutputTextTokens, OutputAudioTokens int
 }
 
 // Stats are totals since New or the last Reset. Once every request has
@@ -46,6 +84,21 @@ type Stats struct {
 	StreamsAborted   int // streams aborted by X-Fake-Cut-After
 
 	ByPath map[string]int // arrivals per URL path
+
+	// WebSockets (socket.go). A turn of a Responses socket and a response
+	// of a Realtime session are each a request above as well.
+	ResponsesSockets     int // Responses WebSocket connections accepted
+	ResponsesSocketsOpen int // of them, open now
+	SocketTurns          int // response.create turns that reached the request path
+	SocketErrors         int // error events for client events that were no turn (malformed, unsupported, limits)
+	RealtimeSessions     int // Realtime sessions accepted
+	RealtimeSessionsOpen int // of them, open now
+	RealtimeResponses    int // responses in Realtime sessions that reached the request path
+	// ServerResponses is the Realtime responses the server created itself
+	// (server VAD on a commit), within RealtimeResponses.
+	ServerResponses int
+	// SocketsMaxAge is the connections closed at Config.WSMaxAge.
+	SocketsMaxAge int
 
 	// InService is the requests being answered now (Config.Slots counts
 	// them), and Busy the time every request spent being answered, summed:
@@ -80,7 +133,13 @@ type arrival struct {
 // arrive logs a request and, when limited, debits the buckets, all at
 // instant now.
 func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited bool) arrival {
-	rec := &Request{Method: r.Method, Path: r.URL.Path, Arrived: now, TokensRemaining: -1}
+	return p.arriveOn(r, body, now, limited, "", "")
+}
+
+// arriveOn is arrive for a turn of a socket of kind socket on lane
+// streamID ("" for an HTTP request).
+func (p *Provider) arriveOn(r *http.Request, body []byte, now time.Time, limited bool, socket SocketKind, streamID string) arrival {
+	rec := &Request{Method: r.Method, Path: r.URL.Path, Arrived: now, TokensRemaining: -1, Socket: socket, StreamID: streamID}
 	if !p.cfg.NoLog {
 		rec.Header = r.Header.Clone()
 	}
@@ -94,7 +153,17 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 	}
 	p.arrivals[now.Unix()]++
 	p.stats.Requests++
+	if p.active == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.active++
 	p.stats.ByPath[rec.Path]++
+	switch socket {
+	case SocketResponses:
+		p.stats.SocketTurns++
+	case SocketRealtime:
+		p.stats.RealtimeResponses++
+	}
 	p.seq++
 	a := arrival{rec: rec, gen: p.gen, seq: p.seq, admitted: true}
 	if limited {
@@ -105,10 +174,16 @@ func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited b
 
 // finish records how a request ended. A request that arrived before the
 // last Reset only gets its status.
-func (p *Provider) finish(a arrival, status int, outcome streamOutcome, flexRefused bool) {
+func (p *Provider) finish(a arrival, status int, outcome streamOutcome, flexRefused bool, usage *Usage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.active--; p.active == 0 {
+		close(p.idle)
+	}
 	a.rec.Status = status
+	if status >= 200 && status < 300 {
+		a.rec.Usage = usage
+	}
 	if a.gen != p.gen {
 		return
 	}
@@ -134,6 +209,21 @@ func (p *Provider) finish(a arrival, status int, outcome streamOutcome, flexRefu
 	}
 }
 
+// WaitIdle waits until no request (HTTP, or a socket's turn) is being
+// answered — every one that arrived is logged with its status and usage —
+// or until ctx ends, and returns ctx's error then.
+func (p *Provider) WaitIdle(ctx context.Context) error {
+	p.mu.Lock()
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("fakeprovider: wait idle: %w", context.Cause(ctx))
+	}
+}
+
 // Arrivals returns, per Unix second by Config.Now, how many requests
 // arrived in it, those refused with 429 included.
 func (p *Provider) Arrivals() map[int64]int {
@@ -152,6 +242,10 @@ func (p *Provider) Requests() []Request {
 		out[i].Header = rec.Header.Clone()
 		if rec.Body != nil {
 			out[i].Body = append([]byte(nil), rec.Body...)
+		}
+		if rec.Usage != nil {
+			u := *rec.Usage
+			out[i].Usage = &u
 		}
 	}
 	return out

@@ -79,6 +79,7 @@ func (x *exchange) responses() {
 		Usage: &responseUsage{InputTokens: in, InputTokensDetails: cachedTokens{CachedTokens: cached},
 			OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)},
 	}
+	x.usage = &Usage{InputTokens: in, CachedTokens: cached, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)}
 	if rep.truncated {
 		done.Status = "incomplete"
 		done.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// sseEvent is one server-sent event. A string data is written as is;
-// anything else as JSON.
+// sseEvent is one server-sent event, or one socket message. A string data
+// is written as is; anything else as JSON.
 type sseEvent struct {
 	name string // the event: line; empty for none
 	data any
@@ -24,12 +24,37 @@ type streamPlan struct {
 	tail   []sseEvent
 }
 
+// events are the plan's events in order.
+func (p streamPlan) events() []sseEvent {
+	out := make([]sseEvent, 0, len(p.head)+len(p.chunks)+len(p.tail))
+	out = append(out, p.head...)
+	out = append(out, p.chunks...)
+	return append(out, p.tail...)
+}
+
+// eventSink is where a stream's events go: an SSE response (sseWriter) or
+// a WebSocket (socketSink). One plan is played onto either by
+// exchange.play, so both carry the same events.
+type eventSink interface {
+	// send writes e; it fails once the client has gone away.
+	send(e sseEvent) error
+	// pause waits d, or less if the client goes away.
+	pause(d time.Duration) error
+	// stall hangs until the client goes away.
+	stall()
+	// abort cuts the transport without a proper end. The SSE sink never
+	// returns from it (net/http's abort panic).
+	abort()
+}
+
 // sseWriter writes events and flushes after each one.
 type sseWriter struct {
 	ctx context.Context
 	w   io.Writer
 	rc  *http.ResponseController
 }
+
+var _ eventSink = sseWriter{}
 
 // send writes e and flushes; it fails once the client has gone away.
 func (s sseWriter) send(e sseEvent) error {
@@ -56,65 +81,83 @@ func (s sseWriter) send(e sseEvent) error {
 	return err
 }
 
-func (s sseWriter) sendAll(events []sseEvent) error {
-	for _, e := range events {
-		if err := s.send(e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // pause waits d, or less if the client goes away.
-func (s sseWriter) pause(d time.Duration) error {
+func (s sseWriter) pause(d time.Duration) error { return pause(s.ctx, d) }
+
+func (s sseWriter) stall() { <-s.ctx.Done() }
+
+// abort aborts the response, net/http's way.
+func (s sseWriter) abort() { panic(http.ErrAbortHandler) }
+
+// pause waits d, or less if ctx ends first, and reports ctx's error.
+func pause(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
-		return s.ctx.Err()
+		return ctx.Err()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
-	case <-s.ctx.Done():
-		return s.ctx.Err()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-// stream answers 200 with plan as an event stream, paced by
-// Config.ChunkInterval, honouring the stall and cut knobs.
+// stream answers 200 with plan: as an event stream, or onto the socket of
+// a WebSocket turn (x.sink).
 func (x *exchange) stream(plan streamPlan) {
+	x.status = http.StatusOK
+	if x.sink != nil {
+		x.play(plan, x.sink)
+		return
+	}
 	h := x.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	x.status = http.StatusOK
 	x.w.WriteHeader(http.StatusOK)
-	s := sseWriter{ctx: x.r.Context(), w: x.w, rc: http.NewResponseController(x.w)}
+	x.play(plan, sseWriter{ctx: x.r.Context(), w: x.w, rc: http.NewResponseController(x.w)})
+}
+
+// play sends plan's events to s, paced by Config.ChunkInterval between
+// content chunks, honouring the stall, cut and terminal knobs (faults.go),
+// and records how the stream ended in x.outcome.
+func (x *exchange) play(plan streamPlan, s eventSink) {
 	x.outcome = streamCut // until the last event is out
-	if s.sendAll(plan.head) != nil {
-		return
-	}
-	n, interval := len(plan.chunks), x.p.cfg.ChunkInterval
-	for i := 0; i <= n; i++ {
-		if i == min(x.faults.stallAfter, n) {
-			<-s.ctx.Done()
+	events := plan.events()
+	head, n, total := len(plan.head), len(plan.chunks), len(events)
+	f, interval := x.faults, x.p.cfg.ChunkInterval
+	cutAt := f.cutAt.index(head, n, total)
+	for i := 0; i <= total; i++ {
+		if i == cutAt {
+			x.outcome = streamAborted
+			s.abort()
 			return
 		}
-		if i == min(x.faults.cutAfter, n) {
-			x.outcome = streamAborted
-			panic(http.ErrAbortHandler) // net/http's way to abort a response
-		}
-		if i == n {
+		if i == total {
 			break
 		}
-		if i > 0 && s.pause(interval) != nil {
+		// Before content chunk c, or before the tail when c == n.
+		if c := i - head; c >= 0 && c <= n {
+			if c == min(f.stallAfter, n) {
+				s.stall()
+				return
+			}
+			if c == min(f.cutAfter, n) {
+				x.outcome = streamAborted
+				s.abort()
+				return
+			}
+			if c > 0 && s.pause(interval) != nil {
+				return
+			}
+		}
+		if i == total-1 && s.pause(f.terminalDelay) != nil {
 			return
 		}
-		if s.send(plan.chunks[i]) != nil {
+		if s.send(events[i]) != nil {
 			return
 		}
-	}
-	if s.pause(interval) != nil || s.sendAll(plan.tail) != nil {
-		return
 	}
 	x.outcome = streamCompleted
 }
