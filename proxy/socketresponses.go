@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -82,11 +83,14 @@ func (r *responsesMeter) client(ctx context.Context, m *socketMessage) bool {
 // passes.
 func (r *responsesMeter) upstream(m *socketMessage) {
 	ev := readServerEvent(m.data())
+	if ev.typ == responsesError && ev.connection {
+		return // about the connection, not a turn: the close that follows ends them
+	}
 	t := r.answered(ev)
 	switch {
 	case t == nil:
 	case ev.typ == responsesError:
-		t.refused(ev.status, http.Header{})
+		t.refused(ev.status, ev.header)
 	case ev.typ == responsesCompleted || ev.typ == responsesIncomplete || ev.typ == responsesFailed:
 		t.event(m)
 		t.complete()
@@ -204,12 +208,23 @@ func isObject(data []byte) bool {
 }
 
 // serverEvent is what the proxy reads of an upstream event: its type,
-// its lane (named says it named one), its status (an error event's).
+// its lane (named says it named one); of an error event, its status, the
+// headers its HTTP answer would have had (rate limits, retry-after), and
+// whether it is about the connection rather than a turn.
 type serverEvent struct {
-	typ, lane string
-	named     bool
-	status    int
+	typ, lane  string
+	named      bool
+	status     int
+	header     http.Header
+	connection bool
 }
+
+// connectionErrors are the error codes that end a connection, not a
+// turn: OpenAI's connection-age limit.
+var connectionErrors = []string{"websocket_connection_limit_reached"}
+
+// maxEventHeaders bounds the headers read from an error event.
+const maxEventHeaders = 64
 
 // terminal reports whether the event ends the turn it answers.
 func (e serverEvent) terminal() bool {
@@ -220,11 +235,12 @@ func (e serverEvent) terminal() bool {
 	return false
 }
 
-// readServerEvent reads an upstream event's type, stream_id and status
-// from its top level (the first of each). An error event without a
-// status in 100–599 reads as a 400: the provider refused the request.
+// readServerEvent reads an upstream event's type, stream_id, status and
+// headers from its top level (the first of each), and its error's code.
+// An error event without a status in 100–599 reads as a 400: the
+// provider refused the request.
 func readServerEvent(data []byte) serverEvent {
-	var e serverEvent
+	e := serverEvent{header: http.Header{}}
 	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "type":
@@ -239,6 +255,17 @@ func readServerEvent(data []byte) serverEvent {
 			if e.status == 0 && v.Type == gjson.Number {
 				e.status = int(v.Int())
 			}
+		case "headers":
+			n := 0
+			v.ForEach(func(hk, hv gjson.Result) bool {
+				if hv.Type == gjson.String && e.header.Get(hk.Str) == "" {
+					e.header.Set(hk.Str, hv.Str)
+				}
+				n++
+				return n < maxEventHeaders
+			})
+		case "error":
+			e.connection = e.connection || slices.Contains(connectionErrors, v.Get("code").Str)
 		}
 		return true
 	})

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -39,10 +41,15 @@ func TestReadServerEvent(t *testing.T) {
 		want serverEvent
 	}{
 		{`{"type":"response.completed","response":{"status":"completed"},"stream_id":"a"}`, serverEvent{typ: "response.completed", lane: "a", named: true, status: 400}},
-		{`{"type":"error","status":429,"error":{"code":"rate_limit_exceeded"}}`, serverEvent{typ: "error", status: 429}},
-		{`{"type":"error","status":"x"}`, serverEvent{typ: "error", status: 400}},
+		{`{"type":"error","status":429,"error":{"code":"rate_limit_exceeded"},"headers":{"retry-after":"2","x-n":1}}`,
+			serverEvent{typ: "error", status: 429, header: http.Header{"Retry-After": {"2"}}}},
+		{`{"type":"error","status":"x","error":{"code":"websocket_connection_limit_reached"}}`, serverEvent{typ: "error", status: 400, connection: true}},
 	} {
-		if got := readServerEvent([]byte(tt.in)); got != tt.want {
+		got := readServerEvent([]byte(tt.in))
+		if tt.want.header == nil {
+			tt.want.header = http.Header{}
+		}
+		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("readServerEvent(%s) = %+v, want %+v", tt.in, got, tt.want)
 		}
 	}

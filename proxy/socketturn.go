@@ -39,6 +39,7 @@ type socketTurn struct {
 func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTurn {
 	h, start := s.h, time.Now()
 	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
+	ex.rt.generates = !ex.rt.free // a turn is its API's POST, though the handshake was a GET
 	if s.draining() {
 		f, _ := reasonOf(quota.ErrClosed, ex.res.Class, "")
 		s.refuseTurn(ex, f, lane)
