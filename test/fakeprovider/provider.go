@@ -162,7 +162,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (x.sink set), which takes the same path.
 func (x *exchange) serve(readErr error) {
 	p, r, w := x.p, x.r, x.w
-	x.arr = p.arriveOn(r, x.body, x.now, !isBatchPath(r.URL.Path), x.socket, x.streamID)
+	x.arr = p.arriveTurn(r, x.body, x.now, turnInfo{socket: x.socket, streamID: x.streamID, limited: !isBatchPath(r.URL.Path)})
 	defer func() { p.finish(x.arr, x.status, x.outcome, x.flexRefused, x.usage) }()
 	x.setHeaders()
 	if !x.arr.admitted {

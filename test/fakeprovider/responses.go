@@ -3,6 +3,7 @@ package fakeprovider
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // responsesRequest is the part of a Responses API request the fake reads.
@@ -24,6 +25,14 @@ type responseObject struct {
 	Output            []outputItem       `json:"output"`
 	ServiceTier       string             `json:"service_tier"`
 	Usage             *responseUsage     `json:"usage"`
+	// Error is a failed response's error; absent otherwise.
+	Error *responseError `json:"error,omitempty"`
+}
+
+// responseError is the error of a failed response.
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 type incompleteDetails struct {
@@ -85,10 +94,30 @@ func (x *exchange) responses() {
 		done.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
 	}
 	if req.Stream {
+		if k := x.faults.failAfter; k >= 0 {
+			done, rep = failedResponse(done, rep, k)
+			x.usage.OutputTokens, x.usage.TotalTokens = done.Usage.OutputTokens, done.Usage.TotalTokens
+		}
 		x.stream(responseStream(done, rep))
 		return
 	}
 	x.writeJSON(http.StatusOK, done)
+}
+
+// failedResponse is done and rep cut to their first k content chunks and
+// failed there (HeaderFailAfter): status failed with a server_error, the
+// usage the input and the output words sent.
+func failedResponse(done responseObject, rep reply, k int) (responseObject, reply) {
+	k = min(k, len(rep.chunks))
+	rep.chunks = rep.chunks[:k]
+	rep.text = strings.Join(rep.chunks, "")
+	out := len(strings.Fields(rep.text))
+	u := *done.Usage
+	u.OutputTokens, u.TotalTokens = out, u.InputTokens+out
+	done.Usage, done.Status, done.IncompleteDetails = &u, "failed", nil
+	done.Error = &responseError{Code: "server_error", Message: "The model failed to finish the response (X-Fake-Fail-After)."}
+	done.Output = []outputItem{messageItem(done.Output[0].ID, "incomplete", rep.text)}
+	return done, rep
 }
 
 func messageItem(id, status, text string) outputItem {
@@ -129,10 +158,7 @@ func responseStream(done responseObject, rep reply) streamPlan {
 	for _, text := range rep.chunks {
 		plan.chunks = append(plan.chunks, ev("response.output_text.delta", at(map[string]any{"delta": text})))
 	}
-	terminal := "response.completed"
-	if done.Status == "incomplete" {
-		terminal = "response.incomplete"
-	}
+	terminal := "response." + done.Status // completed, incomplete, failed
 	plan.tail = []sseEvent{
 		ev("response.output_text.done", at(map[string]any{"text": rep.text})),
 		ev("response.content_part.done", at(map[string]any{"part": textPart(rep.text)})),
