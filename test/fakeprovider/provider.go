@@ -36,6 +36,8 @@ type Provider struct {
 	// idle is closed while it is zero (WaitIdle).
 	active int
 	idle   chan struct{}
+	// sockets are the open WebSockets (socket.go).
+	sockets map[*socketConn]struct{}
 	// jobs are the files and batches (files.go, batch.go).
 	jobs *batchJobs
 }
@@ -46,7 +48,7 @@ var _ http.Handler = (*Provider)(nil)
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
 	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs(),
-		idle: make(chan struct{})}
+		idle: make(chan struct{}), sockets: make(map[*socketConn]struct{})}
 	close(p.idle)
 	p.resetLocked()
 	return p

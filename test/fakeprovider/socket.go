@@ -61,6 +61,8 @@ type socketConn struct {
 	opened time.Time   // by Config.Now
 	// expireOnce sends the age limit's error and closes, once.
 	expireOnce sync.Once
+	// done is closed when the socket has ended and its goroutines with it.
+	done chan struct{}
 }
 
 // acceptSocket upgrades r to a WebSocket of kind, negotiating one of
@@ -77,9 +79,33 @@ func (p *Provider) acceptSocket(w http.ResponseWriter, r *http.Request, kind Soc
 	conn.SetReadLimit(p.cfg.WSMaxMessageBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	s := &socketConn{p: p, kind: kind, conn: conn, ctx: ctx, cancel: cancel, path: r.URL.Path,
-		header: r.Header.Clone(), opened: p.cfg.Now()}
+		header: r.Header.Clone(), opened: p.cfg.Now(), done: make(chan struct{})}
 	p.countSocket(kind, 1)
+	p.mu.Lock()
+	p.sockets[s] = struct{}{}
+	p.mu.Unlock()
 	return s, true
+}
+
+// CloseSockets closes every open WebSocket with 1001 (going away), as a
+// provider closes them when it restarts, and returns once their turns
+// and responses have ended. A turn in progress is cut.
+func (p *Provider) CloseSockets() {
+	p.mu.Lock()
+	open := make([]*socketConn, 0, len(p.sockets))
+	for s := range p.sockets {
+		open = append(open, s)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range open {
+		wg.Go(func() {
+			s.cancel()
+			_ = s.conn.Close(websocket.StatusGoingAway, "server going away")
+			<-s.done
+		})
+	}
+	wg.Wait()
 }
 
 // countSocket counts a socket of kind opened (+1) or closed (-1).
@@ -116,6 +142,10 @@ func (s *socketConn) run(handle func(typ websocket.MessageType, msg []byte), wai
 		wait()
 		watch.Wait()
 		s.p.countSocket(s.kind, -1)
+		s.p.mu.Lock()
+		delete(s.p.sockets, s)
+		s.p.mu.Unlock()
+		close(s.done)
 	}()
 	watch.Go(func() {
 		t := time.NewTimer(s.p.cfg.WSMaxAge)
