@@ -36,8 +36,12 @@ type Provider struct {
 	// idle is closed while it is zero (WaitIdle).
 	active int
 	idle   chan struct{}
-	// sockets are the open WebSockets (socket.go).
-	sockets map[*socketConn]struct{}
+	// sockets are the open WebSockets (socket.go); socketsLive counts
+	// them and the upgrades under way, and socketsGone is closed while it
+	// is zero (WaitSocketsClosed).
+	sockets     map[*socketConn]struct{}
+	socketsLive int
+	socketsGone chan struct{}
 	// jobs are the files and batches (files.go, batch.go).
 	jobs *batchJobs
 }
@@ -48,8 +52,9 @@ var _ http.Handler = (*Provider)(nil)
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
 	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs(),
-		idle: make(chan struct{}), sockets: make(map[*socketConn]struct{})}
+		idle: make(chan struct{}), sockets: make(map[*socketConn]struct{}), socketsGone: make(chan struct{})}
 	close(p.idle)
+	close(p.socketsGone)
 	p.resetLocked()
 	return p
 }

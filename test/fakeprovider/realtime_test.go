@@ -219,3 +219,47 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestRealtimeCancelAndCut: response.cancel ends a response with
+// response.done cancelled, its usage the output sent; a response's
+// x-fake-cut-at metadata cuts the socket there.
+func TestRealtimeCancelAndCut(t *testing.T) {
+	p, srv := newServer(t, fakeprovider.Config{})
+	c := dial(t, srv, "/v1/realtime?model=m", nil)
+	readEvent(t, c)
+	sendEvent(t, c, textOnly)
+	readEvent(t, c)
+	sendEvent(t, c, `{"type":"response.create","response":{"metadata":{"x-fake-stall-after":"1"}}}`)
+	readUntil(t, c, "response.output_text.delta") // "echo:", then the stall
+	sendEvent(t, c, `{"type":"response.cancel"}`)
+	evs := readUntil(t, c, "response.done")
+	done := evs[len(evs)-1].data
+	if str(done, "response.status") != "cancelled" || str(done, "response.status_details.reason") != "client_cancelled" ||
+		num(t, done, "response.usage.output_tokens") != 1 {
+		t.Errorf("cancelled response %s", evs[len(evs)-1].raw)
+	}
+	if ev := readEvent(t, c); ev.typ != "rate_limits.updated" {
+		t.Errorf("after the cancel: %s", ev.raw)
+	}
+	sendEvent(t, c, `{"type":"response.cancel","event_id":"c3"}`)
+	if ev := readEvent(t, c); str(ev.data, "error.code") != "response_cancel_not_active" {
+		t.Errorf("a cancel without a response: %s", ev.raw)
+	}
+	sendEvent(t, c, `{"type":"response.create","response":{"metadata":{"x-fake-cut-at":"after_created"}}}`)
+	if ev := readEvent(t, c); ev.typ != "response.created" {
+		t.Fatalf("first event %s", ev.raw)
+	}
+	if got := closeStatus(t, c); got != -1 {
+		t.Errorf("closed with %v, want a cut", got)
+	}
+	if err := p.WaitSocketsClosed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reqs := p.Requests()
+	if len(reqs) != 2 || reqs[0].Usage == nil || reqs[0].Usage.OutputTokens != 1 {
+		t.Fatalf("requests %+v", reqs)
+	}
+	if st := p.Stats(); st.Served != 2 || st.StreamsCompleted != 1 || st.StreamsAborted != 1 || st.RealtimeSessionsOpen != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
