@@ -121,7 +121,8 @@
 // would be: the same rate limit and headers, knobs, events — each a text
 // message, with stream_id echoed when the event named one — usage, and
 // log entry (Request.Socket "responses"). stream is implicit; background
-// is refused. Turns on one stream_id (or on none) run in order; lanes run
+// is refused; "generate": false (a warmup, over HTTP as well) completes
+// without output, its usage the input alone. Turns on one stream_id (or on none) run in order; lanes run
 // side by side, at most 16 responses in flight and 32 named lanes a
 // connection. A refused turn, one the rate limit refuses included, is an
 // error event — {"type":"error","status":429,"error":{type, code,

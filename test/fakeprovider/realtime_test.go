@@ -177,12 +177,12 @@ func TestRealtimeServerVAD(t *testing.T) {
 	}
 }
 
-// TestRealtimeRateLimit: a response the provider's limit refuses is an
-// error event (rate_limit_exceeded) and rate_limits.updated; the session
-// goes on.
+// TestRealtimeRateLimit: a response the provider's limit refuses — the
+// session model's own limit here — is an error event
+// (rate_limit_exceeded) and rate_limits.updated; the session goes on.
 func TestRealtimeRateLimit(t *testing.T) {
 	clock := newClock()
-	p, srv := newServer(t, fakeprovider.Config{RPM: 1, Now: clock.Now})
+	p, srv := newServer(t, fakeprovider.Config{RPM: 1000, Models: []fakeprovider.ModelLimits{{Name: "gpt-realtime", RPM: 1}}, Now: clock.Now})
 	c := dial(t, srv, "/v1/realtime?model=gpt-realtime", nil)
 	readEvent(t, c)
 	sendEvent(t, c, textOnly)
@@ -194,7 +194,7 @@ func TestRealtimeRateLimit(t *testing.T) {
 	if ev.typ != "error" || str(ev.data, "error.code") != "rate_limit_exceeded" || str(ev.data, "error.event_id") != "c2" {
 		t.Fatalf("refusal %s", ev.raw)
 	}
-	if ev := readEvent(t, c); ev.typ != "rate_limits.updated" || !strings.Contains(ev.raw, `"remaining":0`) {
+	if ev := readEvent(t, c); ev.typ != "rate_limits.updated" || !strings.Contains(ev.raw, `"limit":1,"name":"requests","remaining":0`) {
 		t.Errorf("after the refusal: %s", ev.raw)
 	}
 	clock.Advance(2 * time.Minute) // the refusal was debited too: -1 + 2

@@ -30,7 +30,8 @@ type Request struct {
 	// generated; 0 without an output bucket.
 	OutputCharged int
 	// Socket is the kind of WebSocket the request came on as one turn
-	// (Method and Header are the upgrade's); "" for an HTTP request.
+	// (Method is then POST, Path the socket's, Header the upgrade's with
+	// the turn's x-fake-* metadata as headers); "" for an HTTP request.
 	Socket SocketKind
 	// StreamID is the lane (stream_id) of a Responses WebSocket turn; ""
 	// for the connection's own lane.

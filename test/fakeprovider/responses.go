@@ -13,6 +13,9 @@ type responsesRequest struct {
 	Stream          bool            `json:"stream"`
 	MaxOutputTokens int             `json:"max_output_tokens"`
 	ServiceTier     string          `json:"service_tier"`
+	// Generate false is a warmup (OpenAI's WebSocket mode): the request's
+	// state prepared, no output generated.
+	Generate *bool `json:"generate"`
 }
 
 type responseObject struct {
@@ -89,6 +92,10 @@ func (x *exchange) responses() {
 			OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)},
 	}
 	x.usage = &Usage{InputTokens: in, CachedTokens: cached, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)}
+	if req.Generate != nil && !*req.Generate {
+		x.warmup(done, req.Stream)
+		return
+	}
 	if rep.truncated {
 		done.Status = "incomplete"
 		done.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
@@ -118,6 +125,27 @@ func failedResponse(done responseObject, rep reply, k int) (responseObject, repl
 	done.Error = &responseError{Code: "server_error", Message: "The model failed to finish the response (X-Fake-Fail-After)."}
 	done.Output = []outputItem{messageItem(done.Output[0].ID, "incomplete", rep.text)}
 	return done, rep
+}
+
+// warmup answers a request with generate false: done without output, its
+// usage the input alone; streamed, response.created, response.in_progress
+// and response.completed.
+func (x *exchange) warmup(done responseObject, stream bool) {
+	u := *done.Usage
+	u.OutputTokens, u.TotalTokens = 0, u.InputTokens
+	done.Usage, done.Output = &u, []outputItem{}
+	x.usage.OutputTokens, x.usage.TotalTokens = 0, u.TotalTokens
+	if !stream {
+		x.writeJSON(http.StatusOK, done)
+		return
+	}
+	start := done
+	start.Status, start.Usage = "in_progress", nil
+	ev := func(seq int, typ string, r responseObject) sseEvent {
+		return sseEvent{name: typ, data: map[string]any{"type": typ, "sequence_number": seq, "response": r}}
+	}
+	x.stream(streamPlan{head: []sseEvent{ev(0, "response.created", start), ev(1, "response.in_progress", start)},
+		tail: []sseEvent{ev(2, "response.completed", done)}})
 }
 
 func messageItem(id, status, text string) outputItem {

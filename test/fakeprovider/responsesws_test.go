@@ -390,3 +390,21 @@ func TestSocketPing(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesSocketWarmup: generate false (a warmup) completes without
+// output, its usage the input alone.
+func TestResponsesSocketWarmup(t *testing.T) {
+	_, srv := newServer(t, fakeprovider.Config{})
+	c := dial(t, srv, "/v1/responses", nil)
+	sendEvent(t, c, `{"type":"response.create","model":"m","input":"prepare","generate":false}`)
+	evs := readUntil(t, c, "response.completed")
+	if len(evs) != 3 || evs[0].typ != "response.created" {
+		t.Fatalf("warmup events %v", evs)
+	}
+	done := evs[2].data
+	in := promptTokens(`{"generate":false,"input":"prepare","model":"m","stream":true}`)
+	if num(t, done, "response.usage.output_tokens") != 0 || num(t, done, "response.usage.input_tokens") != in ||
+		len(done["response"].(map[string]any)["output"].([]any)) != 0 {
+		t.Errorf("warmup %s, want input %d and no output", evs[2].raw, in)
+	}
+}
