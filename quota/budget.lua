@@ -15,7 +15,9 @@
 --                    holds; p:<id> -> what it held when it was reaped
 --                    (charged in full), until its settle refunds it
 -- ARGV[1]: one JSON object, budgetredis.go's budgetArgs (the names are its
--- json tags): op (reserve, settle, read, alive); id, the reservation (any
+-- json tags): op (reserve, settle, read, alive); force (reserve only: made
+-- whatever the budgets have left, the reservation of a cost already
+-- spent); id, the reservation (any
 -- string unique to it; one of the form <replica>:<n> is reaped when that
 -- replica goes silent); replica; cost; limits and expire_s, one per budget
 -- key; ttl_ms, how long a silent replica's reservations stay
@@ -122,7 +124,8 @@ local function judge()
   return outcome, refused
 end
 
-local outcome, refused = judge()
+local outcome, refused = 0, 0
+if not a.force then outcome, refused = judge() end
 if outcome ~= 0 then
   -- Before refusing or waiting: the reservations of replicas that stopped
   -- calling (killed, cut off) are charged in full — what their requests

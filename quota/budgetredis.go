@@ -68,6 +68,8 @@ type budgetArgs struct {
 	ExpireS []int64       `json:"expire_s"`
 	TTLMs   int64         `json:"ttl_ms"`
 	ClockMs int64         `json:"clock_ms"`
+	// Force makes a reserve whatever the budgets have left (force).
+	Force bool `json:"force,omitempty"`
 }
 
 // budgetReply is budget.lua's reply.
@@ -83,10 +85,15 @@ const budgetKeyTTL = 35 * 24 * time.Hour
 
 // call runs op on keys, for reservation id.
 func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+	return s.callArgs(ctx, budgetArgs{Op: op}, keys, id, cost)
+}
+
+// callArgs runs args' op (and flags) on keys, for reservation id.
+func (s *redisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errBudgetTimeout)
 	defer cancel()
 	now := time.Now()
-	args := budgetArgs{Op: op, ID: id, Replica: s.replica, Cost: min(max(cost, 0), maxScriptMoney), TTLMs: s.ttl.Milliseconds()}
+	args.ID, args.Replica, args.Cost, args.TTLMs = id, s.replica, min(max(cost, 0), maxScriptMoney), s.ttl.Milliseconds()
 	if s.clock != nil {
 		now = s.clock()
 		args.ClockMs = now.UnixMilli()
@@ -129,6 +136,12 @@ func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id
 // reserve implements budgetStore.
 func (s *redisBudgets) reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
 	return s.call(ctx, "reserve", keys, s.replica+":"+id, cost)
+}
+
+// force implements budgetStore.
+func (s *redisBudgets) force(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error {
+	_, err := s.callArgs(ctx, budgetArgs{Op: "reserve", Force: true}, keys, s.replica+":"+id, cost)
+	return err
 }
 
 // settle implements budgetStore.

@@ -63,6 +63,11 @@ type budgetStore interface {
 	// reserved unless the outcome is budgetReserved. A reservation id
 	// already holds answers budgetReserved and changes nothing.
 	reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error)
+	// force reserves cost on every key under id whatever the keys have
+	// left, past their limits if need be: the reservation of a cost
+	// already spent, which no budget may refuse (budgetGate.charge). A
+	// reservation id already holds changes nothing.
+	force(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error
 	// settle ends reservation id and adds cost to each key's spend; a
 	// cost of 0 releases it. A reservation the store does not hold
 	// (settled already, or never made) changes nothing.
@@ -158,6 +163,24 @@ func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cos
 		m.dirty = true
 	}
 	return budgetAnswer{Outcome: out, Refused: refused, Use: uses}, nil
+}
+
+// force implements budgetStore.
+func (m *memBudgets) force(_ context.Context, keys []budgetKey, id string, cost Nanodollars) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		if _, ok := m.slot(k).res[id]; ok {
+			return nil
+		}
+	}
+	for _, k := range keys {
+		b := m.slot(k)
+		b.res[id] = cost
+		b.use.Reserved = addMoney(b.use.Reserved, cost)
+	}
+	m.dirty = true
+	return nil
 }
 
 // settle implements budgetStore. A reservation it does not hold (settled

@@ -14,7 +14,7 @@ import (
 
 // budgetStep is one call on a budget store and what it must answer.
 type budgetStep struct {
-	op      string // reserve or settle
+	op      string // reserve, force or settle
 	keys    []int  // indexes into the test's budgets
 	id      string
 	cost    Nanodollars // reserve: the worst case; settle: the real cost (0: a release)
@@ -76,6 +76,15 @@ func runBudgetConformance(t *testing.T, newStore func(t *testing.T) budgetStore)
 			{op: "reserve", keys: both, id: "a", cost: 60, use: []budgetUse{{0, 60}, {0, 60}}},
 			{op: "settle", keys: both, id: "a", cost: 20, use: []budgetUse{{20, 0}, {20, 0}}},
 		}},
+		{"a forced reserve passes the limits, once", []budgetStep{
+			{op: "reserve", keys: both, id: "a", cost: 90, use: []budgetUse{{0, 90}, {0, 90}}},
+			{op: "settle", keys: both, id: "a", cost: 90, use: []budgetUse{{90, 0}, {90, 0}}},
+			{op: "force", keys: both, id: "b", cost: 80, use: []budgetUse{{90, 80}, {90, 80}}},
+			{op: "force", keys: both, id: "b", cost: 80, use: []budgetUse{{90, 80}, {90, 80}}},
+			{op: "settle", keys: both, id: "b", cost: 80, use: []budgetUse{{170, 0}, {170, 0}}},
+			{op: "settle", keys: both, id: "b", cost: 80, use: []budgetUse{{170, 0}, {170, 0}}},
+			{op: "reserve", keys: both, id: "c", cost: 1, want: budgetExceeded, use: []budgetUse{{170, 0}, {170, 0}}},
+		}},
 		{"a release of a reservation never made changes nothing", []budgetStep{
 			{op: "reserve", keys: both, id: "a", cost: 60, use: []budgetUse{{0, 60}, {0, 60}}},
 			{op: "settle", keys: both, id: "a", cost: 50, use: []budgetUse{{50, 0}, {50, 0}}},
@@ -101,6 +110,10 @@ func runBudgetConformance(t *testing.T, newStore func(t *testing.T) budgetStore)
 						t.Fatalf("step %d: outcome %d refused %d, want %d refused %d", i, ans.Outcome, ans.Refused, st.want, st.refused)
 					}
 					uses = ans.Use
+				case "force":
+					if err := s.force(t.Context(), keys, st.id, st.cost); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
 				case "settle":
 					if err := s.settle(t.Context(), keys, st.id, st.cost); err != nil {
 						t.Fatalf("step %d: %v", i, err)
