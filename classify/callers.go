@@ -39,6 +39,9 @@ type Caller struct {
 	// Budget caps what the caller's requests may cost per day or month,
 	// fleet-wide; the zero value is no budget of its own.
 	Budget Budget `koanf:"budget"`
+	// MaxSessions caps this caller's Realtime sessions open at once on
+	// each replica; 0 means no cap of its own.
+	MaxSessions int `koanf:"max_sessions"`
 }
 
 // ValidateCallers reports every problem in callers at once, each naming its
@@ -96,6 +99,9 @@ func compileCallers(callers []Caller, getenv func(string) string) ([]entry, erro
 		}
 		if c.RequestsPerMinute < 0 {
 			bad(key+".requests_per_minute", "must be >= 0 (0 = no cap), got %d", c.RequestsPerMinute)
+		}
+		if c.MaxSessions < 0 {
+			bad(key+".max_sessions", "must be >= 0 (0 = no cap), got %d", c.MaxSessions)
 		}
 		c.Budget.Check(bad, key+".budget")
 		hash, field, err := callerHash(c, getenv)

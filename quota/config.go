@@ -86,6 +86,9 @@ type InteractiveConfig struct {
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them; the zero value is none.
 	Budget classify.Budget `koanf:"budget"`
+	// MaxSessions caps the class's Realtime sessions open at once on each
+	// replica; 0 means no cap.
+	MaxSessions int `koanf:"max_sessions"`
 	// ServiceTier, FlexModels and FlexFallback send the class's requests
 	// for some models at the flex tier, as FlexConfig's fields say.
 	ServiceTier  string   `koanf:"service_tier"`
@@ -110,6 +113,9 @@ type BulkConfig struct {
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them; the zero value is none.
 	Budget classify.Budget `koanf:"budget"`
+	// MaxSessions caps the class's Realtime sessions open at once on each
+	// replica; 0 means no cap.
+	MaxSessions int `koanf:"max_sessions"`
 	// ServiceTier, FlexModels and FlexFallback send the class's requests
 	// for some models at the flex tier, as FlexConfig's fields say.
 	ServiceTier  string   `koanf:"service_tier"`
@@ -215,6 +221,14 @@ func (c Config) Validate() error {
 	}
 	checkWait(bad, "classes.interactive", ic.MaxWait, ic.MaxQueue)
 	checkWait(bad, "classes.bulk", bc.MaxWait, bc.MaxQueue)
+	for _, s := range []struct {
+		key string
+		n   int
+	}{{"classes.interactive.max_sessions", ic.MaxSessions}, {"classes.bulk.max_sessions", bc.MaxSessions}} {
+		if s.n < 0 {
+			bad(s.key, "must be >= 0 (0 = no cap), got %d", s.n)
+		}
+	}
 	ic.Budget.Check(bad, "classes.interactive.budget")
 	bc.Budget.Check(bad, "classes.bulk.budget")
 	c.Classes.flex(classify.Interactive).check(bad, "classes.interactive")

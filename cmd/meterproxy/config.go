@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -169,7 +170,8 @@ func loadConfig(path string, environ []string, getenv func(string) string) (Conf
 	dec := &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.TextUnmarshallerHookFunc()),
+			mapstructure.TextUnmarshallerHookFunc(),
+			wholeNumbers),
 		WeaklyTypedInput: true,
 		ErrorUnused:      true,
 		ZeroFields:       true,
@@ -269,6 +271,23 @@ var (
 
 // decodeErrors turns the decoder's report into one error per key, in the
 // same "key: problem" form as Validate.
+// wholeNumbers refuses a number with a fraction for an integer key
+// (max_sessions: 1.5), which the decoder would cut to its whole part.
+func wholeNumbers(from, to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return data, nil
+	}
+	if from.Kind() == reflect.Float64 || from.Kind() == reflect.Float32 {
+		if f := reflect.ValueOf(data).Float(); f != math.Trunc(f) {
+			return nil, fmt.Errorf("must be a whole number, got %g", f)
+		}
+	}
+	return data, nil
+}
+
 func decodeErrors(err error) []error {
 	var errs []error
 	for _, line := range strings.Split(err.Error(), "\n") {

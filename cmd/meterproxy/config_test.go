@@ -87,6 +87,11 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 				"prices[0].cache_read: prices[0].cached_input and prices[0].cache_read both price input read from the prompt cache",
 				"prices[1].input: cannot parse value", `prices[2].match[0]: "gpt-4o-mini" can never match: prices[1].match[0] ("gpt-4o*")`,
 				"prices[2].max_output: must be between 1 and", "prices[3].match: must list at least one model name or pattern"}},
+		// Issue 33 item 3: Realtime sessions per class and caller.
+		{"max_sessions", "classes: {interactive: {max_sessions: -1}, bulk: {max_sessions: 1.5}}\n" +
+			"callers:\n  - {name: a, key_env: K, class: bulk, max_sessions: -2}\n  - {name: b, key_env: L, class: bulk, max_sessions: lots}\n", []string{"K=secret", "L=other"},
+			[]string{"classes.interactive.max_sessions: must be >= 0 (0 = no cap), got -1", "classes.bulk.max_sessions: must be a whole number, got 1.5",
+				"callers[0].max_sessions: must be >= 0 (0 = no cap), got -2", "callers[1].max_sessions"}},
 		{"every problem at once", "server:\n  lisen: x\nclasses:\n  interactive: {share: -1}\nlog: {level: loud}\n", nil,
 			[]string{"server.lisen", "classes.interactive.share", "log.level"}},
 	}

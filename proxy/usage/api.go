@@ -21,6 +21,11 @@ const (
 	Completions
 	// Other is any other path; its responses are not metered.
 	Other
+	// Realtime is OpenAI's Realtime API (and Azure's), spoken over a
+	// WebSocket: each response's usage in its response.done event
+	// (realtime.go). Placed after Other so that the values before keep
+	// their numbers.
+	Realtime
 )
 
 // String returns the API's name as used in logs.
@@ -36,6 +41,8 @@ func (a API) String() string {
 		return "embeddings"
 	case Completions:
 		return "completions"
+	case Realtime:
+		return "realtime"
 	default:
 		return "other"
 	}

@@ -18,6 +18,7 @@ var streamSeeds = []struct {
 	{Responses, responsesStream}, {Messages, anthropicStream}, {Messages, cr(anthropicStreamError)},
 	{ChatCompletions, sse(chunkPrioHello, chunkNullTier, chunkNoTierUsage, chunkDone)}, {ChatCompletions, sse(vllmCache1, vllmCache2, vllmCache3, chunkDone)},
 	{Responses, sse(respCreatedAuto, respDelta1, respCachedDone)}, {Messages, sse(antPrioStart, antDelta1, antBatchDelta, antStop)},
+	{Realtime, sse(`{"type":"response.created","response":{"id":"r"}}`, `{"type":"response.output_text.delta","delta":"hi"}`, realtimeDoneEvent)},
 }
 
 // tierPattern is what Usage.Tier may hold, written apart from validTier.
@@ -44,7 +45,7 @@ func FuzzMeterSSE(f *testing.F) {
 		f.Add([]byte(s.stream), uint8(s.api), uint8(7), true)
 	}
 	f.Fuzz(func(t *testing.T, stream []byte, api, size uint8, complete bool) {
-		a := API(api % uint8(Other+1))
+		a := API(api % uint8(Realtime+1))
 		whole := NewMeter(a, eventStream, est)
 		_, _ = whole.Write(stream)
 		want := whole.Finish(complete)
@@ -88,7 +89,7 @@ func FuzzMeterJSON(f *testing.F) {
 		f.Add([]byte(seed.body), uint8(seed.api))
 	}
 	f.Fuzz(func(t *testing.T, body []byte, api uint8) {
-		a := API(api % uint8(Other+1))
+		a := API(api % uint8(Realtime+1))
 		m := NewMeter(a, appJSON, est)
 		_, _ = m.Write(body)
 		got := m.Finish(true)

@@ -246,6 +246,8 @@ func (m *Meter) event(name []byte, d *window) {
 		m.responsesEvent(name, data)
 	case Messages:
 		m.anthropicEvent(name, data)
+	case Realtime:
+		m.realtimeEvent(data)
 	}
 	// Embeddings are never streamed: nothing to read.
 }
@@ -264,6 +266,8 @@ func (m *Meter) longEvent(name []byte, d *window) {
 		m.responsesLongEvent(eventType(name, d.start()), d)
 	case Messages:
 		m.anthropicLongEvent(eventType(name, d.start()), d)
+	case Realtime:
+		m.realtimeLongEvent(eventType(name, d.start()), d)
 	}
 }
 

@@ -1,0 +1,79 @@
+package usage
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// OpenAI's Realtime API (and Azure's) reports each response's usage on
+// the response object of its response.done event:
+//
+//	usage: {total_tokens, input_tokens, output_tokens,
+//	        input_token_details: {cached_tokens, text_tokens, audio_tokens, image_tokens, cached_tokens_details},
+//	        output_token_details: {text_tokens, audio_tokens}}
+//
+// input_tokens counts every input token, text, audio and image, the
+// cached ones included (cached_tokens, a part of it); output_tokens
+// every output token, text and audio. Audio tokens are counted, and
+// priced, as tokens like any other. A response is read as the events of
+// one stream (WriteEvent): its text deltas for the estimate when it is
+// cut before response.done, response.done as its terminal event.
+
+// The Realtime events the meter reads.
+const (
+	realtimeDone = "response.done"
+	// realtimeAudioDelta (GA) and realtimeBetaAudioDelta carry sound in
+	// base64, not text; every other response.*.delta carries generated
+	// text (output_text, output_audio_transcript, function_call_arguments,
+	// and the beta's text and audio_transcript).
+	realtimeAudioDelta     = "response.output_audio.delta"
+	realtimeBetaAudioDelta = "response.audio.delta"
+)
+
+// realtimeEvent reads one event of a Realtime response.
+func (m *Meter) realtimeEvent(data []byte) {
+	switch t := gjson.Get(view(data), "type").Str; {
+	case t == realtimeDone:
+		m.terminal = true
+		m.realtimeUsage(gjson.Get(view(data), "response.usage"))
+	case isRealtimeDelta(t):
+		m.text += strLen(gjson.Get(view(data), "delta"))
+	}
+}
+
+// realtimeLongEvent reads a Realtime event of type t whose data outgrew
+// its window: response.done's usage from the end of the response it
+// carries (a member of the data's response object: depth 2), a delta's
+// bytes as text.
+func (m *Meter) realtimeLongEvent(t string, d *window) {
+	switch {
+	case t == realtimeDone:
+		m.terminal = true
+		m.realtimeUsage(tailUsage(d.tail(), 2))
+	case isRealtimeDelta(t):
+		m.text += d.size
+	}
+}
+
+// isRealtimeDelta reports whether a Realtime event type is one whose
+// delta is generated text.
+func isRealtimeDelta(t string) bool {
+	return strings.HasPrefix(t, responsesEventPrefix) && strings.HasSuffix(t, responsesDeltaSuffix) &&
+		t != realtimeAudioDelta && t != realtimeBetaAudioDelta
+}
+
+// realtimeUsage records a usage object of the Realtime shape, its cache
+// parts replacing those recorded before.
+func (m *Meter) realtimeUsage(u gjson.Result) {
+	if !u.IsObject() {
+		return
+	}
+	if in := u.Get("input_tokens"); in.Type == gjson.Number {
+		m.setIn(count(in))
+	}
+	if out := u.Get("output_tokens"); out.Type == gjson.Number {
+		m.setOut(count(out))
+	}
+	m.cache = openAICache(u.Get("input_token_details"))
+}
