@@ -51,6 +51,8 @@ type Handler struct {
 	sockets      *socketSet
 	socketBounds socketBounds
 	socketClient *http.Client
+	// sessions counts the Realtime sessions open (realtimesessions.go).
+	sessions *sessionSet
 	last         lastReport
 }
 
@@ -90,6 +92,9 @@ type Live struct {
 	// Shadow (mode: shadow) forwards everything at once and only records
 	// what admission would have decided.
 	Shadow bool
+	// Sessions bounds the Realtime sessions open at once on this
+	// replica.
+	Sessions SessionLimits
 }
 
 // Reconfigure replaces the live configuration; requests already in
@@ -117,7 +122,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		admitter: d.Admitter, log: d.Log, provider: newUpstreamProvider(cfg.Upstream.Provider, first),
 		holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0, maxUpload: cfg.Server.MaxUploadBytes, maxHold: cfg.Upstream.MaxHold,
 		writeStall: cfg.Server.WriteStallTimeout, maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams, aheadGrace: aheadGrace,
-		bodies: bodies, sockets: newSocketSet(), socketBounds: newSocketBounds(cfg.Server),
+		bodies: bodies, sockets: newSocketSet(), socketBounds: newSocketBounds(cfg.Server), sessions: newSessionSet(),
 		// A redirect is never followed: it could take the key elsewhere.
 		socketClient: &http.Client{Transport: d.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		m:            newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),

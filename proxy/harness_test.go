@@ -87,7 +87,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	}
 	transport := NewTransport(cfg.Upstream, adm.InFlightLimit())
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
-		InjectStreamUsage: cfg.Upstream.InjectStreamUsage}
+		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, Sessions: NewSessionLimits(qcfg.Classes, callers)}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
 		Log: log, Registry: reg, AccountKeys: o.accountKeys})
 	if err != nil {

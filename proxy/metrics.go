@@ -77,8 +77,10 @@ type metrics struct {
 	// little measures in flight by Little's law, by class.
 	little [classify.NumClasses]*littleMeter
 	shadow *prometheus.CounterVec
-	// sockets are the socket layer's (socketset.go).
-	sockets socketMetrics
+	// sockets are the socket layer's (socketset.go); realtime the
+	// Realtime sessions' (realtimesessions.go).
+	sockets  socketMetrics
+	realtime realtimeMetrics
 }
 
 // The admission families (queues, in flight, windows, the store) are
@@ -172,6 +174,7 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 		}, []string{"class", "side"}),
 	}
 	m.sockets = newSocketMetrics(f)
+	m.realtime = newRealtimeMetrics(f)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meterproxy_body_memory_bytes",
 		Help: "Bytes of request bodies held in memory now (held requests' included), and of answers read ahead of their clients, out of server.max_body_memory_bytes.",
@@ -214,6 +217,7 @@ const poolNone = "none"
 func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) {
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
 		m.callerInFlight.WithLabelValues(caller)
+		m.realtime.sessions.WithLabelValues(class, caller)
 		m.requests.WithLabelValues(class, caller, outcomeForwarded, "200")
 		m.requests.WithLabelValues(class, caller, outcomeRefused, "429")
 		m.requests.WithLabelValues(class, caller, outcomeRefused, "503")
@@ -250,6 +254,7 @@ func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) 
 	m.cutShort.WithLabelValues(class, "client")
 	m.cutShort.WithLabelValues(class, "upstream")
 	m.background.WithLabelValues(class)
+	m.realtime.unheld.WithLabelValues(class)
 }
 
 // statusCode is a status's code label: the code itself ("200", "429"),

@@ -111,9 +111,11 @@ const (
 // cancelling a background response, updating a stored chat completion's
 // metadata, moderations, uploading files, adding to a conversation. A
 // path no row names is never free: a POST there is an API meterproxy
-// cannot price (images, audio, realtime sessions, fine-tuning, Assistants
-// runs, Anthropic's legacy /v1/complete), which a budget refuses unless
-// its unpriced_apis is worst_case. Batches and uploads stream past
+// cannot price (images, audio, realtime calls over WebRTC, fine-tuning,
+// Assistants runs, Anthropic's legacy /v1/complete), which a budget
+// refuses unless its unpriced_apis is worst_case. A Realtime session's
+// path (/v1/realtime, Azure's /openai/realtime and /openai/v1/realtime)
+// is metered over its WebSocket, response by response. Batches and uploads stream past
 // admission (routeBatch, routeUpload) and meet no budget.
 var pathTable = []pathRow{
 	{pattern: "/v1/chat/completions", api: usage.ChatCompletions},
@@ -123,6 +125,7 @@ var pathTable = []pathRow{
 	{pattern: "/v1/responses/input_tokens", api: usage.Other, free: true},
 	{pattern: "/v1/responses/{id}/cancel", api: usage.Other, free: true},
 	{pattern: "/v1/embeddings", api: usage.Embeddings},
+	{pattern: "/v1/realtime", api: usage.Realtime}, // a WebSocket (socketrealtime.go); its HTTP paths below it are Other
 	{pattern: "/v1/moderations", api: usage.Other, free: true},
 	{pattern: "/v1/conversations", below: true, api: usage.Other, free: true},
 	{pattern: "/v1/batches", below: true, api: usage.Other, kind: routeBatch},
@@ -138,8 +141,10 @@ var pathTable = []pathRow{
 	{pattern: "/openai/v1/responses", family: familyAzure, api: usage.Responses},
 	{pattern: "/openai/v1/responses/{id}/cancel", family: familyAzure, api: usage.Other, free: true},
 	{pattern: "/openai/v1/embeddings", family: familyAzure, api: usage.Embeddings},
+	{pattern: "/openai/v1/realtime", family: familyAzure, api: usage.Realtime},
 	{pattern: "/openai/v1/files", below: true, family: familyAzure, api: usage.Other, free: true},
 	{pattern: "/openai/responses", family: familyAzure, api: usage.Responses},
+	{pattern: "/openai/realtime", family: familyAzure, api: usage.Realtime},
 	{pattern: "/openai/responses/{id}/cancel", family: familyAzure, api: usage.Other, free: true},
 	{pattern: "/openai/files", below: true, family: familyAzure, api: usage.Other, free: true},
 	{pattern: "/openai/deployments/{deployment}/chat/completions", family: familyAzure, api: usage.ChatCompletions},

@@ -83,6 +83,9 @@ const (
 	// reasonTooManySockets: a WebSocket handshake past
 	// server.max_sockets_per_caller.
 	reasonTooManySockets = "too_many_sockets"
+	// reasonTooManySessions: a Realtime handshake past
+	// classes.<class>.max_sessions or callers[].max_sessions.
+	reasonTooManySessions = "too_many_sessions"
 )
 
 var refusalReasons = []string{
@@ -90,7 +93,7 @@ var refusalReasons = []string{
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
 	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
 	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel, reasonUnmeteredAPI,
-	reasonBatchUnmetered, reasonTooManyStreams, reasonTooManySockets,
+	reasonBatchUnmetered, reasonTooManyStreams, reasonTooManySockets, reasonTooManySessions,
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

@@ -29,6 +29,15 @@ type socketAPI interface {
 	name() string
 	// meter returns the meter of one socket of the API, once it is open.
 	meter(s *socket) socketMeter
+	// open is asked at the handshake ex, once its caller may open a
+	// socket and before the upstream's is dialled: a refusal to answer
+	// it with, or leave, which the handshake calls once the socket has
+	// ended (or never opened).
+	open(h *Handler, r *http.Request, ex *exchange) (leave func(), f *refusal)
+	// errorEvent is f as the error event that answers a client's request
+	// named ref (a Responses lane, a Realtime client event's id; "" for
+	// none).
+	errorEvent(f refusal, ref string) []byte
 }
 
 // socketMeter meters one socket: the relay calls its hooks, and it makes
@@ -54,10 +63,13 @@ type socketMeter interface {
 
 // socketAPIFor is the API a WebSocket handshake on rt opens, or nil when
 // the proxy meters none there: the Responses API's paths (OpenAI's, and
-// Azure's v1 and preview ones).
+// Azure's v1 and preview ones), and the Realtime API's.
 func socketAPIFor(rt route) socketAPI {
-	if rt.api == usage.Responses && rt.deployment == "" {
+	switch {
+	case rt.api == usage.Responses && rt.deployment == "":
 		return responsesSocket{}
+	case rt.api == usage.Realtime:
+		return realtimeSocket{}
 	}
 	return nil
 }
@@ -133,6 +145,12 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, api socket
 	}
 	defer exit()
 	ex.at(h.admitter.HomeAccount(res.Class), "")
+	leaveAPI, f := api.open(h, r, ex)
+	if f != nil {
+		h.refuse(ex, *f)
+		return
+	}
+	defer leaveAPI()
 	up, err := h.dialSocket(r, ex)
 	if err != nil {
 		return // answered

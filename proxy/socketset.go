@@ -145,7 +145,7 @@ type socketMetrics struct {
 }
 
 // socketAPINames are the APIs spoken over sockets, for preinit.
-var socketAPINames = []string{responsesSocket{}.name()}
+var socketAPINames = []string{responsesSocket{}.name(), realtimeSocket{}.name()}
 
 func newSocketMetrics(f promauto.Factory) socketMetrics {
 	m := socketMetrics{

@@ -37,6 +37,17 @@ type socketTurn struct {
 // ctx ended first (cancelled). Once the proxy drains, every turn is
 // refused shutting_down.
 func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTurn {
+	return s.startTurnWith(ctx, lane, func(ex *exchange) *refusal {
+		_, bad := s.h.prepare(http.Header{}, ex, b)
+		return bad
+	})
+}
+
+// startTurnWith is startTurn with the turn's exchange read by prepare
+// (its model, input estimate, output cap and charge), which may refuse
+// it; lane names the request in the error event that refuses it (a
+// Responses lane, a Realtime client event's id).
+func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex *exchange) *refusal) *socketTurn {
 	h, start := s.h, time.Now()
 	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
 	ex.rt.generates = !ex.rt.free // a turn is its API's POST, though the handshake was a GET
@@ -45,7 +56,7 @@ func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTur
 		s.refuseTurn(ex, f, lane)
 		return nil
 	}
-	if _, bad := h.prepare(http.Header{}, ex, b); bad != nil {
+	if bad := prepare(ex); bad != nil {
 		s.refuseTurn(ex, *bad, lane)
 		return nil
 	}
@@ -67,12 +78,20 @@ func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTur
 		ex.lease = lease
 		ex.at(lease.Account(), lease.Pool())
 	}
+	t.inFlight()
+	return t
+}
+
+// inFlight counts the turn in flight from now, its request sent: its
+// meter started, its caller's in-flight gauge and its socket's turns up
+// until it ends.
+func (t *socketTurn) inFlight() {
+	ex := t.ex
 	t.meter = usage.NewMeter(ex.rt.api, "text/event-stream", ex.inputEstimate)
 	ex.upstream.start, ex.sent = time.Now(), time.Now()
-	ex.upstream.gauge = h.m.callerInFlight.WithLabelValues(ex.res.Caller)
+	ex.upstream.gauge = t.s.h.m.callerInFlight.WithLabelValues(ex.res.Caller)
 	ex.upstream.gauge.Inc()
-	s.turns.Add(1)
-	return t
+	t.s.turns.Add(1)
 }
 
 // event reads m, an upstream event of the turn, before it goes to the
@@ -171,7 +190,7 @@ func (s *socket) countTurn(ex *exchange, outcome, code, reason string) {
 // counts it refused.
 func (s *socket) refuseTurn(ex *exchange, f refusal, lane string) {
 	s.countTurn(ex, outcomeRefused, statusCode(f.status), f.reason)
-	_ = s.tell(errorEvent(f, lane)) // a client gone ends the socket on its own
+	_ = s.tell(s.api.errorEvent(f, lane)) // a client gone ends the socket on its own
 }
 
 // tellRefusal answers a client's message meterproxy refused before it

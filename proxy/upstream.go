@@ -318,6 +318,14 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 		return
 	}
 	obs := ratelimit.Parse(resp.Header, now)
+	h.heed(ex, obs, resp.StatusCode, limited, refillOf(ex.live.Refill, ex.dialect, resp.Header), now)
+}
+
+// heed acts on what the upstream said of ex's account and pool — obs,
+// from its answer of status (limited: a rate limit of the account) or
+// from an event that says the same (a Realtime rate_limits.updated),
+// whose buckets refill as refill says — received at now: observe's rule.
+func (h *Handler) heed(ex *exchange, obs ratelimit.Observation, status int, limited bool, refill ratelimit.Refill, now time.Time) {
 	h.m.observeUpstream(ex.poolLabels(), obs)
 	var throttle time.Duration
 	if limited && obs.RetryAfter > 0 {
@@ -327,8 +335,8 @@ func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	if !known && throttle == 0 {
 		return
 	}
-	h.last.set(ex.poolLabels(), ex.stateName(), obs, resp.StatusCode, now)
-	hold, _ := obs.BelowReserve(ex.live.Reserve, refillOf(ex.live.Refill, ex.dialect, resp.Header)) // 0 when above
+	h.last.set(ex.poolLabels(), ex.stateName(), obs, status, now)
+	hold, _ := obs.BelowReserve(ex.live.Reserve, refill) // 0 when above
 	hold = min(hold, h.maxHold)
 	// The observation is dated when the request was sent, not when its
 	// response came back: the provider debited the account in the order

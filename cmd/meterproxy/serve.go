@@ -117,5 +117,6 @@ func live(cfg Config, classifier *classify.Classifier) proxy.Live {
 	return proxy.Live{
 		Classifier: classifier, ClassHeader: cfg.Classify.Header, Reserve: cfg.Classes.Interactive.Reserve, Refill: cfg.Upstream.Refill,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, ConfigVersion: cfg.version(), Shadow: cfg.Mode == ModeShadow,
+		Sessions: proxy.NewSessionLimits(cfg.Classes, cfg.Callers),
 	}
 }

@@ -103,3 +103,23 @@ func parseCount(v string) int64 {
 	}
 	return n
 }
+
+// ReadBucket reads one dimension as an event reports it rather than
+// headers — a Realtime rate_limits.updated entry's limit, remaining and
+// reset_seconds, each the text of a JSON number, "" when absent — by the
+// rules Parse reads headers by: counts non-negative decimal integers, a
+// limit of 0 unknown, the reset a plain decimal number of seconds within
+// MaxDuration; a bucket that reports neither count is unknown.
+func ReadBucket(limit, remaining, resetSeconds string) Bucket {
+	w := Bucket{Limit: parseCount(limit), Remaining: parseCount(remaining), Reset: -1}
+	if w.Limit == 0 {
+		w.Limit = -1
+	}
+	if !w.reported() {
+		return unknownBucket()
+	}
+	if d, ok := fromDecimal(strings.TrimSpace(resetSeconds), time.Second); ok {
+		w.Reset = d
+	}
+	return w
+}

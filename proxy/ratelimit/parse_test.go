@@ -440,3 +440,24 @@ func TestWindowKnown(t *testing.T) {
 		})
 	}
 }
+
+// TestReadBucket: an event's counts and reset in seconds read by the
+// headers' rules.
+func TestReadBucket(t *testing.T) {
+	tests := []struct {
+		limit, remaining, reset string
+		want                    Bucket
+	}{
+		{"600", "599", "0.1", Bucket{Limit: 600, Remaining: 599, Reset: 100 * time.Millisecond}},
+		{"100000", "0", "31.5", Bucket{Limit: 100000, Remaining: 0, Reset: 31500 * time.Millisecond}},
+		{"600", "", "", Bucket{Limit: 600, Remaining: -1, Reset: -1}},
+		{"0", "5", "1e3", Bucket{Limit: -1, Remaining: 5, Reset: -1}},
+		{"-1", "-1", "1", Bucket{Limit: -1, Remaining: -1, Reset: -1}},
+		{"1.5", "2", "99999999", Bucket{Limit: -1, Remaining: 2, Reset: MaxDuration}},
+	}
+	for _, tt := range tests {
+		if got := ReadBucket(tt.limit, tt.remaining, tt.reset); got != tt.want {
+			t.Errorf("ReadBucket(%q, %q, %q) = %+v, want %+v", tt.limit, tt.remaining, tt.reset, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,487 @@
+package proxy
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/test/fakeprovider"
+)
+
+// rtPrice prices gpt-realtime as OpenAI does its text tokens: $4 in,
+// $0.40 cached, $16 out per million (audio priced as text).
+var rtPrice = quota.Price{Match: []string{"gpt-realtime*"}, Input: 4, CachedInput: 0.4, Output: 16}
+
+// rtProxy is a test proxy in front of fp that spends its own account,
+// with callers alice (bulk, key sk-alice) and bob (interactive, key
+// sk-bob), gpt-realtime priced, and mutate's changes.
+func rtProxy(t *testing.T, fp *fakeprovider.Provider, mutate func(*Config, *quota.Config, *[]classify.Caller)) *testProxy {
+	t.Helper()
+	t.Cleanup(func() { fp.CloseSockets() })
+	return newTestProxy(t, proxyOpts{upstream: fp, environ: map[string]string{"ALICE_KEY": "sk-alice", "BOB_KEY": "sk-bob"},
+		mutate: func(c *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
+			c.Upstream.APIKey = "sk-test" // the proxy's own key: the sessions spend this account
+			q.Prices = []quota.Price{rtPrice}
+			*callers = []classify.Caller{{Name: "alice", KeyEnv: "ALICE_KEY", Class: classify.Bulk},
+				{Name: "bob", KeyEnv: "BOB_KEY", Class: classify.Interactive, MayClaimInteractive: true}}
+			if mutate != nil {
+				mutate(c, q, callers)
+			}
+		}})
+}
+
+// dialRT opens a Realtime session on p as key, at path (with its query);
+// the handshake's answer when it is refused.
+func dialRT(t *testing.T, p *testProxy, key, path string) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	c, resp, err := websocket.Dial(t.Context(), strings.Replace(p.URL, "http", "ws", 1)+path,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	if err == nil {
+		t.Cleanup(func() { _ = c.CloseNow() })
+	}
+	return c, resp, err
+}
+
+// openRT opens a session and reads its session.created.
+func openRT(t *testing.T, p *testProxy, key, path string) *websocket.Conn {
+	t.Helper()
+	c, resp, err := dialRT(t, p, key, path)
+	if err != nil {
+		t.Fatalf("dial %s: %v (%v)", path, err, resp)
+	}
+	if ev := rtRead(t, c); ev["type"] != "session.created" {
+		t.Fatalf("first event %v", ev)
+	}
+	return c
+}
+
+func rtSend(t *testing.T, c *websocket.Conn, ev string) {
+	t.Helper()
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(ev)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rtRead(t *testing.T, c *websocket.Conn) map[string]any {
+	t.Helper()
+	_, data, err := c.Read(t.Context())
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// rtUntil reads events up to one of types, and returns them.
+func rtUntil(t *testing.T, c *websocket.Conn, types ...string) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	for {
+		ev := rtRead(t, c)
+		evs = append(evs, ev)
+		for _, typ := range types {
+			if ev["type"] == typ {
+				return evs
+			}
+		}
+	}
+}
+
+// rtTextOnly turns server voice detection off and answers in text.
+const rtTextOnly = `{"type":"session.update","session":{"type":"realtime","output_modalities":["text"],"audio":{"input":{"turn_detection":null}}}}`
+
+// rtItem is a user message of conversation.item.create.
+const rtItem = `{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hello there"}]}}`
+
+// rtUsage sums the fake's logged Realtime usage: input, cached, output.
+func rtUsage(fp *fakeprovider.Provider) (in, cached, out int) {
+	for _, r := range fp.Requests() {
+		if r.Socket == fakeprovider.SocketRealtime && r.Usage != nil {
+			in, cached, out = in+r.Usage.InputTokens, cached+r.Usage.CachedTokens, out+r.Usage.OutputTokens
+		}
+	}
+	return in, cached, out
+}
+
+// rtGone waits until p has no session open and nothing in flight.
+func rtGone(t *testing.T, p *testProxy) {
+	t.Helper()
+	socketsGone(t, p)
+	waitFor(t, "sessions uncounted", func() bool { return sumSeries(t, p, "meterproxy_realtime_sessions", nil) == 0 })
+}
+
+// TestRealtimeResponsesMeteredExactly: two client responses of a text
+// session, each admitted, settled from its response.done (the second's
+// input the whole conversation, the first's cached) and priced; the
+// session counted while open, and nothing left when it closes.
+func TestRealtimeResponsesMeteredExactly(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{RPM: 6000, TPM: 1_000_000})
+	p := rtProxy(t, fp, nil)
+	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
+	if n := sumSeries(t, p, "meterproxy_realtime_sessions", map[string]string{"class": "bulk", "caller": "alice"}); n != 1 {
+		t.Errorf("sessions = %v, want 1 while open", n)
+	}
+	rtSend(t, c, rtTextOnly)
+	rtUntil(t, c, "session.updated")
+	rtSend(t, c, rtItem)
+	rtUntil(t, c, "conversation.item.done")
+	for range 2 {
+		rtSend(t, c, `{"type":"response.create","response":{"max_output_tokens":200}}`)
+		if evs := rtUntil(t, c, "response.done", "error"); evs[len(evs)-1]["type"] != "response.done" {
+			t.Fatalf("response ended with %v", evs[len(evs)-1])
+		}
+	}
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	rtGone(t, p)
+	in, cached, out := rtUsage(fp)
+	if in == 0 || cached == 0 || out == 0 {
+		t.Fatalf("the fake logged in %d cached %d out %d", in, cached, out)
+	}
+	got := func(name string, l map[string]string) float64 { return sumSeries(t, p, name, l) }
+	if n := got("meterproxy_tokens_total", map[string]string{"kind": "input", "estimated": "false", "caller": "alice"}); n != float64(in) {
+		t.Errorf("input tokens = %v, want the fake's %d", n, in)
+	}
+	if n := got("meterproxy_tokens_total", map[string]string{"kind": "output", "estimated": "false", "caller": "alice"}); n != float64(out) {
+		t.Errorf("output tokens = %v, want the fake's %d", n, out)
+	}
+	want := (float64(in-cached)*4 + float64(cached)*0.4 + float64(out)*16) / 1e6
+	if n := got("meterproxy_spend_usd_total", map[string]string{"caller": "alice", "estimated": "false"}); !near(n, want) {
+		t.Errorf("spend = %v, want %v", n, want)
+	}
+	for name, want := range map[string]float64{"meterproxy_socket_turns_total": 2, "meterproxy_realtime_unheld_responses_total": 0} {
+		if n := got(name, nil); n != want {
+			t.Errorf("%s = %v, want %v", name, n, want)
+		}
+	}
+	if n := got("meterproxy_requests_total", map[string]string{"caller": "alice", "outcome": "forwarded", "code": "200"}); n != 2 {
+		t.Errorf("forwarded = %v, want 2: one a response, the handshake none", n)
+	}
+}
+
+// near reports whether a and b agree to a nanodollar.
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// TestRealtimeServerVADUnheld: with server voice detection the provider
+// creates a response on a commit, with no response.create to hold: it
+// is counted as unheld and settled all the same, spoken (audio tokens
+// priced as tokens).
+func TestRealtimeServerVADUnheld(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{})
+	p := rtProxy(t, fp, nil)
+	c := openRT(t, p, "sk-bob", "/openai/realtime?api-version=2025-08-28&deployment=gpt-realtime")
+	audio := base64.StdEncoding.EncodeToString(make([]byte, 9600)) // 200 ms: 2 tokens
+	rtSend(t, c, `{"type":"input_audio_buffer.append","audio":"`+audio+`"}`)
+	rtSend(t, c, `{"type":"input_audio_buffer.commit"}`)
+	rtUntil(t, c, "response.done")
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	rtGone(t, p)
+	in, _, out := rtUsage(fp)
+	if n := sumSeries(t, p, "meterproxy_realtime_unheld_responses_total", map[string]string{"class": "interactive"}); n != 1 {
+		t.Errorf("unheld = %v, want 1", n)
+	}
+	if n := sumSeries(t, p, "meterproxy_tokens_total", map[string]string{"caller": "bob", "estimated": "false"}); n != float64(in+out) {
+		t.Errorf("tokens = %v, want the fake's %d + %d", n, in, out)
+	}
+	if n := sumSeries(t, p, "meterproxy_spend_usd_total", map[string]string{"caller": "bob"}); !near(n, float64(in*4+out*16)/1e6) {
+		t.Errorf("spend = %v, want %v", n, float64(in*4+out*16)/1e6)
+	}
+}
+
+// TestRealtimeMaxSessions: the sessions of a caller past its
+// max_sessions, and of a class past its own, are refused at the
+// handshake with 429 too_many_sessions, and the upstream is never
+// dialled for them; a closed session gives its place back.
+func TestRealtimeMaxSessions(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{})
+	p := rtProxy(t, fp, func(_ *Config, q *quota.Config, callers *[]classify.Caller) {
+		q.Classes.Bulk.MaxSessions = 2
+		(*callers)[1].MaxSessions = 1
+	})
+	const path = "/v1/realtime?model=gpt-realtime"
+	refused := func(key, why string) {
+		t.Helper()
+		_, resp, err := dialRT(t, p, key, path)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("%s: %v %v, want 429", why, err, resp)
+		}
+		var body openAIError
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != reasonTooManySessions || body.Error.Type != "rate_limit_error" {
+			t.Errorf("%s: body %+v (%v)", why, body, err)
+		}
+	}
+	bob := openRT(t, p, "sk-bob", path)
+	refused("sk-bob", "bob's second session (callers[].max_sessions 1)")
+	a1 := openRT(t, p, "sk-alice", path)
+	openRT(t, p, "sk-alice", path)
+	refused("sk-alice", "bulk's third session (classes.bulk.max_sessions 2)")
+	for l, want := range map[[2]string]float64{{"bulk", "alice"}: 2, {"interactive", "bob"}: 1} {
+		if n := sumSeries(t, p, "meterproxy_realtime_sessions", map[string]string{"class": l[0], "caller": l[1]}); n != want {
+			t.Errorf("sessions of %v = %v, want %v", l, n, want)
+		}
+	}
+	if n := sumSeries(t, p, "meterproxy_refusals_total", map[string]string{"reason": reasonTooManySessions}); n != 2 {
+		t.Errorf("refusals = %v, want 2", n)
+	}
+	if n := fp.Stats().RealtimeSessions; n != 3 {
+		t.Errorf("the fake saw %d sessions, want 3: a refused handshake dials nothing", n)
+	}
+	_ = a1.Close(websocket.StatusNormalClosure, "")
+	_ = bob.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "a place back", func() bool {
+		return sumSeries(t, p, "meterproxy_realtime_sessions", map[string]string{"caller": "alice"}) == 1 &&
+			sumSeries(t, p, "meterproxy_realtime_sessions", map[string]string{"caller": "bob"}) == 0
+	})
+	openRT(t, p, "sk-alice", path)
+	openRT(t, p, "sk-bob", path)
+}
+
+// TestRealtimeBudgetAtHandshake: once the caller's budget is spent, its
+// next session is refused at the handshake as its HTTP request would
+// be (429 budget_exceeded); a model no price matches, under a budget
+// that refuses unpriced models, is refused 400 unpriced_model.
+func TestRealtimeBudgetAtHandshake(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{})
+	p := rtProxy(t, fp, func(_ *Config, q *quota.Config, callers *[]classify.Caller) {
+		// The response's worst case at what the proxy sees (the
+		// response.create alone, and max_output's 9 tokens) fits $0.01;
+		// what it costs (the conversation's 100 tokens of input) does not.
+		q.Prices = []quota.Price{{Match: []string{"gpt-realtime"}, Input: 50, Output: 1_000, MaxInput: 1000, MaxOutput: 9}}
+		(*callers)[0].Budget = classify.Budget{USD: 0.01, Per: classify.PerDay}
+	})
+	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
+	rtSend(t, c, rtTextOnly)
+	rtSend(t, c, `{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"`+
+		strings.Repeat("word ", 60)+`"}]}}`)
+	rtSend(t, c, `{"type":"response.create"}`)
+	if evs := rtUntil(t, c, "response.done", "error"); evs[len(evs)-1]["type"] != "response.done" {
+		t.Fatalf("response ended with %v", evs[len(evs)-1])
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	rtGone(t, p)
+	waitFor(t, "the budget spent", func() bool {
+		for _, b := range p.admitter.State().Budgets {
+			if b.Budget == "caller:alice" && b.Spent >= b.Limit {
+				return true
+			}
+		}
+		return false
+	})
+	for path, want := range map[string]struct {
+		status int
+		code   string
+	}{
+		"/v1/realtime?model=gpt-realtime":  {http.StatusTooManyRequests, reasonBudgetExceeded},
+		"/v1/realtime?model=gpt-unpriced":  {http.StatusBadRequest, reasonUnpricedModel},
+		"/v1/realtime?model=a&model=b":     {http.StatusBadRequest, reasonBadRequest},
+		"/openai/realtime?deployment=bad.": {http.StatusBadRequest, reasonBadRequest},
+	} {
+		_, resp, err := dialRT(t, p, "sk-alice", path)
+		if err == nil || resp == nil || resp.StatusCode != want.status {
+			t.Errorf("%s: %v %v, want %d", path, err, resp, want.status)
+			continue
+		}
+		var body openAIError
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != want.code {
+			t.Errorf("%s: body %+v (%v), want code %s", path, body, err, want.code)
+		}
+	}
+	if n := fp.Stats().RealtimeSessions; n != 1 {
+		t.Errorf("the fake saw %d sessions, want 1", n)
+	}
+}
+
+// TestRealtimeBudgetRunsOutMidSession: once the caller's budget is
+// spent by a response the server's voice detection created (unheld,
+// charged past the budget), the client's next response.create is
+// answered with an error event naming it and the session goes on; the
+// next response the server creates closes the session — an error event
+// in the provider's shape, then a close 1008 — and leaves nothing in
+// flight.
+func TestRealtimeBudgetRunsOutMidSession(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{})
+	p := rtProxy(t, fp, func(_ *Config, q *quota.Config, callers *[]classify.Caller) {
+		q.Prices = []quota.Price{{Match: []string{"gpt-realtime"}, Input: 50, Output: 1_000, MaxInput: 1000, MaxOutput: 9}}
+		(*callers)[0].Budget = classify.Budget{USD: 0.01, Per: classify.PerDay}
+	})
+	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
+	speak := func() {
+		rtSend(t, c, `{"type":"input_audio_buffer.append","audio":"`+base64.StdEncoding.EncodeToString(make([]byte, 4800))+`"}`)
+		rtSend(t, c, `{"type":"input_audio_buffer.commit"}`)
+	}
+	speak()
+	rtUntil(t, c, "response.done") // 9 words spoken: 45 output tokens, $0.045
+	waitFor(t, "the budget spent", func() bool {
+		for _, b := range p.admitter.State().Budgets {
+			if b.Budget == "caller:alice" && b.Spent >= b.Limit {
+				return true
+			}
+		}
+		return false
+	})
+	rtSend(t, c, `{"type":"response.create","event_id":"c1"}`)
+	ev := rtUntil(t, c, "error")
+	e, _ := ev[len(ev)-1]["error"].(map[string]any)
+	if e["code"] != reasonBudgetExceeded || e["type"] != "insufficient_quota" || e["event_id"] != "c1" {
+		t.Fatalf("response.create past the budget answered %v, want a budget_exceeded error naming c1", ev[len(ev)-1])
+	}
+	speak() // the session goes on, and the server creates a response it cannot hold
+	var closing map[string]any
+	var err error
+	for err == nil {
+		var data []byte
+		if _, data, err = c.Read(t.Context()); err == nil {
+			var ev map[string]any
+			_ = json.Unmarshal(data, &ev)
+			if ev["type"] == "error" {
+				closing = ev
+			}
+		}
+	}
+	if e, _ := closing["error"].(map[string]any); e["code"] != reasonBudgetExceeded || e["type"] != "insufficient_quota" {
+		t.Errorf("last error event %v, want budget_exceeded", closing)
+	}
+	if !errClosed(err, websocket.StatusPolicyViolation) {
+		t.Errorf("session ended with %v, want a close 1008", err)
+	}
+	rtGone(t, p)
+	if n := sumSeries(t, p, "meterproxy_realtime_unheld_responses_total", nil); n != 2 {
+		t.Errorf("unheld = %v, want 2", n)
+	}
+	if n := sumSeries(t, p, "meterproxy_sockets_closed_total", map[string]string{"api": "realtime", "side": "meterproxy"}); n != 1 {
+		t.Errorf("sessions closed by meterproxy = %v, want 1", n)
+	}
+	if n := sumSeries(t, p, "meterproxy_refusals_total", map[string]string{"reason": reasonBudgetExceeded}); n != 1 {
+		t.Errorf("budget refusals = %v, want the response.create's 1", n)
+	}
+}
+
+// TestRealtimeRateLimitsHoldBulk: rate_limits.updated is the provider's
+// word as its x-ratelimit-* headers are: tokens below the interactive
+// reserve hold bulk, as /admin/state shows.
+func TestRealtimeRateLimitsHoldBulk(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{RPM: 6000, TPM: 1000})
+	p := rtProxy(t, fp, func(_ *Config, q *quota.Config, _ *[]classify.Caller) {
+		q.Classes.Interactive.Reserve = 0.5
+	})
+	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
+	rtSend(t, c, rtTextOnly)
+	rtSend(t, c, `{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"`+
+		strings.Repeat("many words ", 250)+`"}]}}`)
+	rtSend(t, c, `{"type":"response.create"}`)
+	rtUntil(t, c, "rate_limits.updated")
+	waitFor(t, "bulk held on the provider's word", func() bool { return p.admitter.State().UpstreamHoldSeconds > 0 })
+	if n := sumSeries(t, p, "meterproxy_upstream_limit", map[string]string{"kind": "tokens"}); n != 1000 {
+		t.Errorf("upstream token limit = %v, want the event's 1000", n)
+	}
+}
+
+// TestRealtimeClientVanishingMidResponse: a client gone while a response
+// streams leaves nothing in flight: its turn is settled (cut, at its
+// worst case), its slot, its session and its socket freed.
+func TestRealtimeClientVanishingMidResponse(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{})
+	p := rtProxy(t, fp, nil)
+	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
+	rtSend(t, c, rtTextOnly)
+	rtSend(t, c, `{"type":"response.create","response":{"metadata":{"`+strings.ToLower(fakeprovider.HeaderStallAfter)+`":"1"}}}`)
+	rtUntil(t, c, "response.output_text.delta")
+	if n := sumSeries(t, p, "meterproxy_caller_in_flight", map[string]string{"caller": "alice"}); n != 1 {
+		t.Fatalf("in flight = %v during the response, want 1", n)
+	}
+	_ = c.CloseNow()
+	rtGone(t, p)
+	if n := sumSeries(t, p, "meterproxy_responses_cut_short_total", map[string]string{"side": "client"}); n != 1 {
+		t.Errorf("cut by the client = %v, want 1", n)
+	}
+	if n := sumSeries(t, p, "meterproxy_requests_total", map[string]string{"caller": "alice"}); n != 1 {
+		t.Errorf("requests = %v, want the response counted once", n)
+	}
+}
+
+// TestRealtimeClientEvents: a response.create without an event_id gets
+// one of meterproxy's, so an error answering it names it; an event the
+// proxy could read otherwise than the provider is refused with an error
+// event in the Realtime shape, and the session goes on.
+func TestRealtimeClientEvents(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{})
+	p := rtProxy(t, fp, nil)
+	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
+	for _, ev := range []string{`{"type":"response.create","type":"x"}`, `["response.create"]`, `{"type":"response.create","Event_ID":"e1"}`,
+		`{"type":"response.create","response":{"max_output_tokens":"lots"}}`} {
+		rtSend(t, c, ev)
+		got := rtRead(t, c)
+		e, _ := got["error"].(map[string]any)
+		if got["type"] != "error" || e["code"] != reasonBadRequest || e["type"] != "invalid_request_error" || !strings.HasPrefix(got["event_id"].(string), "event_") {
+			t.Errorf("%s answered %v, want a Realtime error event", ev, got)
+		}
+	}
+	// A second response while one is active: the provider refuses it,
+	// naming the event_id meterproxy gave it; the turn ends refused.
+	rtSend(t, c, rtTextOnly)
+	rtSend(t, c, `{"type":"response.create","response":{"metadata":{"`+strings.ToLower(fakeprovider.HeaderStallAfter)+`":"1"}}}`)
+	rtUntil(t, c, "response.created")
+	rtSend(t, c, `{"type":"response.create"}`)
+	evs := rtUntil(t, c, "error")
+	e, _ := evs[len(evs)-1]["error"].(map[string]any)
+	if id, _ := e["event_id"].(string); !strings.HasPrefix(id, "event_meterproxy_") || e["code"] != "conversation_already_has_active_response" {
+		t.Errorf("the provider's refusal %v, want it to name meterproxy's event_id", evs[len(evs)-1])
+	}
+	waitFor(t, "the refused turn ended", func() bool {
+		return sumSeries(t, p, "meterproxy_requests_total", map[string]string{"caller": "alice", "outcome": "forwarded", "code": "400"}) == 1
+	})
+	if n := sumSeries(t, p, "meterproxy_caller_in_flight", map[string]string{"caller": "alice"}); n != 1 {
+		t.Errorf("in flight = %v, want the stalled response's 1 alone", n)
+	}
+}
+
+// TestSessionModel: the model a handshake names, by its query.
+func TestSessionModel(t *testing.T) {
+	oa, az := route{family: familyOpenAI}, route{family: familyAzure}
+	tests := []struct {
+		rt    route
+		query string
+		want  quota.Model
+		bad   bool
+	}{
+		{oa, "model=gpt-realtime", quota.Model{Name: "gpt-realtime"}, false},
+		{oa, "", quota.Model{}, false},
+		{oa, "deployment=x", quota.Model{}, false},
+		{oa, "model=a&model=b", quota.Model{}, true},
+		{oa, "model=" + strings.Repeat("m", maxSessionModel+1), quota.Model{}, true},
+		{oa, "model=%ff", quota.Model{}, true},
+		{az, "api-version=2025-08-28&deployment=My-Realtime", quota.Model{Name: "My-Realtime", Deployment: true}, false},
+		{az, "model=gpt-realtime", quota.Model{Name: "gpt-realtime", Deployment: true}, false},
+		{az, "deployment=a.", quota.Model{}, true},
+		{az, "deployment=a%2Fb", quota.Model{}, true},
+	}
+	for _, tt := range tests {
+		q, err := url.ParseQuery(tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, f := sessionModel(tt.rt, q)
+		if got != tt.want || (f != nil) != tt.bad {
+			t.Errorf("sessionModel(%v, %q) = %+v, %v; want %+v, refused %v", tt.rt.family, tt.query, got, f, tt.want, tt.bad)
+		}
+	}
+}
+
+// errClosed reports whether err is a close with code.
+func errClosed(err error, code websocket.StatusCode) bool {
+	var ce websocket.CloseError
+	return errors.As(err, &ce) && ce.Code == code
+}
