@@ -43,7 +43,7 @@ type realtimeClient struct {
 
 // Why a Realtime client event cannot be read.
 var (
-	errRealtimeEventID = errors.New(`a client event's "event_id" must be a string, spelt so`)
+	errRealtimeEventID = errors.New(`a client event's "event_id" must be a string, not empty, spelt so`)
 	errRealtimeCap     = errors.New(`a response's "max_output_tokens" must be a number or "inf"`)
 	errRealtimeResp    = errors.New(`a response.create's "response" must be an object`)
 )
@@ -54,9 +54,9 @@ var (
 // its response's output cap. It walks the top level (and the response's)
 // only, without parsing what is nested deeper. It refuses what the
 // provider could read otherwise than the proxy: anything but an object, a
-// key it reads repeated, a type not a string, an event_id not a string
-// or spelt otherwise than "event_id" (an error answering the event
-// names it by that), a cap neither a number nor "inf".
+// key it reads repeated, a type not a string, an event_id not a string,
+// empty, or spelt otherwise than "event_id" (an error answering the
+// event names it by that), a cap neither a number nor "inf".
 func readRealtimeClient(data []byte) (realtimeClient, error) {
 	var ev realtimeClient
 	if !isObject(data) {
@@ -80,7 +80,7 @@ func readRealtimeClient(data []byte) (realtimeClient, error) {
 			switch {
 			case seenID:
 				err = errEnvelopeTwice
-			case k.Str != realtimeEventIDName || v.Type != gjson.String:
+			case k.Str != realtimeEventIDName || v.Type != gjson.String || v.Str == "":
 				err = errRealtimeEventID
 			}
 			seenID, ev.eventID = true, strings.Clone(v.Str)
