@@ -245,10 +245,16 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 	r.mu.Unlock()
 	ex.settle = settleTotal // charged nothing before: the window takes what it reports
 	ex.at(s.ex.account, s.ex.pool)
+	class := ex.res.Class.String()
 	if !ex.live.Shadow {
 		ex.lease = h.admitter.Unheld(ex.request())
+		// Admitted at once, after the fact: every turn is admitted or
+		// refused in meterproxy_admissions_total.
+		l := ex.poolLabels()
+		h.m.admissions.WithLabelValues(l.Account, l.Pool, class, admitAdmitted).Inc()
+		h.m.callerAdmissions.WithLabelValues(l.Account, l.Pool, class, ex.res.Caller).Inc()
 	}
-	h.m.realtime.unheld.WithLabelValues(ex.res.Class.String()).Inc()
+	h.m.realtime.unheld.WithLabelValues(class).Inc()
 	t := &socketTurn{s: s, ex: ex}
 	t.inFlight()
 	return t
