@@ -53,7 +53,7 @@ type Handler struct {
 	socketClient *http.Client
 	// sessions counts the Realtime sessions open (realtimesessions.go).
 	sessions *sessionSet
-	last         lastReport
+	last     lastReport
 }
 
 // Deps are what a Handler is built from.

@@ -216,7 +216,9 @@ func readRateLimits(data []byte) (ratelimit.Observation, bool) {
 			}
 			return ""
 		}
-		b := func() ratelimit.Bucket { return ratelimit.ReadBucket(num("limit"), num("remaining"), num("reset_seconds")) }
+		b := func() ratelimit.Bucket {
+			return ratelimit.ReadBucket(num("limit"), num("remaining"), num("reset_seconds"))
+		}
 		switch name := e.Get("name").Str; {
 		case name == "requests" && !requests:
 			obs.Requests, requests = b(), true

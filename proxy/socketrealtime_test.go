@@ -15,9 +15,10 @@ import (
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 )
 
-// rtPrice prices gpt-realtime as OpenAI does its text tokens: $4 in,
-// $0.40 cached, $16 out per million (audio priced as text).
-var rtPrice = quota.Price{Match: []string{"gpt-realtime*"}, Input: 4, CachedInput: 0.4, Output: 16}
+// rtPrice prices gpt-realtime as OpenAI does: $4 in, $0.40 cached, $16
+// out per million text tokens; $32 in and $64 out per million audio
+// tokens.
+var rtPrice = quota.Price{Match: []string{"gpt-realtime*"}, Input: 4, CachedInput: 0.4, Output: 16, AudioInput: 32, AudioOutput: 64}
 
 // rtProxy is a test proxy in front of fp that spends its own account,
 // with callers alice (bulk, key sk-alice) and bob (interactive, key
@@ -175,8 +176,8 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 // TestRealtimeServerVADUnheld: with server voice detection the provider
 // creates a response on a commit, with no response.create to hold: it
-// is counted as unheld and settled all the same, spoken (audio tokens
-// priced as tokens).
+// is counted as unheld and settled all the same, spoken, its audio
+// tokens at the audio prices.
 func TestRealtimeServerVADUnheld(t *testing.T) {
 	fp := fakeprovider.New(fakeprovider.Config{})
 	p := rtProxy(t, fp, nil)
@@ -189,15 +190,24 @@ func TestRealtimeServerVADUnheld(t *testing.T) {
 		t.Fatal(err)
 	}
 	rtGone(t, p)
-	in, _, out := rtUsage(fp)
+	var u *fakeprovider.Usage
+	for _, r := range fp.Requests() {
+		if r.ServerCreated {
+			u = r.Usage
+		}
+	}
+	if u == nil || u.InputAudioTokens != 2 || u.OutputAudioTokens == 0 {
+		t.Fatalf("the fake's server-created response: %+v", u)
+	}
 	if n := sumSeries(t, p, "meterproxy_realtime_unheld_responses_total", map[string]string{"class": "interactive"}); n != 1 {
 		t.Errorf("unheld = %v, want 1", n)
 	}
-	if n := sumSeries(t, p, "meterproxy_tokens_total", map[string]string{"caller": "bob", "estimated": "false"}); n != float64(in+out) {
-		t.Errorf("tokens = %v, want the fake's %d + %d", n, in, out)
+	if n := sumSeries(t, p, "meterproxy_tokens_total", map[string]string{"caller": "bob", "estimated": "false"}); n != float64(u.InputTokens+u.OutputTokens) {
+		t.Errorf("tokens = %v, want the fake's %+v", n, u)
 	}
-	if n := sumSeries(t, p, "meterproxy_spend_usd_total", map[string]string{"caller": "bob"}); !near(n, float64(in*4+out*16)/1e6) {
-		t.Errorf("spend = %v, want %v", n, float64(in*4+out*16)/1e6)
+	want := float64((u.InputTokens-u.InputAudioTokens)*4+u.InputAudioTokens*32+(u.OutputTokens-u.OutputAudioTokens)*16+u.OutputAudioTokens*64) / 1e6
+	if n := sumSeries(t, p, "meterproxy_spend_usd_total", map[string]string{"caller": "bob"}); !near(n, want) {
+		t.Errorf("spend = %v, want %v", n, want)
 	}
 }
 

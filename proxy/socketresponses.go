@@ -24,7 +24,9 @@ func (responsesSocket) meter(s *socket) socketMeter {
 	return &responsesMeter{s: s, lanes: map[string][]laneTurn{}}
 }
 
-func (responsesSocket) open(*Handler, *http.Request, *exchange) (func(), *refusal) { return func() {}, nil }
+func (responsesSocket) open(*Handler, *http.Request, *exchange) (func(), *refusal) {
+	return func() {}, nil
+}
 
 func (responsesSocket) errorEvent(f refusal, lane string) []byte { return errorEvent(f, lane) }
 

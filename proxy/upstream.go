@@ -236,7 +236,8 @@ func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
 	if !ex.spent {
 		return
 	}
-	pu := quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier}
+	pu := quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier,
+		AudioInput: u.AudioInput, AudioOutput: u.AudioOutput}
 	worst := usageUnknown(ex, u, cut)
 	var cost quota.Nanodollars
 	var priced bool

@@ -36,6 +36,12 @@ type Price struct {
 	// Output prices output tokens, reasoning tokens included, USD per
 	// million; 0 means free.
 	Output float64 `koanf:"output"`
+	// AudioInput and AudioOutput price the audio tokens of input not read
+	// from the cache and of output (a Realtime session's), USD per
+	// million, at every tier; 0 (unset) means the tier's Input and Output.
+	// Audio read from the cache costs the cached input price.
+	AudioInput  float64 `koanf:"audio_input"`
+	AudioOutput float64 `koanf:"audio_output"`
 	// MaxOutput is the most output tokens the model generates in one
 	// response: the output a budget reserves for a request that sets no
 	// max_tokens (WorstCase). 0 (unset) means DefaultMaxOutput.
@@ -138,6 +144,9 @@ func (c *Config) priceOf(m Model) *Price {
 // million tokens, every fallback applied: in [0, maxPrice·1e9].
 type rates struct {
 	input, cached, write, output uint64
+	// audioIn and audioOut are the audio prices, the tier's input and
+	// output when unset.
+	audioIn, audioOut uint64
 }
 
 // Effective returns the prices Cost charges at tier (as the response
@@ -172,7 +181,15 @@ func (p Price) Effective(tier string) TierPrice {
 // per million tokens.
 func (p Price) rates(tier string) rates {
 	e := p.Effective(tier)
-	return rates{input: rate(e.Input), cached: rate(e.CachedInput), write: rate(e.CacheWrite), output: rate(e.Output)}
+	r := rates{input: rate(e.Input), cached: rate(e.CachedInput), write: rate(e.CacheWrite), output: rate(e.Output)}
+	r.audioIn, r.audioOut = r.input, r.output
+	if p.AudioInput > 0 {
+		r.audioIn = rate(p.AudioInput)
+	}
+	if p.AudioOutput > 0 {
+		r.audioOut = rate(p.AudioOutput)
+	}
+	return r
 }
 
 // cached is t's price of input read from the cache, in either word; 0

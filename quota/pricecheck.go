@@ -12,14 +12,23 @@ const unpricedMetric = "meterproxy_unpriced_requests_total"
 
 // validatePrices checks prices: each entry's patterns as account.models'
 // are checked (none empty, none an earlier one covers: it could never
-// match), its prices and its flex and batch prices finite and within
-// [0, maxPrice], cached input in one word only, max_output and max_input.
+// match), its prices (audio's too) and its flex and batch prices finite
+// and within [0, maxPrice], cached input in one word only, max_output and
+// max_input.
 func (c Config) validatePrices(bad func(string, string, ...any)) {
 	var patterns firstMatch
 	for i, p := range c.Prices {
 		key := fmt.Sprintf("prices[%d]", i)
 		patterns.check(bad, key+".match", p.Match)
 		checkTierPrice(bad, key, TierPrice{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheRead: p.CacheRead, Output: p.Output})
+		for _, a := range []struct {
+			name string
+			usd  float64
+		}{{"audio_input", p.AudioInput}, {"audio_output", p.AudioOutput}} {
+			if !(a.usd >= 0 && a.usd <= maxPrice) { // NaN too
+				bad(key+"."+a.name, "must be a price in USD per million tokens between 0 and %d, got %g", maxPrice, a.usd)
+			}
+		}
 		if p.Flex != nil {
 			checkTierPrice(bad, key+".flex", *p.Flex)
 		}

@@ -16,44 +16,54 @@ type PricedUsage struct {
 	CacheRead, CacheWrite int64
 	// Output is every output token, reasoning tokens included.
 	Output int64
+	// AudioInput is the part of Input that is audio not read from or
+	// written to the cache, AudioOutput the part of Output that is audio:
+	// priced at the audio prices. Each is cut to the whole it is a part of.
+	AudioInput, AudioOutput int64
 	// Tier is the service_tier the response names (not the one the
 	// request asked for): TierFlex is priced at the flex prices, anything
 	// else at the default tier's.
 	Tier string
 }
 
-// Cost is what u costs at p's prices: uncached input at Input, cache reads
-// at the cached price, cache writes at CacheWrite, output at Output, each
-// at u's tier, rounded up to the nanodollar (never under-counted). It is
-// exact below maxMoney, where it saturates, and never negative, whatever
-// p and u hold (an unvalidated price is clamped to [0, 10,000] dollars per
+// Cost is what u costs at p's prices: uncached input at Input (its audio
+// at AudioInput), cache reads at the cached price, cache writes at
+// CacheWrite, output at Output (its audio at AudioOutput), each at u's
+// tier, rounded up to the nanodollar (never under-counted). It is exact
+// below maxMoney, where it saturates, and never negative, whatever p and
+// u hold (an unvalidated price is clamped to [0, 10,000] dollars per
 // million tokens, NaN to the most).
 func (p Price) Cost(u PricedUsage) Nanodollars {
 	r := p.rates(u.Tier)
 	input, output := tokens(u.Input), tokens(u.Output)
 	read, write := cachedParts(input, tokens(u.CacheRead), tokens(u.CacheWrite))
+	uncached := input - read - write
+	audioIn, audioOut := min(tokens(u.AudioInput), uncached), min(tokens(u.AudioOutput), output)
 	var s sum
-	s.add(input-read-write, r.input)
+	s.add(uncached-audioIn, r.input)
+	s.add(audioIn, r.audioIn)
 	s.add(read, r.cached)
 	s.add(write, r.write)
-	s.add(output, r.output)
+	s.add(output-audioOut, r.output)
+	s.add(audioOut, r.audioOut)
 	return s.nanodollars()
 }
 
 // WorstCase is the most a request of input tokens asking for at most
 // output tokens could cost at p's prices at tier: every input token at the
 // dearest price input may be charged (a cache write costs more than input
-// on Anthropic), plus output at Output. output 0 (or less) means the
-// request sets no cap: then p's max_output (4096 when unset). It never
-// falls below Cost of the same counts at the same tier.
+// on Anthropic, audio more than text), plus output at the dearer of
+// Output and AudioOutput. output 0 (or less) means the request sets no
+// cap: then p's max_output (4096 when unset). It never falls below Cost of
+// the same counts at the same tier.
 func (p Price) WorstCase(input, output int64, tier string) Nanodollars {
 	r := p.rates(tier)
 	if output <= 0 {
 		output = p.maxOutput()
 	}
 	var s sum
-	s.add(tokens(input), max(r.input, r.cached, r.write))
-	s.add(tokens(output), r.output)
+	s.add(tokens(input), max(r.input, r.cached, r.write, r.audioIn))
+	s.add(tokens(output), max(r.output, r.audioOut))
 	return s.nanodollars()
 }
 

@@ -11,6 +11,7 @@ func TestPriceCost(t *testing.T) {
 	p := issuePrices()
 	gpt4o, sonnet := p[1], p[2]
 	tiny := Price{Match: []string{"tiny"}, Input: 0.0001} // a tenth of a nanodollar a token
+	realtime := Price{Match: []string{"gpt-realtime"}, Input: 4, CachedInput: 0.4, Output: 16, AudioInput: 32, AudioOutput: 64}
 	dear := Price{Match: []string{"dear"}, Input: maxPrice, Output: maxPrice}
 	tests := []struct {
 		name  string
@@ -58,6 +59,18 @@ func TestPriceCost(t *testing.T) {
 		// 2^30 × 10,000 × 1000 = 10,737,418,240,000,000: exact.
 		{"2^30 at the dearest", dear, PricedUsage{Output: 1 << 30}, 10_737_418_240_000_000},
 		{"nothing", gpt4o, PricedUsage{}, 0},
+		// gpt-realtime: text $4 in, $0.40 cached, $16 out; audio $32 in,
+		// $64 out. 1000 in (200 cached, 300 of the rest audio): 500 ×
+		// 4.00 = 2,000,000 + 300 × 32.00 = 9,600,000 + 200 × 0.40 =
+		// 80,000; 100 out (80 audio): 20 × 16.00 = 320,000 + 80 × 64.00 =
+		// 5,120,000: $0.01712.
+		{"realtime audio", realtime, PricedUsage{Input: 1000, CacheRead: 200, AudioInput: 300, Output: 100, AudioOutput: 80}, 17_120_000},
+		// Audio parts above their wholes are cut to them: 800 uncached
+		// audio × 32.00 = 25,600,000 + 80,000 cached; 100 audio out ×
+		// 64.00 = 6,400,000.
+		{"realtime audio clamped", realtime, PricedUsage{Input: 1000, CacheRead: 200, AudioInput: 5000, Output: 100, AudioOutput: 500}, 32_080_000},
+		// Without audio prices, audio costs the text prices.
+		{"audio at text prices", gpt4o, PricedUsage{Input: 1000, CacheRead: 400, AudioInput: 300, Output: 500, AudioOutput: 100}, 7_000_000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,6 +114,8 @@ func TestPriceWorstCase(t *testing.T) {
 		// 1000 × 3.75 = 3,750,000.
 		{"sonnet, max_output", capped, 1000, 0, "", 963_750_000},
 		{"saturates", sonnet, math.MaxInt64, math.MaxInt64, "", maxMoney},
+		// Audio dearer than text: 1000 × 32.00 + 100 × 64.00.
+		{"realtime, audio prices", Price{Input: 4, Output: 16, AudioInput: 32, AudioOutput: 64}, 1000, 100, "", 38_400_000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,6 +170,10 @@ func FuzzPriceCost(f *testing.F) {
 			p.Flex = &TierPrice{Input: fin, CachedInput: fcached, CacheWrite: fwrite, CacheRead: fread, Output: fout}
 		}
 		u := PricedUsage{Input: input, CacheRead: cacheRead, CacheWrite: cacheWrite, Output: output}
+		if !hasFlex { // the flex prices' arguments price audio instead
+			p.AudioInput, p.AudioOutput = fin, fout
+			u.AudioInput, u.AudioOutput = more, maxOutput
+		}
 		if flexTier {
 			u.Tier = TierFlex
 		}
@@ -208,8 +227,10 @@ func checkArithmetic(t *testing.T, p Price, u PricedUsage, cost Nanodollars) {
 	r := p.rates(u.Tier)
 	input, output := tokens(u.Input), tokens(u.Output)
 	read, write := cachedParts(input, tokens(u.CacheRead), tokens(u.CacheWrite))
+	audioIn, audioOut := min(tokens(u.AudioInput), input-read-write), min(tokens(u.AudioOutput), output)
 	var want float64
-	for _, part := range []struct{ n, rate uint64 }{{input - read - write, r.input}, {read, r.cached}, {write, r.write}, {output, r.output}} {
+	for _, part := range []struct{ n, rate uint64 }{{input - read - write - audioIn, r.input}, {audioIn, r.audioIn}, {read, r.cached}, {write, r.write},
+		{output - audioOut, r.output}, {audioOut, r.audioOut}} {
 		want += float64(part.n) * float64(part.rate) / 1e6
 	}
 	if want >= float64(maxMoney)*0.99 {

@@ -24,9 +24,9 @@ import (
 const (
 	voiceKey = "sk-e2e-realtime-voice-cccccccccccc" // interactive, max_sessions 1
 	callKey  = "sk-e2e-realtime-calls-dddddddddddd" // bulk
-	// The prices of gpt-realtime, per million tokens: OpenAI's text
-	// prices (audio priced as text).
-	rtIn, rtCached, rtOut = 4.0, 0.4, 16.0
+	// The prices of gpt-realtime, per million tokens: OpenAI's, text and
+	// audio.
+	rtIn, rtCached, rtOut, rtAudioIn, rtAudioOut = 4.0, 0.4, 16.0, 32.0, 64.0
 )
 
 // realtimeProxy starts a proxy in front of fp with the voice and calls
@@ -39,7 +39,8 @@ func realtimeProxy(t *testing.T, fp *fakeprovider.Provider, budget float64, muta
 	t.Cleanup(fp.CloseSockets) // before the upstream closes: it waits for its handlers
 	cfg := baseConfig(up.URL)
 	cfg.set("log.level", "info")
-	cfg.set("prices", []map[string]any{{"match": []string{"gpt-realtime*"}, "input": rtIn, "cached_input": rtCached, "output": rtOut}})
+	cfg.set("prices", []map[string]any{{"match": []string{"gpt-realtime*"}, "input": rtIn, "cached_input": rtCached, "output": rtOut,
+		"audio_input": rtAudioIn, "audio_output": rtAudioOut}})
 	calls := map[string]any{"name": "calls", "key_env": "CALLS_KEY", "class": "bulk"}
 	if budget > 0 {
 		calls["budget"] = map[string]any{"usd": budget, "per": "day"}
@@ -127,7 +128,8 @@ func doneUsage(t *testing.T, ev socketEvent) usage.Usage {
 
 // rtPriced is what a Realtime usage costs at the test's prices.
 func rtPriced(u usage.Usage) float64 {
-	return (float64(u.Input-u.CacheRead)*rtIn + float64(u.CacheRead)*rtCached + float64(u.Output)*rtOut) / 1e6
+	return (float64(u.Input-u.CacheRead-u.AudioInput)*rtIn + float64(u.AudioInput)*rtAudioIn + float64(u.CacheRead)*rtCached +
+		float64(u.Output-u.AudioOutput)*rtOut + float64(u.AudioOutput)*rtAudioOut) / 1e6
 }
 
 // speak appends 100 ms of audio per n and commits it: with server voice
@@ -177,8 +179,8 @@ func TestRealtimeMeteredExactly(t *testing.T) {
 	}
 	sendEvent(t, c, `{"type":"response.create","response":{"output_modalities":["audio"]}}`)
 	spoken := readUntil(t, c, "response.done")
-	if u := doneUsage(t, spoken); u.Output <= 9 {
-		t.Fatalf("the spoken response's output %d: no audio tokens", u.Output)
+	if u := doneUsage(t, spoken); u.AudioOutput == 0 {
+		t.Fatalf("the spoken response's usage %+v: no audio tokens", u)
 	}
 	add(spoken)
 	_ = c.Close(websocket.StatusNormalClosure, "")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,7 +13,8 @@ import (
 
 // pricesSection is check-config's account of prices: the table of what
 // each entry charges, every fallback applied (a flex row under an entry
-// that has flex prices), then a warning for each part of the traffic no
+// that has flex prices, an audio row under one that prices audio), then a
+// warning for each part of the traffic no
 // price covers (quota.PriceGaps), or one line when no price is configured.
 func pricesSection(q quota.Config) string {
 	if len(q.Prices) == 0 {
@@ -30,6 +32,11 @@ func pricesSection(q quota.Config) string {
 			maxInput = "model family's (default)"
 		}
 		rows = append(rows, priceRow(fmt.Sprintf("prices[%d] %s", i, strings.Join(p.Match, " ")), p.Effective(""), maxOutput, maxInput))
+		if p.AudioInput > 0 || p.AudioOutput > 0 {
+			e := p.Effective("")
+			in, out := cmp.Or(p.AudioInput, e.Input), cmp.Or(p.AudioOutput, e.Output)
+			rows = append(rows, []string{"  audio tokens", usd(in), usd(e.CachedInput), "", usd(out), "", ""})
+		}
 		if p.Flex != nil {
 			rows = append(rows, priceRow("  at service_tier flex", p.Effective(quota.TierFlex), "", ""))
 		}

@@ -87,6 +87,9 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 				"prices[0].cache_read: prices[0].cached_input and prices[0].cache_read both price input read from the prompt cache",
 				"prices[1].input: cannot parse value", `prices[2].match[0]: "gpt-4o-mini" can never match: prices[1].match[0] ("gpt-4o*")`,
 				"prices[2].max_output: must be between 1 and", "prices[3].match: must list at least one model name or pattern"}},
+		{"audio prices", "prices:\n  - {match: [gpt-realtime], input: 4, output: 16, audio_input: -32, audio_output: 20000}\n", nil,
+			[]string{"prices[0].audio_input: must be a price in USD per million tokens between 0 and 10000, got -32",
+				"prices[0].audio_output: must be a price in USD per million tokens between 0 and 10000, got 20000"}},
 		// Issue 33 item 3: Realtime sessions per class and caller.
 		{"max_sessions", "classes: {interactive: {max_sessions: -1}, bulk: {max_sessions: 1.5}}\n" +
 			"callers:\n  - {name: a, key_env: K, class: bulk, max_sessions: -2}\n  - {name: b, key_env: L, class: bulk, max_sessions: lots}\n", []string{"K=secret", "L=other"},

@@ -72,6 +72,8 @@ func TestCheckConfigPrices(t *testing.T) {
 		}, []string{`warning: account\.models\[0\]`, `none configured`}},
 		{"a catch-all price", issuePricesYAML + `  - {match: ["*"], input: 10, output: 30}` + "\n",
 			[]string{`prices\[2\] \*\s+10\.00\s+10\.00\s+10\.00\s+30\.00`}, []string{`warning`}},
+		{"audio prices", issuePricesYAML + `  - {match: ["gpt-realtime*"], input: 4, cached_input: 0.4, output: 16, audio_input: 32, audio_output: 64}` + "\n",
+			[]string{`prices\[2\] gpt-realtime\*\s+4\.00\s+0\.40\s+4\.00\s+16\.00`, `\n  audio tokens\s+32\.00\s+0\.40\s+64\.00\n`}, nil},
 		{"no prices", "account:\n  models:\n    - {name: a, match: [x], requests_per_minute: 1, max_in_flight: 1}\n",
 			[]string{`\nprices: none configured: every request costs \$0 \(spend is not metered\)\n`}, []string{`warning`}},
 	}
@@ -105,6 +107,7 @@ func FuzzPricesConfig(f *testing.F) {
 		"  - {match: [\"gpt-4o\", \"gpt-4o-2024-*\"], input: 2.50, cached_input: 1.25, output: 10.00, flex: {input: 1.25, cached_input: 0.625, output: 5.00}}\n" +
 			"  - {match: [\"claude-sonnet-4*\"], input: 3.00, cache_write: 3.75, cache_read: 0.30, output: 15.00}\n",
 		"  - {match: [\"*\"], input: .nan, output: .inf}\n",
+		"  - {match: [gpt-realtime], input: 4, output: 16, audio_input: 32, audio_output: -64}\n",
 		"  - {match: [m], input: -1, flex: {output: 1e400}, max_output: 281474976710657}\n",
 		"  - {match: [m], input: 10000, cache_write: 10000, output: 10000, max_output: 281474976710656}\n",
 		"  - match: m\n    input: \"2.5\"\n    flex: {}\n",
@@ -130,7 +133,7 @@ func FuzzPricesConfig(f *testing.F) {
 		q := cfg.quota()
 		for i, p := range q.Prices {
 			for _, tier := range []string{"", quota.TierFlex} {
-				u := quota.PricedUsage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300, Tier: tier}
+				u := quota.PricedUsage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300, Tier: tier, AudioInput: 100, AudioOutput: 200}
 				cost, worst := p.Cost(u), p.WorstCase(u.Input, u.Output, tier)
 				if cost < 0 || cost > worst {
 					t.Fatalf("prices[%d] %+v at %q: cost %d, worst case %d", i, p, tier, cost, worst)

@@ -31,6 +31,9 @@ func checkPricing(t *testing.T, u Usage) {
 	if u.CacheRead < 0 || u.CacheWrite < 0 || u.CacheRead+u.CacheWrite > u.Input {
 		t.Fatalf("cache parts outside the input: %+v", u)
 	}
+	if u.AudioInput < 0 || u.AudioOutput < 0 || u.AudioInput > u.Input-u.CacheRead-u.CacheWrite || u.AudioOutput > u.Output {
+		t.Fatalf("audio parts outside their wholes: %+v", u)
+	}
 	if u.Tier != "" && !tierPattern.MatchString(u.Tier) {
 		t.Fatalf("tier %q outside [a-z0-9_-]{1,32}", u.Tier)
 	}

@@ -31,6 +31,12 @@ type Usage struct {
 	// whatever the response says (read kept first). Both are 0 when Input
 	// is the estimate.
 	CacheRead, CacheWrite int64
+	// AudioInput and AudioOutput are the parts of Input (not read from or
+	// written to the cache) and of Output that are audio: a Realtime
+	// response's input_token_details.audio_tokens less its cached audio,
+	// and its output_token_details.audio_tokens. Each is within the
+	// whole it is a part of; both are 0 when Input is the estimate.
+	AudioInput, AudioOutput int64
 	// Tier is the service tier the response says served it (its
 	// service_tier; see tier.go), not the one the request asked for: 1 to
 	// 32 bytes of [a-z0-9_-] such as "default", "flex", "priority" or
@@ -82,6 +88,8 @@ type Meter struct {
 	// service tier the response named (noteTier).
 	cache cacheParts
 	tier  string
+	// audio is the reported audio parts of in and out (realtime.go).
+	audio audioParts
 	// terminal says the stream's last event arrived.
 	terminal bool
 	// text counts bytes of generated text seen in a stream or a whole
@@ -222,7 +230,8 @@ func (m *Meter) bodyUsage(complete bool) Usage {
 // left out), its cache parts within its input, its tier.
 func (m *Meter) reported() Usage {
 	c := m.cache.within(m.in)
-	return Usage{Input: m.in, Output: m.out, CacheRead: c.read, CacheWrite: c.write, Tier: m.tier}
+	return Usage{Input: m.in, Output: m.out, CacheRead: c.read, CacheWrite: c.write, Tier: m.tier,
+		AudioInput: min(m.audio.in, m.in-c.read-c.write), AudioOutput: min(m.audio.out, m.out)}
 }
 
 // estimate is the estimated usage of output tokens: the input estimate,

@@ -15,10 +15,12 @@ import (
 //
 // input_tokens counts every input token, text, audio and image, the
 // cached ones included (cached_tokens, a part of it); output_tokens
-// every output token, text and audio. Audio tokens are counted, and
-// priced, as tokens like any other. A response is read as the events of
-// one stream (WriteEvent): its text deltas for the estimate when it is
-// cut before response.done, response.done as its terminal event.
+// every output token, text and audio. The audio parts — the input's
+// audio not read from the cache, the output's audio — are kept apart
+// (Usage.AudioInput, AudioOutput), for the audio prices. A response is
+// read as the events of one stream (WriteEvent): its text deltas for the
+// estimate when it is cut before response.done, response.done as its
+// terminal event.
 
 // The Realtime events the meter reads.
 const (
@@ -75,5 +77,23 @@ func (m *Meter) realtimeUsage(u gjson.Result) {
 	if out := u.Get("output_tokens"); out.Type == gjson.Number {
 		m.setOut(count(out))
 	}
-	m.cache = openAICache(u.Get("input_token_details"))
+	in := u.Get("input_token_details")
+	m.cache = openAICache(in)
+	m.audio = audioParts{in: max(audioTokens(in)-audioTokens(in.Get("cached_tokens_details")), 0),
+		out: audioTokens(u.Get("output_token_details"))}
+}
+
+// audioParts are the audio parts of a usage's input (not read from the
+// cache) and output, as reported; Meter.reported bounds them by their
+// wholes.
+type audioParts struct {
+	in, out int64
+}
+
+// audioTokens is a details object's audio_tokens; 0 when it has none.
+func audioTokens(details gjson.Result) int64 {
+	if v := details.Get("audio_tokens"); details.IsObject() && v.Type == gjson.Number {
+		return count(v)
+	}
+	return 0
 }

@@ -30,8 +30,17 @@ func TestRealtimeUsage(t *testing.T) {
 	for _, e := range events {
 		m.WriteEvent([]byte(e))
 	}
-	if u := m.Finish(true); u.Estimated || m.Cut() || u.Input != 22 || u.Output != 45 || u.CacheRead != 8 || u.CacheWrite != 0 {
-		t.Errorf("usage %+v cut %v, want response.done's 22 in (8 cached), 45 out", u, m.Cut())
+	if u := m.Finish(true); u.Estimated || m.Cut() || u.Input != 22 || u.Output != 45 || u.CacheRead != 8 || u.CacheWrite != 0 ||
+		u.AudioInput != 2 || u.AudioOutput != 36 {
+		t.Errorf("usage %+v cut %v, want response.done's 22 in (8 cached, 2 audio), 45 out (36 audio)", u, m.Cut())
+	}
+	// Cached audio is no part of AudioInput; parts above their wholes are
+	// cut to them.
+	odd := NewMeter(Realtime, "text/event-stream", 5)
+	odd.WriteEvent([]byte(`{"type":"response.done","response":{"usage":{"input_tokens":10,"output_tokens":3,` +
+		`"input_token_details":{"cached_tokens":6,"audio_tokens":9,"cached_tokens_details":{"audio_tokens":4}},"output_token_details":{"audio_tokens":7}}}}`))
+	if u := odd.Finish(true); u.AudioInput != 4 || u.AudioOutput != 3 {
+		t.Errorf("usage %+v, want 5 uncached audio cut to the 4 uncached, 7 audio out cut to 3", u)
 	}
 	cut := NewMeter(Realtime, "text/event-stream", 5)
 	for _, e := range events[:4] {
