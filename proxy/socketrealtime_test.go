@@ -38,24 +38,47 @@ func rtProxy(t *testing.T, fp *fakeprovider.Provider, mutate func(*Config, *quot
 		}})
 }
 
-// dialRT opens a Realtime session on p as key, at path (with its query);
-// the handshake's answer when it is refused.
-func dialRT(t *testing.T, p *testProxy, key, path string) (*websocket.Conn, *http.Response, error) {
+// dialRT opens a Realtime session on p as key, at path (with its query).
+func dialRT(t *testing.T, p *testProxy, key, path string) (*websocket.Conn, error) {
 	t.Helper()
 	c, resp, err := websocket.Dial(t.Context(), strings.Replace(p.URL, "http", "ws", 1)+path,
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil {
 		t.Cleanup(func() { _ = c.CloseNow() })
 	}
-	return c, resp, err
+	return c, err
+}
+
+// refusedRT is the status and error body a Realtime handshake on p as
+// key at path was refused with; the test fails when it was accepted.
+func refusedRT(t *testing.T, p *testProxy, key, path string) (int, openAIError) {
+	t.Helper()
+	var body openAIError
+	c, resp, err := websocket.Dial(t.Context(), strings.Replace(p.URL, "http", "ws", 1)+path,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	if err == nil {
+		_ = c.CloseNow()
+		t.Fatalf("%s: the handshake was accepted", path)
+	}
+	if resp == nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Errorf("%s: the refusal's body: %v", path, err)
+	}
+	return resp.StatusCode, body
 }
 
 // openRT opens a session and reads its session.created.
 func openRT(t *testing.T, p *testProxy, key, path string) *websocket.Conn {
 	t.Helper()
-	c, resp, err := dialRT(t, p, key, path)
+	c, err := dialRT(t, p, key, path)
 	if err != nil {
-		t.Fatalf("dial %s: %v (%v)", path, err, resp)
+		t.Fatalf("dial %s: %v", path, err)
 	}
 	if ev := rtRead(t, c); ev["type"] != "session.created" {
 		t.Fatalf("first event %v", ev)
@@ -224,13 +247,9 @@ func TestRealtimeMaxSessions(t *testing.T) {
 	const path = "/v1/realtime?model=gpt-realtime"
 	refused := func(key, why string) {
 		t.Helper()
-		_, resp, err := dialRT(t, p, key, path)
-		if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
-			t.Fatalf("%s: %v %v, want 429", why, err, resp)
-		}
-		var body openAIError
-		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != reasonTooManySessions || body.Error.Type != "rate_limit_error" {
-			t.Errorf("%s: body %+v (%v)", why, body, err)
+		if status, body := refusedRT(t, p, key, path); status != http.StatusTooManyRequests || body.Error.Code != reasonTooManySessions ||
+			body.Error.Type != "rate_limit_error" {
+			t.Errorf("%s: %d %+v, want 429 too_many_sessions", why, status, body)
 		}
 	}
 	bob := openRT(t, p, "sk-bob", path)
@@ -299,14 +318,8 @@ func TestRealtimeBudgetAtHandshake(t *testing.T) {
 		"/v1/realtime?model=a&model=b":     {http.StatusBadRequest, reasonBadRequest},
 		"/openai/realtime?deployment=bad.": {http.StatusBadRequest, reasonBadRequest},
 	} {
-		_, resp, err := dialRT(t, p, "sk-alice", path)
-		if err == nil || resp == nil || resp.StatusCode != want.status {
-			t.Errorf("%s: %v %v, want %d", path, err, resp, want.status)
-			continue
-		}
-		var body openAIError
-		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != want.code {
-			t.Errorf("%s: body %+v (%v), want code %s", path, body, err, want.code)
+		if status, body := refusedRT(t, p, "sk-alice", path); status != want.status || body.Error.Code != want.code {
+			t.Errorf("%s: %d %+v, want %d %s", path, status, body, want.status, want.code)
 		}
 	}
 	if n := fp.Stats().RealtimeSessions; n != 1 {

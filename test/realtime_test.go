@@ -55,25 +55,45 @@ func realtimeProxy(t *testing.T, fp *fakeprovider.Provider, budget float64, muta
 	return startProxy(t, cfg, []string{"VOICE_KEY=" + voiceKey, "CALLS_KEY=" + callKey}, voiceKey, callKey)
 }
 
-// dialSession opens a Realtime session on p as key at path (query
-// included); the handshake's answer when it is refused.
-func dialSession(t *testing.T, p *procs.Proxy, key, path string) (*websocket.Conn, *http.Response, error) {
+// refusal is a refused handshake's error body.
+type refusal struct {
+	Error struct{ Type, Code, Message string }
+}
+
+// refusedSession is the status and error body a Realtime handshake on p
+// as key at path was refused with; the test fails when it was accepted.
+func refusedSession(t *testing.T, p *procs.Proxy, key, path string) (int, refusal) {
 	t.Helper()
+	var body refusal
 	c, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(p.URL, "http")+path,
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
 	if err == nil {
-		t.Cleanup(func() { _ = c.CloseNow() })
+		_ = c.CloseNow()
+		t.Fatalf("%s: the handshake was accepted", path)
 	}
-	return c, resp, err
+	if resp == nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Errorf("%s: the refusal's body: %v", path, err)
+	}
+	return resp.StatusCode, body
 }
 
-// openSession opens a session and reads its session.created.
+// openSession opens a Realtime session on p as key at path (query
+// included) and reads its session.created.
 func openSession(t *testing.T, p *procs.Proxy, key, path string) *websocket.Conn {
 	t.Helper()
-	c, resp, err := dialSession(t, p, key, path)
-	if err != nil {
-		t.Fatalf("dial %s: %v (%v)", path, err, resp)
+	c, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(p.URL, "http")+path,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
 	}
+	if err != nil {
+		t.Fatalf("dial %s: %v", path, err)
+	}
+	t.Cleanup(func() { _ = c.CloseNow() })
 	if ev := readEvent(t, c); ev.typ() != "session.created" {
 		t.Fatalf("first event %v", ev)
 	}
@@ -224,15 +244,9 @@ func TestRealtimeSessionBounds(t *testing.T) {
 	const path = "/v1/realtime?model=gpt-realtime"
 	refused := func(key, why string) {
 		t.Helper()
-		_, resp, err := dialSession(t, p, key, path)
-		if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
-			t.Fatalf("%s: %v %v, want 429", why, err, resp)
-		}
-		var body struct {
-			Error struct{ Type, Code, Message string }
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != "too_many_sessions" || body.Error.Type != "rate_limit_error" {
-			t.Errorf("%s: %+v (%v)", why, body, err)
+		if status, body := refusedSession(t, p, key, path); status != http.StatusTooManyRequests || body.Error.Code != "too_many_sessions" ||
+			body.Error.Type != "rate_limit_error" {
+			t.Errorf("%s: %d %+v, want 429 too_many_sessions", why, status, body)
 		}
 	}
 	v := openSession(t, p, voiceKey, path)
@@ -315,15 +329,9 @@ func TestRealtimeBudget(t *testing.T) {
 	if n := sum(m, "meterproxy_sockets_closed_total", map[string]string{"api": "realtime", "side": "meterproxy"}); n != 1 {
 		t.Errorf("closed by meterproxy = %v, want 1", n)
 	}
-	_, resp, err := dialSession(t, p, callKey, path)
-	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("a new session past the budget: %v %v, want 429", err, resp)
-	}
-	var body struct {
-		Error struct{ Type, Code string }
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error.Code != "budget_exceeded" || body.Error.Type != "insufficient_quota" {
-		t.Errorf("refused handshake body %+v (%v)", body, err)
+	if status, body := refusedSession(t, p, callKey, path); status != http.StatusTooManyRequests || body.Error.Code != "budget_exceeded" ||
+		body.Error.Type != "insufficient_quota" {
+		t.Errorf("a new session past the budget: %d %+v, want 429 budget_exceeded", status, body)
 	}
 	if n := fp.Stats().RealtimeSessions; n != 1 {
 		t.Errorf("the provider saw %d sessions, want 1", n)
