@@ -13,6 +13,9 @@ import (
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/realtime"
 )
 
 // Issue 33 item 3: Realtime sessions through the proxy, against the fake
@@ -393,5 +396,61 @@ func TestRealtimeClientVanishes(t *testing.T) {
 	}
 	if n := sum(m, "meterproxy_spend_usd_total", map[string]string{"caller": "voice", "estimated": "true"}); n <= 0 {
 		t.Errorf("the cut response's spend = %v, want its worst case", n)
+	}
+}
+
+// TestRealtimeOfficialSDK: the official Go SDK's Realtime connection,
+// pointed at the proxy, decodes the provider's events and meterproxy's
+// own: a response metered exactly, then — its caller's budget spent —
+// the budget_exceeded error event answering its next response.create.
+func TestRealtimeOfficialSDK(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
+	p := realtimeProxy(t, fp, 0.01, func(cfg config) {
+		cfg.set("prices", []map[string]any{{"match": []string{"gpt-realtime*"}, "input": 50, "output": 1000, "max_input": 1000, "max_output": 9}})
+	})
+	client := openai.NewClient(option.WithBaseURL(p.URL+"/v1/"), option.WithAPIKey(callKey), option.WithMaxRetries(0))
+	conn, err := client.Realtime.Connect(t.Context(), realtime.RealtimeConnectionOptions{}, option.WithQuery("model", "gpt-realtime"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	recv := func(typ string) realtime.RealtimeServerEventUnion {
+		t.Helper()
+		for {
+			ev, err := conn.Recv(t.Context())
+			if err != nil {
+				t.Fatalf("recv: %v", err)
+			}
+			if ev.Type == typ {
+				return ev
+			}
+		}
+	}
+	recv("session.created")
+	for _, ev := range []string{
+		`{"type":"session.update","session":{"type":"realtime","output_modalities":["text"],"audio":{"input":{"turn_detection":null}}}}`,
+		`{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"` + strings.Repeat("word ", 60) + `"}]}}`,
+		`{"type":"response.create"}`,
+	} {
+		if err := conn.SendRaw(t.Context(), json.RawMessage(ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := recv("response.done").AsResponseDoneEvent().Response.Usage
+	waitFor(t, "the budget spent", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_budget_spent_usd", map[string]string{"budget": "caller:calls"}) >= 0.01
+	})
+	if err := conn.SendRaw(t.Context(), json.RawMessage(`{"type":"response.create","event_id":"sdk-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	e := recv("error").AsRealtimeErrorEvent()
+	if e.Error.Code != "budget_exceeded" || e.Error.Type != "insufficient_quota" || e.Error.EventID != "sdk-1" || !strings.HasPrefix(e.EventID, "event_") {
+		t.Errorf("the SDK decoded %s", e.RawJSON())
+	}
+	_ = conn.Close()
+	m := sessionsQuiet(t, p)
+	calls := map[string]string{"caller": "calls", "estimated": "false"}
+	if n := sum(m, "meterproxy_tokens_total", calls); n != float64(u.InputTokens+u.OutputTokens) || n == 0 {
+		t.Errorf("tokens = %v, want the SDK's usage %s", n, u.RawJSON())
 	}
 }
