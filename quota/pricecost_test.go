@@ -136,14 +136,14 @@ func TestFlexFallbacks(t *testing.T) {
 		want  rates // nanodollars per million tokens
 	}{
 		{"flex sets input only: output the default's; cached and writes the flex input",
-			Price{Input: 2, Output: 8, Flex: &TierPrice{Input: 1}}, rates{input: 1e9, cached: 1e9, write: 1e9, output: 8e9}},
+			Price{Input: 2, Output: 8, Flex: &TierPrice{Input: 1}}, rates{input: 1e9, cached: 1e9, write: 1e9, output: 8e9, audioIn: 1e9, audioOut: 8e9}},
 		{"the default's cache prices carry into flex",
 			Price{Input: 3, CacheRead: 0.3, CacheWrite: 3.75, Output: 15, Flex: &TierPrice{Input: 1.5, Output: 7.5}},
-			rates{input: 1.5e9, cached: 0.3e9, write: 3.75e9, output: 7.5e9}},
+			rates{input: 1.5e9, cached: 0.3e9, write: 3.75e9, output: 7.5e9, audioIn: 1.5e9, audioOut: 7.5e9}},
 		{"flex's cached price in either word",
-			Price{Input: 2, CachedInput: 1, Flex: &TierPrice{CacheRead: 0.5}}, rates{input: 2e9, cached: 0.5e9, write: 2e9}},
+			Price{Input: 2, CachedInput: 1, Flex: &TierPrice{CacheRead: 0.5}}, rates{input: 2e9, cached: 0.5e9, write: 2e9, audioIn: 2e9}},
 		{"an empty flex block is the default tier",
-			Price{Input: 2, CachedInput: 1, Output: 8, Flex: &TierPrice{}}, rates{input: 2e9, cached: 1e9, write: 2e9, output: 8e9}},
+			Price{Input: 2, CachedInput: 1, Output: 8, Flex: &TierPrice{}}, rates{input: 2e9, cached: 1e9, write: 2e9, output: 8e9, audioIn: 2e9, audioOut: 8e9}},
 	}
 	for _, tt := range tests {
 		if got := tt.price.rates(flex); got != tt.want {
@@ -253,14 +253,14 @@ func TestBatchTier(t *testing.T) {
 	}{
 		{"no batch block: half of every price",
 			Price{Input: 3, CacheRead: 0.3, CacheWrite: 3.75, Output: 15}, TierBatch,
-			rates{input: 1.5e9, cached: 0.15e9, write: 1.875e9, output: 7.5e9}},
+			rates{input: 1.5e9, cached: 0.15e9, write: 1.875e9, output: 7.5e9, audioIn: 1.5e9, audioOut: 7.5e9}},
 		{"cached input unset: half the input",
-			Price{Input: 2, Output: 8}, "BATCH", rates{input: 1e9, cached: 1e9, write: 1e9, output: 4e9}},
+			Price{Input: 2, Output: 8}, "BATCH", rates{input: 1e9, cached: 1e9, write: 1e9, output: 4e9, audioIn: 1e9, audioOut: 4e9}},
 		{"a batch block's prices win; the rest half the default's",
 			Price{Input: 2, CachedInput: 1, Output: 8, Batch: &TierPrice{Output: 5}}, TierBatch,
-			rates{input: 1e9, cached: 0.5e9, write: 1e9, output: 5e9}},
+			rates{input: 1e9, cached: 0.5e9, write: 1e9, output: 5e9, audioIn: 1e9, audioOut: 5e9}},
 		{"the default tier is untouched",
-			Price{Input: 2, Output: 8, Batch: &TierPrice{Input: 0.1}}, "", rates{input: 2e9, cached: 2e9, write: 2e9, output: 8e9}},
+			Price{Input: 2, Output: 8, Batch: &TierPrice{Input: 0.1}}, "", rates{input: 2e9, cached: 2e9, write: 2e9, output: 8e9, audioIn: 2e9, audioOut: 8e9}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
