@@ -87,7 +87,7 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 	}
 	r.mu.Unlock()
 	if busy {
-		r.s.tellRefusal(refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
+		r.s.tellRefusal(refusal{status: http.StatusBadRequest, reason: reasonBadRequest, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: a Realtime session may have at most %d responses in progress at once", maxRealtimeTurns)}, ref)
 		return false
 	}

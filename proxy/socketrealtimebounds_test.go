@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -179,4 +180,49 @@ func TestRealtimeBudgetRunsOutMidSession(t *testing.T) {
 func errClosed(err error, code websocket.StatusCode) bool {
 	var ce websocket.CloseError
 	return errors.As(err, &ce) && ce.Code == code
+}
+
+// silentRealtime is a Realtime upstream that opens a session and then
+// answers nothing: every response.create stays pending.
+type silentRealtime struct{}
+
+func (silentRealtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer func() { _ = c.CloseNow() }()
+	_ = c.Write(r.Context(), websocket.MessageText, []byte(`{"type":"session.created","session":{"id":"sess_1"}}`))
+	for {
+		if _, _, err := c.Read(context.Background()); err != nil {
+			return
+		}
+	}
+}
+
+// TestRealtimePendingBound: a session holds at most maxRealtimeTurns
+// responses pending or in progress; one more is refused with an error
+// event naming it, and the session goes on; closing it settles them all.
+func TestRealtimePendingBound(t *testing.T) {
+	p := newTestProxy(t, proxyOpts{upstream: silentRealtime{}, environ: map[string]string{"ALICE_KEY": "sk-alice"},
+		mutate: func(_ *Config, _ *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
+			*callers = []classify.Caller{{Name: "alice", KeyEnv: "ALICE_KEY", Class: classify.Bulk}}
+		}})
+	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
+	for range maxRealtimeTurns {
+		rtSend(t, c, `{"type":"response.create"}`)
+	}
+	rtSend(t, c, `{"type":"response.create","event_id":"one-more"}`)
+	ev := rtRead(t, c)
+	if e, _ := ev["error"].(map[string]any); ev["type"] != "error" || e["event_id"] != "one-more" || e["code"] != reasonBadRequest {
+		t.Fatalf("the response past the bound answered %v", ev)
+	}
+	if n := sumSeries(t, p, "meterproxy_caller_in_flight", map[string]string{"caller": "alice"}); n != maxRealtimeTurns {
+		t.Errorf("in flight = %v, want %d", n, maxRealtimeTurns)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	rtGone(t, p)
+	if n := sumSeries(t, p, "meterproxy_requests_total", map[string]string{"caller": "alice"}); n != maxRealtimeTurns+1 {
+		t.Errorf("requests = %v, want every response once", n)
+	}
 }
