@@ -235,7 +235,7 @@ func hostileShot(rng *rand.Rand, client *http.Client, kind string, p *procs.Prox
 	case "trace":
 		return raw("TRACE /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n\r\n")
 	case "upgrade-websocket":
-		return raw("GET /v1/realtime?model=m HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+		return raw("GET /v1/assistants HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
 			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer " + key + "\r\n\r\n")
 	case "upgrade-h2c":
 		return raw("GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" +

@@ -180,14 +180,14 @@ func TestHostileCallers(t *testing.T) {
 	// carried unmetered traffic.
 	t.Run("upgrades", func(t *testing.T) {
 		for _, raw := range []string{
-			"GET /v1/realtime?model=m HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer " + chatKey + "\r\n\r\n",
+			"GET /v1/assistants HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer " + chatKey + "\r\n\r\n",
 			"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
 		} {
 			if status, _ := rawStatus(t, addr, raw); status != http.StatusBadRequest {
 				t.Errorf("%s upgrade: %d, want 400", strings.Fields(raw)[1], status)
 			}
 		}
-		if up.saw("/v1/realtime") {
+		if up.saw("/v1/assistants") {
 			t.Error("the WebSocket upgrade reached the upstream")
 		}
 	})
