@@ -80,7 +80,7 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 	ref := ev.eventID // the client's own, named in a refusal
 	r.mu.Lock()
 	busy := len(r.pending)+len(r.active) >= maxRealtimeTurns
-	context := r.context
+	conversation := r.context
 	if ev.eventID == "" {
 		r.ids++
 		ev.eventID = "event_meterproxy_" + strconv.FormatUint(r.ids, 10)
@@ -98,7 +98,7 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 	}
 	data := m.data()
 	t := r.s.startTurnWith(ctx, ref, func(ex *exchange) *refusal {
-		r.prepare(ex, data, ev.maxOutput, context)
+		r.prepare(ex, data, ev.maxOutput, conversation)
 		return nil
 	})
 	if t == nil {
@@ -111,13 +111,13 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 }
 
 // prepare reads a response's exchange ex: the session's model, its
-// input at least the conversation so far (context) and what the event
-// data shows, hidden (the conversation is the provider's: its budgets
-// reserve it at the model's max_input, cut to what they have left), its
-// output cap, its charge as ex's dialect charges.
-func (r *realtimeMeter) prepare(ex *exchange, data []byte, maxOutput, context int64) {
+// input at least the conversation so far (conversation, in tokens) and
+// what the event data shows, hidden (the conversation is the provider's:
+// its budgets reserve it at the model's max_input, cut to what they have
+// left), its output cap, its charge as ex's dialect charges.
+func (r *realtimeMeter) prepare(ex *exchange, data []byte, maxOutput, conversation int64) {
 	ex.model, ex.hiddenInput, ex.pooled = r.s.ex.model, true, true
-	ex.inputEstimate, ex.outputCap = max(usage.EstimateInput(data), context), maxOutput
+	ex.inputEstimate, ex.outputCap = max(usage.EstimateInput(data), conversation), maxOutput
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, usage.Request{Model: ex.model.Name, MaxOutput: maxOutput})
 }
 
