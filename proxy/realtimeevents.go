@@ -21,6 +21,7 @@ import (
 // The Realtime event types the meter reads.
 const (
 	realtimeCreate      = "response.create"
+	realtimeUpdate      = "session.update"
 	realtimeCreated     = "response.created"
 	realtimeDone        = "response.done"
 	realtimeError       = "error"
@@ -39,6 +40,10 @@ type realtimeClient struct {
 	// maxOutput is its response's max_output_tokens (or the beta's
 	// max_response_output_tokens), rounded up; 0 for none or "inf".
 	maxOutput int64
+	// model is the model a session.update's session names, and
+	// namesModel whether it names one.
+	model      string
+	namesModel bool
 }
 
 // Why a Realtime client event cannot be read.
@@ -46,6 +51,7 @@ var (
 	errRealtimeEventID = errors.New(`a client event's "event_id" must be a string, not empty, spelt so`)
 	errRealtimeCap     = errors.New(`a response's "max_output_tokens" must be a number or "inf"`)
 	errRealtimeResp    = errors.New(`a response.create's "response" must be an object`)
+	errRealtimeModel   = errors.New(`a session.update's "session" must be an object, its "model" a string`)
 )
 
 // readRealtimeClient reads a Realtime client event: its type and
@@ -56,15 +62,16 @@ var (
 // provider could read otherwise than the proxy: anything but an object, a
 // key it reads repeated, a type not a string, an event_id not a string,
 // empty, or spelt otherwise than "event_id" (an error answering the
-// event names it by that), a cap neither a number nor "inf".
+// event names it by that), a cap neither a number nor "inf", a
+// session.update's model not a string.
 func readRealtimeClient(data []byte) (realtimeClient, error) {
 	var ev realtimeClient
 	if !isObject(data) {
 		return ev, errNotObject
 	}
 	ev.idAt = bytes.IndexByte(data, '{') + 1
-	var seenType, seenID, seenResp bool
-	var resp gjson.Result
+	var seenType, seenID, seenResp, seenSession, update bool
+	var resp, session gjson.Result
 	var err error
 	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
 		switch {
@@ -75,7 +82,7 @@ func readRealtimeClient(data []byte) (realtimeClient, error) {
 			case v.Type != gjson.String:
 				err = errEnvelopeType
 			}
-			seenType, ev.create = true, strings.EqualFold(v.Str, realtimeCreate)
+			seenType, ev.create, update = true, strings.EqualFold(v.Str, realtimeCreate), strings.EqualFold(v.Str, realtimeUpdate)
 		case strings.EqualFold(k.Str, realtimeEventIDName):
 			switch {
 			case seenID:
@@ -89,9 +96,17 @@ func readRealtimeClient(data []byte) (realtimeClient, error) {
 				err = errEnvelopeTwice
 			}
 			seenResp, resp = true, v
+		case strings.EqualFold(k.Str, "session"):
+			if seenSession {
+				err = errEnvelopeTwice
+			}
+			seenSession, session = true, v
 		}
 		return err == nil
 	})
+	if err == nil && update && session.Exists() {
+		ev.model, ev.namesModel, err = readSessionModel(session)
+	}
 	if err != nil || !ev.create || !resp.Exists() || resp.Type == gjson.Null {
 		return ev, err
 	}
@@ -100,6 +115,28 @@ func readRealtimeClient(data []byte) (realtimeClient, error) {
 	}
 	ev.maxOutput, err = readRealtimeCap(resp)
 	return ev, err
+}
+
+// readSessionModel reads the model a session.update's session names:
+// its model member (once), a string.
+func readSessionModel(session gjson.Result) (model string, named bool, err error) {
+	if !session.IsObject() {
+		return "", false, errRealtimeModel
+	}
+	session.ForEach(func(k, v gjson.Result) bool {
+		if !strings.EqualFold(k.Str, "model") {
+			return true
+		}
+		switch {
+		case named:
+			err = errEnvelopeTwice
+		case v.Type != gjson.String:
+			err = errRealtimeModel
+		}
+		model, named = strings.Clone(v.Str), true
+		return err == nil
+	})
+	return model, named, err
 }
 
 // readRealtimeCap reads a response.create's response's output cap:

@@ -34,6 +34,12 @@ func TestReadRealtimeClient(t *testing.T) {
 		{`{"type":"response.create","response":{},"Response":{}}`, realtimeClient{}, errEnvelopeTwice},
 		{`{"type":1}`, realtimeClient{}, errEnvelopeType},
 		{`"response.create"`, realtimeClient{}, errNotObject},
+		{`{"type":"session.update","session":{"type":"realtime","model":"gpt-realtime-mini"}}`, realtimeClient{idAt: 1, model: "gpt-realtime-mini", namesModel: true}, nil},
+		{`{"type":"session.update","session":{"instructions":"be brief"}}`, realtimeClient{idAt: 1}, nil},
+		{`{"type":"session.update","session":{"model":1}}`, realtimeClient{}, errRealtimeModel},
+		{`{"type":"session.update","session":{"model":"a","Model":"b"}}`, realtimeClient{}, errEnvelopeTwice},
+		{`{"type":"session.update","session":"x"}`, realtimeClient{}, errRealtimeModel},
+		{`{"type":"conversation.item.create","session":"x"}`, realtimeClient{idAt: 1}, nil},
 	}
 	for _, tt := range tests {
 		got, err := readRealtimeClient([]byte(tt.event))

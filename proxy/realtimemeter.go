@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +58,16 @@ type pendingTurn struct {
 	id string
 }
 
+// sameModel reports whether name is the session's model m: the same
+// string, regardless of case for an Azure deployment (as the pools and
+// prices match one).
+func sameModel(m quota.Model, name string) bool {
+	if m.Deployment {
+		return strings.EqualFold(m.Name, name)
+	}
+	return m.Name == name
+}
+
 // maxRealtimeTurns bounds a session's responses pending and active at
 // once: the provider runs one at a time in a conversation (and a few out
 // of band).
@@ -72,6 +83,12 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 	if err != nil {
 		r.s.tellRefusal(refusal{status: http.StatusBadRequest, reason: reasonBadRequest, kind: "invalid_request_error",
 			message: "meterproxy: " + err.Error()}, "")
+		return false
+	}
+	if ev.namesModel && !sameModel(r.s.ex.model, ev.model) {
+		r.s.tellRefusal(refusal{status: http.StatusBadRequest, reason: reasonBadRequest, kind: "invalid_request_error",
+			message: fmt.Sprintf("meterproxy: this session is metered and priced for model %q, which its handshake named; a session.update may not name another",
+				bounded(r.s.ex.model.Name, maxSessionModel))}, ev.eventID)
 		return false
 	}
 	if !ev.create {

@@ -293,6 +293,16 @@ func TestRealtimeClientEvents(t *testing.T) {
 			t.Errorf("%s answered %v, want a Realtime error event", ev, got)
 		}
 	}
+	// A session.update may name the session's model, and no other: the
+	// session is priced for its handshake's.
+	rtSend(t, c, `{"type":"session.update","event_id":"u1","session":{"type":"realtime","model":"gpt-realtime-pro"}}`)
+	if ev := rtRead(t, c); ev["type"] != "error" || ev["error"].(map[string]any)["event_id"] != "u1" {
+		t.Errorf("a session.update naming another model answered %v", ev)
+	}
+	rtSend(t, c, `{"type":"session.update","session":{"type":"realtime","model":"gpt-realtime"}}`)
+	if ev := rtRead(t, c); ev["type"] != "session.updated" {
+		t.Errorf("a session.update naming the session's model answered %v", ev)
+	}
 	// A second response while one is active: the provider refuses it,
 	// naming the event_id meterproxy gave it; the turn ends refused.
 	rtSend(t, c, rtTextOnly)
