@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,9 @@ func (h *Handler) DrainSockets(ctx context.Context) {
 	for s := range ss.open {
 		close(s.drain)
 	}
+	open := len(ss.open)
 	ss.mu.Unlock()
+	h.log.Info("sockets_draining", slog.Int("open", open))
 	cut := ctx.Done()
 	for {
 		ss.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -350,5 +351,82 @@ func TestSocketCloses(t *testing.T) {
 	}
 	if n := sum(m, "meterproxy_body_memory_bytes", nil); n != 0 {
 		t.Errorf("body memory = %v once every socket closed", n)
+	}
+}
+
+// TestSocketUpstreamRateLimit: the provider's rate-limit error event
+// answers its turn: passed to the client as it came, counted in
+// meterproxy_upstream_429_total and as a forwarded 429, its headers read
+// as an HTTP 429's are (the account's remaining requests), the turn's
+// slot freed; the session goes on.
+func TestSocketUpstreamRateLimit(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, RPM: 2})
+	p := socketsProxy(t, fp, nil)
+	c := openSocket(t, p, agentKey)
+	var limited socketEvent
+	for n := 0; n < 3 && limited == nil; n++ {
+		events := sendTurn(t, c, createTurn(n, ""))
+		if last := events[len(events)-1]; last.typ() == "error" {
+			limited = last
+		}
+	}
+	if status, _, _ := limited.errorOf(); status != http.StatusTooManyRequests {
+		t.Fatalf("third turn = %v, want the provider's 429 error event", limited)
+	}
+	m := scrape(t, p.AdminURL)
+	if n := sum(m, "meterproxy_upstream_429_total", nil); n != 1 {
+		t.Errorf("upstream 429s = %v, want 1", n)
+	}
+	if n := sum(m, "meterproxy_requests_total", map[string]string{"outcome": "forwarded", "code": "429"}); n != 1 {
+		t.Errorf("forwarded 429s = %v, want 1", n)
+	}
+	if n := sum(m, "meterproxy_upstream_remaining", map[string]string{"kind": "requests"}); n != 0 {
+		t.Errorf("upstream remaining requests = %v, want the event's 0", n)
+	}
+	if n := sum(m, "meterproxy_caller_in_flight", nil); n != 0 {
+		t.Errorf("in flight = %v after the refused turn, want 0", n)
+	}
+	c.CloseRead(t.Context()) // a reader, for the pong
+	if err := c.Ping(t.Context()); err != nil {
+		t.Errorf("the session did not survive the provider's refusal: %v", err)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	socketsQuiet(t, p)
+}
+
+// TestSocketDrainLetsTheTurnFinish: on SIGTERM a socket's turn in flight
+// finishes, a response.create sent during the drain is refused with a
+// shutting_down error event, and the socket then closes 1001; the
+// process exits 0.
+func TestSocketDrainLetsTheTurnFinish(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
+	p := socketsProxy(t, fp, nil)
+	c := openSocket(t, p, agentKey)
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(createTurn(0, `,"metadata":{"x-fake-latency":"3s"}`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn in flight", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_caller_in_flight", map[string]string{"caller": "agent"}) == 1
+	})
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sockets' drain", func() bool { return strings.Contains(p.Logs(), "sockets_draining") })
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(createTurn(1, ""))); err != nil {
+		t.Fatal(err)
+	}
+	refused := readTurn(t, c)
+	if status, code, _ := refused[len(refused)-1].errorOf(); status != http.StatusServiceUnavailable || code != "shutting_down" {
+		t.Fatalf("a turn during the drain: %v, want a shutting_down error event", refused)
+	}
+	if done := readTurn(t, c); done[len(done)-1].typ() != "response.completed" {
+		t.Fatalf("the turn in flight ended %v, want completed", done[len(done)-1])
+	}
+	_, _, err := c.Read(t.Context())
+	if code := websocket.CloseStatus(err); code != websocket.StatusGoingAway {
+		t.Fatalf("close = %v, want 1001 once the turn finished", err)
+	}
+	if err := p.Wait(30 * time.Second); err != nil {
+		t.Errorf("exit: %v, want status 0", err)
 	}
 }
