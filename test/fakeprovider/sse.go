@@ -81,7 +81,8 @@ func (s sseWriter) pause(d time.Duration) error {
 }
 
 // stream answers 200 with plan as an event stream, paced by
-// Config.ChunkInterval, honouring the stall and cut knobs.
+// Config.ChunkInterval, honouring the stall and cut knobs, and ends it
+// Config.EndLag after its last event.
 func (x *exchange) stream(plan streamPlan) {
 	h := x.w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -116,5 +117,6 @@ func (x *exchange) stream(plan streamPlan) {
 	if s.pause(interval) != nil || s.sendAll(plan.tail) != nil {
 		return
 	}
-	x.outcome = streamCompleted
+	x.outcome = streamCompleted // every event is out, whatever the client does next
+	_ = s.pause(x.p.cfg.EndLag)
 }
