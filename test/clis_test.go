@@ -204,8 +204,9 @@ const cliKey = "sk-e2e-agent-cli-0123456789abcdef"
 // one interactive caller (agent, key cliKey) with a monthly budget,
 // priced models, unknown callers refused (so a probe without a key would
 // have been a refusal), the provider's key replacing the caller's. The
-// fake's streams end 100 ms after their last event, as Codex's close
-// right after response.completed then cut them before the fix.
+// fake's streams end 100 ms after their last event, so Codex, which closes
+// its connection right after response.completed, leaves before a stream's
+// end (which made its turns cut short and estimated before issue 33).
 func cliProxy(t *testing.T) (*procs.Proxy, *upstreamLog) {
 	t.Helper()
 	log := &upstreamLog{}
