@@ -54,6 +54,8 @@
 // Azure deployments) limits of their own, as providers keep them.
 // [Config.Slots] makes it a server with a knee, as a self-hosted model
 // server is: latency stretched by the requests in service over the slots.
+// [Config.EndLag] ends a stream that long after its last event, as an
+// upstream's end may lag its terminal event.
 // Anthropic's token remainders are rounded to the nearest thousand, as
 // Anthropic's are. Batch endpoints have their own quota at real providers,
 // so they are neither debited nor limited here.
