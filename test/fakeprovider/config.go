@@ -119,9 +119,11 @@ type ModelLimits struct {
 // DefaultConfig returns the configuration cmd/fakeprovider starts from.
 func DefaultConfig() Config {
 	return Config{
-		Latency:       50 * time.Millisecond,
-		StreamChunks:  DefaultStreamChunks,
-		ChunkInterval: 20 * time.Millisecond,
+		Latency:           50 * time.Millisecond,
+		StreamChunks:      DefaultStreamChunks,
+		ChunkInterval:     20 * time.Millisecond,
+		WSMaxAge:          DefaultWSMaxAge,
+		WSMaxMessageBytes: DefaultWSMaxMessageBytes,
 	}
 }
 

@@ -61,25 +61,88 @@ type socketConn struct {
 	opened time.Time   // by Config.Now
 	// expireOnce sends the age limit's error and closes, once.
 	expireOnce sync.Once
+	// done is closed when the socket has ended and its goroutines with it.
+	done chan struct{}
 }
 
 // acceptSocket upgrades r to a WebSocket of kind, negotiating one of
 // subprotocols when the client offers it, and counts it open; ok is false
 // when the upgrade failed (Accept has answered).
 func (p *Provider) acceptSocket(w http.ResponseWriter, r *http.Request, kind SocketKind, subprotocols []string) (*socketConn, bool) {
+	p.socketUp() // before the handshake: a client that dialled may wait for it to close
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       subprotocols,
 		InsecureSkipVerify: true, // a test double: any Origin
 	})
 	if err != nil {
+		p.socketDown(nil)
 		return nil, false
 	}
 	conn.SetReadLimit(p.cfg.WSMaxMessageBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	s := &socketConn{p: p, kind: kind, conn: conn, ctx: ctx, cancel: cancel, path: r.URL.Path,
-		header: r.Header.Clone(), opened: p.cfg.Now()}
+		header: r.Header.Clone(), opened: p.cfg.Now(), done: make(chan struct{})}
 	p.countSocket(kind, 1)
+	p.mu.Lock()
+	p.sockets[s] = struct{}{}
+	p.mu.Unlock()
 	return s, true
+}
+
+// socketUp counts a socket coming up (WaitSocketsClosed waits for it).
+func (p *Provider) socketUp() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.socketsLive == 0 {
+		p.socketsGone = make(chan struct{})
+	}
+	p.socketsLive++
+}
+
+// socketDown counts a socket gone: s, or one whose upgrade failed (nil).
+func (p *Provider) socketDown(s *socketConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.sockets, s)
+	if p.socketsLive--; p.socketsLive == 0 {
+		close(p.socketsGone)
+	}
+}
+
+// WaitSocketsClosed waits until no WebSocket is open — every one has
+// ended, its turns with it, and is counted closed in Stats — or until ctx
+// ends, and returns ctx's error then.
+func (p *Provider) WaitSocketsClosed(ctx context.Context) error {
+	p.mu.Lock()
+	gone := p.socketsGone
+	p.mu.Unlock()
+	select {
+	case <-gone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("fakeprovider: wait for sockets to close: %w", context.Cause(ctx))
+	}
+}
+
+// CloseSockets closes every open WebSocket with 1001 (going away), as a
+// provider closes them when it restarts, and returns once their turns
+// and responses have ended. A turn in progress is cut.
+func (p *Provider) CloseSockets() {
+	p.mu.Lock()
+	open := make([]*socketConn, 0, len(p.sockets))
+	for s := range p.sockets {
+		open = append(open, s)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range open {
+		wg.Go(func() {
+			s.cancel()
+			_ = s.conn.Close(websocket.StatusGoingAway, "server going away")
+			<-s.done
+		})
+	}
+	wg.Wait()
 }
 
 // countSocket counts a socket of kind opened (+1) or closed (-1).
@@ -116,6 +179,8 @@ func (s *socketConn) run(handle func(typ websocket.MessageType, msg []byte), wai
 		wait()
 		watch.Wait()
 		s.p.countSocket(s.kind, -1)
+		close(s.done)
+		s.p.socketDown(s)
 	}()
 	watch.Go(func() {
 		t := time.NewTimer(s.p.cfg.WSMaxAge)
