@@ -13,6 +13,12 @@
 //
 //	fakeprovider -rpm 600 -tpm 60000 -enforce-tpm -window 10s \
 //	    -model gpt-4o:rpm=300,tpm=30000 -model gpt-4o-mini:tpm=100000
+//
+// It serves the Responses API over WebSocket (GET /v1/responses with
+// Upgrade: websocket) and Realtime sessions (GET /v1/realtime?model=…)
+// as well; -ws-max-age bounds how long a socket stays open (60 minutes,
+// as OpenAI's) and -ws-max-message the size of a client message. On
+// shutdown open sockets are closed with 1001.
 package main
 
 import (
@@ -62,13 +68,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("fakeprovider: listen: %w", err)
 	}
+	provider := fakeprovider.New(cfg)
 	srv := &http.Server{
-		Handler:           fakeprovider.New(cfg),
+		Handler:           provider,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "rpm", cfg.RPM, "tpm", cfg.TPM, "enforce_tpm", cfg.EnforceTPM,
 		"window", cfg.Window, "models", len(cfg.Models), "slots", cfg.Slots,
-		"latency", cfg.Latency, "chunks", cfg.StreamChunks, "chunk_interval", cfg.ChunkInterval)
+		"latency", cfg.Latency, "chunks", cfg.StreamChunks, "chunk_interval", cfg.ChunkInterval,
+		"ws_max_age", cfg.WSMaxAge, "ws_max_message_bytes", cfg.WSMaxMessageBytes)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -80,7 +88,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), shutdownGrace,
 		errors.New("fakeprovider: shutdown grace period over"))
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	err = srv.Shutdown(sctx)
+	provider.CloseSockets() // Shutdown leaves hijacked connections alone
+	if err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("fakeprovider: shutdown: %w", err)
 	}
@@ -101,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "delay before response headers")
 	fs.IntVar(&cfg.StreamChunks, "chunks", cfg.StreamChunks, "content chunks per SSE stream")
 	fs.DurationVar(&cfg.ChunkInterval, "chunk-interval", cfg.ChunkInterval, "pause between SSE chunks")
+	fs.DurationVar(&cfg.EndLag, "end-lag", cfg.EndLag, "pause between a stream's last event and its end (0 = none)")
 	fs.IntVar(&cfg.RPM, "rpm", cfg.RPM, "requests per minute limit (0 = unlimited)")
 	fs.IntVar(&cfg.TPM, "tpm", cfg.TPM, "tokens per minute reported in headers (0 = not reported)")
 	fs.BoolVar(&cfg.EnforceTPM, "enforce-tpm", cfg.EnforceTPM, "enforce -tpm (and -output-tpm): charge each request as its provider does, answer 429 past it")
@@ -112,6 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 		cfg.Models = append(cfg.Models, m)
 		return err
 	})
+	fs.DurationVar(&cfg.WSMaxAge, "ws-max-age", cfg.WSMaxAge, "how long a WebSocket (Responses or Realtime) may stay open; then an error event and close 1000, as OpenAI's 60 minutes")
+	fs.Int64Var(&cfg.WSMaxMessageBytes, "ws-max-message", cfg.WSMaxMessageBytes, "largest client message on a WebSocket, in bytes; larger closes it with 1009")
 	fs.IntVar(&cfg.MaxOutputTokens, "max-output-tokens", cfg.MaxOutputTokens, "most output tokens a chat request may ask for; more is answered 400 (0 = 2^31-1)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"go.uber.org/goleak"
 )
@@ -31,11 +32,14 @@ func TestParseFlags(t *testing.T) {
 		wantErr    bool
 	}{
 		{"defaults", nil, def, ":8081", false},
-		{"all flags", []string{"-listen", "127.0.0.1:9", "-latency", "1s", "-chunks", "7", "-chunk-interval", "0s", "-rpm", "600", "-tpm", "90000"},
-			fakeprovider.Config{Latency: time.Second, StreamChunks: 7, RPM: 600, TPM: 90000}, "127.0.0.1:9", false},
+		{"all flags", []string{"-listen", "127.0.0.1:9", "-latency", "1s", "-chunks", "7", "-chunk-interval", "0s", "-rpm", "600", "-tpm", "90000",
+			"-ws-max-age", "5m", "-ws-max-message", "4096"},
+			fakeprovider.Config{Latency: time.Second, StreamChunks: 7, RPM: 600, TPM: 90000, WSMaxAge: 5 * time.Minute, WSMaxMessageBytes: 4096},
+			"127.0.0.1:9", false},
 		{"token limits, models and windows", []string{"-tpm", "6000", "-enforce-tpm", "-output-tpm", "900", "-window", "10s",
 			"-model", "gpt-4o:rpm=300,tpm=30000", "-model", "my-deployment:output-tpm=5", "-model", "free"},
 			fakeprovider.Config{Latency: def.Latency, StreamChunks: def.StreamChunks, ChunkInterval: def.ChunkInterval,
+				WSMaxAge: def.WSMaxAge, WSMaxMessageBytes: def.WSMaxMessageBytes,
 				TPM: 6000, EnforceTPM: true, OutputTPM: 900, Window: 10 * time.Second, Models: []fakeprovider.ModelLimits{
 					{Name: "gpt-4o", RPM: 300, TPM: 30000}, {Name: "my-deployment", OutputTPM: 5}, {Name: "free"}}}, ":8081", false},
 		{"a model without a name", []string{"-model", ":rpm=5"}, fakeprovider.Config{}, "", true},
@@ -43,7 +47,9 @@ func TestParseFlags(t *testing.T) {
 		{"a model's bad number", []string{"-model", "gpt-4o:rpm=-5"}, fakeprovider.Config{}, "", true},
 		{"negative window", []string{"-window", "-1s"}, fakeprovider.Config{}, "", true},
 		{"a knee", []string{"-slots", "8", "-latency", "200ms"},
-			fakeprovider.Config{Latency: 200 * time.Millisecond, StreamChunks: def.StreamChunks, ChunkInterval: def.ChunkInterval, Slots: 8}, ":8081", false},
+			fakeprovider.Config{Latency: 200 * time.Millisecond, StreamChunks: def.StreamChunks, ChunkInterval: def.ChunkInterval, Slots: 8,
+				WSMaxAge: def.WSMaxAge, WSMaxMessageBytes: def.WSMaxMessageBytes}, ":8081", false},
+		{"negative ws-max-age", []string{"-ws-max-age", "-1s"}, fakeprovider.Config{}, "", true},
 		{"negative slots", []string{"-slots", "-1"}, fakeprovider.Config{}, "", true},
 		{"negative rpm", []string{"-rpm", "-1"}, fakeprovider.Config{}, "", true},
 		{"unknown flag", []string{"-nope"}, fakeprovider.Config{}, "", true},
@@ -100,7 +106,19 @@ func TestRunServesAndStops(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("x-ratelimit-limit-requests") != "60" {
 		t.Errorf("status %d, limit %q", resp.StatusCode, resp.Header.Get("x-ratelimit-limit-requests"))
 	}
+	// A Responses socket open at shutdown is closed with 1001.
+	ws, wsResp, err := websocket.Dial(t.Context(), "ws://"+addr+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wsResp.Body != nil {
+		_ = wsResp.Body.Close()
+	}
+	defer func() { _ = ws.CloseNow() }()
 	cancel()
+	if _, _, err := ws.Read(t.Context()); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Errorf("socket at shutdown: %v, want close 1001", err)
+	}
 	if err := <-done; err != nil {
 		t.Errorf("run = %v", err)
 	}

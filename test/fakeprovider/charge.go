@@ -29,7 +29,13 @@ import (
 func (p *Provider) limit(a *arrival, api api, path string, body []byte, now time.Time) {
 	var f chargeFields
 	_ = decodeLenient(body, &f) // a body that is not JSON: the account's limits, charged its prompt
-	lim := p.limitsFor(modelOf(path, f.Model))
+	p.limitCharge(a, api, modelOf(path, f.Model), promptTokens(body), f, now)
+}
+
+// limitCharge is limit for a request for model with prompt tokens and the
+// output fields f (p.mu held).
+func (p *Provider) limitCharge(a *arrival, api api, model string, prompt int, f chargeFields, now time.Time) {
+	lim := p.limitsFor(model)
 	a.limits = lim
 	a.admitted, a.requests = lim.requests.admit(now)
 	if api == anthropic && p.cfg.EnforceTPM {
@@ -38,9 +44,9 @@ func (p *Provider) limit(a *arrival, api api, path string, body []byte, now time
 		a.admitted = a.admitted && ok
 	}
 	if !p.cfg.EnforceTPM {
-		a.tokens = lim.tokens.spend(now, promptTokens(body))
+		a.tokens = lim.tokens.spend(now, prompt)
 	} else if a.admitted {
-		charge := admissionCharge(api, promptTokens(body), f)
+		charge := admissionCharge(api, prompt, f)
 		var ok bool
 		ok, a.tokens = lim.tokens.take(now, charge)
 		a.admitted = ok
@@ -53,6 +59,22 @@ func (p *Provider) limit(a *arrival, api api, path string, body []byte, now time
 	if a.tokens.limit > 0 {
 		a.rec.TokensRemaining = int(math.Floor(math.Max(lim.tokens.level, 0)))
 	}
+}
+
+// limitsNow is the state of lim's request and token buckets at now, as a
+// rate_limits.updated event reports them.
+func (p *Provider) limitsNow(lim *limits, now time.Time) (requests, tokens limitState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if lim.requests.capacity > 0 {
+		lim.requests.refill(now)
+		requests = lim.requests.state(now)
+	}
+	if lim.tokens.capacity > 0 {
+		lim.tokens.refill(now)
+		tokens = lim.tokens.state(now)
+	}
+	return requests, tokens
 }
 
 // chargeOutput charges Anthropic's output tokens, n of them generated at

@@ -21,6 +21,8 @@
 //	POST /v1/messages/batches   an Anthropic message batch object, its requests in the body
 //	GET  /v1/messages/batches/{id}          the batch; POST …/cancel cancels it
 //	GET  /v1/messages/batches/{id}/results  its results, JSONL, once it ended
+//	GET  /v1/responses (Upgrade: websocket)  the Responses API over WebSocket
+//	GET  /v1/realtime?model=… (Upgrade: websocket)  a Realtime session
 //
 // A batch runs when it is first retrieved, and ends at once: an OpenAI
 // batch completed, with each request answered as a chat completion in its
@@ -54,6 +56,8 @@
 // Azure deployments) limits of their own, as providers keep them.
 // [Config.Slots] makes it a server with a knee, as a self-hosted model
 // server is: latency stretched by the requests in service over the slots.
+// [Config.EndLag] ends a stream that long after its last event, as an
+// upstream's end may lag its terminal event.
 // Anthropic's token remainders are rounded to the nearest thousand, as
 // Anthropic's are. Batch endpoints have their own quota at real providers,
 // so they are neither debited nor limited here.
@@ -67,6 +71,13 @@
 //	X-Fake-Retry-After: 2     with X-Fake-Status: 429, send retry-after (seconds) and retry-after-ms
 //	X-Fake-Stall-After: 3     stream 3 content chunks, then hang until the client goes away
 //	X-Fake-Cut-After: 3       stream 3 content chunks, then abort the connection
+//	X-Fake-Cut-At: mid_deltas cut the transport at a point of the stream (CutAt): after_created,
+//	                          mid_deltas, before_terminal or after_terminal; an SSE response
+//	                          aborted, a socket closed without a close frame
+//	X-Fake-Terminal-Delay: 1s hold a stream's last event (response.completed, response.done,
+//	                          message_stop, [DONE]) back this long
+//	X-Fake-Fail-After: 2      end a streamed Responses reply after 2 content chunks with
+//	                          response.failed, its usage the output sent
 //
 // and three shape a chat completion's reply:
 //
@@ -101,10 +112,76 @@
 // processing lacks capacity; [Stats].FlexUnavailable counts them (not
 // RateLimited). They draw on the rate limit like any other request.
 //
+// # WebSockets
+//
+// A WebSocket upgrade on /v1/responses (Azure: /openai/v1/responses,
+// /openai/responses) is the Responses API's WebSocket mode. Each client
+// message {"type":"response.create", …the fields of POST /v1/responses}
+// is one request, answered exactly as POST /v1/responses with those
+// fields less type and stream_id, plus "stream": true, keys sorted (that
+// is its body: a quarter of its bytes its input tokens, its hash its ids)
+// would be: the same rate limit and headers, knobs, events — each a text
+// message, with stream_id echoed when the event named one — usage, and
+// log entry (Request.Socket "responses"). stream is implicit; background
+// is refused; "generate": false (a warmup, over HTTP as well) completes
+// without output, its usage the input alone. Turns on one stream_id (or on none) run in order; lanes run
+// side by side, at most 16 responses in flight and 32 named lanes a
+// connection. A refused turn, one the rate limit refuses included, is an
+// error event — {"type":"error","status":429,"error":{type, code,
+// message, param},"headers":{x-ratelimit-…, retry-after}} as OpenAI sends
+// it — and the socket goes on; so is a message that is not a
+// response.create (status 400, code invalid_json, invalid_event,
+// unsupported_parameter, invalid_value or websocket_stream_limit_reached).
+// The fault knobs apply to every turn when sent on the upgrade, and to
+// one turn as its metadata entries named like them ("metadata":
+// {"x-fake-cut-at": "mid_deltas"}).
+//
+// A WebSocket upgrade on /v1/realtime?model=… (Azure:
+// /openai/realtime?deployment=…; the "realtime" subprotocol is
+// negotiated) is a Realtime session in the GA API's shapes. It starts with
+// session.created (audio out, server VAD) and takes session.update (→
+// session.updated; output_modalities, instructions, max_output_tokens,
+// audio.input.turn_detection, or the beta's modalities, turn_detection,
+// max_response_output_tokens), conversation.item.create (→
+// conversation.item.created), input_audio_buffer.append, .commit
+// (→ input_audio_buffer.committed and the item's
+// conversation.item.created; with server VAD the
+// server then creates a response itself, Request.ServerCreated) and
+// .clear, response.create and response.cancel (→ response.done
+// cancelled, its usage the output sent). Each response is a request on
+// the session's path (rate-limited for the session's model, charged its
+// input, logged with Request.Socket "realtime"): response.created, the
+// item (conversation.item.added and, at its end, .done), its
+// response.output_text.delta (or
+// response.output_audio_transcript.delta when spoken) events, and
+// response.done with usage {total_tokens, input_tokens, output_tokens,
+// input_token_details {cached_tokens, text_tokens, audio_tokens,
+// cached_tokens_details}, output_token_details {text_tokens,
+// audio_tokens}}, then rate_limits.updated with the request and token
+// buckets' limit, remaining and reset_seconds (those the provider has). A
+// response the rate limit refuses is an error event (rate_limit_error,
+// rate_limit_exceeded) followed by rate_limits.updated; the session goes
+// on. Usage is deterministic: a client item's text tokens are a quarter
+// of its JSON's bytes, committed audio one token per 100 ms of 24 kHz
+// PCM16 (4,800 bytes), a response's input the whole conversation (the
+// assistant's earlier output included), its cached input the previous
+// response's input, its output the reply's words as text tokens and, when
+// spoken, four audio tokens a word. A response's knobs are the upgrade's
+// headers and its response.metadata's x-fake-* entries.
+//
+// Both close a socket with 1009 when a client message exceeds
+// [Config.WSMaxMessageBytes], and at [Config.WSMaxAge] send an error event
+// (websocket_connection_limit_reached; session_expired in Realtime) and
+// close with 1000. Pings are answered. [Provider.CloseSockets] closes
+// every socket with 1001; [Stats] counts sockets, turns, server-created
+// responses and socket errors; [Provider.WaitIdle] waits until every
+// request and turn is logged.
+//
 // A chat request asking for more output tokens than [Config.MaxOutputTokens]
 // (or for a number of them that is not a whole number, 1e300) is answered
 // 400, as OpenAI answers it; of duplicate keys the last counts, as at the
-// providers. Stall and cut apply to streamed requests only. A knob that does not parse
+// providers. Stall, cut and the terminal delay apply to streamed
+// requests only. A knob that does not parse
 // is answered with 400. Configured and per-request latency is skipped for
 // requests refused by the rate limit, as a provider's edge refuses at once.
 package fakeprovider

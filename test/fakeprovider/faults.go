@@ -22,6 +22,10 @@ const (
 	// HeaderTerminalDelay holds a stream's last event (response.completed,
 	// response.done, message_stop, [DONE]) back this long (a Go duration).
 	HeaderTerminalDelay = "X-Fake-Terminal-Delay"
+	// HeaderFailAfter ends a streamed Responses reply after this many
+	// content chunks with response.failed (a server_error), its usage the
+	// input and the output sent: a generation that failed midway.
+	HeaderFailAfter = "X-Fake-Fail-After"
 )
 
 // CutAt is a point of a stream where HeaderCutAt cuts its transport.
@@ -68,12 +72,13 @@ type faults struct {
 	stallAfter    int // content chunks before stalling; -1 means never
 	cutAfter      int // content chunks before aborting; -1 means never
 	cutAt         CutAt
+	failAfter     int           // content chunks before response.failed; -1 means never
 	terminalDelay time.Duration // before a stream's last event
 }
 
 // parseFaults reads the knobs from h and reports every malformed one.
 func parseFaults(h http.Header) (faults, error) {
-	f := faults{stallAfter: -1, cutAfter: -1}
+	f := faults{stallAfter: -1, cutAfter: -1, failAfter: -1}
 	var errs []error
 	bad := func(name, v string, why string) {
 		errs = append(errs, fmt.Errorf("fakeprovider: header %s: %q %s", name, v, why))
@@ -117,7 +122,7 @@ func parseFaults(h http.Header) (faults, error) {
 	for _, k := range []struct {
 		name string
 		dst  *int
-	}{{HeaderStallAfter, &f.stallAfter}, {HeaderCutAfter, &f.cutAfter}} {
+	}{{HeaderStallAfter, &f.stallAfter}, {HeaderCutAfter, &f.cutAfter}, {HeaderFailAfter, &f.failAfter}} {
 		if v := h.Get(k.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {

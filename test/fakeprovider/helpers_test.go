@@ -49,6 +49,7 @@ func newServer(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Provider, *
 	p := fakeprovider.New(cfg)
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
+	t.Cleanup(p.CloseSockets) // first: the server does not wait for hijacked connections
 	return p, srv
 }
 

@@ -36,6 +36,15 @@ type Provider struct {
 	// idle is closed while it is zero (WaitIdle).
 	active int
 	idle   chan struct{}
+	// sockets are the open WebSockets (socket.go); socketsLive counts
+	// them and the upgrades under way, and socketsGone is closed while it
+	// is zero (WaitSocketsClosed).
+	sockets     map[*socketConn]struct{}
+	socketsLive int
+	socketsGone chan struct{}
+	// socketsClosing is the CloseSockets calls under way: a socket
+	// accepted meanwhile is closed at once.
+	socketsClosing int
 	// jobs are the files and batches (files.go, batch.go).
 	jobs *batchJobs
 }
@@ -46,8 +55,9 @@ var _ http.Handler = (*Provider)(nil)
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
 	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs(),
-		idle: make(chan struct{})}
+		idle: make(chan struct{}), sockets: make(map[*socketConn]struct{}), socketsGone: make(chan struct{})}
 	close(p.idle)
+	close(p.socketsGone)
 	p.resetLocked()
 	return p
 }
@@ -162,7 +172,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (x.sink set), which takes the same path.
 func (x *exchange) serve(readErr error) {
 	p, r, w := x.p, x.r, x.w
-	x.arr = p.arriveOn(r, x.body, x.now, !isBatchPath(r.URL.Path), x.socket, x.streamID)
+	x.arr = p.arriveTurn(r, x.body, x.now, turnInfo{socket: x.socket, streamID: x.streamID, limited: !isBatchPath(r.URL.Path)})
 	defer func() { p.finish(x.arr, x.status, x.outcome, x.flexRefused, x.usage) }()
 	x.setHeaders()
 	if !x.arr.admitted {

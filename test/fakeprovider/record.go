@@ -30,11 +30,15 @@ type Request struct {
 	// generated; 0 without an output bucket.
 	OutputCharged int
 	// Socket is the kind of WebSocket the request came on as one turn
-	// (Method and Header are the upgrade's); "" for an HTTP request.
+	// (Method is then POST, Path the socket's, Header the upgrade's with
+	// the turn's x-fake-* metadata as headers); "" for an HTTP request.
 	Socket SocketKind
 	// StreamID is the lane (stream_id) of a Responses WebSocket turn; ""
 	// for the connection's own lane.
 	StreamID string
+	// ServerCreated says a Realtime response was created by the server
+	// (server VAD on a commit), not by a client response.create.
+	ServerCreated bool
 	// Usage is what the answer's usage reports (a Responses reply, a chat
 	// completion, a message, a Realtime response.done), whether or not
 	// the client read that far; nil for an answer without usage or one
@@ -130,16 +134,32 @@ type arrival struct {
 	limits   *limits    // the buckets it drew on; nil when not limited
 }
 
-// arrive logs a request and, when limited, debits the buckets, all at
-// instant now.
-func (p *Provider) arrive(r *http.Request, body []byte, now time.Time, limited bool) arrival {
-	return p.arriveOn(r, body, now, limited, "", "")
+// turnInfo is what arriveTurn needs to know of a request beyond its HTTP
+// shape.
+type turnInfo struct {
+	socket        SocketKind
+	streamID      string
+	limited       bool
+	serverCreated bool
+	// charge, when set, is the request's token charge (a Realtime
+	// response: its input is the conversation, not its body).
+	charge *turnCharge
 }
 
-// arriveOn is arrive for a turn of a socket of kind socket on lane
-// streamID ("" for an HTTP request).
-func (p *Provider) arriveOn(r *http.Request, body []byte, now time.Time, limited bool, socket SocketKind, streamID string) arrival {
-	rec := &Request{Method: r.Method, Path: r.URL.Path, Arrived: now, TokensRemaining: -1, Socket: socket, StreamID: streamID}
+// turnCharge is a request's model, prompt tokens and output fields, for
+// the limits.
+type turnCharge struct {
+	model  string
+	prompt int
+	fields chargeFields
+}
+
+// arriveTurn logs a request and, when limited, debits the buckets, all at
+// instant now.
+func (p *Provider) arriveTurn(r *http.Request, body []byte, now time.Time, ti turnInfo) arrival {
+	socket, limited := ti.socket, ti.limited
+	rec := &Request{Method: r.Method, Path: r.URL.Path, Arrived: now, TokensRemaining: -1, Socket: socket,
+		StreamID: ti.streamID, ServerCreated: ti.serverCreated}
 	if !p.cfg.NoLog {
 		rec.Header = r.Header.Clone()
 	}
@@ -166,8 +186,14 @@ func (p *Provider) arriveOn(r *http.Request, body []byte, now time.Time, limited
 	}
 	p.seq++
 	a := arrival{rec: rec, gen: p.gen, seq: p.seq, admitted: true}
-	if limited {
+	switch {
+	case limited && ti.charge != nil:
+		p.limitCharge(&a, apiFor(r.URL.Path), ti.charge.model, ti.charge.prompt, ti.charge.fields, now)
+	case limited:
 		p.limit(&a, apiFor(r.URL.Path), r.URL.Path, body, now)
+	}
+	if ti.serverCreated {
+		p.stats.ServerResponses++
 	}
 	return a
 }

@@ -3,6 +3,7 @@ package fakeprovider
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // responsesRequest is the part of a Responses API request the fake reads.
@@ -12,6 +13,9 @@ type responsesRequest struct {
 	Stream          bool            `json:"stream"`
 	MaxOutputTokens int             `json:"max_output_tokens"`
 	ServiceTier     string          `json:"service_tier"`
+	// Generate false is a warmup (OpenAI's WebSocket mode): the request's
+	// state prepared, no output generated.
+	Generate *bool `json:"generate"`
 }
 
 type responseObject struct {
@@ -24,6 +28,14 @@ type responseObject struct {
 	Output            []outputItem       `json:"output"`
 	ServiceTier       string             `json:"service_tier"`
 	Usage             *responseUsage     `json:"usage"`
+	// Error is a failed response's error; absent otherwise.
+	Error *responseError `json:"error,omitempty"`
+}
+
+// responseError is the error of a failed response.
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 type incompleteDetails struct {
@@ -80,15 +92,60 @@ func (x *exchange) responses() {
 			OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)},
 	}
 	x.usage = &Usage{InputTokens: in, CachedTokens: cached, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)}
+	if req.Generate != nil && !*req.Generate {
+		x.warmup(done, req.Stream)
+		return
+	}
 	if rep.truncated {
 		done.Status = "incomplete"
 		done.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
 	}
 	if req.Stream {
+		if k := x.faults.failAfter; k >= 0 {
+			done, rep = failedResponse(done, rep, k)
+			x.usage.OutputTokens, x.usage.TotalTokens = done.Usage.OutputTokens, done.Usage.TotalTokens
+		}
 		x.stream(responseStream(done, rep))
 		return
 	}
 	x.writeJSON(http.StatusOK, done)
+}
+
+// failedResponse is done and rep cut to their first k content chunks and
+// failed there (HeaderFailAfter): status failed with a server_error, the
+// usage the input and the output words sent.
+func failedResponse(done responseObject, rep reply, k int) (responseObject, reply) {
+	k = min(k, len(rep.chunks))
+	rep.chunks = rep.chunks[:k]
+	rep.text = strings.Join(rep.chunks, "")
+	out := len(strings.Fields(rep.text))
+	u := *done.Usage
+	u.OutputTokens, u.TotalTokens = out, u.InputTokens+out
+	done.Usage, done.Status, done.IncompleteDetails = &u, "failed", nil
+	done.Error = &responseError{Code: "server_error", Message: "The model failed to finish the response (X-Fake-Fail-After)."}
+	done.Output = []outputItem{messageItem(done.Output[0].ID, "incomplete", rep.text)}
+	return done, rep
+}
+
+// warmup answers a request with generate false: done without output, its
+// usage the input alone; streamed, response.created, response.in_progress
+// and response.completed.
+func (x *exchange) warmup(done responseObject, stream bool) {
+	u := *done.Usage
+	u.OutputTokens, u.TotalTokens = 0, u.InputTokens
+	done.Usage, done.Output = &u, []outputItem{}
+	x.usage.OutputTokens, x.usage.TotalTokens = 0, u.TotalTokens
+	if !stream {
+		x.writeJSON(http.StatusOK, done)
+		return
+	}
+	start := done
+	start.Status, start.Usage = "in_progress", nil
+	ev := func(seq int, typ string, r responseObject) sseEvent {
+		return sseEvent{name: typ, data: map[string]any{"type": typ, "sequence_number": seq, "response": r}}
+	}
+	x.stream(streamPlan{head: []sseEvent{ev(0, "response.created", start), ev(1, "response.in_progress", start)},
+		tail: []sseEvent{ev(2, "response.completed", done)}})
 }
 
 func messageItem(id, status, text string) outputItem {
@@ -129,10 +186,7 @@ func responseStream(done responseObject, rep reply) streamPlan {
 	for _, text := range rep.chunks {
 		plan.chunks = append(plan.chunks, ev("response.output_text.delta", at(map[string]any{"delta": text})))
 	}
-	terminal := "response.completed"
-	if done.Status == "incomplete" {
-		terminal = "response.incomplete"
-	}
+	terminal := "response." + done.Status // completed, incomplete, failed
 	plan.tail = []sseEvent{
 		ev("response.output_text.done", at(map[string]any{"text": rep.text})),
 		ev("response.content_part.done", at(map[string]any{"part": textPart(rep.text)})),

@@ -61,25 +61,103 @@ type socketConn struct {
 	opened time.Time   // by Config.Now
 	// expireOnce sends the age limit's error and closes, once.
 	expireOnce sync.Once
+	// done is closed when the socket has ended and its goroutines with it.
+	done chan struct{}
 }
 
 // acceptSocket upgrades r to a WebSocket of kind, negotiating one of
 // subprotocols when the client offers it, and counts it open; ok is false
 // when the upgrade failed (Accept has answered).
 func (p *Provider) acceptSocket(w http.ResponseWriter, r *http.Request, kind SocketKind, subprotocols []string) (*socketConn, bool) {
+	p.socketUp() // before the handshake: a client that dialled may wait for it to close
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       subprotocols,
 		InsecureSkipVerify: true, // a test double: any Origin
 	})
 	if err != nil {
+		p.socketDown(nil)
 		return nil, false
 	}
 	conn.SetReadLimit(p.cfg.WSMaxMessageBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	s := &socketConn{p: p, kind: kind, conn: conn, ctx: ctx, cancel: cancel, path: r.URL.Path,
-		header: r.Header.Clone(), opened: p.cfg.Now()}
+		header: r.Header.Clone(), opened: p.cfg.Now(), done: make(chan struct{})}
 	p.countSocket(kind, 1)
+	p.mu.Lock()
+	p.sockets[s] = struct{}{}
+	closing := p.socketsClosing > 0
+	p.mu.Unlock()
+	if closing { // CloseSockets is under way: this one goes too
+		_ = conn.Close(websocket.StatusGoingAway, "server going away")
+		s.cancel()
+	}
 	return s, true
+}
+
+// socketUp counts a socket coming up (WaitSocketsClosed waits for it).
+func (p *Provider) socketUp() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.socketsLive == 0 {
+		p.socketsGone = make(chan struct{})
+	}
+	p.socketsLive++
+}
+
+// socketDown counts a socket gone: s, or one whose upgrade failed (nil).
+func (p *Provider) socketDown(s *socketConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.sockets, s)
+	if p.socketsLive--; p.socketsLive == 0 {
+		close(p.socketsGone)
+	}
+}
+
+// WaitSocketsClosed waits until no WebSocket is open — every one has
+// ended, its turns with it, and is counted closed in Stats — or until ctx
+// ends, and returns ctx's error then.
+func (p *Provider) WaitSocketsClosed(ctx context.Context) error {
+	p.mu.Lock()
+	gone := p.socketsGone
+	p.mu.Unlock()
+	select {
+	case <-gone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("fakeprovider: wait for sockets to close: %w", context.Cause(ctx))
+	}
+}
+
+// CloseSockets closes every open WebSocket, and any whose upgrade is
+// under way, with 1001 (going away), as a provider closes them when it
+// restarts, and returns once they and their turns and responses have
+// ended. A turn in progress is cut.
+func (p *Provider) CloseSockets() {
+	p.mu.Lock()
+	p.socketsClosing++
+	open := make([]*socketConn, 0, len(p.sockets))
+	for s := range p.sockets {
+		open = append(open, s)
+	}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.socketsClosing--
+		p.mu.Unlock()
+	}()
+	var wg sync.WaitGroup
+	for _, s := range open {
+		wg.Go(func() {
+			// Close before cancelling: a cancelled read would drop the
+			// connection before the close frame is out.
+			_ = s.conn.Close(websocket.StatusGoingAway, "server going away")
+			s.cancel()
+			<-s.done
+		})
+	}
+	wg.Wait()
+	_ = p.WaitSocketsClosed(context.Background()) // those accepted meanwhile close themselves
 }
 
 // countSocket counts a socket of kind opened (+1) or closed (-1).
@@ -116,6 +194,8 @@ func (s *socketConn) run(handle func(typ websocket.MessageType, msg []byte), wai
 		wait()
 		watch.Wait()
 		s.p.countSocket(s.kind, -1)
+		close(s.done)
+		s.p.socketDown(s)
 	}()
 	watch.Go(func() {
 		t := time.NewTimer(s.p.cfg.WSMaxAge)
@@ -232,10 +312,11 @@ func responsesError(status int, typ, code, msg, param string) map[string]any {
 // sendErrorEvent answers a turn of a socket that failed with status and
 // the HTTP error body body: an error event carrying the status, the
 // body's error object and the headers the HTTP answer would have had
-// (rate limits, retry-after), as OpenAI's error events carry them.
+// (rate limits, retry-after) — in error.headers, where OpenAI's API
+// reference puts them, and at the top, where Codex reads them.
 func (x *exchange) sendErrorEvent(status int, body []byte) {
 	var e struct {
-		Error json.RawMessage `json:"error"`
+		Error map[string]any `json:"error"`
 	}
 	_ = json.Unmarshal(body, &e) // our own error bodies: always an error object
 	headers := make(map[string]string)
@@ -244,6 +325,10 @@ func (x *exchange) sendErrorEvent(status int, body []byte) {
 			headers[strings.ToLower(k)] = v[0]
 		}
 	}
+	if e.Error == nil {
+		e.Error = map[string]any{}
+	}
+	e.Error["headers"] = headers
 	_ = x.sink.send(sseEvent{name: "error", data: map[string]any{
 		"type": "error", "status": status, "error": e.Error, "headers": headers,
 	}})
