@@ -343,6 +343,9 @@ func TestSocketQueueRefusalKeepsTheSocket(t *testing.T) {
 func TestSocketConfigValidation(t *testing.T) {
 	cfg := Config{Server: DefaultServerConfig(), Upstream: DefaultUpstreamConfig()}
 	cfg.Server.MaxSocketMessageBytes = cfg.Server.MaxBodyMemoryBytes + 1
+	if err := (Config{Server: DefaultServerConfig(), Upstream: DefaultUpstreamConfig()}).Validate(); err != nil {
+		t.Fatal(err)
+	}
 	cfg.Server.MaxSocketMessagesPerSecond = 0
 	cfg.Server.MaxSocketsPerCaller = -1
 	cfg.Server.SocketIdleTimeout = 0

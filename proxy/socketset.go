@@ -27,7 +27,11 @@ type socketBounds struct {
 }
 
 func newSocketBounds(cfg ServerConfig) socketBounds {
-	return socketBounds{maxMessage: cfg.MaxSocketMessageBytes, perSecond: cfg.MaxSocketMessagesPerSecond,
+	maxMessage := cfg.MaxSocketMessageBytes
+	if maxMessage == 0 {
+		maxMessage = cfg.MaxBodyBytes // a response.create is the body of a POST
+	}
+	return socketBounds{maxMessage: maxMessage, perSecond: cfg.MaxSocketMessagesPerSecond,
 		perCaller: cfg.MaxSocketsPerCaller, idle: cfg.SocketIdleTimeout}
 }
 
