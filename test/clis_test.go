@@ -84,6 +84,9 @@ type upstreamExchange struct {
 	request      []byte
 	status       int
 	answer       bytes.Buffer
+	// at is when it arrived: a WebSocket's turns are the fake's requests
+	// since (billed).
+	at time.Time
 }
 
 // upstreamLog records what reaches the upstream and what it answers: the
@@ -92,6 +95,9 @@ type upstreamExchange struct {
 type upstreamLog struct {
 	mu   sync.Mutex
 	seen []*upstreamExchange
+	// fake is the provider behind the log, whose request log has the
+	// turns of the Responses WebSockets the log only sees open (101).
+	fake *fakeprovider.Provider
 }
 
 // wrap returns next recording into l.
@@ -102,7 +108,7 @@ func (l *upstreamLog) wrap(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		x := &upstreamExchange{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), request: body}
+		x := &upstreamExchange{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), request: body, at: time.Now()}
 		l.mu.Lock()
 		l.seen = append(l.seen, x)
 		l.mu.Unlock()
@@ -159,6 +165,17 @@ func (l *upstreamLog) billed(t *testing.T, from int) (billed tokenCount, turns, 
 		billed.in, billed.out = billed.in+u.in, billed.out+u.out
 		turns++
 	}
+	if from == len(l.seen) || l.fake == nil {
+		return billed, turns, served
+	}
+	for _, r := range l.fake.Requests() { // a Responses WebSocket's turns, each answered 200 with its usage
+		if r.Socket != fakeprovider.SocketResponses || r.Arrived.Before(l.seen[from].at) || r.Usage == nil {
+			continue
+		}
+		billed.in, billed.out = billed.in+int64(r.Usage.InputTokens), billed.out+int64(r.Usage.OutputTokens)
+		turns++
+		served++
+	}
 	return billed, turns, served
 }
 
@@ -209,8 +226,8 @@ const cliKey = "sk-e2e-agent-cli-0123456789abcdef"
 // end (which made its turns cut short and estimated before issue 33).
 func cliProxy(t *testing.T) (*procs.Proxy, *upstreamLog) {
 	t.Helper()
-	log := &upstreamLog{}
-	up := startUpstream(t, log.wrap(fakeprovider.New(fakeprovider.Config{EndLag: 100 * time.Millisecond})))
+	log := &upstreamLog{fake: fakeprovider.New(fakeprovider.Config{EndLag: 100 * time.Millisecond})}
+	up := startUpstream(t, log.wrap(log.fake))
 	cfg := baseConfig(up.URL)
 	cfg.set("upstream.api_key", "sk-e2e-provider-for-clis")
 	cfg.set("classify.unknown_callers", "reject")
@@ -395,9 +412,10 @@ var codexArgs = []string{"exec", "--skip-git-repo-check", "--ephemeral", "--stri
 //   - A custom provider in config.toml with supports_websockets = false:
 //     plain HTTP, no upgrade tried.
 //   - The built-in OpenAI provider with openai_base_url: it opens GET
-//     /v1/responses as a WebSocket first, gets 426 (a negotiation) and goes
-//     on over HTTP at once. On the 400 meterproxy gave before, it gave up
-//     (exit 1, no turn).
+//     /v1/responses as a WebSocket, which meterproxy relays, each turn a
+//     response.create metered as its POST would be (no negotiation). On
+//     the 400 meterproxy gave before issue 33, it gave up (exit 1, no
+//     turn); on item 1's 426 it went on over HTTP.
 func TestCodexThroughTheProxy(t *testing.T) {
 	codex, _ := installedCLIs(t)
 	p, log := cliProxy(t)
@@ -405,6 +423,8 @@ func TestCodexThroughTheProxy(t *testing.T) {
 		name, config string
 		env          []string
 		negotiations map[string]float64
+		// socket says the turns go over the Responses WebSocket.
+		socket bool
 	}{
 		{"custom provider over HTTP", `model_provider = "meterproxy"
 
@@ -414,15 +434,22 @@ base_url = "` + p.URL + `/v1"
 env_key = "METERPROXY_AGENT_KEY"
 wire_api = "responses"
 supports_websockets = false
-`, []string{"METERPROXY_AGENT_KEY=" + cliKey}, map[string]float64{"upgrade_required": 0, "not_an_api": 0}},
-		{"built-in provider, WebSocket refused with 426", `openai_base_url = "` + p.URL + `/v1"`,
-			[]string{"CODEX_API_KEY=" + cliKey}, map[string]float64{"upgrade_required": 1, "not_an_api": 0}},
+`, []string{"METERPROXY_AGENT_KEY=" + cliKey}, map[string]float64{"upgrade_required": 0, "not_an_api": 0}, false},
+		{"built-in provider over WebSocket", `openai_base_url = "` + p.URL + `/v1"`,
+			[]string{"CODEX_API_KEY=" + cliKey}, map[string]float64{"upgrade_required": 0, "not_an_api": 0}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			from, before, spent := log.len(), readCLIMeter(t, p.AdminURL), budgetSpent(t, p, "agent")
+			socketTurns := func() float64 {
+				return sum(scrape(t, p.AdminURL), "meterproxy_socket_turns_total", map[string]string{"outcome": "forwarded"})
+			}
+			sockets := socketTurns()
 			env := cliEnv(t, append(tt.env, "CODEX_HOME="+codexConfig(t, tt.config))...)
 			runCLI(t, log, env, codex, codexArgs...)
 			checkTurns(t, p, log, from, before, spent, tt.negotiations)
+			if n := socketTurns() - sockets; (n > 0) != tt.socket {
+				t.Errorf("%v turns over the WebSocket, want them over it: %v", n, tt.socket)
+			}
 		})
 	}
 }
