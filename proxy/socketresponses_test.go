@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 	"reflect"
 	"strings"
@@ -29,7 +30,7 @@ func TestReadClientEnvelope(t *testing.T) {
 		{in: ``, err: errNotObject},
 	} {
 		env, err := readClientEnvelope([]byte(tt.in))
-		if err != tt.err || err == nil && (env.create != tt.create || env.lane != tt.lane) {
+		if !errors.Is(err, tt.err) || err == nil && (env.create != tt.create || env.lane != tt.lane) {
 			t.Errorf("readClientEnvelope(%q) = %+v, %v; want create %v lane %q, %v", tt.in, env, err, tt.create, tt.lane, tt.err)
 		}
 	}
@@ -66,7 +67,7 @@ func FuzzReadClientEnvelope(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, err := readClientEnvelope(data)
 		again, err2 := readClientEnvelope(data)
-		if env != again || err != err2 {
+		if env != again || !errors.Is(err, err2) {
 			t.Fatalf("two readings differ: %+v %v, %+v %v", env, err, again, err2)
 		}
 		if err != nil || !env.create {
