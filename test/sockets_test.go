@@ -448,3 +448,71 @@ func wsHandshake(t *testing.T, url, key string) int {
 	}
 	return resp.StatusCode
 }
+
+// TestSocketCutAtEveryPoint: the provider's connection cut (no close
+// frame) at every point of a turn ends the socket with 1014 to the
+// client, frees the turn's slot and counts it once: cut short by the
+// upstream and settled at an estimate before its terminal event, whole
+// and exact after it.
+func TestSocketCutAtEveryPoint(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
+	p := socketsProxy(t, fp, nil)
+	for _, at := range []fakeprovider.CutAt{fakeprovider.CutAfterCreated, fakeprovider.CutMidDeltas, fakeprovider.CutBeforeTerminal, fakeprovider.CutAfterTerminal} {
+		t.Run(string(at), func(t *testing.T) {
+			before := scrape(t, p.AdminURL)
+			c := openSocket(t, p, agentKey)
+			if err := c.Write(t.Context(), websocket.MessageText, []byte(createTurn(0, `,"metadata":{"x-fake-cut-at":"`+string(at)+`"}`))); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			completed := false
+			for err == nil {
+				var data []byte
+				if _, data, err = c.Read(t.Context()); err == nil {
+					completed = completed || strings.Contains(string(data), `"response.completed"`)
+				}
+			}
+			if code := websocket.CloseStatus(err); code != websocket.StatusBadGateway {
+				t.Fatalf("close = %v, want 1014 for a lost upstream", err)
+			}
+			m := socketsQuiet(t, p)
+			d := func(name string, l map[string]string) float64 { return sum(m, name, l) - sum(before, name, l) }
+			if n := d("meterproxy_requests_total", map[string]string{"outcome": "forwarded", "code": "200"}); n != 1 {
+				t.Errorf("forwarded = %v, want the turn once", n)
+			}
+			whole := at == fakeprovider.CutAfterTerminal
+			if whole != completed {
+				t.Fatalf("response.completed reached the client: %v", completed)
+			}
+			cut, estimated := d("meterproxy_responses_cut_short_total", map[string]string{"side": "upstream"}), d("meterproxy_tokens_total", map[string]string{"estimated": "true"})
+			if whole && (cut != 0 || estimated != 0) || !whole && (cut != 1 || estimated == 0) {
+				t.Errorf("cut short %v, estimated tokens %v (whole: %v)", cut, estimated, whole)
+			}
+		})
+	}
+}
+
+// TestSocketMessageOverMemoryBudget: a client message the body memory
+// budget cannot hold is read, dropped and answered with a
+// body_memory_exhausted error event; the socket goes on, and the next
+// turn is served.
+func TestSocketMessageOverMemoryBudget(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
+	p := socketsProxy(t, fp, func(cfg config) {
+		cfg.set("server.max_body_bytes", 64<<10)
+		cfg.set("server.max_body_memory_bytes", 256<<10) // bulk may use three quarters: 192 KiB
+		cfg.set("server.max_socket_message_bytes", 250<<10)
+	})
+	c := openSocket(t, p, agentKey)
+	events := sendTurn(t, c, createTurn(0, `,"instructions":"`+strings.Repeat("x", 200<<10)+`"`))
+	if status, code, _ := events[len(events)-1].errorOf(); status != http.StatusServiceUnavailable || code != "body_memory_exhausted" {
+		t.Fatalf("a message over the budget: %v, want a body_memory_exhausted error event", events)
+	}
+	if last := sendTurn(t, c, createTurn(1, "")); last[len(last)-1].typ() != "response.completed" {
+		t.Fatalf("the next turn ended %v", last[len(last)-1])
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	if m := socketsQuiet(t, p); sum(m, "meterproxy_body_memory_bytes", nil) != 0 {
+		t.Errorf("body memory not given back")
+	}
+}
