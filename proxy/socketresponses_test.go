@@ -45,6 +45,8 @@ func TestReadServerEvent(t *testing.T) {
 		{`{"type":"error","status":429,"error":{"code":"rate_limit_exceeded"},"headers":{"retry-after":"2","x-n":1}}`,
 			serverEvent{typ: "error", status: 429, header: http.Header{"Retry-After": {"2"}}}},
 		{`{"type":"error","status":"x","error":{"code":"websocket_connection_limit_reached"}}`, serverEvent{typ: "error", status: 400, connection: true}},
+		{`{"type":"error","status":429,"error":{"code":"rate_limit_exceeded","headers":{"x-ratelimit-remaining-requests":"0"}}}`,
+			serverEvent{typ: "error", status: 429, header: http.Header{"X-Ratelimit-Remaining-Requests": {"0"}}}},
 	} {
 		got := readServerEvent([]byte(tt.in))
 		if tt.want.header == nil {

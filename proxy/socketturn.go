@@ -38,8 +38,7 @@ type socketTurn struct {
 // refused shutting_down.
 func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTurn {
 	h, start := s.h, time.Now()
-	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
-	ex.rt.generates = !ex.rt.free // a turn is its API's POST, though the handshake was a GET
+	ex := s.requestExchange()
 	if s.draining() {
 		f, _ := reasonOf(quota.ErrClosed, ex.res.Class, "")
 		s.refuseTurn(ex, f, lane)
@@ -73,6 +72,15 @@ func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTur
 	ex.upstream.gauge.Inc()
 	s.turns.Add(1)
 	return t
+}
+
+// requestExchange is a new exchange for a request made on the socket:
+// the handshake's caller, class, route and configuration, generating as
+// its API's POST does (the handshake was a GET), not yet read or pooled.
+func (s *socket) requestExchange() *exchange {
+	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
+	ex.rt.generates = !ex.rt.free
+	return ex
 }
 
 // event reads m, an upstream event of the turn, before it goes to the
@@ -178,8 +186,7 @@ func (s *socket) refuseTurn(ex *exchange, f refusal, lane string) {
 // knew what it was (no room in memory for it) with an error event, and
 // counts it refused as a request of the socket's caller.
 func (s *socket) tellRefusal(f refusal, lane string) {
-	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live}
-	s.refuseTurn(ex, f, lane)
+	s.refuseTurn(s.requestExchange(), f, lane)
 }
 
 // socketError is the error event of an OpenAI WebSocket: the HTTP
