@@ -35,9 +35,10 @@ run: ## Run the proxy on config.example.yaml with the in-process store (no Redis
 demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive load).
 	$(GO) run ./test/demo
 
-test: helm-install ## Run every test with the race detector (installs redis-server, promtool and the pinned helm first if missing).
+test: helm-install ## Run every test with the race detector (installs redis-server, promtool, the pinned helm and the agent CLIs first if missing).
 	./.ci/ensure-redis
 	./.ci/ensure-prometheus
+	./.ci/ensure-clis
 	HELM=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
 
 test-faults: ## Run the fault suite (real processes; Redis, upstream and client faults; ~2 min).

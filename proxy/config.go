@@ -56,7 +56,8 @@ type ServerConfig struct {
 	// Responses WebSocket's response.create, an event the upstream
 	// sends), counted after permessage-deflate decompression; a larger
 	// one closes the socket with 1009 (message too big). Messages are
-	// held in memory whole, charged to MaxBodyMemoryBytes.
+	// held in memory whole, charged to MaxBodyMemoryBytes. 0 is
+	// MaxBodyBytes: a response.create is the body of a POST.
 	MaxSocketMessageBytes int64 `koanf:"max_socket_message_bytes"`
 	// MaxSocketMessagesPerSecond bounds the messages one client sends on
 	// one socket, per second (a burst of as many at once): past it the
@@ -147,9 +148,6 @@ func DefaultServerConfig() ServerConfig {
 		// that a client that never reads holds its answer's memory
 		// briefly.
 		WriteStallTimeout: 30 * time.Second,
-		// As large as an HTTP body may be: a response.create carries what
-		// a POST /v1/responses body does.
-		MaxSocketMessageBytes: 32 << 20,
 		// Far above an agent's turns, room for a Realtime session's
 		// audio (an append every 20 ms is 50 a second).
 		MaxSocketMessagesPerSecond: 100,
@@ -261,8 +259,8 @@ func checkUpstreamURL(bad func(string, string, ...any), key, raw string, provide
 // validateSockets checks the WebSocket bounds.
 func (c ServerConfig) validateSockets(bad func(string, string, ...any)) {
 	switch {
-	case c.MaxSocketMessageBytes <= 0:
-		bad("server.max_socket_message_bytes", "must be > 0, got %d", c.MaxSocketMessageBytes)
+	case c.MaxSocketMessageBytes < 0:
+		bad("server.max_socket_message_bytes", "must be >= 0 (0 = %s), got %d", configcheck.Ref("server.max_body_bytes"), c.MaxSocketMessageBytes)
 	case c.MaxSocketMessageBytes > c.MaxBodyMemoryBytes:
 		bad("server.max_socket_message_bytes", "must be <= %s (%d): a message is held in memory whole; got %d",
 			configcheck.Ref("server.max_body_memory_bytes"), c.MaxBodyMemoryBytes, c.MaxSocketMessageBytes)

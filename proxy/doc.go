@@ -14,4 +14,9 @@
 // upstream answered), refused (meterproxy answered with a provider-shaped
 // JSON error) or cancelled (the client left first), and is counted so,
 // once, when the handler ends (Handler.count).
+//
+// A WebSocket upgrade on the Responses API's paths is no such request: it
+// opens a socket (socket.go) relayed message by message, on which each
+// response.create is a request of its own — a turn, admitted, settled
+// and counted by the same code (socketturn.go).
 package proxy

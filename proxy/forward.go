@@ -29,9 +29,11 @@ type upstreamEnd struct {
 // http.ErrAbortHandler: the cut is counted here, before the request's
 // outcome, so a reading that has the outcome has the cut too, and the
 // panic goes on to net/http. An answer whose last bytes the client never
-// takes (the final flush fails) counts as cut by the client too. A client
-// meterproxy cut off itself (too slow for server.write_stall_timeout or
-// for the body memory budget) is logged.
+// takes (the final flush fails) counts as cut by the client too — but
+// not a stream whose terminal event had passed to the client (delivery):
+// that one is whole, whatever its client did next. A client meterproxy
+// cut off itself (too slow for server.write_stall_timeout or for the body
+// memory budget) is logged.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	ex.upstream.start = time.Now()
 	ex.sent = ex.upstream.start
@@ -48,14 +50,16 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) 
 		if r.Context().Err() != nil || ex.rec.clientCut() {
 			side = "client" // it left, writing to it failed before that was noticed, or it was cut off
 		}
-		h.cutShort(r, ex, side)
+		if side == "upstream" || !ex.delivery.whole() {
+			h.cutShort(r, ex, side)
+		}
 		panic(p)
 	}()
 	h.rp.ServeHTTP(w, r)
 	// What net/http still buffers of the answer goes out now, within the
 	// write deadline, so an answer the client never took counts as cut,
 	// not as delivered whole once the handler returned.
-	if ex.rec.refused == "" && ex.rec.status != 0 && ex.rec.FlushError() != nil {
+	if ex.rec.refused == "" && ex.rec.status != 0 && ex.rec.FlushError() != nil && !ex.delivery.whole() {
 		h.cutShort(r, ex, "client")
 	}
 }

@@ -38,7 +38,9 @@ func isUpgrade(r *http.Request) bool {
 }
 
 // inspect checks what must hold of a request before anything else reads
-// it, and resolves its route. A non-nil refusal is the answer to give.
+// it, and resolves its route. A non-nil refusal is the answer to give. An
+// upgrade gets upgradeRequired: a relay that meters one (a WebSocket of an
+// API meterproxy meters turn by turn) is a case before it.
 func inspect(r *http.Request) (route, *refusal) {
 	// A refused request has no route; its answer takes the shape of the
 	// provider its path names.
@@ -53,7 +55,8 @@ func inspect(r *http.Request) (route, *refusal) {
 	case !methodAllowed(r.Method):
 		return refuse(http.StatusMethodNotAllowed, reasonMethod, "meterproxy: method "+r.Method+" is not used by the provider's API")
 	case isUpgrade(r):
-		return refuse(http.StatusBadRequest, reasonUpgrade, "meterproxy: protocol upgrades (WebSocket, h2c) are not forwarded: a tunnel could not be metered")
+		f := upgradeRequired()
+		return route{family: familyOf(r.URL.Path)}, &f
 	case classify.ConflictingCredentials(r.Header):
 		return refuse(http.StatusBadRequest, reasonConflictingCredentials,
 			"meterproxy: the request carries more than one credential (Authorization, api-key, x-api-key) with different values")
@@ -72,7 +75,8 @@ func inspect(r *http.Request) (route, *refusal) {
 
 // screen answers a request refused before anything reads it — bad, the
 // front door's refusal (inspect); an unknown caller under unknown_callers:
-// reject (err, Classify's); an unknown caller's request past its HTTP/2
+// reject (err, Classify's), with a negotiation (notAnAPI) when it only
+// probes a path no API has; an unknown caller's request past its HTTP/2
 // connection's bound (enterUnknown) — and reports whether it goes on.
 // leave gives its place on its connection back; it must run when
 // ServeHTTP ends.
@@ -81,6 +85,10 @@ func (h *Handler) screen(w http.ResponseWriter, r *http.Request, ex *exchange, b
 	case bad != nil:
 		closeUnread(w, r)
 		h.refuse(ex, *bad)
+		return func() {}, false
+	case errors.Is(err, classify.ErrUnknownCaller) && isProbe(r):
+		closeUnread(w, r)
+		h.refuse(ex, notAnAPI())
 		return func() {}, false
 	case errors.Is(err, classify.ErrUnknownCaller):
 		closeUnread(w, r)

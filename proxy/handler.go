@@ -490,17 +490,28 @@ func isTimeout(err error) bool {
 }
 
 // refuse answers ex's request with f in the shape of its API, and marks
-// it refused for its reason (counted when ServeHTTP ends).
+// it refused for its reason, or negotiated for a negotiation (counted when
+// ServeHTTP ends).
 func (h *Handler) refuse(ex *exchange, f refusal) {
-	ex.rec.refuse(f.reason)
+	if f.negotiation {
+		ex.rec.negotiated = f.reason
+	} else {
+		ex.rec.refuse(f.reason)
+	}
 	f.write(ex.rec, ex.errorShape())
 }
 
 // count records how ex's request ended, once, when ServeHTTP ends:
 // meterproxy_requests_total by its outcome (recorder.outcome) and, for a
-// refusal, meterproxy_refusals_total by its reason. It is the only place
-// either is counted, so every request is counted exactly once.
+// refusal, meterproxy_refusals_total by its reason — or, for a front-door
+// negotiation, meterproxy_negotiations_total alone: it asked nothing of
+// an API, so it is no request of a class. It is the only place any of
+// them is counted, so every request is counted exactly once.
 func (h *Handler) count(ex *exchange) {
+	if ex.rec.negotiated != "" {
+		h.m.negotiations.WithLabelValues(ex.rec.negotiated).Inc()
+		return
+	}
 	outcome, code := ex.rec.outcome()
 	h.countAs(ex, outcome, code, ex.rec.refused)
 }

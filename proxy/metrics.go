@@ -43,9 +43,12 @@ const (
 // pool's account and pool (quota.Labels: configured names, "default" and
 // "none").
 type metrics struct {
-	requests   *prometheus.CounterVec
-	refusals   *prometheus.CounterVec
-	admissions *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	refusals *prometheus.CounterVec
+	// negotiations counts the front door's negotiations (negotiation.go),
+	// by reason.
+	negotiations *prometheus.CounterVec
+	admissions   *prometheus.CounterVec
 	// callerAdmissions and callerWaiting are each caller's share of a
 	// class: admitted, and waiting now.
 	callerAdmissions *prometheus.CounterVec
@@ -96,6 +99,10 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 			Name: "meterproxy_refusals_total",
 			Help: "Requests meterproxy answered itself, by account and pool (both none: before the request's model was known), class and reason.",
 		}, []string{"account", "pool", "class", "reason"}),
+		negotiations: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "meterproxy_negotiations_total",
+			Help: "Front-door answers that are protocol negotiation, not refusals of a request: an upgrade meterproxy does not meter, answered 426 (upgrade_required); a HEAD or GET without a configured key on a path no provider API has, answered 404 (not_an_api). Counted in neither meterproxy_requests_total nor meterproxy_refusals_total.",
+		}, []string{"reason"}),
 		admissions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_admissions_total",
 			Help: "Admission decisions by account and pool (both none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).",
@@ -191,6 +198,9 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 			Help:        "Requests genuinely in flight by Little's law, by class: upstream service time completed in the last 10 s ÷ 10 s (throughput × mean service time).",
 			ConstLabels: prometheus.Labels{"class": class},
 		}, m.little[c].value)
+	}
+	for _, r := range negotiationReasons {
+		m.negotiations.WithLabelValues(r)
 	}
 	m.preinitAll(pools, callers)
 	return m

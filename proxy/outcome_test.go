@@ -16,7 +16,8 @@ import (
 )
 
 // tally is meterproxy_requests_total by outcome and code ("forwarded
-// 200"), meterproxy_refusals_total by reason ("refused queue_full") and
+// 200"), meterproxy_refusals_total by reason ("reason queue_full"),
+// meterproxy_negotiations_total by reason ("negotiation not_an_api") and
 // meterproxy_responses_cut_short_total by side ("cut client"), summed
 // over every other label.
 func tally(t *testing.T, reg *prometheus.Registry) map[string]float64 {
@@ -37,6 +38,8 @@ func tally(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 				sum[l["outcome"]+" "+l["code"]] += m.GetCounter().GetValue()
 			case "meterproxy_refusals_total":
 				sum["reason "+l["reason"]] += m.GetCounter().GetValue()
+			case "meterproxy_negotiations_total":
+				sum["negotiation "+l["reason"]] += m.GetCounter().GetValue()
 			case "meterproxy_responses_cut_short_total":
 				sum["cut "+l["side"]] += m.GetCounter().GetValue()
 			}

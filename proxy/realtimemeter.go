@@ -254,8 +254,7 @@ func (r *realtimeMeter) limits(m *socketMessage) {
 // response.done settles its tokens into the window.
 func (r *realtimeMeter) unheldTurn() *socketTurn {
 	s, h := r.s, r.s.h
-	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
-	ex.rt.generates = !ex.rt.free
+	ex := s.requestExchange()
 	ex.model, ex.hiddenInput, ex.pooled = s.ex.model, true, true
 	r.mu.Lock()
 	ex.inputEstimate = r.context

@@ -32,8 +32,10 @@ type recorder struct {
 	// status is the status the client got; 0 before any.
 	status int
 	// refused is the reason meterproxy answered instead of the upstream
-	// (set by refuse).
-	refused string
+	// (set by refuse); negotiated the reason of a front-door answer that
+	// is protocol negotiation instead (refusal.negotiation), counted
+	// apart (Handler.count).
+	refused, negotiated string
 	// clientFailed is set when writing or flushing to the client failed:
 	// a response cut short then was cut by the client, even before its
 	// leaving cancels the request's context.

@@ -28,6 +28,11 @@ type refusal struct {
 	retry bool
 	// allow, when set, is the Allow header of a 405.
 	allow string
+	// negotiation says the answer is protocol negotiation, not a refusal
+	// of a request of a class (negotiation.go): reason is one of
+	// negotiationReasons, and it is counted in
+	// meterproxy_negotiations_total only.
+	negotiation bool
 }
 
 // The refusal reasons, the closed label set of meterproxy_refusals_total.
@@ -49,7 +54,6 @@ const (
 	reasonTimeout          = "upstream_timeout"
 	// The front door: requests refused before anything reads them.
 	reasonMethod                 = "method_not_allowed"
-	reasonUpgrade                = "upgrade_not_supported"
 	reasonNonCanonicalPath       = "non_canonical_path"
 	reasonConflictingCredentials = "conflicting_credentials"
 	// reasonBodyTimeout: the body did not arrive within
@@ -91,7 +95,7 @@ const (
 var refusalReasons = []string{
 	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
 	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
-	reasonMethod, reasonUpgrade, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
+	reasonMethod, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
 	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel, reasonUnmeteredAPI,
 	reasonBatchUnmetered, reasonTooManyStreams, reasonTooManySockets, reasonTooManySessions,
 }

@@ -203,6 +203,9 @@ func (h *Handler) dialSocket(r *http.Request, ex *exchange) (*websocket.Conn, er
 		HTTPClient: h.socketClient, HTTPHeader: hdr,
 		CompressionMode: websocket.CompressionNoContextTakeover, CompressionThreshold: neverCompress,
 	})
+	if resp != nil && resp.Body != nil {
+		defer func() { _ = resp.Body.Close() }() // the start of a refusal's body, which the dial kept
+	}
 	if err == nil {
 		return up, nil
 	}

@@ -241,8 +241,23 @@ func (e serverEvent) terminal() bool {
 	return false
 }
 
-// readServerEvent reads an upstream event's type, stream_id, status and
-// headers from its top level (the first of each), and its error's code.
+// readHeaders adds the string members of v, an error event's headers
+// object, to h — at most maxEventHeaders, the first of each name.
+func readHeaders(h http.Header, v gjson.Result) {
+	n := 0
+	v.ForEach(func(k, val gjson.Result) bool {
+		if val.Type == gjson.String && h.Get(k.Str) == "" {
+			h.Set(k.Str, val.Str)
+		}
+		n++
+		return n < maxEventHeaders
+	})
+}
+
+// readServerEvent reads an upstream event's type, stream_id and status
+// from its top level (the first of each), its error's code, and the
+// headers its HTTP answer would have had: at the top, as Codex reads
+// them, or in the error object, as the API reference has them.
 // An error event without a status in 100–599 reads as a 400: the
 // provider refused the request.
 func readServerEvent(data []byte) serverEvent {
@@ -262,16 +277,10 @@ func readServerEvent(data []byte) serverEvent {
 				e.status = int(v.Int())
 			}
 		case "headers":
-			n := 0
-			v.ForEach(func(hk, hv gjson.Result) bool {
-				if hv.Type == gjson.String && e.header.Get(hk.Str) == "" {
-					e.header.Set(hk.Str, hv.Str)
-				}
-				n++
-				return n < maxEventHeaders
-			})
+			readHeaders(e.header, v)
 		case "error":
 			e.connection = e.connection || slices.Contains(connectionErrors, v.Get("code").Str)
+			readHeaders(e.header, v.Get("headers"))
 		}
 		return true
 	})

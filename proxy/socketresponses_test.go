@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 	"reflect"
 	"strings"
@@ -29,7 +30,7 @@ func TestReadClientEnvelope(t *testing.T) {
 		{in: ``, err: errNotObject},
 	} {
 		env, err := readClientEnvelope([]byte(tt.in))
-		if err != tt.err || err == nil && (env.create != tt.create || env.lane != tt.lane) {
+		if !errors.Is(err, tt.err) || err == nil && (env.create != tt.create || env.lane != tt.lane) {
 			t.Errorf("readClientEnvelope(%q) = %+v, %v; want create %v lane %q, %v", tt.in, env, err, tt.create, tt.lane, tt.err)
 		}
 	}
@@ -44,6 +45,8 @@ func TestReadServerEvent(t *testing.T) {
 		{`{"type":"error","status":429,"error":{"code":"rate_limit_exceeded"},"headers":{"retry-after":"2","x-n":1}}`,
 			serverEvent{typ: "error", status: 429, header: http.Header{"Retry-After": {"2"}}}},
 		{`{"type":"error","status":"x","error":{"code":"websocket_connection_limit_reached"}}`, serverEvent{typ: "error", status: 400, connection: true}},
+		{`{"type":"error","status":429,"error":{"code":"rate_limit_exceeded","headers":{"x-ratelimit-remaining-requests":"0"}}}`,
+			serverEvent{typ: "error", status: 429, header: http.Header{"X-Ratelimit-Remaining-Requests": {"0"}}}},
 	} {
 		got := readServerEvent([]byte(tt.in))
 		if tt.want.header == nil {
@@ -66,7 +69,7 @@ func FuzzReadClientEnvelope(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, err := readClientEnvelope(data)
 		again, err2 := readClientEnvelope(data)
-		if env != again || err != err2 {
+		if env != again || !errors.Is(err, err2) {
 			t.Fatalf("two readings differ: %+v %v, %+v %v", env, err, again, err2)
 		}
 		if err != nil || !env.create {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,11 @@ type socketBounds struct {
 }
 
 func newSocketBounds(cfg ServerConfig) socketBounds {
-	return socketBounds{maxMessage: cfg.MaxSocketMessageBytes, perSecond: cfg.MaxSocketMessagesPerSecond,
+	maxMessage := cfg.MaxSocketMessageBytes
+	if maxMessage == 0 {
+		maxMessage = cfg.MaxBodyBytes // a response.create is the body of a POST
+	}
+	return socketBounds{maxMessage: maxMessage, perSecond: cfg.MaxSocketMessagesPerSecond,
 		perCaller: cfg.MaxSocketsPerCaller, idle: cfg.SocketIdleTimeout}
 }
 
@@ -101,7 +106,9 @@ func (h *Handler) DrainSockets(ctx context.Context) {
 	for s := range ss.open {
 		close(s.drain)
 	}
+	open := len(ss.open)
 	ss.mu.Unlock()
+	h.log.Info("sockets_draining", slog.Int("open", open))
 	cut := ctx.Done()
 	for {
 		ss.mu.Lock()

@@ -49,8 +49,7 @@ func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTur
 // Responses lane, a Realtime client event's id).
 func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex *exchange) *refusal) *socketTurn {
 	h, start := s.h, time.Now()
-	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
-	ex.rt.generates = !ex.rt.free // a turn is its API's POST, though the handshake was a GET
+	ex := s.requestExchange()
 	if s.draining() {
 		f, _ := reasonOf(quota.ErrClosed, ex.res.Class, "")
 		s.refuseTurn(ex, f, lane)
@@ -92,6 +91,15 @@ func (t *socketTurn) inFlight() {
 	ex.upstream.gauge = t.s.h.m.callerInFlight.WithLabelValues(ex.res.Caller)
 	ex.upstream.gauge.Inc()
 	t.s.turns.Add(1)
+}
+
+// requestExchange is a new exchange for a request made on the socket:
+// the handshake's caller, class, route and configuration, generating as
+// its API's POST does (the handshake was a GET), not yet read or pooled.
+func (s *socket) requestExchange() *exchange {
+	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
+	ex.rt.generates = !ex.rt.free
+	return ex
 }
 
 // event reads m, an upstream event of the turn, before it goes to the
@@ -197,8 +205,7 @@ func (s *socket) refuseTurn(ex *exchange, f refusal, lane string) {
 // knew what it was (no room in memory for it) with an error event, and
 // counts it refused as a request of the socket's caller.
 func (s *socket) tellRefusal(f refusal, lane string) {
-	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live}
-	s.refuseTurn(ex, f, lane)
+	s.refuseTurn(s.requestExchange(), f, lane)
 }
 
 // socketError is the error event of an OpenAI WebSocket: the HTTP

@@ -97,6 +97,9 @@ type exchange struct {
 	// stopUpstream cancels the upstream request (set by rewrite).
 	upstream     upstreamEnd
 	stopUpstream func()
+	// delivery follows a metered stream's terminal event to the client
+	// (delivery.go).
+	delivery delivery
 }
 
 // flexUnavailable says the answer is flex's 429 Resource Unavailable,
@@ -147,12 +150,17 @@ func exchangeOf(ctx context.Context) *exchange {
 // modifyResponse reads the upstream's account state from every response's
 // headers, settles the charge of an answer that is not a success, and
 // meters the tokens of successful ones as the body passes; an admitted
-// request's answer is read ahead of its client (Handler.readAhead).
+// request's answer is read ahead of its client (Handler.readAhead), and
+// a metered one's delivery followed (passedBody).
 func (h *Handler) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
 	h.meter(resp, ex)
+	_, metered := resp.Body.(*meteredBody)
 	if ex != nil && ex.lease != nil {
 		h.readAhead(resp, ex)
+	}
+	if metered {
+		resp.Body = &passedBody{ReadCloser: resp.Body, d: &ex.delivery, rec: ex.rec}
 	}
 	return nil
 }
@@ -181,6 +189,7 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	resp.Body = &meteredBody{
 		ReadCloser: resp.Body,
 		meter:      meter,
+		end:        &ex.delivery,
 		done:       func(u usage.Usage) { h.settle(ex, u, meter.Cut()) },
 	}
 }
@@ -365,9 +374,13 @@ func (h *Handler) heed(ex *exchange, obs ratelimit.Observation, status int, limi
 // The meter holds at most about 65 KiB of the body however large it is and
 // however slowly the client reads it (see usage.Meter), so the bodies in
 // flight cost at most the in-flight bound times that.
+//
+// It tells end when the stream's terminal event has been read (delivery).
 type meteredBody struct {
 	io.ReadCloser
 	meter *usage.Meter
+	end   *delivery
+	read  int64
 	done  func(usage.Usage)
 	once  sync.Once
 }
@@ -377,6 +390,10 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		_, _ = b.meter.Write(p[:n]) // never fails
+		b.read += int64(n)
+		if b.meter.Terminal() {
+			b.end.sawTerminal(b.read)
+		}
 	}
 	if err == io.EOF {
 		b.finish(true)

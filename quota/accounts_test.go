@@ -206,3 +206,41 @@ func TestAccountsChargeTooLargeNamesTheAccount(t *testing.T) {
 		}
 	})
 }
+
+// TestAccountsPinnedRequestWaitsAtItsAccount: a request pinned to its
+// account (a WebSocket turn, whose connection goes there) waits there
+// when it is full, never borrowing the lender the class may use.
+func TestAccountsPinnedRequestWaitsAtItsAccount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := twoAccounts()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		a := runAdmitter(t, cfg, nil)
+		first, err := a.Admit(t.Context(), Request{Class: classify.Bulk})
+		if err != nil || first.Account() != "batch" {
+			t.Fatalf("first bulk request: %v at %q, want batch", err, first.Account())
+		}
+		got := make(chan *Lease, 1)
+		go func() {
+			lease, err := a.Admit(t.Context(), Request{Class: classify.Bulk, Account: "batch", Pinned: true})
+			if err != nil {
+				t.Errorf("pinned: %v", err)
+			}
+			got <- lease
+		}()
+		synctest.Wait()
+		select {
+		case l := <-got:
+			t.Fatalf("the pinned request went to %q while batch was full, want it to wait there", l.Account())
+		default:
+		}
+		first.Release()
+		synctest.Wait()
+		l := <-got
+		if l.Account() != "batch" {
+			t.Fatalf("the pinned request went to %q, want batch", l.Account())
+		}
+		l.Release()
+	})
+}

@@ -36,6 +36,7 @@ type reading struct {
 	refused    float64
 	cancelled  float64
 	reasons    map[string]float64 // meterproxy_refusals_total by reason
+	negotiated map[string]float64 // meterproxy_negotiations_total by reason
 	cutClient  float64
 	cutUp      float64
 	inFlight   float64 // this replica, both classes
@@ -49,7 +50,7 @@ type reading struct {
 }
 
 func read(m procs.Metrics) reading {
-	r := reading{forwarded: map[string]float64{}, reasons: map[string]float64{}}
+	r := reading{forwarded: map[string]float64{}, reasons: map[string]float64{}, negotiated: map[string]float64{}}
 	for _, cc := range []string{"2xx", "3xx", "4xx", "5xx"} {
 		r.forwarded[cc] = m.SumWhere("meterproxy_requests_total", func(l map[string]string) bool {
 			return l["outcome"] == "forwarded" && len(l["code"]) == 3 && l["code"][0] == cc[0] // by code class
@@ -59,6 +60,9 @@ func read(m procs.Metrics) reading {
 	r.cancelled = m.Sum("meterproxy_requests_total", map[string]string{"outcome": "cancelled"})
 	for reason := range proxyReasons {
 		r.reasons[reason] = m.Sum("meterproxy_refusals_total", map[string]string{"reason": reason})
+	}
+	for reason := range negotiationReasons {
+		r.negotiated[reason] = m.Sum("meterproxy_negotiations_total", map[string]string{"reason": reason})
 	}
 	r.cutClient = m.Sum("meterproxy_responses_cut_short_total", map[string]string{"side": "client"})
 	r.cutUp = m.Sum("meterproxy_responses_cut_short_total", map[string]string{"side": "upstream"})
@@ -137,13 +141,18 @@ func identityDiff(tl *tally, got, base reading) string {
 			diffs = append(diffs, fmt.Sprintf("forwarded %s: proxy %v, clients %d", cc, n, tl.forwarded[cc]))
 		}
 	}
-	_, ref := tl.totals()
+	_, ref, _ := tl.totals()
 	if n := got.refused - base.refused; int(n) != ref {
 		diffs = append(diffs, fmt.Sprintf("refused: proxy %v, clients %d", n, ref))
 	}
 	for reason := range proxyReasons {
 		if n := got.reasons[reason] - base.reasons[reason]; int(n) != tl.refused[reason] {
 			diffs = append(diffs, fmt.Sprintf("refused %s: proxy %v, clients %d", reason, n, tl.refused[reason]))
+		}
+	}
+	for reason := range negotiationReasons {
+		if n := got.negotiated[reason] - base.negotiated[reason]; int(n) != tl.negotiated[reason] {
+			diffs = append(diffs, fmt.Sprintf("negotiated %s: proxy %v, clients %d", reason, n, tl.negotiated[reason]))
 		}
 	}
 	if n := got.cancelled - base.cancelled; int(n) != tl.cancelled {
@@ -187,8 +196,8 @@ func checkIdentityOf(t *testing.T, name, adminURL string, tl *tally, base readin
 	t.Helper()
 	tl.mu.Lock()
 	problems := slices.Clone(tl.problems)
-	fwd, ref := tl.totals()
-	sum := fwd + ref + tl.cancelled + tl.undelivered
+	fwd, ref, neg := tl.totals()
+	sum := fwd + ref + neg + tl.cancelled + tl.undelivered
 	sent := tl.sent
 	tl.mu.Unlock()
 	if len(problems) > 0 {

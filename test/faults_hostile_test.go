@@ -193,8 +193,8 @@ var deepBody = `{"model":"m","stream":true,"messages":` + strings.Repeat("[", 2<
 var hostileKinds = map[string]int{
 	"connect":           200, // raw CONNECT: 405
 	"trace":             200, // raw TRACE: 405
-	"upgrade-websocket": 200, // raw WebSocket upgrade: 400
-	"upgrade-h2c":       200, // raw h2c upgrade: 400
+	"upgrade-websocket": 200, // raw WebSocket upgrade: 426
+	"upgrade-h2c":       200, // raw h2c upgrade: 426
 	"non-canonical":     250, // raw, a path of hostileNonCanonical: 400
 	"two-credentials":   250, // two different keys: 400
 	"deep-nesting":      150, // 2 MiB of '[' with inject_stream_usage: forwarded
@@ -210,8 +210,8 @@ var hostileRules = map[string]kindRule{
 	"good-bulk":         {forwarded: []string{"2xx"}, must: "2xx"},
 	"connect":           {refused: []string{"method_not_allowed"}, must: "method_not_allowed"},
 	"trace":             {refused: []string{"method_not_allowed"}, must: "method_not_allowed"},
-	"upgrade-websocket": {refused: []string{"upgrade_not_supported"}, must: "upgrade_not_supported"},
-	"upgrade-h2c":       {refused: []string{"upgrade_not_supported"}, must: "upgrade_not_supported"},
+	"upgrade-websocket": {negotiated: []string{"upgrade_required"}, must: "upgrade_required"},
+	"upgrade-h2c":       {negotiated: []string{"upgrade_required"}, must: "upgrade_required"},
 	"non-canonical":     {refused: []string{"non_canonical_path"}, must: "non_canonical_path"},
 	"two-credentials":   {refused: []string{"conflicting_credentials"}, must: "conflicting_credentials"},
 	// The fake provider refuses JSON nested past encoding/json's depth
@@ -292,7 +292,7 @@ func hostileShot(rng *rand.Rand, client *http.Client, kind string, p *procs.Prox
 // grows by less than the budget plus rssHeadroom.
 //
 // Then a volume mix in random order, beside good bulk traffic: CONNECT and
-// TRACE (405), WebSocket and h2c upgrades (400), non-canonical paths
+// TRACE (405), WebSocket and h2c upgrades (426, negotiations), non-canonical paths
 // (400), two different credentials (400), 2 MiB of '[' in a streamed chat
 // request (forwarded, the process lives), bodies declared and never sent
 // (408) and another account's key answered 429 "retry in 6 h" (forwarded;

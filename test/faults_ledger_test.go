@@ -34,7 +34,6 @@ var proxyReasons = map[string]int{
 	"upstream_timeout":     http.StatusGatewayTimeout,
 	// The front door's and the body reader's (see the hostile-clients case).
 	"method_not_allowed":      http.StatusMethodNotAllowed,
-	"upgrade_not_supported":   http.StatusBadRequest,
 	"non_canonical_path":      http.StatusBadRequest,
 	"conflicting_credentials": http.StatusBadRequest,
 	"body_read_timeout":       http.StatusRequestTimeout,
@@ -45,6 +44,14 @@ var proxyReasons = map[string]int{
 	"charge_too_large":     http.StatusBadRequest,
 	// Unknown callers' streams past their connection's bound.
 	"too_many_streams": http.StatusTooManyRequests,
+}
+
+// negotiationReasons maps each of meterproxy's front-door negotiations
+// (meterproxy_negotiations_total: no request, no refusal) to the status
+// it must come with.
+var negotiationReasons = map[string]int{
+	"upgrade_required": http.StatusUpgradeRequired,
+	"not_an_api":       http.StatusNotFound,
 }
 
 // answer is how one request ended, as its client saw it.
@@ -73,6 +80,7 @@ type tally struct {
 	sent        int
 	forwarded   map[string]int // the upstream's answer, by status class
 	refused     map[string]int // meterproxy's own answer, by error code
+	negotiated  map[string]int // meterproxy's negotiation, by error code
 	cancelled   int            // the client left before any answer
 	undelivered int            // the connection was refused: the proxy never saw it
 	cutUpstream int            // forwarded, then broken off by the upstream
@@ -81,7 +89,7 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{forwarded: map[string]int{}, refused: map[string]int{}}
+	return &tally{forwarded: map[string]int{}, refused: map[string]int{}, negotiated: map[string]int{}}
 }
 
 // record files one answer. A refusal must be JSON in the provider's error
@@ -104,6 +112,13 @@ func (tl *tally) record(a answer) {
 	case a.status == 0:
 		tl.problem("no answer and the client did not leave (at %s, %s): %v", time.Now().Format("15:04:05.000"), a.conn, a.err)
 	default:
+		if code, ok := negotiationCode(a.status, a.header, a.body); ok {
+			tl.negotiated[code]++
+			if want := negotiationReasons[code]; want != a.status {
+				tl.problem("negotiation %s with status %d, want %d", code, a.status, want)
+			}
+			return
+		}
 		if code, ok := refusalCode(a.status, a.header, a.body); ok {
 			tl.refused[code]++
 			if want := proxyReasons[code]; want != a.status {
@@ -145,6 +160,9 @@ func (tl *tally) add(o *tally) {
 	for k, v := range o.refused {
 		tl.refused[k] += v
 	}
+	for k, v := range o.negotiated {
+		tl.negotiated[k] += v
+	}
 	tl.cancelled += o.cancelled
 	tl.undelivered += o.undelivered
 	tl.cutUpstream += o.cutUpstream
@@ -152,22 +170,26 @@ func (tl *tally) add(o *tally) {
 	tl.problems = append(tl.problems, o.problems...)
 }
 
-func (tl *tally) totals() (fwd, ref int) {
+func (tl *tally) totals() (fwd, ref, neg int) {
 	for _, n := range tl.forwarded {
 		fwd += n
 	}
 	for _, n := range tl.refused {
 		ref += n
 	}
-	return fwd, ref
+	for _, n := range tl.negotiated {
+		neg += n
+	}
+	return fwd, ref, neg
 }
 
 func (tl *tally) String() string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	fwd, ref := tl.totals()
-	return fmt.Sprintf("sent %d: forwarded %d %v (cut by upstream %d, by client %d), refused %d %v, cancelled %d, never delivered %d",
-		tl.sent, fwd, sortedCounts(tl.forwarded), tl.cutUpstream, tl.cutClient, ref, sortedCounts(tl.refused), tl.cancelled, tl.undelivered)
+	fwd, ref, neg := tl.totals()
+	return fmt.Sprintf("sent %d: forwarded %d %v (cut by upstream %d, by client %d), refused %d %v, negotiated %d %v, cancelled %d, never delivered %d",
+		tl.sent, fwd, sortedCounts(tl.forwarded), tl.cutUpstream, tl.cutClient, ref, sortedCounts(tl.refused), neg, sortedCounts(tl.negotiated),
+		tl.cancelled, tl.undelivered)
 }
 
 func sortedCounts(m map[string]int) string {
@@ -186,6 +208,17 @@ func sortedCounts(m map[string]int) string {
 // fake provider's errors use OpenAI's own codes (rate_limit_exceeded, …),
 // never these.
 func refusalCode(status int, h http.Header, body []byte) (string, bool) {
+	return errorCodeIn(proxyReasons, status, h, body)
+}
+
+// negotiationCode is refusalCode for meterproxy's negotiations.
+func negotiationCode(status int, h http.Header, body []byte) (string, bool) {
+	return errorCodeIn(negotiationReasons, status, h, body)
+}
+
+// errorCodeIn reports whether an answer is a JSON body in OpenAI's error
+// shape whose code is one of codes'.
+func errorCodeIn(codes map[string]int, status int, h http.Header, body []byte) (string, bool) {
 	if status < 400 || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
 		return "", false
 	}
@@ -197,7 +230,7 @@ func refusalCode(status int, h http.Header, body []byte) (string, bool) {
 	if json.Unmarshal(body, &e) != nil || e.Error.Code == nil {
 		return "", false
 	}
-	if _, ok := proxyReasons[*e.Error.Code]; !ok {
+	if _, ok := codes[*e.Error.Code]; !ok {
 		return "", false
 	}
 	return *e.Error.Code, true
@@ -262,12 +295,14 @@ func (l *ledger) kinds() []string {
 // capacity (429 max_wait_exceeded, queue_full) are always allowed: under
 // faults a request may wait too long.
 type kindRule struct {
-	forwarded []string // status classes the upstream may answer
-	refused   []string // meterproxy's codes besides the capacity ones
+	forwarded  []string // status classes the upstream may answer
+	refused    []string // meterproxy's codes besides the capacity ones
+	negotiated []string // meterproxy's negotiations
 	// cut: every forwarded answer is broken off by the upstream.
 	cut bool
 	// must is the outcome at least one request of the kind must have
-	// ("2xx", "5xx", or a refusal code), so the kind was exercised.
+	// ("2xx", "5xx", a refusal or a negotiation code), so the kind was
+	// exercised.
 	must string
 }
 
@@ -293,6 +328,11 @@ func checkRules(t *testing.T, l *ledger, rules map[string]kindRule) {
 				bad = append(bad, fmt.Sprintf("%d refused %s", n, code))
 			}
 		}
+		for code, n := range tl.negotiated {
+			if n > 0 && !slices.Contains(r.negotiated, code) {
+				bad = append(bad, fmt.Sprintf("%d negotiated %s", n, code))
+			}
+		}
 		if tl.cancelled > 0 {
 			bad = append(bad, fmt.Sprintf("%d cancelled", tl.cancelled))
 		}
@@ -305,7 +345,7 @@ func checkRules(t *testing.T, l *ledger, rules map[string]kindRule) {
 		if !r.cut && tl.cutUpstream > 0 {
 			bad = append(bad, fmt.Sprintf("%d cut by the upstream", tl.cutUpstream))
 		}
-		if tl.forwarded[r.must] == 0 && tl.refused[r.must] == 0 {
+		if tl.forwarded[r.must] == 0 && tl.refused[r.must] == 0 && tl.negotiated[r.must] == 0 {
 			bad = append(bad, "none ended as "+r.must)
 		}
 		if len(tl.problems) > 0 {

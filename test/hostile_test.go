@@ -177,14 +177,15 @@ func TestHostileCallers(t *testing.T) {
 	})
 
 	// Item 4: an upgrade was relayed with a 101 and the hijacked tunnel
-	// carried unmetered traffic.
+	// carried unmetered traffic. Issue 33: it is answered 426, on which a
+	// WebSocket client goes on over HTTP.
 	t.Run("upgrades", func(t *testing.T) {
 		for _, raw := range []string{
 			"GET /v1/assistants HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer " + chatKey + "\r\n\r\n",
 			"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
 		} {
-			if status, _ := rawStatus(t, addr, raw); status != http.StatusBadRequest {
-				t.Errorf("%s upgrade: %d, want 400", strings.Fields(raw)[1], status)
+			if status, _ := rawStatus(t, addr, raw); status != http.StatusUpgradeRequired {
+				t.Errorf("%s upgrade: %d, want 426", strings.Fields(raw)[1], status)
 			}
 		}
 		if up.saw("/v1/assistants") {

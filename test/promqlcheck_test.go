@@ -53,10 +53,11 @@ var exportedMetrics = map[string]metricSpec{
 		"outcome": {"forwarded", "refused", "cancelled"}, "code": nil}},
 	"meterproxy_refusals_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "reason": {"unknown_caller",
 		"body_too_large", "bad_request", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "shutting_down", "store_unavailable",
-		"upstream_unreachable", "upstream_timeout", "method_not_allowed", "upgrade_not_supported", "non_canonical_path",
+		"upstream_unreachable", "upstream_timeout", "method_not_allowed", "non_canonical_path",
 		"conflicting_credentials", "body_read_timeout", "body_memory_exhausted", "pool_removed", "duplicate_key",
 		"unsupported_encoding", "charge_too_large", "budget_exceeded", "unpriced_model", "unmetered_api", "batch_unmetered",
-		"too_many_streams", "too_many_sessions"}}},
+		"too_many_streams", "too_many_sockets", "too_many_sessions"}}},
+	"meterproxy_negotiations_total": {"counter", map[string][]string{"reason": {"upgrade_required", "not_an_api"}}},
 	"meterproxy_admissions_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues,
 		"outcome": {"admitted", "held", "refused", "cancelled", "batch", "upload"}}},
 	"meterproxy_caller_admissions_total":   {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil}},
@@ -109,8 +110,12 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_budget_reserved_usd":               {"gauge", budgetLabel},
 	"meterproxy_budget_alert_usd":                  {"gauge", budgetLabel},
 	"meterproxy_adaptive_latency_seconds_per_work": {"gauge", poolLabel},
-	"meterproxy_realtime_sessions":                 {"gauge", map[string][]string{"class": classValues, "caller": nil}},
-	"meterproxy_realtime_unheld_responses_total":   {"counter", classLabel},
+	"meterproxy_sockets_open":                      {"gauge", map[string][]string{"api": {"responses", "realtime"}, "class": classValues}},
+	"meterproxy_socket_turns_total": {"counter", map[string][]string{"api": {"responses", "realtime"}, "class": classValues,
+		"outcome": {"forwarded", "refused", "cancelled"}}},
+	"meterproxy_sockets_closed_total":            {"counter", map[string][]string{"api": {"responses", "realtime"}, "side": {"client", "upstream", "meterproxy"}}},
+	"meterproxy_realtime_sessions":               {"gauge", map[string][]string{"class": classValues, "caller": nil}},
+	"meterproxy_realtime_unheld_responses_total": {"counter", classLabel},
 }
 
 // seriesSpec resolves a series name to what meterproxy exports under it: a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,6 +53,9 @@ func openSocket(t *testing.T, p *procs.Proxy, key string) *websocket.Conn {
 	t.Helper()
 	c, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(p.URL, "http")+"/v1/responses", &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + key}, "Openai-Beta": {"responses_websockets=2026-02-06"}}})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
@@ -332,13 +336,11 @@ func TestSocketCloses(t *testing.T) {
 	})
 	t.Run("handshakes", func(t *testing.T) {
 		ws := "ws" + strings.TrimPrefix(p.URL, "http")
-		_, resp, err := websocket.Dial(t.Context(), ws+"/v1/responses", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-nobody"}}})
-		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("unknown caller: %v %v, want 401", err, resp)
+		if status := wsHandshake(t, ws+"/v1/responses", "sk-nobody"); status != http.StatusUnauthorized {
+			t.Errorf("unknown caller: %d, want 401", status)
 		}
-		_, resp, err = websocket.Dial(t.Context(), ws+"/v1/chat/completions", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + agentKey}}})
-		if err == nil || resp == nil || (resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusUpgradeRequired) {
-			t.Errorf("upgrade on chat completions: %v %v, want it refused", err, resp)
+		if status := wsHandshake(t, ws+"/v1/chat/completions", agentKey); status != http.StatusUpgradeRequired {
+			t.Errorf("upgrade on chat completions: %d, want the front door's 426", status)
 		}
 	})
 	m := socketsQuiet(t, p)
@@ -350,5 +352,167 @@ func TestSocketCloses(t *testing.T) {
 	}
 	if n := sum(m, "meterproxy_body_memory_bytes", nil); n != 0 {
 		t.Errorf("body memory = %v once every socket closed", n)
+	}
+}
+
+// TestSocketUpstreamRateLimit: the provider's rate-limit error event
+// answers its turn: passed to the client as it came, counted in
+// meterproxy_upstream_429_total and as a forwarded 429, its headers read
+// as an HTTP 429's are (the account's remaining requests), the turn's
+// slot freed; the session goes on.
+func TestSocketUpstreamRateLimit(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, RPM: 2})
+	p := socketsProxy(t, fp, nil)
+	c := openSocket(t, p, agentKey)
+	var limited socketEvent
+	for n := 0; n < 3 && limited == nil; n++ {
+		events := sendTurn(t, c, createTurn(n, ""))
+		if last := events[len(events)-1]; last.typ() == "error" {
+			limited = last
+		}
+	}
+	if status, _, _ := limited.errorOf(); status != http.StatusTooManyRequests {
+		t.Fatalf("third turn = %v, want the provider's 429 error event", limited)
+	}
+	m := scrape(t, p.AdminURL)
+	if n := sum(m, "meterproxy_upstream_429_total", nil); n != 1 {
+		t.Errorf("upstream 429s = %v, want 1", n)
+	}
+	if n := sum(m, "meterproxy_requests_total", map[string]string{"outcome": "forwarded", "code": "429"}); n != 1 {
+		t.Errorf("forwarded 429s = %v, want 1", n)
+	}
+	if n := sum(m, "meterproxy_upstream_remaining", map[string]string{"kind": "requests"}); n != 0 {
+		t.Errorf("upstream remaining requests = %v, want the event's 0", n)
+	}
+	if n := sum(m, "meterproxy_caller_in_flight", nil); n != 0 {
+		t.Errorf("in flight = %v after the refused turn, want 0", n)
+	}
+	c.CloseRead(t.Context()) // a reader, for the pong
+	if err := c.Ping(t.Context()); err != nil {
+		t.Errorf("the session did not survive the provider's refusal: %v", err)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	socketsQuiet(t, p)
+}
+
+// TestSocketDrainLetsTheTurnFinish: on SIGTERM a socket's turn in flight
+// finishes, a response.create sent during the drain is refused with a
+// shutting_down error event, and the socket then closes 1001; the
+// process exits 0.
+func TestSocketDrainLetsTheTurnFinish(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
+	p := socketsProxy(t, fp, nil)
+	c := openSocket(t, p, agentKey)
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(createTurn(0, `,"metadata":{"x-fake-latency":"3s"}`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn in flight", func() bool {
+		return sum(scrape(t, p.AdminURL), "meterproxy_caller_in_flight", map[string]string{"caller": "agent"}) == 1
+	})
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sockets' drain", func() bool { return strings.Contains(p.Logs(), "sockets_draining") })
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(createTurn(1, ""))); err != nil {
+		t.Fatal(err)
+	}
+	refused := readTurn(t, c)
+	if status, code, _ := refused[len(refused)-1].errorOf(); status != http.StatusServiceUnavailable || code != "shutting_down" {
+		t.Fatalf("a turn during the drain: %v, want a shutting_down error event", refused)
+	}
+	if done := readTurn(t, c); done[len(done)-1].typ() != "response.completed" {
+		t.Fatalf("the turn in flight ended %v, want completed", done[len(done)-1])
+	}
+	_, _, err := c.Read(t.Context())
+	if code := websocket.CloseStatus(err); code != websocket.StatusGoingAway {
+		t.Fatalf("close = %v, want 1001 once the turn finished", err)
+	}
+	if err := p.Wait(30 * time.Second); err != nil {
+		t.Errorf("exit: %v, want status 0", err)
+	}
+}
+
+// wsHandshake dials url with key and returns the status of the
+// handshake's answer (0 when none came); a socket opened is closed.
+func wsHandshake(t *testing.T, url, key string) int {
+	t.Helper()
+	c, resp, err := websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	if err == nil {
+		_ = c.CloseNow()
+	}
+	if resp == nil {
+		return 0
+	}
+	if resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	return resp.StatusCode
+}
+
+// TestSocketCutAtEveryPoint: the provider's connection cut (no close
+// frame) at every point of a turn ends the socket with 1014 to the
+// client, frees the turn's slot and counts it once: cut short by the
+// upstream and settled at an estimate before its terminal event, whole
+// and exact after it.
+func TestSocketCutAtEveryPoint(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
+	p := socketsProxy(t, fp, nil)
+	for _, at := range []fakeprovider.CutAt{fakeprovider.CutAfterCreated, fakeprovider.CutMidDeltas, fakeprovider.CutBeforeTerminal, fakeprovider.CutAfterTerminal} {
+		t.Run(string(at), func(t *testing.T) {
+			before := scrape(t, p.AdminURL)
+			c := openSocket(t, p, agentKey)
+			if err := c.Write(t.Context(), websocket.MessageText, []byte(createTurn(0, `,"metadata":{"x-fake-cut-at":"`+string(at)+`"}`))); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			completed := false
+			for err == nil {
+				var data []byte
+				if _, data, err = c.Read(t.Context()); err == nil {
+					completed = completed || strings.Contains(string(data), `"response.completed"`)
+				}
+			}
+			if code := websocket.CloseStatus(err); code != websocket.StatusBadGateway {
+				t.Fatalf("close = %v, want 1014 for a lost upstream", err)
+			}
+			m := socketsQuiet(t, p)
+			d := func(name string, l map[string]string) float64 { return sum(m, name, l) - sum(before, name, l) }
+			if n := d("meterproxy_requests_total", map[string]string{"outcome": "forwarded", "code": "200"}); n != 1 {
+				t.Errorf("forwarded = %v, want the turn once", n)
+			}
+			whole := at == fakeprovider.CutAfterTerminal
+			if whole != completed {
+				t.Fatalf("response.completed reached the client: %v", completed)
+			}
+			cut, estimated := d("meterproxy_responses_cut_short_total", map[string]string{"side": "upstream"}), d("meterproxy_tokens_total", map[string]string{"estimated": "true"})
+			if whole && (cut != 0 || estimated != 0) || !whole && (cut != 1 || estimated == 0) {
+				t.Errorf("cut short %v, estimated tokens %v (whole: %v)", cut, estimated, whole)
+			}
+		})
+	}
+}
+
+// TestSocketMessageOverMemoryBudget: a client message the body memory
+// budget cannot hold is read, dropped and answered with a
+// body_memory_exhausted error event; the socket goes on, and the next
+// turn is served.
+func TestSocketMessageOverMemoryBudget(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
+	p := socketsProxy(t, fp, func(cfg config) {
+		cfg.set("server.max_body_bytes", 64<<10)
+		cfg.set("server.max_body_memory_bytes", 256<<10) // bulk may use three quarters: 192 KiB
+		cfg.set("server.max_socket_message_bytes", 250<<10)
+	})
+	c := openSocket(t, p, agentKey)
+	events := sendTurn(t, c, createTurn(0, `,"instructions":"`+strings.Repeat("x", 200<<10)+`"`))
+	if status, code, _ := events[len(events)-1].errorOf(); status != http.StatusServiceUnavailable || code != "body_memory_exhausted" {
+		t.Fatalf("a message over the budget: %v, want a body_memory_exhausted error event", events)
+	}
+	if last := sendTurn(t, c, createTurn(1, "")); last[len(last)-1].typ() != "response.completed" {
+		t.Fatalf("the next turn ended %v", last[len(last)-1])
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	if m := socketsQuiet(t, p); sum(m, "meterproxy_body_memory_bytes", nil) != 0 {
+		t.Errorf("body memory not given back")
 	}
 }

@@ -111,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "delay before response headers")
 	fs.IntVar(&cfg.StreamChunks, "chunks", cfg.StreamChunks, "content chunks per SSE stream")
 	fs.DurationVar(&cfg.ChunkInterval, "chunk-interval", cfg.ChunkInterval, "pause between SSE chunks")
+	fs.DurationVar(&cfg.EndLag, "end-lag", cfg.EndLag, "pause between a stream's last event and its end (0 = none)")
 	fs.IntVar(&cfg.RPM, "rpm", cfg.RPM, "requests per minute limit (0 = unlimited)")
 	fs.IntVar(&cfg.TPM, "tpm", cfg.TPM, "tokens per minute reported in headers (0 = not reported)")
 	fs.BoolVar(&cfg.EnforceTPM, "enforce-tpm", cfg.EnforceTPM, "enforce -tpm (and -output-tpm): charge each request as its provider does, answer 429 past it")

@@ -152,12 +152,17 @@ func (m *Meter) Write(p []byte) (int, error) {
 // arguments, reasoning, refusals (see chatGenerated, responsesGenerated,
 // anthropicGenerated) — in a stream's deltas or a whole answer's message.
 //
-// A stream whose terminal event never arrived ([DONE],
-// response.completed|incomplete|failed, message_stop), or that did not end
-// cleanly, is Estimated even if it reported usage on the way, but the better
-// numbers are kept: a reported input (such as Anthropic's message_start)
-// replaces the input estimate, and Output is the larger of the reported
-// output and the text estimate. A JSON body over 64 KiB has its usage read
+// A stream is whole once its terminal event arrived ([DONE],
+// response.completed|incomplete|failed, message_stop): its reported usage
+// is the provider's last word, whatever comes after — a client that goes
+// away right after the terminal event (Codex closes its connection after
+// response.completed) while the upstream's end lags it leaves the stream
+// ended before its EOF, and whole. A stream whose terminal event never
+// arrived is Estimated even if it reported usage on the way, but the
+// better numbers are kept: a reported input (such as Anthropic's
+// message_start) replaces the input estimate, and Output is the larger of
+// the reported output and the text estimate. A terminal event counts only
+// whole, its blank line read (or, at a clean EOF, its last line). A JSON body over 64 KiB has its usage read
 // from its last 64 KiB (see lastMember); without one there, or cut short,
 // its Output is estimated from its size. A JSON body cut short is
 // Estimated, its usage, if any came, not read. The cache parts go with a
@@ -174,8 +179,8 @@ func (m *Meter) Finish(complete bool) Usage {
 		if complete {
 			m.sse.end(m)
 		}
-		m.result = m.streamUsage(complete)
-		m.cut = !complete || !m.terminal
+		m.result = m.streamUsage()
+		m.cut = !m.terminal
 	case modeJSON:
 		if body, whole := m.body.whole(); whole {
 			m.readBody(body)
@@ -192,17 +197,21 @@ func (m *Meter) Finish(complete bool) Usage {
 }
 
 // Cut reports whether the response Finish read ended before its end: a
-// stream whose terminal event never came or that did not end cleanly, a
-// JSON body cut short. Its usage is then Estimated, and what the provider
+// stream whose terminal event never came, a JSON body cut short. Its usage is then Estimated, and what the provider
 // billed may be far above the estimate (reasoning it never showed, a
 // generation that went on after the cut). A response without usage that
 // ended whole is Estimated but not cut. False before Finish, and for an
 // API whose responses are not read (Other).
 func (m *Meter) Cut() bool { return m.cut }
 
+// Terminal reports whether the stream's terminal event has been read
+// whole: from then on its usage is what it reported (Finish). False for
+// anything but a stream.
+func (m *Meter) Terminal() bool { return m.terminal }
+
 // streamUsage is the usage of a stream that ended.
-func (m *Meter) streamUsage(complete bool) Usage {
-	if complete && m.terminal && (m.haveIn || m.haveOut) {
+func (m *Meter) streamUsage() Usage {
+	if m.terminal && (m.haveIn || m.haveOut) {
 		return m.reported()
 	}
 	u := m.estimate(ceilQuarter(m.text))

@@ -31,6 +31,12 @@ type Config struct {
 	StreamChunks int
 	// ChunkInterval is the pause between SSE chunks. Zero means none.
 	ChunkInterval time.Duration
+	// EndLag is the pause between a stream's last event (its terminal
+	// event: [DONE], message_stop, response.completed) and the stream's
+	// end: an upstream whose end lags its last word, before which a client
+	// that has what it wants (Codex, after response.completed) may go
+	// away. A client that goes away meanwhile ends it. Zero means none.
+	EndLag time.Duration
 	// RPM is the provider's own limit in requests per minute. Zero means
 	// unlimited, and no request rate-limit headers are sent.
 	RPM int
@@ -132,6 +138,7 @@ func (c Config) Validate() error {
 	check("latency", c.Latency < 0, c.Latency)
 	check("stream_chunks", c.StreamChunks < 0, c.StreamChunks)
 	check("chunk_interval", c.ChunkInterval < 0, c.ChunkInterval)
+	check("end_lag", c.EndLag < 0, c.EndLag)
 	check("rpm", c.RPM < 0, c.RPM)
 	check("tpm", c.TPM < 0, c.TPM)
 	check("tpm_start", c.TPMStart < 0, c.TPMStart)
@@ -151,6 +158,7 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	c.Latency = max(c.Latency, 0)
 	c.ChunkInterval = max(c.ChunkInterval, 0)
+	c.EndLag = max(c.EndLag, 0)
 	c.RPM = max(c.RPM, 0)
 	c.TPM = max(c.TPM, 0)
 	c.OutputTPM = max(c.OutputTPM, 0)

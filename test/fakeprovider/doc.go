@@ -56,6 +56,8 @@
 // Azure deployments) limits of their own, as providers keep them.
 // [Config.Slots] makes it a server with a knee, as a self-hosted model
 // server is: latency stretched by the requests in service over the slots.
+// [Config.EndLag] ends a stream that long after its last event, as an
+// upstream's end may lag its terminal event.
 // Anthropic's token remainders are rounded to the nearest thousand, as
 // Anthropic's are. Batch endpoints have their own quota at real providers,
 // so they are neither debited nor limited here.
@@ -141,14 +143,16 @@
 // session.updated; output_modalities, instructions, max_output_tokens,
 // audio.input.turn_detection, or the beta's modalities, turn_detection,
 // max_response_output_tokens), conversation.item.create (→
-// conversation.item.added and .done), input_audio_buffer.append, .commit
-// (→ input_audio_buffer.committed and the item; with server VAD the
+// conversation.item.created), input_audio_buffer.append, .commit
+// (→ input_audio_buffer.committed and the item's
+// conversation.item.created; with server VAD the
 // server then creates a response itself, Request.ServerCreated) and
 // .clear, response.create and response.cancel (→ response.done
 // cancelled, its usage the output sent). Each response is a request on
 // the session's path (rate-limited for the session's model, charged its
 // input, logged with Request.Socket "realtime"): response.created, the
-// item, its response.output_text.delta (or
+// item (conversation.item.added and, at its end, .done), its
+// response.output_text.delta (or
 // response.output_audio_transcript.delta when spoken) events, and
 // response.done with usage {total_tokens, input_tokens, output_tokens,
 // input_token_details {cached_tokens, text_tokens, audio_tokens,

@@ -42,6 +42,9 @@ type Provider struct {
 	sockets     map[*socketConn]struct{}
 	socketsLive int
 	socketsGone chan struct{}
+	// socketsClosing is the CloseSockets calls under way: a socket
+	// accepted meanwhile is closed at once.
+	socketsClosing int
 	// jobs are the files and batches (files.go, batch.go).
 	jobs *batchJobs
 }

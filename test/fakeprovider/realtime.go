@@ -161,8 +161,7 @@ func (rt *realtimeSession) createItem(raw json.RawMessage) error {
 	rt.lastItem = id
 	rt.text += promptTokens(raw)
 	rt.mu.Unlock()
-	rt.send(map[string]any{"type": "conversation.item.added", "previous_item_id": nullable(prev), "item": item})
-	rt.send(map[string]any{"type": "conversation.item.done", "previous_item_id": nullable(prev), "item": item})
+	rt.send(map[string]any{"type": "conversation.item.created", "previous_item_id": nullable(prev), "item": item})
 	return nil
 }
 
@@ -198,8 +197,7 @@ func (rt *realtimeSession) commitAudio() error {
 	item := map[string]any{"id": id, "object": "realtime.item", "type": "message", "status": "completed", "role": "user",
 		"content": []any{map[string]any{"type": "input_audio", "transcript": nil}}}
 	rt.send(map[string]any{"type": "input_audio_buffer.committed", "previous_item_id": nullable(prev), "item_id": id})
-	rt.send(map[string]any{"type": "conversation.item.added", "previous_item_id": nullable(prev), "item": item})
-	rt.send(map[string]any{"type": "conversation.item.done", "previous_item_id": nullable(prev), "item": item})
+	rt.send(map[string]any{"type": "conversation.item.created", "previous_item_id": nullable(prev), "item": item})
 	if vad {
 		_ = rt.startResponse(realtimeClientEvent{}, true) // an active response keeps the floor
 	}

@@ -85,7 +85,12 @@ func (p *Provider) acceptSocket(w http.ResponseWriter, r *http.Request, kind Soc
 	p.countSocket(kind, 1)
 	p.mu.Lock()
 	p.sockets[s] = struct{}{}
+	closing := p.socketsClosing > 0
 	p.mu.Unlock()
+	if closing { // CloseSockets is under way: this one goes too
+		_ = conn.Close(websocket.StatusGoingAway, "server going away")
+		s.cancel()
+	}
 	return s, true
 }
 
@@ -124,25 +129,35 @@ func (p *Provider) WaitSocketsClosed(ctx context.Context) error {
 	}
 }
 
-// CloseSockets closes every open WebSocket with 1001 (going away), as a
-// provider closes them when it restarts, and returns once their turns
-// and responses have ended. A turn in progress is cut.
+// CloseSockets closes every open WebSocket, and any whose upgrade is
+// under way, with 1001 (going away), as a provider closes them when it
+// restarts, and returns once they and their turns and responses have
+// ended. A turn in progress is cut.
 func (p *Provider) CloseSockets() {
 	p.mu.Lock()
+	p.socketsClosing++
 	open := make([]*socketConn, 0, len(p.sockets))
 	for s := range p.sockets {
 		open = append(open, s)
 	}
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.socketsClosing--
+		p.mu.Unlock()
+	}()
 	var wg sync.WaitGroup
 	for _, s := range open {
 		wg.Go(func() {
-			s.cancel()
+			// Close before cancelling: a cancelled read would drop the
+			// connection before the close frame is out.
 			_ = s.conn.Close(websocket.StatusGoingAway, "server going away")
+			s.cancel()
 			<-s.done
 		})
 	}
 	wg.Wait()
+	_ = p.WaitSocketsClosed(context.Background()) // those accepted meanwhile close themselves
 }
 
 // countSocket counts a socket of kind opened (+1) or closed (-1).
@@ -297,10 +312,11 @@ func responsesError(status int, typ, code, msg, param string) map[string]any {
 // sendErrorEvent answers a turn of a socket that failed with status and
 // the HTTP error body body: an error event carrying the status, the
 // body's error object and the headers the HTTP answer would have had
-// (rate limits, retry-after), as OpenAI's error events carry them.
+// (rate limits, retry-after) — in error.headers, where OpenAI's API
+// reference puts them, and at the top, where Codex reads them.
 func (x *exchange) sendErrorEvent(status int, body []byte) {
 	var e struct {
-		Error json.RawMessage `json:"error"`
+		Error map[string]any `json:"error"`
 	}
 	_ = json.Unmarshal(body, &e) // our own error bodies: always an error object
 	headers := make(map[string]string)
@@ -309,6 +325,10 @@ func (x *exchange) sendErrorEvent(status int, body []byte) {
 			headers[strings.ToLower(k)] = v[0]
 		}
 	}
+	if e.Error == nil {
+		e.Error = map[string]any{}
+	}
+	e.Error["headers"] = headers
 	_ = x.sink.send(sseEvent{name: "error", data: map[string]any{
 		"type": "error", "status": status, "error": e.Error, "headers": headers,
 	}})

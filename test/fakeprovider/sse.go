@@ -105,7 +105,8 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // stream answers 200 with plan: as an event stream, or onto the socket of
-// a WebSocket turn (x.sink).
+// a WebSocket turn (x.sink); play paces it and ends it Config.EndLag after
+// its last event.
 func (x *exchange) stream(plan streamPlan) {
 	x.status = http.StatusOK
 	if x.sink != nil {
@@ -159,5 +160,6 @@ func (x *exchange) play(plan streamPlan, s eventSink) {
 			return
 		}
 	}
-	x.outcome = streamCompleted
+	x.outcome = streamCompleted // every event is out, whatever the client does next
+	_ = s.pause(x.p.cfg.EndLag)
 }
