@@ -45,10 +45,11 @@ func TestNegotiationsAreNotRefusals(t *testing.T) {
 		code    string
 		counted map[string]float64
 	}{
-		// (/v1/responses is a WebSocket meterproxy meters: socket_test.go.)
+		// (/v1/responses and /v1/realtime are WebSockets meterproxy
+		// meters: socket_test.go, socketrealtime_test.go.)
 		{"a WebSocket on an API without one", reject, http.MethodGet, "/v1/chat/completions", append(ws, known...), http.StatusUpgradeRequired, negotiationUpgrade,
 			map[string]float64{"negotiation upgrade_required": 1}},
-		{"a WebSocket without a key", reject, http.MethodGet, "/v1/realtime", ws, http.StatusUpgradeRequired, negotiationUpgrade,
+		{"a WebSocket without a key", reject, http.MethodGet, "/v1/assistants", ws, http.StatusUpgradeRequired, negotiationUpgrade,
 			map[string]float64{"negotiation upgrade_required": 1}},
 		{"an h2c upgrade", forward, http.MethodGet, "/v1/models", append(h2c, known...), http.StatusUpgradeRequired, negotiationUpgrade,
 			map[string]float64{"negotiation upgrade_required": 1}},

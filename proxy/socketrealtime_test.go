@@ -157,7 +157,7 @@ func TestRealtimeResponsesMeteredExactly(t *testing.T) {
 	rtSend(t, c, rtTextOnly)
 	rtUntil(t, c, "session.updated")
 	rtSend(t, c, rtItem)
-	rtUntil(t, c, "conversation.item.done")
+	rtUntil(t, c, "conversation.item.created")
 	for range 2 {
 		rtSend(t, c, `{"type":"response.create","response":{"max_output_tokens":200}}`)
 		if evs := rtUntil(t, c, "response.done", "error"); evs[len(evs)-1]["type"] != "response.done" {
