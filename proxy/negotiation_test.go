@@ -45,8 +45,7 @@ func TestNegotiationsAreNotRefusals(t *testing.T) {
 		code    string
 		counted map[string]float64
 	}{
-		// (/v1/responses is a WebSocket meterproxy meters: socket_test.go.)
-		{"a WebSocket on an API without one", reject, http.MethodGet, "/v1/chat/completions", append(ws, known...), http.StatusUpgradeRequired, negotiationUpgrade,
+		{"a WebSocket on an API not relayed", reject, http.MethodGet, "/v1/chat/completions", append(ws, known...), http.StatusUpgradeRequired, negotiationUpgrade,
 			map[string]float64{"negotiation upgrade_required": 1}},
 		{"a WebSocket without a key", reject, http.MethodGet, "/v1/realtime", ws, http.StatusUpgradeRequired, negotiationUpgrade,
 			map[string]float64{"negotiation upgrade_required": 1}},
