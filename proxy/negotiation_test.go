@@ -47,7 +47,7 @@ func TestNegotiationsAreNotRefusals(t *testing.T) {
 	}{
 		// (/v1/responses and /v1/realtime are WebSockets meterproxy
 		// meters: socket_test.go, socketrealtime_test.go.)
-		{"a WebSocket on an API without one", reject, http.MethodGet, "/v1/chat/completions", append(ws, known...), http.StatusUpgradeRequired, negotiationUpgrade,
+		{"a WebSocket on an API not relayed", reject, http.MethodGet, "/v1/chat/completions", append(ws, known...), http.StatusUpgradeRequired, negotiationUpgrade,
 			map[string]float64{"negotiation upgrade_required": 1}},
 		{"a WebSocket without a key", reject, http.MethodGet, "/v1/assistants", ws, http.StatusUpgradeRequired, negotiationUpgrade,
 			map[string]float64{"negotiation upgrade_required": 1}},

@@ -84,20 +84,32 @@ type upstreamExchange struct {
 	request      []byte
 	status       int
 	answer       bytes.Buffer
-	// at is when it arrived: a WebSocket's turns are the fake's requests
-	// since (billed).
-	at time.Time
 }
 
 // upstreamLog records what reaches the upstream and what it answers: the
 // usage the provider reported, for the metering check, and what each CLI
-// sent, for the log of a failed run. Safe for concurrent use.
+// sent, for the log of a failed run. A turn on a WebSocket is no HTTP
+// exchange (the upgrade is, answered 101): those are read from the fake's
+// own log. Safe for concurrent use.
 type upstreamLog struct {
+	fake *fakeprovider.Provider
 	mu   sync.Mutex
 	seen []*upstreamExchange
-	// fake is the provider behind the log, whose request log has the
-	// turns of the Responses WebSockets the log only sees open (101).
-	fake *fakeprovider.Provider
+}
+
+// logMark is a point in an upstreamLog: how many exchanges it had
+// recorded, and how many requests the fake had logged.
+type logMark struct{ http, fake int }
+
+// socketTurns are the turns the fake served on WebSockets since m.
+func (l *upstreamLog) socketTurns(m logMark) []fakeprovider.Request {
+	var turns []fakeprovider.Request
+	for _, r := range l.fake.Requests()[m.fake:] {
+		if r.Socket != "" {
+			turns = append(turns, r)
+		}
+	}
+	return turns
 }
 
 // wrap returns next recording into l.
@@ -108,7 +120,7 @@ func (l *upstreamLog) wrap(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		x := &upstreamExchange{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), request: body, at: time.Now()}
+		x := &upstreamExchange{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), request: body}
 		l.mu.Lock()
 		l.seen = append(l.seen, x)
 		l.mu.Unlock()
@@ -144,13 +156,25 @@ func (w *recordingWriter) Write(b []byte) (int, error) {
 func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // billed is the usage the upstream reported in its answers to turns
-// (POSTs) since the first from exchanges (billedUsage), how many turns it
-// answered, and how many answers of any kind it served 200.
-func (l *upstreamLog) billed(t *testing.T, from int) (billed tokenCount, turns, served int) {
+// (POSTs, and turns on a WebSocket) since from (billedUsage; the fake's
+// Request.Usage for a socket's), how many turns it answered, how many of
+// them on a socket, and how many answers of any kind it served 200.
+func (l *upstreamLog) billed(t *testing.T, from logMark) (billed tokenCount, turns, onSocket, served int) {
 	t.Helper()
+	for _, r := range l.socketTurns(from) {
+		if r.Status != http.StatusOK {
+			continue
+		}
+		if r.Usage == nil {
+			t.Errorf("a %s socket turn: the upstream's answer reports no usage", r.Socket)
+			continue
+		}
+		billed.in, billed.out = billed.in+int64(r.Usage.InputTokens), billed.out+int64(r.Usage.OutputTokens)
+		turns, onSocket, served = turns+1, onSocket+1, served+1
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, x := range l.seen[from:] {
+	for _, x := range l.seen[from.http:] {
 		if x.status != http.StatusOK {
 			continue
 		}
@@ -165,18 +189,7 @@ func (l *upstreamLog) billed(t *testing.T, from int) (billed tokenCount, turns, 
 		billed.in, billed.out = billed.in+u.in, billed.out+u.out
 		turns++
 	}
-	if from == len(l.seen) || l.fake == nil {
-		return billed, turns, served
-	}
-	for _, r := range l.fake.Requests() { // a Responses WebSocket's turns, each answered 200 with its usage
-		if r.Socket != fakeprovider.SocketResponses || r.Arrived.Before(l.seen[from].at) || r.Usage == nil {
-			continue
-		}
-		billed.in, billed.out = billed.in+int64(r.Usage.InputTokens), billed.out+int64(r.Usage.OutputTokens)
-		turns++
-		served++
-	}
-	return billed, turns, served
+	return billed, turns, onSocket, served
 }
 
 // isEventStream tells an answer that is an event stream by its first
@@ -185,21 +198,25 @@ func isEventStream(b []byte) bool {
 	return bytes.HasPrefix(b, []byte("event:")) || bytes.HasPrefix(b, []byte("data:"))
 }
 
-// len is how many exchanges were recorded.
-func (l *upstreamLog) len() int {
+// mark is the log's point now.
+func (l *upstreamLog) mark() logMark {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.seen)
+	return logMark{http: len(l.seen), fake: len(l.fake.Requests())}
 }
 
-// since is what reached the upstream since the first from: method,
-// path, the headers a CLI chose (credentials by name only) and the start
-// of each body, and the status answered.
-func (l *upstreamLog) since(from int) string {
+// since is what reached the upstream since from: method, path, the
+// headers a CLI chose (credentials by name only) and the start of each
+// body, and the status answered; then each turn on a socket, its lane,
+// status and usage.
+func (l *upstreamLog) since(from logMark) string {
+	var b strings.Builder
+	for _, r := range l.socketTurns(from) {
+		fmt.Fprintf(&b, "%s socket turn on %s (lane %q) → %d, usage %+v\n", r.Socket, r.Path, r.StreamID, r.Status, r.Usage)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var b strings.Builder
-	for _, x := range l.seen[from:] {
+	for _, x := range l.seen[from.http:] {
 		fmt.Fprintf(&b, "%s %s → %d (%d bytes sent)\n", x.method, x.path, x.status, len(x.request))
 		for k, v := range x.header {
 			switch http.CanonicalHeaderKey(k) {
@@ -250,7 +267,7 @@ func cliEnv(t *testing.T, env ...string) []string {
 // with its output and what reached the upstream.
 func runCLI(t *testing.T, log *upstreamLog, env []string, bin string, args ...string) string {
 	t.Helper()
-	from := log.len()
+	from := log.mark()
 	ctx, cancel := context.WithTimeout(t.Context(), cliRunLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -272,6 +289,7 @@ type cliMeter struct {
 	forwarded, refusals   float64
 	spend, estimatedSpend float64
 	cut, unpriced         float64
+	socketTurns           float64
 	negotiations          map[string]float64
 }
 
@@ -286,6 +304,7 @@ func readCLIMeter(t *testing.T, adminURL string) cliMeter {
 		estimatedSpend: sum(m, "meterproxy_spend_usd_total", map[string]string{"caller": "agent", "estimated": "true"}),
 		cut:            sum(m, "meterproxy_responses_cut_short_total", nil),
 		unpriced:       sum(m, "meterproxy_unpriced_requests_total", nil),
+		socketTurns:    sum(m, "meterproxy_socket_turns_total", map[string]string{"api": "responses", "class": "interactive", "outcome": "forwarded"}),
 		negotiations: map[string]float64{
 			"upgrade_required": sum(m, "meterproxy_negotiations_total", map[string]string{"reason": "upgrade_required"}),
 			"not_an_api":       sum(m, "meterproxy_negotiations_total", map[string]string{"reason": "not_an_api"}),
@@ -298,12 +317,17 @@ func readCLIMeter(t *testing.T, adminURL string) cliMeter {
 // each turn forwarded 200 and metered exactly — its tokens the usage the
 // fake reported (estimated="false", none estimated), priced, counted
 // against the caller's budget — none cut short, no refusal of any class,
-// and the negotiations want says.
-func checkTurns(t *testing.T, p *procs.Proxy, log *upstreamLog, from int, before cliMeter, spentBefore float64, want map[string]float64) {
+// and the negotiations want says. overSocket says every turn went over a
+// Responses WebSocket (each counted a forwarded socket turn), else none
+// did.
+func checkTurns(t *testing.T, p *procs.Proxy, log *upstreamLog, from logMark, before cliMeter, spentBefore float64, overSocket bool, want map[string]float64) {
 	t.Helper()
-	billed, turns, served := log.billed(t, from)
+	billed, turns, onSocket, served := log.billed(t, from)
 	if turns == 0 {
 		t.Fatalf("no turn reached the upstream:\n%s", log.since(from))
+	}
+	if wantOn := map[bool]int{true: turns, false: 0}[overSocket]; onSocket != wantOn {
+		t.Errorf("%d of %d turns went over a WebSocket, want %d:\n%s", onSocket, turns, wantOn, log.since(from))
 	}
 	var now cliMeter
 	waitFor(t, fmt.Sprintf("the proxy to count the %d turn(s) the upstream served", served), func() bool {
@@ -338,12 +362,15 @@ func checkTurns(t *testing.T, p *procs.Proxy, log *upstreamLog, from int, before
 	if n := now.refusals - before.refusals; n != 0 {
 		t.Errorf("%v refusals counted, want none", n)
 	}
+	if n := now.socketTurns - before.socketTurns; n != float64(onSocket) {
+		t.Errorf("%v socket turns forwarded, the upstream served %d", n, onSocket)
+	}
 	for reason, n := range want {
 		if got := now.negotiations[reason] - before.negotiations[reason]; got != n {
 			t.Errorf("%v negotiations %s, want %v", got, reason, n)
 		}
 	}
-	t.Logf("%d turn(s) of %d answers: %v, $%.6f, negotiations %v", turns, served, billed, wantSpend, want)
+	t.Logf("%d turn(s) (%d on a socket) of %d answers: %v, $%.6f, negotiations %v", turns, onSocket, served, billed, wantSpend, want)
 }
 
 // budgetSpent is what caller's budget has spent so far (0 before
@@ -365,7 +392,7 @@ func budgetSpent(t *testing.T, p *procs.Proxy, caller string) float64 {
 func TestClaudeCodeThroughTheProxy(t *testing.T) {
 	_, claude := installedCLIs(t)
 	p, log := cliProxy(t)
-	from, before, spent := log.len(), readCLIMeter(t, p.AdminURL), budgetSpent(t, p, "agent")
+	from, before, spent := log.mark(), readCLIMeter(t, p.AdminURL), budgetSpent(t, p, "agent")
 	env := cliEnv(t, "ANTHROPIC_BASE_URL="+p.URL, "ANTHROPIC_API_KEY="+cliKey,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1")
 	runCLI(t, log, env, claude, "-p", "say hi", "--model", claudeModel, "--no-session-persistence")
@@ -382,7 +409,7 @@ func TestClaudeCodeThroughTheProxy(t *testing.T) {
 	if res.StatusCode != http.StatusNotFound {
 		t.Errorf("HEAD /api/hello without a key: %d, want 404", res.StatusCode)
 	}
-	checkTurns(t, p, log, from, before, spent, map[string]float64{"not_an_api": 1, "upgrade_required": 0})
+	checkTurns(t, p, log, from, before, spent, false, map[string]float64{"not_an_api": 1, "upgrade_required": 0})
 }
 
 // codexConfig is a config.toml for Codex 0.171 that keeps it on localhost
@@ -412,19 +439,18 @@ var codexArgs = []string{"exec", "--skip-git-repo-check", "--ephemeral", "--stri
 //   - A custom provider in config.toml with supports_websockets = false:
 //     plain HTTP, no upgrade tried.
 //   - The built-in OpenAI provider with openai_base_url: it opens GET
-//     /v1/responses as a WebSocket, which meterproxy relays, each turn a
-//     response.create metered as its POST would be (no negotiation). On
-//     the 400 meterproxy gave before issue 33, it gave up (exit 1, no
-//     turn); on item 1's 426 it went on over HTTP.
+//     /v1/responses as a WebSocket, which the proxy relays (no 426, no
+//     negotiation), and its turn goes over the socket, metered from the
+//     turn's response.completed. On the 400 meterproxy gave before issue
+//     33, it gave up (exit 1, no turn); on a 426 it fell back to HTTP.
 func TestCodexThroughTheProxy(t *testing.T) {
 	codex, _ := installedCLIs(t)
 	p, log := cliProxy(t)
 	for _, tt := range []struct {
 		name, config string
 		env          []string
+		overSocket   bool
 		negotiations map[string]float64
-		// socket says the turns go over the Responses WebSocket.
-		socket bool
 	}{
 		{"custom provider over HTTP", `model_provider = "meterproxy"
 
@@ -434,22 +460,16 @@ base_url = "` + p.URL + `/v1"
 env_key = "METERPROXY_AGENT_KEY"
 wire_api = "responses"
 supports_websockets = false
-`, []string{"METERPROXY_AGENT_KEY=" + cliKey}, map[string]float64{"upgrade_required": 0, "not_an_api": 0}, false},
+`, []string{"METERPROXY_AGENT_KEY=" + cliKey}, false, map[string]float64{"upgrade_required": 0, "not_an_api": 0}},
 		{"built-in provider over WebSocket", `openai_base_url = "` + p.URL + `/v1"`,
-			[]string{"CODEX_API_KEY=" + cliKey}, map[string]float64{"upgrade_required": 0, "not_an_api": 0}, true},
+			[]string{"CODEX_API_KEY=" + cliKey}, true, map[string]float64{"upgrade_required": 0, "not_an_api": 0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			from, before, spent := log.len(), readCLIMeter(t, p.AdminURL), budgetSpent(t, p, "agent")
-			socketTurns := func() float64 {
-				return sum(scrape(t, p.AdminURL), "meterproxy_socket_turns_total", map[string]string{"outcome": "forwarded"})
-			}
-			sockets := socketTurns()
+			from, before, spent := log.mark(), readCLIMeter(t, p.AdminURL), budgetSpent(t, p, "agent")
 			env := cliEnv(t, append(tt.env, "CODEX_HOME="+codexConfig(t, tt.config))...)
 			runCLI(t, log, env, codex, codexArgs...)
-			checkTurns(t, p, log, from, before, spent, tt.negotiations)
-			if n := socketTurns() - sockets; (n > 0) != tt.socket {
-				t.Errorf("%v turns over the WebSocket, want them over it: %v", n, tt.socket)
-			}
+			checkTurns(t, p, log, from, before, spent, tt.overSocket, tt.negotiations)
+			socketsQuiet(t, p) // Codex's socket closed with it, nothing left in flight
 		})
 	}
 }

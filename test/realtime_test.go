@@ -123,8 +123,8 @@ func readEvent(t *testing.T, c *websocket.Conn) socketEvent {
 	return ev
 }
 
-// readUntil reads events up to one of types, and returns the last.
-func readUntil(t *testing.T, c *websocket.Conn, types ...string) socketEvent {
+// awaitEvent reads events up to one of types, and returns the last.
+func awaitEvent(t *testing.T, c *websocket.Conn, types ...string) socketEvent {
 	t.Helper()
 	for {
 		ev := readEvent(t, c)
@@ -198,10 +198,10 @@ func TestRealtimeMeteredExactly(t *testing.T) {
 	sendEvent(t, c, `{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hello there"}]}}`)
 	for range 2 {
 		sendEvent(t, c, `{"type":"response.create"}`)
-		add(readUntil(t, c, "response.done"))
+		add(awaitEvent(t, c, "response.done"))
 	}
 	sendEvent(t, c, `{"type":"response.create","response":{"output_modalities":["audio"]}}`)
-	spoken := readUntil(t, c, "response.done")
+	spoken := awaitEvent(t, c, "response.done")
 	if u := doneUsage(t, spoken); u.AudioOutput == 0 {
 		t.Fatalf("the spoken response's usage %+v: no audio tokens", u)
 	}
@@ -210,7 +210,7 @@ func TestRealtimeMeteredExactly(t *testing.T) {
 	sessionsQuiet(t, p) // voice may have one session at a time
 	az := openSession(t, p, voiceKey, "/openai/realtime?api-version=2025-08-28&deployment=gpt-realtime")
 	speak(t, az, 3)
-	add(readUntil(t, az, "response.done"))
+	add(awaitEvent(t, az, "response.done"))
 	_ = az.Close(websocket.StatusNormalClosure, "")
 	m := sessionsQuiet(t, p)
 	voice := func(l map[string]string) map[string]string { l["caller"] = "voice"; return l }
@@ -297,12 +297,12 @@ func TestRealtimeBudget(t *testing.T) {
 	const path = "/v1/realtime?model=gpt-realtime"
 	c := openSession(t, p, callKey, path)
 	speak(t, c, 2)
-	readUntil(t, c, "response.done")
+	awaitEvent(t, c, "response.done")
 	waitFor(t, "the budget spent", func() bool {
 		return sum(scrape(t, p.AdminURL), "meterproxy_budget_spent_usd", map[string]string{"budget": "caller:calls"}) >= 0.01
 	})
 	sendEvent(t, c, `{"type":"response.create","event_id":"c1"}`)
-	ev := readUntil(t, c, "error")
+	ev := awaitEvent(t, c, "error")
 	e, _ := ev["error"].(map[string]any)
 	if _, code, msg := ev.errorOf(); code != "budget_exceeded" || e["type"] != "insufficient_quota" || e["event_id"] != "c1" ||
 		!strings.HasPrefix(msg, "meterproxy: budget caller:calls is spent") {
@@ -356,7 +356,7 @@ func TestRealtimeRateLimitsHold(t *testing.T) {
 	sendEvent(t, c, `{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"`+
 		strings.Repeat("many words ", 250)+`"}]}}`)
 	sendEvent(t, c, `{"type":"response.create"}`)
-	limits := readUntil(t, c, "rate_limits.updated")
+	limits := awaitEvent(t, c, "rate_limits.updated")
 	m := scrape(t, p.AdminURL)
 	if n := sum(m, "meterproxy_upstream_remaining", map[string]string{"kind": "tokens"}); n >= 500 {
 		t.Fatalf("upstream tokens remaining %v after %v, want below the reserve", n, limits)
@@ -382,7 +382,7 @@ func TestRealtimeClientVanishes(t *testing.T) {
 	c := openSession(t, p, voiceKey, "/v1/realtime?model=gpt-realtime")
 	sendEvent(t, c, `{"type":"session.update","session":{"type":"realtime","output_modalities":["text"],"audio":{"input":{"turn_detection":null}}}}`)
 	sendEvent(t, c, `{"type":"response.create","response":{"metadata":{"x-fake-stall-after":"1"}}}`)
-	readUntil(t, c, "response.output_text.delta")
+	awaitEvent(t, c, "response.output_text.delta")
 	if n := sum(scrape(t, p.AdminURL), "meterproxy_caller_in_flight", map[string]string{"caller": "voice"}); n != 1 {
 		t.Fatalf("in flight = %v during the response, want 1", n)
 	}
