@@ -76,12 +76,7 @@ func readRealtimeClient(data []byte) (realtimeClient, error) {
 	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
 		switch {
 		case strings.EqualFold(k.Str, "type"):
-			switch {
-			case seenType:
-				err = errEnvelopeTwice
-			case v.Type != gjson.String:
-				err = errEnvelopeType
-			}
+			err = envelopeType(seenType, v)
 			seenType, ev.create, update = true, strings.EqualFold(v.Str, realtimeCreate), strings.EqualFold(v.Str, realtimeUpdate)
 		case strings.EqualFold(k.Str, realtimeEventIDName):
 			switch {

@@ -177,12 +177,7 @@ func readClientEnvelope(data []byte) (clientEnvelope, error) {
 	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
 		switch {
 		case strings.EqualFold(k.Str, "type"):
-			switch {
-			case seenType:
-				err = errEnvelopeTwice
-			case v.Type != gjson.String:
-				err = errEnvelopeType
-			}
+			err = envelopeType(seenType, v)
 			seenType, env.create = true, strings.EqualFold(v.Str, responsesCreate)
 		case strings.EqualFold(k.Str, "stream_id"):
 			switch {
@@ -196,6 +191,19 @@ func readClientEnvelope(data []byte) (clientEnvelope, error) {
 		return err == nil
 	})
 	return env, err
+}
+
+// envelopeType checks a client event's "type" field, v: a string, given
+// once (seen says one came before). Both socket APIs read it so, as their
+// providers would.
+func envelopeType(seen bool, v gjson.Result) error {
+	switch {
+	case seen:
+		return errEnvelopeTwice
+	case v.Type != gjson.String:
+		return errEnvelopeType
+	}
+	return nil
 }
 
 // isObject reports whether data is, past JSON whitespace, an object's
