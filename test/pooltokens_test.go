@@ -51,7 +51,7 @@ func (l poolLoad) request() (path, body string) {
 }
 
 // providerCharge is what the provider charges a request on path with body
-// to its tokens per minute, as PROVIDERS.md says (and independently of
+// to its tokens per minute, as docs/providers.md says (and independently of
 // meterproxy's code): Azure the prompt plus max_tokens, OpenAI the larger
 // of max_tokens and the prompt; the prompt is a quarter of the body's
 // bytes, rounded up.

@@ -23,7 +23,7 @@ var fuzzHeaderNames = []string{
 	"retry-after-ms", "x-ms-retry-after-ms", "retry-after",
 }
 
-// resetSeeds are every real-world reset value in PROVIDERS.md and the
+// resetSeeds are every real-world reset value in docs/providers.md and the
 // captures, plus edge cases.
 var resetSeeds = []string{
 	"1s", "6m0s", "3s", "12ms", "9ms", "80ms", "7.66s", "2m59.56s", "1m26.4s", "1h2m3.5s",

@@ -3,7 +3,7 @@ package usage
 import "strings"
 
 // Provider answers as they arrive on the wire, written from the formats in
-// PROVIDERS.md §1.6 and the providers' published examples.
+// docs/providers.md ("Usage fields") and the providers' published examples.
 
 // sse joins events into a stream: each event's lines end with LF and the
 // event with a blank line.

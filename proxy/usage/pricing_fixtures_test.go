@@ -1,7 +1,7 @@
 package usage
 
 // Answers that read from and write to the prompt cache and name the
-// service tier that served them: what pricing reads (PROVIDERS.md §1.6).
+// service tier that served them: what pricing reads (docs/providers.md ("Usage fields")).
 
 // Chat completions: a flex answer that read 1920 of its 2006 prompt tokens
 // from the cache, and one that wrote 512 (cache_write_tokens, newer API).
