@@ -71,12 +71,7 @@ func (m *Meter) realtimeUsage(u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
-	if in := u.Get("input_tokens"); in.Type == gjson.Number {
-		m.setIn(count(in))
-	}
-	if out := u.Get("output_tokens"); out.Type == gjson.Number {
-		m.setOut(count(out))
-	}
+	m.inputOutput(u)
 	in := u.Get("input_token_details")
 	m.cache = openAICache(in)
 	m.audio = audioParts{in: max(audioTokens(in)-audioTokens(in.Get("cached_tokens_details")), 0),

@@ -143,11 +143,17 @@ func (m *Meter) responsesUsage(u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
+	m.inputOutput(u)
+	m.cache = openAICache(u.Get("input_tokens_details"))
+}
+
+// inputOutput records u's input_tokens and output_tokens, where numbers:
+// the counts the Responses and Realtime usage objects share.
+func (m *Meter) inputOutput(u gjson.Result) {
 	if in := u.Get("input_tokens"); in.Type == gjson.Number {
 		m.setIn(count(in))
 	}
 	if out := u.Get("output_tokens"); out.Type == gjson.Number {
 		m.setOut(count(out))
 	}
-	m.cache = openAICache(u.Get("input_tokens_details"))
 }
