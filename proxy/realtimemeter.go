@@ -46,9 +46,15 @@ type realtimeMeter struct {
 	// that have none.
 	ids uint64
 	// checks are the budget checks out (at most one at a time: checking;
-	// again asks it to check once more).
+	// again asks it to check once more). covering is closed once the
+	// check that covers the last unheld response has read the budgets
+	// (nil with none out), next the channel of the check again asks for:
+	// a response settles only after it, so that a check reads the budgets
+	// as they stood when its response began, not after that response
+	// spent them.
 	checks          sync.WaitGroup
 	checking, again bool
+	covering, next  chan struct{}
 }
 
 // pendingTurn is a turn sent upstream, and the event_id an error
@@ -202,7 +208,11 @@ func (r *realtimeMeter) done(id string, m *socketMessage) {
 	r.mu.Lock()
 	t := r.active[id]
 	delete(r.active, id)
+	covering := r.covering
 	r.mu.Unlock()
+	if covering != nil { // a budget check reads the budgets before this settles (one store round trip)
+		<-covering
+	}
 	if t == nil {
 		t = r.unheldTurn()
 	}
@@ -279,7 +289,9 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 // checkBudget asks, off the relay, whether the session's caller's or
 // class's budget is spent, and closes the session if so (overBudget):
 // the provider creates responses the proxy cannot hold. One check runs
-// at a time; one asked for meanwhile runs after it.
+// at a time; one asked for meanwhile runs after it. A response.done
+// waits for the check out to read the budgets (covering) before it
+// settles, so a response never closes its session by its own spend.
 func (r *realtimeMeter) checkBudget() {
 	s := r.s
 	if s.ex.live.Shadow || !s.ex.spent {
@@ -288,25 +300,39 @@ func (r *realtimeMeter) checkBudget() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.checking {
-		r.again = true
+		if !r.again {
+			r.again, r.next = true, make(chan struct{})
+		}
+		r.covering = r.next
 		return
 	}
 	r.checking = true
+	read := make(chan struct{})
+	r.covering = read
 	req := s.ex.request()
 	req.Free = false
 	r.checks.Go(func() {
 		for {
 			err := s.h.admitter.CheckBudgets(s.work, req)
+			close(read)
 			if e, ok := errors.AsType[*quota.BudgetExceededError](err); ok {
 				r.overBudget(e)
 			}
 			r.mu.Lock()
 			again := r.again && s.work.Err() == nil
-			r.checking, r.again = again, false
+			next := r.next
+			if r.covering == read {
+				r.covering = nil
+			}
+			r.checking, r.again, r.next = again, false, nil
 			r.mu.Unlock()
 			if !again {
+				if next != nil { // asked for, but the session ended: nothing to wait for
+					close(next)
+				}
 				return
 			}
+			read = next
 		}
 	})
 }
