@@ -326,7 +326,7 @@ func (g *budgetGate) reservedPass(keys []budgetKey, id string, held bool) gatePa
 	settle := func(cost Nanodollars) {
 		once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, cost: cost}) })
 	}
-	return gatePass{held: held, release: func() { settle(0) }, settle: settle}
+	return gatePass{held: held, heldBy: HeldByBudget, release: func() { settle(0) }, settle: settle}
 }
 
 // releaseLost hands the loop the release of reservation id, whose reserve

@@ -59,8 +59,10 @@ type gatePass struct {
 	// for it (once: a release after it charges nothing more); nil when
 	// the gate reserved nothing. Release still gives the place back.
 	settle func(Nanodollars)
-	// held says the request waited at the gate.
-	held bool
+	// held says the request waited at the gate; heldBy names the gate
+	// (HeldByCap, HeldByBudget).
+	held   bool
+	heldBy string
 }
 
 // Release gives p's place back; it does nothing for a pass that held
@@ -92,7 +94,7 @@ func (ch gateChain) Start(ctx context.Context, r gateRequest, until time.Time) (
 		return ch[0].Start(ctx, r, until)
 	}
 	var passes []gatePass
-	held := false
+	held, heldBy := false, ""
 	for _, g := range ch {
 		p, err := g.Start(ctx, r, until)
 		if err != nil {
@@ -102,14 +104,17 @@ func (ch gateChain) Start(ctx context.Context, r gateRequest, until time.Time) (
 			return gatePass{}, err
 		}
 		held = held || p.held
+		if heldBy == "" && p.held {
+			heldBy = p.heldBy
+		}
 		if p.release != nil || p.settle != nil {
 			passes = append(passes, p)
 		}
 	}
 	if len(passes) == 0 {
-		return gatePass{held: held}, nil
+		return gatePass{held: held, heldBy: heldBy}, nil
 	}
-	return gatePass{held: held, release: func() {
+	return gatePass{held: held, heldBy: heldBy, release: func() {
 		for _, p := range passes {
 			p.Release()
 		}

@@ -224,7 +224,7 @@ func (g *capGate) passLocked(ln *capLine, w *capWaiter) (gatePass, error) {
 		return gatePass{}, w.err
 	}
 	if w.free {
-		return gatePass{held: w.held}, nil
+		return gatePass{held: w.held, heldBy: HeldByCap}, nil
 	}
 	return g.slotPass(ln, w.held), nil
 }
@@ -232,7 +232,7 @@ func (g *capGate) passLocked(ln *capLine, w *capWaiter) (gatePass, error) {
 // slotPass is the pass of a slot under ln's cap, given back once.
 func (g *capGate) slotPass(ln *capLine, held bool) gatePass {
 	var once sync.Once
-	return gatePass{held: held, release: func() { once.Do(func() { g.giveBack(ln) }) }}
+	return gatePass{held: held, heldBy: HeldByCap, release: func() { once.Do(func() { g.giveBack(ln) }) }}
 }
 
 // giveBack returns one of ln's slots; the counter hears of it on the

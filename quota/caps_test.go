@@ -110,6 +110,9 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		if !res.lease.Held() {
 			t.Error("the second request waited on the cap but is not reported held")
 		}
+		if by := res.lease.Wait().HeldBy; by != HeldByCap {
+			t.Errorf("the second request's Wait().HeldBy = %q, want %q", by, HeldByCap)
+		}
 		if st := capOf(r, runaway); st.InFlight != 1 || st.MaxInFlight != 1 {
 			t.Errorf("cap state %+v, want 1 in flight of 1", st)
 		}

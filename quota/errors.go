@@ -37,6 +37,9 @@ type RefusedError struct {
 	// max_in_flight, requests_per_minute) refused the request; empty when
 	// the class did.
 	Caller string
+	// Wait is what the request waited for at its pool before max_wait
+	// passed (ErrWaitTimeout); the zero Wait otherwise.
+	Wait Wait
 }
 
 // Error implements error.

@@ -102,6 +102,7 @@ func (q *waitQueue) hand(req takeRequest, res takeResult, call *callList, spare 
 		short := res.Granted[c] < req.Want[c]
 		if short {
 			cq.shortfalls++
+			cq.blocked = res.Blocker[c]
 		}
 		cq.short = short && cq.q.n > 0
 		q.admitted[c].Add(given)
@@ -167,7 +168,9 @@ func (q *waitQueue) handCountedLocked(c classify.Class, limit int64) (given int6
 func (q *waitQueue) admitLocked(c classify.Class, w *waiter) {
 	w.granted = true // before dequeue: fair queuing counts it served
 	q.classes[c].dequeue(w)
-	w.held = w.held || w.gen != q.classes[c].shortfalls
+	if w.gen != q.classes[c].shortfalls { // a store call since it joined left it waiting
+		w.held, w.wait.HeldBy = true, q.classes[c].blocked.heldBy()
+	}
 	// Counted before the waiter can run: its Release must never find the
 	// count without it (it went to -1 for a moment).
 	q.leases.admit(c)

@@ -103,6 +103,8 @@ type Lease struct {
 	until time.Time
 	// account and pool are where it was admitted (Account, Pool).
 	account, pool string
+	// wait is what it waited for at its pool (Wait).
+	wait Wait
 }
 
 // Account is the account the lease was admitted at, as upstream.accounts

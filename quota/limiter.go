@@ -186,7 +186,7 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	case werr != nil:
 		return nil, werr
 	case timedOut:
-		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, RetryAfter: l.limits.Load().retryAfter(c, ahead)}
+		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, RetryAfter: l.limits.Load().retryAfter(c, ahead), Wait: w.wait}
 	default:
 		return nil, cause
 	}

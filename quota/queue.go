@@ -20,13 +20,15 @@ type waiter struct {
 	// gen is its class's shortfall count (classQueue.shortfalls) when the
 	// waiter joined.
 	gen uint64
+	// wait is where it joined and what held it last (Lease.Wait).
+	wait Wait
 	// fairTag is its place in fair queuing (fair.go).
 	fairTag
 }
 
 // lease is the Lease of a granted waiter.
 func (w *waiter) lease(leases *ledger, c classify.Class) *Lease {
-	s := &Lease{leases: leases, class: c, held: w.held, cost: w.cost}
+	s := &Lease{leases: leases, class: c, held: w.held, cost: w.cost, wait: w.wait}
 	if w.tagged && w.weight > 0 {
 		s.flow, s.weight = w.flow, w.weight
 	}

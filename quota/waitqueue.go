@@ -43,6 +43,9 @@ type classQueue struct {
 	// a waiter that saw one (joined before it, or while short) was held.
 	shortfalls uint64
 	short      bool
+	// blocked is what stopped the last store call that left waiters
+	// queued (Wait.HeldBy).
+	blocked blocker
 	// fair shares the class between callers (fair.go).
 	fair fairShare
 }
@@ -104,6 +107,10 @@ func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Dura
 		w.span, w.weight = float64(w.cost)/weight, weight
 	}
 	w.gen, w.held = cq.shortfalls, cq.short
+	w.wait.Queued = cq.q.n
+	if w.held {
+		w.wait.HeldBy = cq.blocked.heldBy()
+	}
 	cq.enqueue(w)
 	q.mu.Unlock()
 	notify(q.sig.arrive)
@@ -112,13 +119,17 @@ func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Dura
 
 // leave takes w, of class c, out of its queue after it gave up, and
 // returns whether it was granted meanwhile, how many of its class wait,
-// and why it was refused, if it was meanwhile.
+// and why it was refused, if it was meanwhile; w.wait says what held it.
 func (q *waitQueue) leave(c classify.Class, w *waiter) (granted bool, ahead int, refused error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	granted, refused = w.granted, w.err
-	q.classes[c].dequeue(w)
-	return granted, q.classes[c].q.n, refused
+	cq := &q.classes[c]
+	cq.dequeue(w)
+	if !granted && w.gen != cq.shortfalls {
+		w.wait.HeldBy = cq.blocked.heldBy()
+	}
+	return granted, cq.q.n, refused
 }
 
 // enqueue adds w to the queue, in its fair order when the class is fair.
