@@ -128,11 +128,13 @@ func (t *flexRetry) RoundTrip(r *http.Request) (*http.Response, error) {
 				return resp, nil
 			}
 			drain(resp)
+			ex.tried.fallback = true
 			return t.next.RoundTrip(withBody(r, ex.flex.plain))
 		}
 		drain(resp)
 		l := ex.poolLabels()
 		t.retries.WithLabelValues(l.Account, l.Pool).Inc()
+		ex.tried.flexRetries++
 		if err := t.sleep(r.Context(), wait); err != nil {
 			return nil, err
 		}

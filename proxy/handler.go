@@ -17,6 +17,7 @@ import (
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Handler classifies, admits and forwards requests. It is safe for
@@ -54,6 +55,9 @@ type Handler struct {
 	// sessions counts the Realtime sessions open (realtimesessions.go).
 	sessions *sessionSet
 	last     lastReport
+	// tr makes the requests' trace spans; nil with tracing off
+	// (tracing.go).
+	tr *tracer
 }
 
 // Deps are what a Handler is built from.
@@ -70,6 +74,9 @@ type Deps struct {
 	AccountKeys map[string]string
 	Log         *slog.Logger
 	Registry    prometheus.Registerer
+	// Tracer makes the requests' trace spans (tracing.go); nil is
+	// tracing off.
+	Tracer trace.TracerProvider
 }
 
 // Live is the part of the configuration that a reload replaces while the
@@ -126,13 +133,14 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		// A redirect is never followed: it could take the key elsewhere.
 		socketClient: &http.Client{Transport: d.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		m:            newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget),
+		tr:           newTracer(d.Tracer),
 	}
 	h.live.Store(&d.Live)
 	h.accounts.Store(&accounts)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
-		Transport:      &spill{next: newFlexRetry(d.Transport, h.m.flexRetries), h: h, spills: h.m.spills},
+		Transport:      &spill{next: newFlexRetry(h.tr.transport(d.Transport), h.m.flexRetries), h: h, spills: h.m.spills},
 		BufferPool:     newCopyBuffers(),
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
@@ -154,15 +162,18 @@ func (h *Handler) ServiceTime() time.Duration {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r = h.tr.startRequest(r, start)
 	live := h.live.Load()
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	if api := socketOf(r); api != nil { // a WebSocket the proxy meters (socket.go)
+		defer h.tr.endRequest(r.Context())
 		h.serveSocket(w, r, api, live, res, err)
 		return
 	}
 	rt, bad := inspect(r)
 	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known,
 		rec: newRecorder(w, h.writeStall)}
+	ex.span = h.tr.requestSpan(r.Context(), ex)
 	defer h.count(ex) // last: after the response's own counts (forward), even when it panics
 	leave, ok := h.screen(w, r, ex, bad, err)
 	defer leave()
@@ -246,6 +257,7 @@ func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *r
 			payload = out
 		}
 	}
+	h.tr.prepared(ex)
 	return payload, nil
 }
 
@@ -383,10 +395,13 @@ func (h *Handler) admitExchange(ctx context.Context, ex *exchange, start time.Ti
 	class, pool := res.Class.String(), ex.poolLabels()
 	waiting := h.m.callerWaiting.WithLabelValues(pool.Account, pool.Pool, class, res.Caller)
 	waiting.Inc()
+	span := h.tr.startAdmission(ex, start)
 	lease, err := h.admitter.Admit(ctx, ex.request())
 	waiting.Dec()
-	wait := time.Since(start).Seconds()
+	end := time.Now()
+	wait := end.Sub(start).Seconds()
 	if err == nil {
+		admitted(span, lease, end)
 		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
 		outcome := admitAdmitted
 		if lease.Held() {
@@ -401,11 +416,13 @@ func (h *Handler) admitExchange(ctx context.Context, ex *exchange, start time.Ti
 	switch {
 	case !decided && ctx.Err() != nil: // the client left first
 		h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitCancelled).Inc()
+		notAdmitted(span, err, nil, end)
 		return nil, nil
 	case ctx.Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
 		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
 	}
 	h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitRefused).Inc()
+	notAdmitted(span, err, &f, end)
 	return nil, &f
 }
 
@@ -510,6 +527,7 @@ func (h *Handler) refuse(ex *exchange, f refusal) {
 func (h *Handler) count(ex *exchange) {
 	if ex.rec.negotiated != "" {
 		h.m.negotiations.WithLabelValues(ex.rec.negotiated).Inc()
+		h.tr.end(ex, outcomeRefused, statusCode(ex.rec.status), ex.rec.negotiated)
 		return
 	}
 	outcome, code := ex.rec.outcome()
@@ -526,4 +544,5 @@ func (h *Handler) countAs(ex *exchange, outcome, code, reason string) {
 		h.m.refusals.WithLabelValues(l.Account, l.Pool, class, reason).Inc()
 	}
 	h.m.requests.WithLabelValues(class, ex.res.Caller, outcome, code).Inc()
+	h.tr.end(ex, outcome, code, reason)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 )
 
@@ -35,6 +36,8 @@ type proxyOpts struct {
 	environ  map[string]string
 	// accountKeys are upstream.accounts' keys, by account name.
 	accountKeys map[string]string
+	// tracer makes the requests' spans; nil is tracing off.
+	tracer trace.TracerProvider
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -89,7 +92,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, Sessions: NewSessionLimits(qcfg.Classes, callers)}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
-		Log: log, Registry: reg, AccountKeys: o.accountKeys})
+		Log: log, Registry: reg, AccountKeys: o.accountKeys, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,13 +56,15 @@ type Admin struct {
 	State func() State
 }
 
-// NewServer returns a Server for h, with /healthz, /readyz, /metrics and
-// /admin/state on the admin listener; /admin/* requires
-// server.admin_token as a bearer token when it is set.
+// NewServer returns a Server for h, with /healthz, /readyz, /metrics,
+// /admin/state and the Go profiler (/debug/pprof/, pprof.go) on the
+// admin listener; /admin/* and /debug/pprof/* require server.admin_token
+// as a bearer token when it is set.
 func NewServer(cfg ServerConfig, h http.Handler, admin Admin, log *slog.Logger) *Server {
 	s := &Server{grace: cfg.ShutdownGrace, log: log}
 	s.sockets, _ = h.(socketDrainer)
 	r := chi.NewRouter()
+	refusePprof(r)
 	r.Handle("/*", h)
 	s.proxy = newHTTPServer(r, log)
 	// HTTP/1.1 and h2c (HTTP/2 with prior knowledge, no TLS), so clients
@@ -90,6 +92,7 @@ func NewServer(cfg ServerConfig, h http.Handler, admin Admin, log *slog.Logger) 
 			})
 		}
 	})
+	mountPprof(a, cfg.AdminToken)
 	s.admin = newHTTPServer(a, log)
 	return s
 }

@@ -127,6 +127,7 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, api socket
 	// connection is hijacked would stay on it.
 	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known, socket: true,
 		rec: newRecorder(w, 0)}
+	ex.span = h.tr.requestSpan(r.Context(), ex)
 	opened := false
 	defer func() {
 		if !opened {

@@ -50,6 +50,7 @@ func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTur
 func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex *exchange) *refusal) *socketTurn {
 	h, start := s.h, time.Now()
 	ex := s.requestExchange()
+	h.tr.startTurn(s.ex, ex, start)
 	if s.draining() {
 		f, _ := reasonOf(quota.ErrClosed, ex.res.Class, "")
 		s.refuseTurn(ex, f, lane)

@@ -11,6 +11,7 @@ import (
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // exchange is one request's metering state, carried to ModifyResponse in
@@ -100,6 +101,11 @@ type exchange struct {
 	// delivery follows a metered stream's terminal event to the client
 	// (delivery.go).
 	delivery delivery
+	// span is the request's (or the socket turn's) trace span, nil with
+	// tracing off; tried counts its upstream attempts for theirs
+	// (tracing.go).
+	span  trace.Span
+	tried attempts
 }
 
 // flexUnavailable says the answer is flex's 429 Resource Unavailable,
@@ -224,6 +230,7 @@ func (h *Handler) answered(resp *http.Response, ex *exchange) {
 // tokens counted, its cost charged to its budgets (spend), its token
 // charge corrected as its dialect settles it, its output counted.
 func (h *Handler) settle(ex *exchange, u usage.Usage, cut bool) {
+	h.tr.settled(ex, u)
 	h.m.countTokens(ex.poolLabels(), ex.res, u)
 	h.spend(ex, u, cut)
 	if ex.lease == nil {

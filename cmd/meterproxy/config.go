@@ -40,6 +40,7 @@ type Config struct {
 	Classify classify.Config      `koanf:"classify"`
 	Store    quota.StoreConfig    `koanf:"store"`
 	Log      LogConfig            `koanf:"log"`
+	Tracing  TracingConfig        `koanf:"tracing"`
 }
 
 // Mode is how meterproxy applies its decisions: the top-level mode key.
@@ -83,6 +84,7 @@ func defaultConfig() Config {
 		Classify: classify.DefaultConfig(),
 		Store:    q.Store,
 		Log:      LogConfig{Level: "info", Format: "auto"},
+		Tracing:  defaultTracing(),
 	}
 }
 
@@ -213,6 +215,7 @@ func (c Config) validate(getenv func(string) string) error {
 	default:
 		p.Add("log.format", "must be auto, text or json, got %q", c.Log.Format)
 	}
+	c.Tracing.validate(&p)
 	return errors.Join(
 		c.proxy().Validate(), // server, upstream: sections at the top
 		c.quota().Validate(), // account, prices, classes, store: sections at the top

@@ -61,10 +61,21 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	transport := proxy.NewTransport(cfg.Upstream, admitter.InFlightLimit())
 	defer transport.CloseIdleConnections()
 
-	h, err := proxy.NewHandler(cfg.proxy(), proxy.Deps{
+	tp, err := newTracerProvider(ctx, cfg.Tracing, src.getenv, version)
+	if err != nil {
+		return err
+	}
+	// After the server drained (deferred before it runs): the last
+	// requests' spans go out.
+	defer shutdownTracing(ctx, tp, log)
+	deps := proxy.Deps{
 		Live: live(cfg, classifier), Admitter: admitter, Transport: transport, Log: log, Registry: reg,
 		AccountKeys: cfg.accountKeys(src.getenv),
-	})
+	}
+	if tp != nil {
+		deps.Tracer = tp // a nil *TracerProvider in the interface would not be nil
+	}
+	h, err := proxy.NewHandler(cfg.proxy(), deps)
 	if err != nil {
 		return err
 	}
