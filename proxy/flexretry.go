@@ -133,6 +133,7 @@ func (t *flexRetry) RoundTrip(r *http.Request) (*http.Response, error) {
 		drain(resp)
 		l := ex.poolLabels()
 		t.retries.WithLabelValues(l.Account, l.Pool).Inc()
+		ex.access.flexRetries++
 		if err := t.sleep(r.Context(), wait); err != nil {
 			return nil, err
 		}

@@ -54,6 +54,9 @@ type Handler struct {
 	// sessions counts the Realtime sessions open (realtimesessions.go).
 	sessions *sessionSet
 	last     lastReport
+	// access is the access log (nil: off); ids makes request ids.
+	access *AccessLog
+	ids    requestIDs
 }
 
 // Deps are what a Handler is built from.
@@ -70,6 +73,8 @@ type Deps struct {
 	AccountKeys map[string]string
 	Log         *slog.Logger
 	Registry    prometheus.Registerer
+	// Access is the access log (log.access); nil when it is off.
+	Access *AccessLog
 }
 
 // Live is the part of the configuration that a reload replaces while the
@@ -129,6 +134,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	h.live.Store(&d.Live)
 	h.accounts.Store(&accounts)
+	h.access, h.ids.prefix = d.Access, newIDPrefix()
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
@@ -163,6 +169,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, bad := inspect(r)
 	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known,
 		rec: newRecorder(w, h.writeStall)}
+	h.begin(ex, w, r, start)
 	defer h.count(ex) // last: after the response's own counts (forward), even when it panics
 	leave, ok := h.screen(w, r, ex, bad, err)
 	defer leave()
@@ -232,6 +239,7 @@ func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *r
 		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
+	ex.access.bytesIn, ex.access.stream = int64(len(payload)), fields.Stream || ex.socket
 	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(hdr)
 	ex.model, ex.outputCap, ex.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
@@ -385,7 +393,8 @@ func (h *Handler) admitExchange(ctx context.Context, ex *exchange, start time.Ti
 	waiting.Inc()
 	lease, err := h.admitter.Admit(ctx, ex.request())
 	waiting.Dec()
-	wait := time.Since(start).Seconds()
+	ex.access.waited = time.Since(start)
+	wait := ex.access.waited.Seconds()
 	if err == nil {
 		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
 		outcome := admitAdmitted
@@ -418,6 +427,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(acct.target)
 	pr.Out.Header.Del(ex.live.ClassHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
+	pr.Out.Header[requestIDHeader] = []string{ex.access.requestID}
 	// An uncompressed body, so usage parsing never sees gzip.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if acct.key != "" {
@@ -508,6 +518,7 @@ func (h *Handler) refuse(ex *exchange, f refusal) {
 // an API, so it is no request of a class. It is the only place any of
 // them is counted, so every request is counted exactly once.
 func (h *Handler) count(ex *exchange) {
+	h.logExchange(ex)
 	if ex.rec.negotiated != "" {
 		h.m.negotiations.WithLabelValues(ex.rec.negotiated).Inc()
 		return

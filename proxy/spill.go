@@ -67,6 +67,7 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 			t.h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
 		}
 		t.spills.WithLabelValues(ex.account).Inc()
+		ex.access.spills++
 		ex.lease, ex.observed = lease, false
 		ex.at(lease.Account(), lease.Pool())
 		tried = append(tried, ex.account)

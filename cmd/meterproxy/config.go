@@ -67,6 +67,9 @@ type LogConfig struct {
 	Level string `koanf:"level"`
 	// Format is auto (tint on a terminal, JSON otherwise), text or json.
 	Format string `koanf:"format"`
+	// Access is where the access log goes: stdout, stderr, a file's path,
+	// or off (accesslog.go).
+	Access string `koanf:"access"`
 }
 
 // defaultConfig is the typed bottom layer of the configuration.
@@ -82,7 +85,8 @@ func defaultConfig() Config {
 		Callers:  []classify.Caller{},
 		Classify: classify.DefaultConfig(),
 		Store:    q.Store,
-		Log:      LogConfig{Level: "info", Format: "auto"},
+		// The access log on stdout: where a Kubernetes log pipeline reads.
+		Log: LogConfig{Level: "info", Format: "auto", Access: proxy.AccessStdout},
 	}
 }
 
@@ -212,6 +216,9 @@ func (c Config) validate(getenv func(string) string) error {
 	case "auto", "text", "json":
 	default:
 		p.Add("log.format", "must be auto, text or json, got %q", c.Log.Format)
+	}
+	if err := validateAccess(c.Log.Access); err != nil {
+		p.Add("log.access", "%v", err)
 	}
 	return errors.Join(
 		c.proxy().Validate(), // server, upstream: sections at the top
