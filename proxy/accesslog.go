@@ -152,19 +152,25 @@ func (l *AccessLog) run() {
 				l.flush()
 			}
 		case ack := <-l.reopens:
-			l.flush()
+			l.drain()
 			ack <- l.out.reopen()
 		case <-l.stop:
-			for {
-				select {
-				case rec := <-l.queue:
-					l.write(rec)
-				default:
-					l.flush()
-					_ = l.out.close()
-					return
-				}
-			}
+			l.drain()
+			_ = l.out.close()
+			return
+		}
+	}
+}
+
+// drain writes every line queued now, and flushes.
+func (l *AccessLog) drain() {
+	for {
+		select {
+		case rec := <-l.queue:
+			l.write(rec)
+		default:
+			l.flush()
+			return
 		}
 	}
 }

@@ -35,6 +35,8 @@ type proxyOpts struct {
 	environ  map[string]string
 	// accountKeys are upstream.accounts' keys, by account name.
 	accountKeys map[string]string
+	// access is the access log; nil: off.
+	access *AccessLog
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -89,7 +91,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, Sessions: NewSessionLimits(qcfg.Classes, callers)}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
-		Log: log, Registry: reg, AccountKeys: o.accountKeys})
+		Log: log, Registry: reg, AccountKeys: o.accountKeys, Access: o.access})
 	if err != nil {
 		t.Fatal(err)
 	}
