@@ -215,8 +215,8 @@ func TestAccessLogReconcilesAMixedRun(t *testing.T) {
 	}
 }
 
-// cutShort sends the stream body as cut-0 and goes away after its first
-// bytes: a stream the client cut.
+// cutShort sends the stream body as cut-0, which the provider never
+// ends, and goes away after its first bytes: a stream the client cut.
 func cutShort(t *testing.T, p *procs.Proxy, body string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -228,6 +228,7 @@ func cutShort(t *testing.T, p *procs.Proxy, body string) {
 	req.Header.Set("Authorization", "Bearer "+agentKey)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", "cut-0")
+	req.Header.Set("X-Fake-Stall-After", "2") // the provider streams on until the client goes away
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
