@@ -298,3 +298,37 @@ func TestAccessLogLosesNoLineOnSIGTERM(t *testing.T) {
 		t.Errorf("%d of %d answered requests have no line", missing, done.Load())
 	}
 }
+
+// TestAccessLogRotates: logrotate moves the file and sends SIGHUP; the
+// next lines go to a new file at the path, and none is lost.
+func TestAccessLogRotates(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, NoLog: true})
+	p, path := accessProxy(t, fp)
+	client := newClient(t, 1)
+	chat := `{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+	call(t, client, p, http.MethodPost, "/v1/chat/completions", agentKey, chat, map[string]string{"X-Request-Id": "before"})
+	waitFor(t, "the first line written", func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), `"before"`)
+	})
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the access log reopened", func() bool { return strings.Contains(p.Logs(), "access_log_reopened") })
+	call(t, client, p, http.MethodPost, "/v1/chat/completions", agentKey, chat, map[string]string{"X-Request-Id": "after"})
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for file, id := range map[string]string{path + ".1": "before", path: "after"} {
+		lines := readAccessLog(t, file)
+		if len(lines) != 1 || lines[0]["request_id"] != id {
+			t.Errorf("%s holds %v, want the one line %s", file, lines, id)
+		}
+	}
+}
