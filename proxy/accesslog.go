@@ -209,10 +209,10 @@ type fileOut struct {
 	f    *os.File
 }
 
-// openAccessFile opens path for appending, creating it (mode 0640: the
+// openAccessFile opens path for appending, creating it (mode 0600: the
 // log names callers and what they spent).
 func openAccessFile(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 }
 
 func (o *fileOut) Write(p []byte) (int, error) { return o.f.Write(p) }
