@@ -69,6 +69,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) 
 func (h *Handler) cutShort(r *http.Request, ex *exchange, side string) {
 	class := ex.res.Class.String()
 	h.m.cutShort.WithLabelValues(class, side).Inc()
+	ex.cutBy(side)
 	if why := ex.rec.cutFor(); why != "" {
 		h.log.Warn("client_cut", slog.String("reason", why), slog.String("caller", ex.res.Caller),
 			slog.String("class", class), slog.String("path", r.URL.Path))

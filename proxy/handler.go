@@ -58,6 +58,9 @@ type Handler struct {
 	// tr makes the requests' trace spans; nil with tracing off
 	// (tracing.go).
 	tr *tracer
+	// access is the access log (nil: off); ids makes request ids.
+	access *AccessLog
+	ids    requestIDs
 }
 
 // Deps are what a Handler is built from.
@@ -77,6 +80,8 @@ type Deps struct {
 	// Tracer makes the requests' trace spans (tracing.go); nil is
 	// tracing off.
 	Tracer trace.TracerProvider
+	// Access is the access log (log.access); nil when it is off.
+	Access *AccessLog
 }
 
 // Live is the part of the configuration that a reload replaces while the
@@ -137,6 +142,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	}
 	h.live.Store(&d.Live)
 	h.accounts.Store(&accounts)
+	h.access, h.ids.prefix = d.Access, newIDPrefix()
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
@@ -173,6 +179,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, bad := inspect(r)
 	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known,
 		rec: newRecorder(w, h.writeStall)}
+	h.begin(ex, w, r, start)
 	ex.span = h.tr.requestSpan(r.Context(), ex)
 	defer h.count(ex) // last: after the response's own counts (forward), even when it panics
 	leave, ok := h.screen(w, r, ex, bad, err)
@@ -243,6 +250,7 @@ func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *r
 		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
+	ex.access.bytesIn, ex.access.stream = int64(len(payload)), fields.Stream || ex.socket
 	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(hdr)
 	ex.model, ex.outputCap, ex.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
@@ -399,7 +407,8 @@ func (h *Handler) admitExchange(ctx context.Context, ex *exchange, start time.Ti
 	lease, err := h.admitter.Admit(ctx, ex.request())
 	waiting.Dec()
 	end := time.Now()
-	wait := end.Sub(start).Seconds()
+	ex.access.waited = end.Sub(start)
+	wait := ex.access.waited.Seconds()
 	if err == nil {
 		admitted(span, lease, end)
 		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
@@ -435,6 +444,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(acct.target)
 	pr.Out.Header.Del(ex.live.ClassHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
+	pr.Out.Header[requestIDHeader] = []string{ex.access.requestID}
 	// An uncompressed body, so usage parsing never sees gzip.
 	pr.Out.Header.Set("Accept-Encoding", "identity")
 	if acct.key != "" {
@@ -525,6 +535,7 @@ func (h *Handler) refuse(ex *exchange, f refusal) {
 // an API, so it is no request of a class. It is the only place any of
 // them is counted, so every request is counted exactly once.
 func (h *Handler) count(ex *exchange) {
+	h.logExchange(ex)
 	if ex.rec.negotiated != "" {
 		h.m.negotiations.WithLabelValues(ex.rec.negotiated).Inc()
 		h.tr.end(ex, outcomeRefused, statusCode(ex.rec.status), ex.rec.negotiated)

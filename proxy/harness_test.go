@@ -38,6 +38,8 @@ type proxyOpts struct {
 	accountKeys map[string]string
 	// tracer makes the requests' spans; nil is tracing off.
 	tracer trace.TracerProvider
+	// access is the access log; nil: off.
+	access *AccessLog
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -92,7 +94,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, Sessions: NewSessionLimits(qcfg.Classes, callers)}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
-		Log: log, Registry: reg, AccountKeys: o.accountKeys, Tracer: o.tracer})
+		Log: log, Registry: reg, AccountKeys: o.accountKeys, Tracer: o.tracer, Access: o.access})
 	if err != nil {
 		t.Fatal(err)
 	}

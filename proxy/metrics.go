@@ -84,6 +84,8 @@ type metrics struct {
 	// Realtime sessions' (realtimesessions.go).
 	sockets  socketMetrics
 	realtime realtimeMetrics
+	// accessDropped counts access log lines dropped (accesslog.go).
+	accessDropped prometheus.Counter
 }
 
 // The admission families (queues, in flight, windows, the store) are
@@ -175,6 +177,10 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 			Name: "meterproxy_upstream_reset_seconds",
 			Help: "The upstream's last reported time until a pool's bucket is full again, by account, pool and kind (requests, tokens).",
 		}, []string{"account", "pool", "kind"}),
+		accessDropped: f.NewCounter(prometheus.CounterOpts{
+			Name: "meterproxy_access_log_dropped_total",
+			Help: "Access log lines dropped because the writer's queue was full (the file or stream it writes to is slower than the requests): the requests were served, and their lines lost.",
+		}),
 		cutShort: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "meterproxy_responses_cut_short_total",
 			Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",

@@ -45,6 +45,8 @@ type recorder struct {
 	// read-ahead's goroutine.
 	stalled bool
 	starved atomic.Bool
+	// written counts the body bytes written to the client.
+	written int64
 }
 
 // Why meterproxy cut a client off (recorder.cutFor).
@@ -156,6 +158,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	}
 	r.renew()
 	n, err := r.ResponseWriter.Write(b)
+	r.written += int64(n)
 	if err != nil {
 		r.failed()
 	}

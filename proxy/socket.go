@@ -127,6 +127,7 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, api socket
 	// connection is hijacked would stay on it.
 	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known, socket: true,
 		rec: newRecorder(w, 0)}
+	h.begin(ex, w, r, time.Now())
 	ex.span = h.tr.requestSpan(r.Context(), ex)
 	opened := false
 	defer func() {
@@ -197,6 +198,7 @@ func (h *Handler) dialSocket(r *http.Request, ex *exchange) (*websocket.Conn, er
 		hdr.Del(name)
 	}
 	hdr.Del(ex.live.ClassHeader)
+	hdr[requestIDHeader] = []string{ex.access.requestID}
 	if acct.key != "" {
 		replaceCredential(hdr, ex.credential(), acct.key)
 	}
@@ -229,9 +231,12 @@ func (h *Handler) dialSocket(r *http.Request, ex *exchange) (*websocket.Conn, er
 // read as any answer's are (observe).
 func (h *Handler) passRefusal(ex *exchange, resp *http.Response) {
 	h.observe(resp, time.Now(), ex)
+	ex.access.answered(resp.Header, time.Now())
 	dst := ex.rec.Header()
 	for k, vs := range resp.Header {
-		dst[k] = vs
+		if k != requestIDHeader { // the answer carries the request's own (begin)
+			dst[k] = vs
+		}
 	}
 	for _, name := range socketHeaders {
 		dst.Del(name)

@@ -93,6 +93,7 @@ func (h *Handler) runSocket(ctx context.Context, api socketAPI, ex *exchange, cl
 	wg.Go(s.watch)
 	wg.Wait()
 	s.meter.closed(s.side)
+	h.logSession(ex, s.side) // after its turns in flight settled and logged (closed)
 	h.m.sockets.closed.WithLabelValues(api.name(), s.side).Inc()
 }
 

@@ -100,6 +100,7 @@ func (t *socketTurn) inFlight() {
 func (s *socket) requestExchange() *exchange {
 	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
 	ex.rt.generates = !ex.rt.free
+	s.h.beginTurn(ex, s)
 	return ex
 }
 
@@ -112,6 +113,7 @@ func (t *socketTurn) event(m *socketMessage) {
 		t.s.h.answered(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, t.ex)
 	}
 	t.meter.WriteEvent(m.data())
+	t.ex.access.bytesOut += int64(len(m.data()))
 }
 
 // complete ends the turn at its terminal event, which event read: its
@@ -138,6 +140,7 @@ func (t *socketTurn) refused(status int, header http.Header) {
 	}
 	t.s.h.settle(t.ex, t.meter.Finish(false), true)
 	t.s.h.m.cutShort.WithLabelValues(t.ex.res.Class.String(), socketSideUpstream).Inc()
+	t.ex.access.cut = cutByUpstream
 	t.end(outcomeForwarded, "200", "")
 }
 
@@ -160,6 +163,7 @@ func (t *socketTurn) cut(side string) {
 			side = socketSideClient // meterproxy cut its client (a bound), as HTTP counts it
 		}
 		h.m.cutShort.WithLabelValues(ex.res.Class.String(), side).Inc()
+		ex.access.cut = side
 		t.end(outcomeForwarded, "200", "")
 	case side == socketSideUpstream:
 		t.end(outcomeRefused, statusCode(http.StatusBadGateway), reasonUnreachable)
@@ -191,6 +195,7 @@ func (t *socketTurn) end(outcome, code, reason string) {
 // meterproxy_requests_total as any request (countAs), and in
 // meterproxy_socket_turns_total.
 func (s *socket) countTurn(ex *exchange, outcome, code, reason string) {
+	s.h.logTurn(ex, outcome, code, reason) // after its settling (settle runs before end)
 	s.h.countAs(ex, outcome, code, reason)
 	s.h.m.sockets.turns.WithLabelValues(s.api.name(), ex.res.Class.String(), outcome).Inc()
 }

@@ -73,7 +73,7 @@ func newTracer(tp trace.TracerProvider) *tracer {
 }
 
 // attempts counts an exchange's upstream attempts beyond its first, for
-// their spans: spills to another account (spill.go) and flex retries
+// their spans and its access log line: spills to another account (spill.go) and flex retries
 // (flexretry.go), and whether the last went at the default tier after
 // flex had no capacity.
 type attempts struct {

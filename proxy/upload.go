@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,11 +47,15 @@ type streamedBody struct {
 	failed  error // why reading failed: errBodyTooLarge, errBodyTimeout, …
 	// meter, when set, gets a copy of every read (batchupload.go).
 	meter *uploadMeter
+	// read counts the bytes read, for the access log; the transport reads
+	// on a goroutine of its own.
+	read atomic.Int64
 }
 
 // Read implements io.Reader.
 func (s *streamedBody) Read(p []byte) (int, error) {
 	n, err := s.src.Read(p)
+	s.read.Add(int64(n))
 	if s.meter != nil {
 		s.meter.feed(p[:n], err)
 	}

@@ -106,6 +106,8 @@ type exchange struct {
 	// (tracing.go).
 	span  trace.Span
 	tried attempts
+	// access is what its access log line says (accessrecord.go).
+	access accessState
 }
 
 // flexUnavailable says the answer is flex's 429 Resource Unavailable,
@@ -161,6 +163,7 @@ func exchangeOf(ctx context.Context) *exchange {
 func (h *Handler) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
 	h.meter(resp, ex)
+	resp.Header.Del(requestIDHeader) // the answer carries the request's own (begin); the provider's is in the access log
 	_, metered := resp.Body.(*meteredBody)
 	if ex != nil && ex.lease != nil {
 		h.readAhead(resp, ex)
@@ -206,7 +209,11 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 // bound's measurement, and the charge of an answer that is not a success
 // given back.
 func (h *Handler) answered(resp *http.Response, ex *exchange) {
-	h.observe(resp, time.Now(), ex)
+	now := time.Now()
+	h.observe(resp, now, ex)
+	if ex != nil {
+		ex.access.answered(resp.Header, now)
+	}
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if ex != nil && ex.lease != nil && ex.spent && !ex.flexUnavailable() {
 		// The adaptive bound's measurement: only an answer that spent this
@@ -232,6 +239,7 @@ func (h *Handler) answered(resp *http.Response, ex *exchange) {
 func (h *Handler) settle(ex *exchange, u usage.Usage, cut bool) {
 	h.tr.settled(ex, u)
 	h.m.countTokens(ex.poolLabels(), ex.res, u)
+	ex.access.settled(u)
 	h.spend(ex, u, cut)
 	if ex.lease == nil {
 		return
@@ -272,6 +280,7 @@ func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
 		ex.shadowSpent, ex.shadowPriced, ex.shadowWorst = pu, true, worst
 	}
 	h.m.countSpend(ex.poolLabels(), ex.res, cost, priced, u.Estimated)
+	ex.access.charged(cost, priced)
 }
 
 // usageUnknown reports whether the usage u of the exchange's response

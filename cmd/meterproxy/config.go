@@ -68,6 +68,9 @@ type LogConfig struct {
 	Level string `koanf:"level"`
 	// Format is auto (tint on a terminal, JSON otherwise), text or json.
 	Format string `koanf:"format"`
+	// Access is where the access log goes: stdout, stderr, a file's path,
+	// or off (accesslog.go).
+	Access string `koanf:"access"`
 }
 
 // defaultConfig is the typed bottom layer of the configuration.
@@ -83,7 +86,8 @@ func defaultConfig() Config {
 		Callers:  []classify.Caller{},
 		Classify: classify.DefaultConfig(),
 		Store:    q.Store,
-		Log:      LogConfig{Level: "info", Format: "auto"},
+		// The access log on stdout: where a Kubernetes log pipeline reads.
+		Log:      LogConfig{Level: "info", Format: "auto", Access: proxy.AccessStdout},
 		Tracing:  defaultTracing(),
 	}
 }
@@ -216,6 +220,9 @@ func (c Config) validate(getenv func(string) string) error {
 		p.Add("log.format", "must be auto, text or json, got %q", c.Log.Format)
 	}
 	c.Tracing.validate(&p)
+	if err := validateAccess(c.Log.Access); err != nil {
+		p.Add("log.access", "%v", err)
+	}
 	return errors.Join(
 		c.proxy().Validate(), // server, upstream: sections at the top
 		c.quota().Validate(), // account, prices, classes, store: sections at the top

@@ -96,7 +96,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("invalid config, not starting:\n%w", err)
 		}
-		return serve(ctx, cfg, source{path: configPath, environ: environ, getenv: getenv}, newLogger(cfg.Log, stderr))
+		return serve(ctx, cfg, source{path: configPath, environ: environ, getenv: getenv}, newLogger(cfg.Log, stderr), stdout, stderr)
 	case "check-config":
 		cfg, err := loadConfig(configPath, environ, getenv)
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 
@@ -24,7 +25,7 @@ type source struct {
 // serve builds the parts from cfg and runs them until ctx ends, then
 // drains within server.shutdown_grace. SIGHUP and changes to the config
 // file reload it.
-func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Config, src source, log *slog.Logger, stdout, stderr io.Writer) error {
 	classifier, err := checkServable(cfg, src.getenv)
 	if err != nil {
 		return fmt.Errorf("invalid config, not starting:\n%w", err)
@@ -68,9 +69,14 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	// After the server drained (deferred before it runs): the last
 	// requests' spans go out.
 	defer shutdownTracing(ctx, tp, log)
+	access, err := proxy.OpenAccessLog(cfg.Log.Access, stdout, stderr, log)
+	if err != nil {
+		return fmt.Errorf("log.access: %w", err)
+	}
+	defer closeAccess(access) // after the drain: every request's line is written before the exit
 	deps := proxy.Deps{
 		Live: live(cfg, classifier), Admitter: admitter, Transport: transport, Log: log, Registry: reg,
-		AccountKeys: cfg.accountKeys(src.getenv),
+		AccountKeys: cfg.accountKeys(src.getenv), Access: access,
 	}
 	if tp != nil {
 		deps.Tracer = tp // a nil *TracerProvider in the interface would not be nil
@@ -102,6 +108,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger) error 
 	var g errgroup.Group
 	g.Go(func() error { return admitter.Run(admitCtx) })
 	g.Go(func() error { r.watch(admitCtx); return nil })
+	g.Go(func() error { reopenOnHUP(admitCtx, access, log); return nil })
 	err = srv.Run(ctx, proxyLn, adminLn)
 	stopAdmitting()
 	if lerr := g.Wait(); err == nil {

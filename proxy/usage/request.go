@@ -31,6 +31,9 @@ type Request struct {
 	// then answers at once (status queued, no usage) and generates after
 	// the answer, so the answer says nothing of what the request costs.
 	Background bool
+	// Stream is the request's stream: true, an answer asked for as an
+	// event stream.
+	Stream bool
 	// HiddenInput says the provider may bill input the body does not
 	// show, so that its bytes ÷ 4 (EstimateInput) do not bound it: a
 	// previous_response_id, a conversation or a stored prompt (input kept
@@ -224,6 +227,8 @@ func (r *Request) set(f field, v gjson.Result) error {
 		}
 		if f == fieldBackground {
 			r.Background = v.Type == gjson.True
+		} else {
+			r.Stream = v.Type == gjson.True
 		}
 	}
 	return nil

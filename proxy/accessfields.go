@@ -1,0 +1,55 @@
+package proxy
+
+import (
+	"log/slog"
+	"time"
+)
+
+// attrs adds rec's fields to r, in the order README's schema table names
+// them (after time, which r carries). Durations are seconds, as a float;
+// the cost is dollars, and the exact integer nanodollars it was counted
+// as.
+func (rec *accessRecord) attrs(r *slog.Record) {
+	r.AddAttrs(
+		slog.Int("schema", AccessSchema),
+		slog.String("kind", rec.kind),
+		slog.String("request_id", rec.requestID),
+		slog.String("session_id", rec.session),
+		slog.String("provider_request_id", rec.providerID),
+		slog.String("caller", rec.caller),
+		slog.String("class", rec.class),
+		slog.String("account", rec.account),
+		slog.String("pool", rec.pool),
+		slog.String("model", rec.model),
+		slog.String("model_served", rec.modelServed),
+		slog.String("api", rec.api),
+		slog.String("method", rec.method),
+		slog.String("path", rec.path),
+		slog.Bool("stream", rec.stream),
+		slog.Int("status", rec.status),
+		slog.String("outcome", rec.outcome),
+		slog.String("reason", rec.reason),
+		slog.String("cut", rec.cut),
+		slog.Float64("wait_seconds", seconds(rec.wait)),
+		slog.Float64("ttfb_seconds", seconds(rec.ttfb)),
+		slog.Float64("duration_seconds", seconds(rec.duration)),
+		slog.Int64("input_tokens", rec.input),
+		slog.Int64("cached_input_tokens", rec.cachedInput),
+		slog.Int64("cache_write_tokens", rec.cacheWrite),
+		slog.Int64("output_tokens", rec.output),
+		slog.Int64("audio_input_tokens", rec.audioInput),
+		slog.Int64("audio_output_tokens", rec.audioOutput),
+		slog.Bool("estimated", rec.estimated),
+		slog.Float64("cost_usd", rec.cost.Dollars()),
+		slog.Int64("cost_nanodollars", int64(rec.cost)),
+		slog.Bool("priced", rec.priced),
+		slog.String("tier", rec.tier),
+		slog.Int("spills", rec.spills),
+		slog.Int("flex_retries", rec.flexRetries),
+		slog.Int64("bytes_in", rec.bytesIn),
+		slog.Int64("bytes_out", rec.bytesOut),
+	)
+}
+
+// seconds is d in seconds; never negative (a clock stepped back).
+func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }

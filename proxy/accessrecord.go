@@ -1,0 +1,233 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
+)
+
+// AccessSchema is the version of the access log's schema (README, "The
+// access log"): a line's "schema" field. It changes only when a field
+// changes meaning or goes away; a field added keeps it.
+const AccessSchema = 1
+
+// The kinds of access log line: an HTTP request, a WebSocket session (its
+// handshake, and its close when it opened), a request made on a
+// WebSocket (a turn).
+const (
+	kindRequest = "request"
+	kindSession = "session"
+	kindTurn    = "turn"
+)
+
+// outcomeNegotiated is the access log's outcome of a front-door
+// negotiation (426 upgrade_required, 404 not_an_api), which
+// meterproxy_requests_total does not count (Handler.count).
+const outcomeNegotiated = "negotiated"
+
+// Who cut an answer short (accessState.cut).
+const (
+	cutByClient     = "client"
+	cutByUpstream   = "upstream"
+	cutByMeterproxy = "meterproxy"
+)
+
+// accessState is what an exchange gathers for its access log line as it
+// goes: set on the request's goroutine, or on the read-ahead's, which
+// ends before the handler does (readAhead.Close waits for it).
+type accessState struct {
+	// start is when the request arrived; requestID its id (requestIDOf),
+	// providerID the upstream's id for its answer (providerRequestID).
+	start      time.Time
+	requestID  string
+	providerID string
+	// session is a turn's socket's request id.
+	session string
+	// waited is how long it waited for admission; firstByte when the
+	// upstream's answer began (0: no answer).
+	waited    time.Duration
+	firstByte time.Time
+	// stream says the request asked for an event stream.
+	stream bool
+	// bytesIn are the request body's bytes read from the client;
+	// bytesOut (a socket turn's) the events' bytes sent to it.
+	bytesIn, bytesOut int64
+	// cut says who cut the answer short: cutBy…, "" when nobody did.
+	cut string
+	// metered says settle counted used (its tokens); spent that spend
+	// counted cost (priced: a price matched).
+	metered, spent, priced bool
+	used                   usage.Usage
+	cost                   quota.Nanodollars
+}
+
+// accessRecord is one access log line, a value handed to the writer
+// (AccessLog): nothing in it is shared with the request once it is sent.
+type accessRecord struct {
+	time                                   time.Time
+	kind, requestID, session, providerID   string
+	modelServed                            string
+	caller, class, account, pool           string
+	model, api, method, path               string
+	outcome, reason, cut, tier             string
+	status                                 int
+	stream, estimated, priced              bool
+	wait, ttfb, duration                   time.Duration
+	input, cachedInput, cacheWrite, output int64
+	audioInput, audioOutput                int64
+	cost                                   quota.Nanodollars
+	spills, flexRetries                    int
+	bytesIn, bytesOut                      int64
+}
+
+// maxAccessPath bounds the path a line names.
+const maxAccessPath = 256
+
+// recordOf is the line for ex, which ended as outcome with status (0:
+// none), refused or negotiated for reason, at end. Tokens and cost are
+// exactly what settle and spend counted for it (meterproxy_tokens_total,
+// meterproxy_spend_usd_total): nothing else sets them.
+func recordOf(ex *exchange, kind, outcome string, status int, reason string, end time.Time) accessRecord {
+	a := &ex.access
+	l := ex.poolLabels()
+	rec := accessRecord{
+		time: a.start, kind: kind, requestID: a.requestID, session: a.session, providerID: a.providerID,
+		caller: ex.res.Caller, class: ex.res.Class.String(), account: l.Account, pool: l.Pool,
+		model: ex.model.Name, api: ex.rt.api.String(), outcome: outcome, reason: reason, cut: a.cut, status: status,
+		stream: a.stream, wait: a.waited, duration: end.Sub(a.start),
+		spills: ex.tried.spills, flexRetries: ex.tried.flexRetries, bytesIn: a.bytesIn, bytesOut: a.bytesOut,
+	}
+	if ex.in != nil {
+		rec.method, rec.path = ex.in.Method, ex.in.URL.Path
+	}
+	if len(rec.path) > maxAccessPath {
+		rec.path = rec.path[:maxAccessPath]
+	}
+	if !a.firstByte.IsZero() && !ex.upstream.start.IsZero() {
+		rec.ttfb = a.firstByte.Sub(ex.upstream.start)
+	}
+	if ex.upload != nil {
+		rec.bytesIn = ex.upload.read.Load()
+	}
+	if ex.rec != nil && kind == kindRequest {
+		rec.bytesOut = ex.rec.written
+	}
+	if a.metered {
+		u := a.used
+		rec.input, rec.cachedInput, rec.cacheWrite, rec.output = u.Input, u.CacheRead, u.CacheWrite, u.Output
+		rec.audioInput, rec.audioOutput, rec.tier, rec.estimated = u.AudioInput, u.AudioOutput, u.Tier, u.Estimated
+	}
+	rec.cost, rec.priced = a.cost, a.priced
+	return rec
+}
+
+// settled records u, which settle counted for ex.
+func (a *accessState) settled(u usage.Usage) {
+	if a.metered { // never twice in practice; summed if so, as the counters are
+		u.Input, u.Output = usage.AddTokens(u.Input, a.used.Input), usage.AddTokens(u.Output, a.used.Output)
+		u.CacheRead, u.CacheWrite = a.used.CacheRead+u.CacheRead, a.used.CacheWrite+u.CacheWrite
+		u.AudioInput, u.AudioOutput = a.used.AudioInput+u.AudioInput, a.used.AudioOutput+u.AudioOutput
+		u.Estimated = u.Estimated || a.used.Estimated
+	}
+	a.metered, a.used = true, u
+}
+
+// charged records cost, which spend counted for ex (priced: a price
+// matched).
+func (a *accessState) charged(cost quota.Nanodollars, priced bool) {
+	if a.spent {
+		priced = priced && a.priced
+	}
+	a.spent, a.cost, a.priced = true, a.cost+cost, priced
+}
+
+// answered records that the upstream's answer began now, and the
+// provider's id for it from hdr.
+func (a *accessState) answered(hdr http.Header, now time.Time) {
+	if a.firstByte.IsZero() {
+		a.firstByte = now
+	}
+	if id := providerRequestID(hdr); id != "" {
+		a.providerID = id
+	}
+}
+
+// maxRequestID bounds a request id's length, the caller's or the
+// provider's.
+const maxRequestID = 128
+
+// saneID reports whether s may stand as a request id in a log line and
+// a header: 1 to maxRequestID bytes of letters, digits and - _ . : / + = @.
+func saneID(s string) bool {
+	if s == "" || len(s) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '+' || c == '=' || c == '@':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// requestIDHeader carries a request's id: the caller's, echoed in the
+// answer and sent upstream.
+const requestIDHeader = "X-Request-Id"
+
+// providerIDHeaders are where providers put their id for an answer:
+// OpenAI's, Anthropic's and Azure's.
+var providerIDHeaders = [...]string{"X-Request-Id", "Request-Id", "Apim-Request-Id"}
+
+// providerRequestID is the provider's id for its answer, from hdr: the
+// first sane one of providerIDHeaders; "" when none is.
+func providerRequestID(hdr http.Header) string {
+	for _, name := range providerIDHeaders {
+		if v := hdr[name]; len(v) > 0 && saneID(v[0]) {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// requestIDs makes the ids of requests that bring none (or none sane):
+// the process's random prefix, then a count.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+// next is a new request id, unique to the process (and, by its random
+// prefix, in all likelihood to the fleet). Safe for concurrent use.
+func (g *requestIDs) next() string {
+	var b [64]byte
+	out := append(b[:0], g.prefix...)
+	out = strconv.AppendUint(out, g.n.Add(1), 36)
+	return string(out)
+}
+
+// requestIDOf is the id of the request with header hdr: the caller's
+// X-Request-Id when it is sane (saneID), else a new one.
+func (g *requestIDs) of(hdr http.Header) string {
+	if v := hdr[requestIDHeader]; len(v) == 1 && saneID(v[0]) {
+		return v[0]
+	}
+	return g.next()
+}
+
+// newIDPrefix is a process's request id prefix: 8 random bytes in hex
+// and a dash.
+func newIDPrefix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:]) + "-"
+}
