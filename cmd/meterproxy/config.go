@@ -87,8 +87,8 @@ func defaultConfig() Config {
 		Classify: classify.DefaultConfig(),
 		Store:    q.Store,
 		// The access log on stdout: where a Kubernetes log pipeline reads.
-		Log:      LogConfig{Level: "info", Format: "auto", Access: proxy.AccessStdout},
-		Tracing:  defaultTracing(),
+		Log:     LogConfig{Level: "info", Format: "auto", Access: proxy.AccessStdout},
+		Tracing: defaultTracing(),
 	}
 }
 
