@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -136,7 +137,15 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer shared.stop()
-	targets := []*target{fake, base, local, shared}
+	// The access log's cost: the Redis store's configuration with the
+	// access log written to a file, beside it measured with it off.
+	logPath := filepath.Join(dir, "access.log")
+	logged, err := startMeterproxy(ctx, mpBin, dir, "meterproxy-log", withAccessLog(config(rs.url), logPath))
+	if err != nil {
+		return nil, err
+	}
+	defer logged.stop()
+	targets := []*target{fake, base, local, shared, logged}
 	rep := newReport(targets)
 	if o.heldOnly {
 		return rep, measureHeld(ctx, rep, mpBin, dir, fake.url, o.held)
@@ -170,6 +179,9 @@ func run(ctx context.Context, o options) (*report, error) {
 		rep.streams[t.name] = streams(ctx, t, o.streamFor, o.conns)
 	}
 	if rep.storeErrors, err = storeErrors(ctx, shared.adminURL); err != nil {
+		return nil, err
+	}
+	if rep.accessLines, rep.accessDropped, err = accessLogLines(ctx, logged, logPath); err != nil {
 		return nil, err
 	}
 	logf("handler allocations (go test -bench BenchmarkHandler ./proxy)")

@@ -17,6 +17,10 @@ type report struct {
 	held        heldResult // over HTTP/1.1, a connection each
 	heldH2C     heldResult // over h2c, multiplexed
 	storeErrors float64
+	// accessLines and accessDropped are what the logged target wrote to
+	// its access log and dropped (its queue full).
+	accessLines   int
+	accessDropped float64
 }
 
 func newReport(targets []*target) *report {
@@ -29,6 +33,7 @@ func newReport(targets []*target) *report {
 
 const (
 	direct, base, local, shared = "direct", "baseline", "meterproxy-local", "meterproxy-redis"
+	logged                      = "meterproxy-log"
 	targetRate                  = 2000
 )
 
@@ -95,6 +100,7 @@ func (r *report) markdown(o options) string {
 	row("streams cut short / streams", func(n string) (string, float64) {
 		return fmt.Sprintf("%d / %d", r.streams[n].cut, r.streams[n].streams), float64(r.streams[n].cut)
 	})
+	r.accessLogTable(p)
 	p("\n| measure | meterproxy | baseline |\n|---|---|---|\n")
 	p("| Redis commands sent per request at %d/s (script calls; Redis store) | %.3f | – |\n", targetRate, r.open[targetRate][shared].redisPerReq)
 	p("| Redis commands sent per request, closed loop | %.3f | – |\n", r.closed[shared].redisPerReq)
@@ -136,7 +142,7 @@ func (r *report) checks() []check {
 	cpuRatio := float64(r.closed[shared].cpuPerReq) / float64(r.closed[base].cpuPerReq)
 	p99Ratio := float64(at[shared].p99) / float64(at[base].p99)
 	cut := r.streams[local].cut + r.streams[shared].cut
-	return []check{
+	return append([]check{
 		{"Redis store closed-loop throughput ≥ 90% of the baseline's", fmt.Sprintf("%.0f%%", 100*redisClosed/baseClosed), redisClosed >= 0.9*baseClosed},
 		{"CPU per request ≤ 1.2× the baseline (Redis store, closed loop)", fmt.Sprintf("%.2f×", cpuRatio), cpuRatio <= 1.2},
 		{fmt.Sprintf("added p50 at %d/s ≤ 150 µs (Redis store)", targetRate), us(addedP50), addedP50 <= 150*time.Microsecond},
@@ -147,13 +153,13 @@ func (r *report) checks() []check {
 		{"meterproxy streams cut short = 0", fmt.Sprint(cut), cut == 0},
 		{"no meterproxy errors in any open-loop run", fmt.Sprint(r.openErrors()), r.openErrors() == 0},
 		{"Redis store never degraded (0 store errors)", fmt.Sprintf("%.0f", r.storeErrors), r.storeErrors == 0},
-	}
+	}, r.accessLogChecks()...)
 }
 
 func (r *report) openErrors() uint64 {
 	var n uint64
 	for _, runs := range r.open {
-		n += runs[local].errors + runs[shared].errors
+		n += runs[local].errors + runs[shared].errors + runs[logged].errors
 	}
 	return n
 }

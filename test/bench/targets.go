@@ -137,7 +137,9 @@ func meterproxyConfig(upstream, redisURL string, extra map[string]any) map[strin
 			pool("small", "gpt-4.1-nano*", "gpt-4o-mini*"),
 		}},
 		"callers": []map[string]any{{"name": "bench", "key_env": "BENCH_KEY", "class": "bulk"}},
-		"log":     map[string]any{"level": "info", "format": "json"}, // procs reads the "serving" line
+		// procs reads the "serving" line; the access log is measured on a
+		// target of its own (withAccessLog).
+		"log": map[string]any{"level": "info", "format": "json", "access": "off"},
 		// Every answer is priced: the benchmark's model matches the last
 		// entry, so each pays for a whole price lookup.
 		"prices": []map[string]any{
