@@ -3,10 +3,12 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"testing"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -45,13 +47,28 @@ func BenchmarkHandler(b *testing.B) {
 			}
 		}
 	}
-	b.Run("meterproxy", func(b *testing.B) {
-		p := newTestProxy(b, proxyOpts{upstream: benchUpstream, environ: map[string]string{"BENCH_KEY": "sk-bench"},
+	meterproxy := func(b *testing.B, access *AccessLog) {
+		p := newTestProxy(b, proxyOpts{upstream: benchUpstream, environ: map[string]string{"BENCH_KEY": "sk-bench"}, access: access,
 			mutate: func(_ *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
 				q.Account.RequestsPerMinute, q.Account.MaxInFlight = 60_000_000, 4096
 				*callers = []classify.Caller{{Name: "bench", KeyEnv: "BENCH_KEY", Class: classify.Bulk}}
 			}})
 		run(b, p.handler, "http://meterproxy")
+	}
+	b.Run("meterproxy", func(b *testing.B) { meterproxy(b, nil) })
+	// The access log written to a file: what a request's line costs the
+	// handler (the record sent; its encoding and write on the writer's
+	// goroutine count too, in the same process).
+	b.Run("meterproxy-access-log", func(b *testing.B) {
+		access, err := OpenAccessLog(filepath.Join(b.TempDir(), "access.log"), io.Discard, io.Discard, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		meterproxy(b, access)
+		b.StopTimer()
+		if err := access.Close(); err != nil {
+			b.Fatal(err)
+		}
 	})
 	b.Run("baseline", func(b *testing.B) {
 		up := httptest.NewServer(benchUpstream)
