@@ -126,6 +126,9 @@ func TestAccessLogLines(t *testing.T) {
 		t.Fatalf("status %d, X-Request-Id %q, upstream saw %q: want 200 and the caller's id both ways",
 			status, hdr.Values("X-Request-Id"), hdr.Get("Seen-Request-Id"))
 	}
+	if got := hdr.Values("X-Provider-Request-Id"); len(got) != 1 || got[0] != "req_up123" {
+		t.Errorf("X-Provider-Request-Id %q, want the provider's own id, req_up123", got)
+	}
 	_, hdr = post(strings.Repeat("x", maxRequestID+1), chat)
 	generated := hdr.Get("X-Request-Id")
 	if !saneID(generated) || len(generated) > 40 || hdr.Get("Seen-Request-Id") != generated {

@@ -184,6 +184,26 @@ func saneID(s string) bool {
 // answer and sent upstream.
 const requestIDHeader = "X-Request-Id"
 
+// providerIDHeader is where the client finds OpenAI's own id for its
+// answer, which the answer's X-Request-Id no longer carries (the
+// request's own does, begin): the id a provider's support asks for.
+const providerIDHeader = "X-Provider-Request-Id"
+
+// providerID moves the provider's X-Request-Id of an answer's headers
+// hdr to providerIDHeader, so that the answer carries the request's own
+// id in X-Request-Id (begin) and the client still has the provider's;
+// one that is not sane (saneID) is dropped.
+func providerID(hdr http.Header) {
+	v, ok := hdr[requestIDHeader]
+	if !ok {
+		return
+	}
+	delete(hdr, requestIDHeader)
+	if len(v) > 0 && saneID(v[0]) {
+		hdr[providerIDHeader] = v[:1]
+	}
+}
+
 // providerIDHeaders are where providers put their id for an answer:
 // OpenAI's, Anthropic's and Azure's.
 var providerIDHeaders = [...]string{"X-Request-Id", "Request-Id", "Apim-Request-Id"}

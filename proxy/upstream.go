@@ -163,7 +163,7 @@ func exchangeOf(ctx context.Context) *exchange {
 func (h *Handler) modifyResponse(resp *http.Response) error {
 	ex := exchangeOf(resp.Request.Context())
 	h.meter(resp, ex)
-	resp.Header.Del(requestIDHeader) // the answer carries the request's own (begin); the provider's is in the access log
+	providerID(resp.Header)
 	_, metered := resp.Body.(*meteredBody)
 	if ex != nil && ex.lease != nil {
 		h.readAhead(resp, ex)
