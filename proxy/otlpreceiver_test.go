@@ -165,7 +165,7 @@ func anyString(v *commonpb.AnyValue) string {
 
 // spanDuration is s's duration.
 func spanDuration(s *tracepb.Span) time.Duration {
-	return time.Duration(s.GetEndTimeUnixNano() - s.GetStartTimeUnixNano())
+	return time.Unix(0, int64(s.GetEndTimeUnixNano())).Sub(time.Unix(0, int64(s.GetStartTimeUnixNano()))) //nolint:gosec // nanoseconds since 1970 fit an int64 until 2262
 }
 
 // traceID is s's trace id in hex, as traceparent writes it.
