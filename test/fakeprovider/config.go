@@ -100,6 +100,11 @@ type Config struct {
 	// larger one closes the socket with 1009 (message too big). Zero means
 	// DefaultWSMaxMessageBytes.
 	WSMaxMessageBytes int64
+	// RequestIDPrefix begins the provider's id for each answer
+	// (x-request-id, Anthropic's request-id), before the arrival's
+	// number: fakes standing for several accounts behind one proxy give
+	// ids a test tells apart. Empty means "req_".
+	RequestIDPrefix string
 	// RecordBodies keeps each request body in the request log.
 	RecordBodies bool
 	// NoLog keeps no request log (Requests returns none; Stats and
@@ -175,6 +180,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.RequestIDPrefix == "" {
+		c.RequestIDPrefix = "req_"
 	}
 	return c
 }

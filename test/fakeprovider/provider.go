@@ -206,7 +206,7 @@ func (x *exchange) serve(readErr error) {
 // carries.
 func (x *exchange) setHeaders() {
 	h := x.w.Header()
-	id := fmt.Sprintf("req_%016x", x.arr.seq)
+	id := fmt.Sprintf("%s%016x", x.p.cfg.RequestIDPrefix, x.arr.seq)
 	switch x.api {
 	case anthropic:
 		setAnthropicLimitHeaders(h, x.now, x.arr.requests, x.arr.tokens, x.arr.output)
