@@ -59,7 +59,7 @@ func TestMeterModelAndReasoning(t *testing.T) {
 			Usage{Input: 3 + 1200 + 8000, Output: 503, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
 		{"anthropic stream: message_start's model", eventStream, Messages, anthropicStream, true,
 			Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
-		{"realtime: no model on response.done", eventStream, Realtime, sse("data: "+realtimeDoneEvent), true,
+		{"realtime: no model on response.done", eventStream, Realtime, sse("data: " + realtimeDoneEvent), true,
 			Usage{Input: 22, Output: 45, CacheRead: 8, AudioInput: 2, AudioOutput: 36}},
 		// Hostile and odd values.
 		{"a long model: its first 128 bytes", appJSON, ChatCompletions, chatWith(`"`+long+`"`, `{"prompt_tokens":1,"completion_tokens":1}`), true,
@@ -114,7 +114,7 @@ func TestMeterModelOfLongAnswers(t *testing.T) {
 		{"responses body", appJSON, Responses, `{"id":"r","model":"gpt-5","output":[{"type":"message","content":[{"text":"` + pad + `"}]}],"usage":{"input_tokens":1,"output_tokens":2}}`, "gpt-5"},
 		{"anthropic body", appJSON, Messages, `{"id":"m","type":"message","model":"claude-opus-4-1","content":[{"type":"text","text":"` + pad + `"}],"usage":{"input_tokens":1,"output_tokens":2}}`, "claude-opus-4-1"},
 		{"chat chunk", eventStream, ChatCompletions, sse(`data: {"id":"c","model":"o3-2025-04-16","choices":[{"delta":{"content":"`+pad+`"}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`, chunkDone), "o3-2025-04-16"},
-		{"responses terminal event", eventStream, Responses, sse("event: response.completed\n"+`data: {"type":"response.completed","response":{"id":"r","model":"gpt-5-2025-08-07","output":[{"type":"message","content":[{"text":"`+pad+`"}]}],"usage":{"input_tokens":1,"output_tokens":2}}}`), "gpt-5-2025-08-07"},
+		{"responses terminal event", eventStream, Responses, sse("event: response.completed\n" + `data: {"type":"response.completed","response":{"id":"r","model":"gpt-5-2025-08-07","output":[{"type":"message","content":[{"text":"` + pad + `"}]}],"usage":{"input_tokens":1,"output_tokens":2}}}`), "gpt-5-2025-08-07"},
 		{"anthropic message_start", eventStream, Messages, sse("event: message_start\n"+`data: {"type":"message_start","message":{"id":"m","model":"claude-opus-4-1","content":[{"type":"text","text":"`+pad+`"}],"usage":{"input_tokens":1,"output_tokens":1}}}`, antStop), "claude-opus-4-1"},
 	}
 	for _, tt := range tests {
