@@ -37,6 +37,7 @@ func (rec *accessRecord) attrs(r *slog.Record) {
 		slog.Int64("cached_input_tokens", rec.cachedInput),
 		slog.Int64("cache_write_tokens", rec.cacheWrite),
 		slog.Int64("output_tokens", rec.output),
+		slog.Int64("reasoning_tokens", rec.reasoning),
 		slog.Int64("audio_input_tokens", rec.audioInput),
 		slog.Int64("audio_output_tokens", rec.audioOutput),
 		slog.Bool("estimated", rec.estimated),

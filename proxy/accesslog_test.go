@@ -28,7 +28,7 @@ var accessFields = map[string]string{
 	"stream": "bool", "status": "number", "outcome": "string", "reason": "string", "cut": "string",
 	"wait_seconds": "number", "ttfb_seconds": "number", "duration_seconds": "number",
 	"input_tokens": "number", "cached_input_tokens": "number", "cache_write_tokens": "number", "output_tokens": "number",
-	"audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
+	"reasoning_tokens": "number", "audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
 	"cost_usd": "number", "cost_nanodollars": "number", "priced": "bool", "tier": "string",
 	"spills": "number", "flex_retries": "number", "bytes_in": "number", "bytes_out": "number",
 }
@@ -94,8 +94,9 @@ func accessProxy(t *testing.T, upstream http.Handler, out accessOut, queue int) 
 	return p, access
 }
 
-// idUpstream answers as usageUpstream does (10 input, 5 output tokens),
-// with its own x-request-id, and the X-Request-Id it was sent echoed in
+// idUpstream answers as usageUpstream does (10 input, 5 output tokens,
+// 3 of them reasoning), naming the model that served it, with its own
+// x-request-id, and the X-Request-Id it was sent echoed in
 // Seen-Request-Id.
 func idUpstream() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -103,7 +104,8 @@ func idUpstream() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Request-Id", "req_up123")
 		w.Header().Set("Seen-Request-Id", r.Header.Get("X-Request-Id"))
-		_, _ = io.WriteString(w, `{"object":"chat.completion","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5}}`)
+		_, _ = io.WriteString(w, `{"object":"chat.completion","model":"gpt-4o-2024-08-06","choices":[],`+
+			`"usage":{"prompt_tokens":10,"completion_tokens":5,"completion_tokens_details":{"reasoning_tokens":3}}}`)
 	})
 }
 
@@ -153,6 +155,7 @@ func TestAccessLogLines(t *testing.T) {
 	want := map[string]any{"schema": 1.0, "kind": "request", "request_id": "abc-123", "provider_request_id": "req_up123",
 		"caller": "import", "class": "bulk", "model": "gpt-4o", "api": "chat_completions", "method": "POST",
 		"path": "/v1/chat/completions", "status": 200.0, "outcome": "forwarded", "input_tokens": 10.0, "output_tokens": 5.0,
+		"model_served": "gpt-4o-2024-08-06", "reasoning_tokens": 3.0,
 		"cost_nanodollars": 75000.0, "priced": true, "estimated": false, "stream": false, "bytes_in": float64(len(chat))}
 	for k, v := range want {
 		if first[k] != v {
@@ -163,7 +166,8 @@ func TestAccessLogLines(t *testing.T) {
 		t.Errorf("the second line's request_id is %v, want the one answered, %s", got[1]["request_id"], generated)
 	}
 	refused := got[2]
-	if refused["outcome"] != "refused" || refused["status"] != 400.0 || refused["reason"] == "" || refused["cost_nanodollars"] != 0.0 {
+	if refused["outcome"] != "refused" || refused["status"] != 400.0 || refused["reason"] == "" || refused["cost_nanodollars"] != 0.0 ||
+		refused["model_served"] != "" || refused["reasoning_tokens"] != 0.0 {
 		t.Errorf("the refused line: %v", refused)
 	}
 	// Reconciled: the lines' tokens and cost are the counters'.

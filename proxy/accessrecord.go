@@ -80,7 +80,7 @@ type accessRecord struct {
 	stream, estimated, priced              bool
 	wait, ttfb, duration                   time.Duration
 	input, cachedInput, cacheWrite, output int64
-	audioInput, audioOutput                int64
+	reasoning, audioInput, audioOutput     int64
 	cost                                   quota.Nanodollars
 	spills, flexRetries                    int
 	bytesIn, bytesOut                      int64
@@ -121,7 +121,8 @@ func recordOf(ex *exchange, kind, outcome string, status int, reason string, end
 	if a.metered {
 		u := a.used
 		rec.input, rec.cachedInput, rec.cacheWrite, rec.output = u.Input, u.CacheRead, u.CacheWrite, u.Output
-		rec.audioInput, rec.audioOutput, rec.tier, rec.estimated = u.AudioInput, u.AudioOutput, u.Tier, u.Estimated
+		rec.reasoning, rec.audioInput, rec.audioOutput = u.Reasoning, u.AudioInput, u.AudioOutput
+		rec.tier, rec.modelServed, rec.estimated = u.Tier, u.Model, u.Estimated
 	}
 	rec.cost, rec.priced = a.cost, a.priced
 	return rec
@@ -129,11 +130,15 @@ func recordOf(ex *exchange, kind, outcome string, status int, reason string, end
 
 // settled records u, which settle counted for ex.
 func (a *accessState) settled(u usage.Usage) {
-	if a.metered { // never twice in practice; summed if so, as the counters are
+	if a.metered { // never twice in practice; summed if so, as the counters are (the model: the last named)
 		u.Input, u.Output = usage.AddTokens(u.Input, a.used.Input), usage.AddTokens(u.Output, a.used.Output)
 		u.CacheRead, u.CacheWrite = a.used.CacheRead+u.CacheRead, a.used.CacheWrite+u.CacheWrite
+		u.Reasoning = min(a.used.Reasoning+u.Reasoning, u.Output)
 		u.AudioInput, u.AudioOutput = a.used.AudioInput+u.AudioInput, a.used.AudioOutput+u.AudioOutput
 		u.Estimated = u.Estimated || a.used.Estimated
+		if u.Model == "" {
+			u.Model = a.used.Model
+		}
 	}
 	a.metered, a.used = true, u
 }

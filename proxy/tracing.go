@@ -251,13 +251,18 @@ func heldByOf(err error) string {
 	return e.Wait.HeldBy
 }
 
-// settled records the usage u ex's answer reported, once it is known.
+// settled records the usage u ex's answer reported, once it is known,
+// and the model it names as having served it (none: not set).
 func (t *tracer) settled(ex *exchange, u usage.Usage) {
 	if t == nil || ex.span == nil {
 		return
 	}
 	ex.span.SetAttributes(semconv.GenAIUsageInputTokens(int(u.Input)), semconv.GenAIUsageOutputTokens(int(u.Output)),
-		semconv.GenAIUsageCacheReadInputTokens(int(u.CacheRead)), attrEstimated.Bool(u.Estimated))
+		semconv.GenAIUsageCacheReadInputTokens(int(u.CacheRead)), semconv.GenAIUsageReasoningOutputTokens(int(u.Reasoning)),
+		attrEstimated.Bool(u.Estimated))
+	if u.Model != "" {
+		ex.span.SetAttributes(semconv.GenAIResponseModel(u.Model))
+	}
 }
 
 // end ends ex's span as its request ended: outcome, code (its status, or

@@ -81,6 +81,8 @@ func TestTraceForwarded(t *testing.T) {
 		"gen_ai.usage.input_tokens":            u.Get("prompt_tokens").String(),
 		"gen_ai.usage.output_tokens":           u.Get("completion_tokens").String(),
 		"gen_ai.usage.cache_read.input_tokens": strconv.FormatInt(u.Get("prompt_tokens_details.cached_tokens").Int(), 10),
+		"gen_ai.usage.reasoning.output_tokens": u.Get("completion_tokens_details.reasoning_tokens").Raw,
+		"gen_ai.response.model":                gjson.GetBytes(body, "model").Str,
 		"http.response.status_code":            "200", "meterproxy.outcome": outcomeForwarded, "meterproxy.class": "bulk",
 		"meterproxy.caller": classify.UnknownCaller, "meterproxy.pool": "default",
 	}
@@ -108,6 +110,21 @@ func TestTraceForwarded(t *testing.T) {
 	tp := fake.Requests()[0].Header.Get("traceparent")
 	if wantTP := "00-" + caller + "-" + hex.EncodeToString(up.GetSpanId()) + "-01"; tp != wantTP {
 		t.Errorf("upstream traceparent %q, want %q", tp, wantTP)
+	}
+	if got["gen_ai.response.model"] == "" || got["gen_ai.usage.reasoning.output_tokens"] == "" {
+		t.Errorf("root has no gen_ai.response.model or reasoning tokens: %v", got)
+	}
+
+	// A reasoning model's answer: the reasoning part of its output, and
+	// the model the provider named.
+	status, _, body = do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"o3-mini","messages":[{"role":"user","content":"hello there"}]}`))
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	o3 := attrs(rc.trace(t, "chat o3-mini")["chat o3-mini"])
+	reasoning := gjson.GetBytes(body, "usage.completion_tokens_details.reasoning_tokens").Raw
+	if o3["gen_ai.response.model"] != gjson.GetBytes(body, "model").Str || o3["gen_ai.usage.reasoning.output_tokens"] != reasoning || reasoning == "0" {
+		t.Errorf("o3-mini's span: model %q, reasoning %q; the provider answered %s", o3["gen_ai.response.model"], o3["gen_ai.usage.reasoning.output_tokens"], body)
 	}
 }
 

@@ -35,7 +35,7 @@ var accessFieldTypes = map[string]string{
 	"stream": "bool", "status": "number", "outcome": "string", "reason": "string", "cut": "string",
 	"wait_seconds": "number", "ttfb_seconds": "number", "duration_seconds": "number",
 	"input_tokens": "number", "cached_input_tokens": "number", "cache_write_tokens": "number", "output_tokens": "number",
-	"audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
+	"reasoning_tokens": "number", "audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
 	"cost_usd": "number", "cost_nanodollars": "number", "priced": "bool", "tier": "string",
 	"spills": "number", "flex_retries": "number", "bytes_in": "number", "bytes_out": "number",
 }
@@ -177,6 +177,12 @@ func TestAccessLogReconcilesAMixedRun(t *testing.T) {
 		kinds[l["kind"].(string)]++
 		in += l["input_tokens"].(float64)
 		out += l["output_tokens"].(float64)
+		if l["reasoning_tokens"].(float64) > l["output_tokens"].(float64) {
+			t.Errorf("%s: reasoning tokens %v over the output's %v", l["request_id"], l["reasoning_tokens"], l["output_tokens"])
+		}
+		if l["kind"] == "request" && l["status"] == 200.0 && l["estimated"] == false && l["api"] != "other" && l["model_served"] == "" {
+			t.Errorf("%s: a %s answer metered whole names no model_served", l["request_id"], l["api"])
+		}
 		cost += l["cost_usd"].(float64)
 		nanos += int64(l["cost_nanodollars"].(float64))
 	}

@@ -15,7 +15,10 @@ import (
 // usage in message_start (message.usage) and then in one or more
 // message_delta events whose usage is cumulative: each count present
 // replaces the one before, none is added. The usage names the service
-// tier too (service_tier: "standard", "priority", "batch"; tier.go).
+// tier too (service_tier: "standard", "priority", "batch"; tier.go), and
+// the message its model (model.go): the body's top-level model, a
+// stream's in message_start's message. Thinking is output, not reported
+// apart: a Messages usage has no reasoning part (Usage.Reasoning 0).
 
 // The Messages stream events the meter reads; ping, error and unknown events
 // are ignored (an error event after the 200 is not usage).
@@ -36,13 +39,23 @@ type anthropicInput struct {
 	uncached, cacheWrite, cacheRead int64
 }
 
-// anthropicBody reads a Messages response: its usage, and what its
-// content blocks generated for the estimate when it has none.
+// anthropicBody reads a Messages response: its usage, its model, and
+// what its content blocks generated for the estimate when it has none.
+// The members are read in one pass; of a member repeated, the last
+// counts.
 func (m *Meter) anthropicBody(body []byte) {
-	doc := gjson.Parse(view(body))
-	m.anthropicUsage(doc.Get("usage"))
-	doc.Get("content").ForEach(func(_, block gjson.Result) bool {
-		m.text += anthropicGenerated(block)
+	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.anthropicUsage(value)
+		case modelMember:
+			m.noteModel(value)
+		case "content":
+			value.ForEach(func(_, block gjson.Result) bool {
+				m.text += anthropicGenerated(block)
+				return true
+			})
+		}
 		return true
 	})
 }
@@ -74,7 +87,15 @@ func (m *Meter) anthropicEvent(name, data []byte) {
 	}
 	switch eventType(name, data) {
 	case anthropicMessageStart:
-		m.anthropicUsage(gjson.Get(view(data), "message.usage"))
+		gjson.Get(view(data), "message").ForEach(func(key, value gjson.Result) bool {
+			switch key.Str {
+			case "usage":
+				m.anthropicUsage(value)
+			case modelMember:
+				m.noteModel(value)
+			}
+			return true
+		})
 	case anthropicMessageDelta:
 		m.anthropicUsage(gjson.Get(view(data), "usage"))
 	case anthropicBlockDelta:
@@ -86,11 +107,13 @@ func (m *Meter) anthropicEvent(name, data []byte) {
 
 // anthropicLongEvent reads a Messages event of type t whose data outgrew
 // its window: a usage from its end (message_start's is in its message: at
-// depth 2), a content block delta's bytes as text.
+// depth 2) and message_start's model from its start, a content block
+// delta's bytes as text.
 func (m *Meter) anthropicLongEvent(t string, d *window) {
 	switch t {
 	case anthropicMessageStart:
 		m.anthropicUsage(tailUsage(d.tail(), 2))
+		m.noteModel(modelIn(d, 2, "message."+modelMember))
 	case anthropicMessageDelta:
 		m.anthropicUsage(tailUsage(d.tail(), 1))
 	case anthropicBlockDelta:

@@ -29,7 +29,7 @@ func TestMeterCompletions(t *testing.T) {
 		complete                bool
 		want                    Usage
 	}{
-		{"JSON", appJSON, completionJSON, true, Usage{Input: 5, Output: 4}},
+		{"JSON", appJSON, completionJSON, true, Usage{Input: 5, Output: 4, Model: "gpt-3.5-turbo-instruct"}},
 		{"JSON without usage: its choices' text", appJSON, completionJSONNoUsage, true,
 			Usage{Input: est, Output: ceilQuarter(int64(len("Once upon a time, twice"))), Estimated: true}},
 		{"stream with usage", eventStream, sse(completionChunk1, completionChunk2, completionUsageChunk, chunkDone), true, Usage{Input: 5, Output: 4}},

@@ -21,11 +21,16 @@ var streamSeeds = []struct {
 	{Realtime, sse(`{"type":"response.created","response":{"id":"r"}}`, `{"type":"response.output_text.delta","delta":"hi"}`, realtimeDoneEvent)},
 }
 
-// tierPattern is what Usage.Tier may hold, written apart from validTier.
-var tierPattern = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+// tierPattern is what Usage.Tier may hold, written apart from validTier;
+// modelPattern what Usage.Model may hold, apart from noteModel.
+var (
+	tierPattern  = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+	modelPattern = regexp.MustCompile(`^[A-Za-z0-9._:/@+-]{1,128}$`)
+)
 
 // checkPricing fails t unless u's cache parts are non-negative parts of
-// its input and its tier is "" or of the documented set.
+// its input, its reasoning a part of its output, its tier "" or of the
+// documented set and its model "" or of the documented charset.
 func checkPricing(t *testing.T, u Usage) {
 	t.Helper()
 	if u.CacheRead < 0 || u.CacheWrite < 0 || u.CacheRead+u.CacheWrite > u.Input {
@@ -36,6 +41,12 @@ func checkPricing(t *testing.T, u Usage) {
 	}
 	if u.Tier != "" && !tierPattern.MatchString(u.Tier) {
 		t.Fatalf("tier %q outside [a-z0-9_-]{1,32}", u.Tier)
+	}
+	if u.Reasoning < 0 || u.Reasoning > u.Output {
+		t.Fatalf("reasoning outside the output: %+v", u)
+	}
+	if u.Model != "" && !modelPattern.MatchString(u.Model) {
+		t.Fatalf("model %q outside [A-Za-z0-9._:/@+-]{1,128}", u.Model)
 	}
 }
 

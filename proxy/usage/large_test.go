@@ -46,14 +46,14 @@ func TestMeterLargeJSONUsageFromTail(t *testing.T) {
 		{"chat", ChatCompletions, chat, true, Usage{Input: 10, Output: 1000000, Tier: "default"}},
 		{"responses, a nested usage after it", Responses, responses, true, Usage{Input: 36, Output: 1000000}},
 		{"anthropic", Messages, anthropic, true, Usage{Input: 33, Output: 1000000, CacheRead: 20, CacheWrite: 10}},
-		{"embeddings", Embeddings, embeddings, true, Usage{Input: 8}},
+		{"embeddings", Embeddings, embeddings, true, Usage{Input: 8, Model: "text-embedding-3-small"}},
 		{"usage in a string after it", ChatCompletions, inString, true, Usage{Input: 10, Output: 1000000}},
 		{"usage in an object after it", ChatCompletions, nested, true, Usage{Input: 10, Output: 1000000}},
 		{"escaped key after it", ChatCompletions, escapedKey, true, Usage{Input: 10, Output: 1000000}},
 		{"no usage: estimated from the size", ChatCompletions, chatNoUsage, true, Usage{Input: est, Output: ceilQuarter(int64(len(chatNoUsage))), Estimated: true}},
 		{"only a nested usage: estimated", ChatCompletions, onlyNested, true, Usage{Input: est, Output: ceilQuarter(int64(len(onlyNested))), Estimated: true}},
 		{"cut short: estimated from the size", ChatCompletions, chat[:len(chat)-30], false, Usage{Input: est, Output: ceilQuarter(int64(len(chat) - 30)), Estimated: true}},
-		{"embeddings without usage: no output", Embeddings, vectors + "}", true, Usage{Input: est, Estimated: true}},
+		{"embeddings without usage: no output", Embeddings, vectors + "}", true, Usage{Input: est, Model: "text-embedding-3-small", Estimated: true}},
 	}
 	for _, tt := range tests {
 		for _, size := range []int{32 << 10, 4093, 0} {
@@ -83,9 +83,9 @@ func TestMeterLongEvents(t *testing.T) {
 		complete bool
 		check    func(Usage) error
 	}{
-		{"responses terminal event", Responses, sse(respCreated, respDelta1, completed), true, exactly(Usage{Input: 37, Output: 500000})},
-		{"responses terminal event without event lines", Responses, dropEventLines(sse(respCreated, respDelta1, completed)), true, exactly(Usage{Input: 37, Output: 500000})},
-		{"chat long delta, usage after", ChatCompletions, sse(chunkHello, longChunk, chunkUsage, chunkDone), true, exactly(Usage{Input: 19, Output: 10, Tier: "default"})},
+		{"responses terminal event", Responses, sse(respCreated, respDelta1, completed), true, exactly(Usage{Input: 37, Output: 500000, Model: "gpt-4.1-2025-04-14"})},
+		{"responses terminal event without event lines", Responses, dropEventLines(sse(respCreated, respDelta1, completed)), true, exactly(Usage{Input: 37, Output: 500000, Model: "gpt-4.1-2025-04-14"})},
+		{"chat long delta, usage after", ChatCompletions, sse(chunkHello, longChunk, chunkUsage, chunkDone), true, exactly(Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"})},
 		{"chat long delta, no usage", ChatCompletions, sse(chunkHello, longChunk, chunkDone), true,
 			between(ceilQuarter(int64(len(big))), ceilQuarter(longData+chatTextSize))},
 		{"anthropic long delta, cut", Messages, sse(antStart, longAnt), false,

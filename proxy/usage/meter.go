@@ -23,6 +23,14 @@ type Usage struct {
 	// cache_creation_input_tokens and cache_read_input_tokens); Output
 	// counts reasoning tokens too.
 	Input, Output int64
+	// Reasoning is the part of Output the model spent reasoning, as
+	// reported: Chat Completions' completion_tokens_details and the
+	// Responses API's output_tokens_details reasoning_tokens. Reasoning ≤
+	// Output always, whatever the response says. It is 0 when the
+	// response reports none apart — Anthropic Messages (thinking is
+	// output, not reported apart) and Realtime — and when Output is the
+	// estimate of a response that reported no output.
+	Reasoning int64
 	// CacheRead and CacheWrite are the parts of Input read from and
 	// written to the provider's prompt cache, in tokens: OpenAI's
 	// cached_tokens and cache_write_tokens (prompt_tokens_details,
@@ -44,6 +52,13 @@ type Usage struct {
 	// response named none, or named one outside that set. It is set on an
 	// estimated usage too when the response named one.
 	Tier string
+	// Model is the model the response says served it (its model; see
+	// model.go), not the one the request asked for: at most 128 bytes of
+	// ASCII letters, digits and - _ . : / @ +, any other byte sent
+	// replaced by '_', the last one the response named. It is "" when the
+	// response named none. It is set on an estimated usage too when the
+	// response named one.
+	Model string
 	// Estimated is true when the response carried no usage (or was cut
 	// short) and the numbers are an estimate.
 	Estimated bool
@@ -88,6 +103,11 @@ type Meter struct {
 	// service tier the response named (noteTier).
 	cache cacheParts
 	tier  string
+	// model is the last model the response named (noteModel); reasoning
+	// the reported reasoning part of out, bounded by it when the usage is
+	// made.
+	model     string
+	reasoning int64
 	// audio is the reported audio parts of in and out (realtime.go).
 	audio audioParts
 	// terminal says the stream's last event arrived.
@@ -166,8 +186,9 @@ func (m *Meter) Write(p []byte) (int, error) {
 // from its last 64 KiB (see lastMember); without one there, or cut short,
 // its Output is estimated from its size. A JSON body cut short is
 // Estimated, its usage, if any came, not read. The cache parts go with a
-// reported input (0 with the estimate), and the service tier is the last
-// the response named, estimated or not (see Usage). Later calls return
+// reported input (0 with the estimate), the reasoning part with a
+// reported output, and the service tier and the model are the last the
+// response named, estimated or not (see Usage). Later calls return
 // the same Usage. Cut then says whether the response was cut short.
 func (m *Meter) Finish(complete bool) Usage {
 	if m.finished {
@@ -222,6 +243,7 @@ func (m *Meter) streamUsage() Usage {
 	}
 	if m.haveOut {
 		u.Output = max(u.Output, m.out)
+		u.Reasoning = min(m.reasoning, u.Output)
 	}
 	return u
 }
@@ -236,17 +258,19 @@ func (m *Meter) bodyUsage(complete bool) Usage {
 }
 
 // reported is the usage the response reported: its counts (0 for one it
-// left out), its cache parts within its input, its tier.
+// left out), its cache parts within its input, its reasoning within its
+// output, its tier and model.
 func (m *Meter) reported() Usage {
 	c := m.cache.within(m.in)
-	return Usage{Input: m.in, Output: m.out, CacheRead: c.read, CacheWrite: c.write, Tier: m.tier,
-		AudioInput: min(m.audio.in, m.in-c.read-c.write), AudioOutput: min(m.audio.out, m.out)}
+	return Usage{Input: m.in, Output: m.out, Reasoning: min(m.reasoning, m.out), CacheRead: c.read, CacheWrite: c.write,
+		AudioInput: min(m.audio.in, m.in-c.read-c.write), AudioOutput: min(m.audio.out, m.out), Tier: m.tier, Model: m.model}
 }
 
 // estimate is the estimated usage of output tokens: the input estimate,
-// nothing cached, the tier the response named if it named one.
+// nothing cached, no reasoning apart, the tier and model the response
+// named if it named them.
 func (m *Meter) estimate(output int64) Usage {
-	return Usage{Input: m.inputEstimate, Output: output, Tier: m.tier, Estimated: true}
+	return Usage{Input: m.inputEstimate, Output: output, Tier: m.tier, Model: m.model, Estimated: true}
 }
 
 // event implements eventHandler: one SSE event of the stream, read whole
@@ -280,6 +304,7 @@ func (m *Meter) longEvent(name []byte, d *window) {
 		m.text += d.size
 		m.chatUsageHighWater(tailUsage(d.tail(), 1))
 		m.noteTier(tierIn(d, 1, tierMember))
+		m.noteModel(modelIn(d, 1, modelMember))
 	case Responses:
 		m.responsesLongEvent(eventType(name, d.start()), d)
 	case Messages:
@@ -290,7 +315,8 @@ func (m *Meter) longEvent(name []byte, d *window) {
 }
 
 // readTail reads the usage of a JSON body too large to keep, from the
-// last bytes d kept (and its service tier from there, or its first bytes);
+// last bytes d kept (and its service tier and model from there, or its
+// first bytes);
 // of an API with output, all the bytes of the body count as generated text
 // for the estimate when it has none.
 func (m *Meter) readTail(d *window) {
@@ -301,6 +327,7 @@ func (m *Meter) readTail(d *window) {
 		m.noteTier(tierIn(d, 1, tierMember))
 	case Embeddings:
 		m.embeddingsUsage(tailUsage(tail, 1))
+		m.noteModel(modelIn(d, 1, modelMember))
 		return
 	case Responses:
 		m.responsesUsage(tailUsage(tail, 1))
@@ -308,6 +335,7 @@ func (m *Meter) readTail(d *window) {
 	case Messages:
 		m.anthropicUsage(tailUsage(tail, 1))
 	}
+	m.noteModel(modelIn(d, 1, modelMember))
 	m.text = d.size
 }
 

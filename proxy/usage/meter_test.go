@@ -22,23 +22,23 @@ func TestMeterJSON(t *testing.T) {
 		complete    bool
 		want        Usage
 	}{
-		{"chat", ChatCompletions, appJSON, chatJSON, true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat charset", ChatCompletions, "application/json; charset=utf-8", chatJSON, true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"embeddings", Embeddings, appJSON, embeddingsJSON, true, Usage{Input: 8}},
+		{"chat", ChatCompletions, appJSON, chatJSON, true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat charset", ChatCompletions, "application/json; charset=utf-8", chatJSON, true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"embeddings", Embeddings, appJSON, embeddingsJSON, true, Usage{Input: 8, Model: "text-embedding-3-small"}},
 		{"embeddings output ignored", Embeddings, appJSON, `{"usage":{"prompt_tokens":8,"completion_tokens":3}}`, true, Usage{Input: 8}},
-		{"responses", Responses, appJSON, responsesJSON, true, Usage{Input: 36, Output: 87}},
-		{"anthropic input is the sum of three fields", Messages, appJSON, anthropicJSON, true, Usage{Input: 3 + 1200 + 8000, Output: 503, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
+		{"responses", Responses, appJSON, responsesJSON, true, Usage{Input: 36, Output: 87, Model: "gpt-4.1-2025-04-14"}},
+		{"anthropic input is the sum of three fields", Messages, appJSON, anthropicJSON, true, Usage{Input: 3 + 1200 + 8000, Output: 503, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
 		{"error body", ChatCompletions, appJSON, openAIErrorJSON, true, Usage{Input: est, Estimated: true}},
 		{"usage null", ChatCompletions, appJSON, `{"choices":[],"usage":null}`, true, Usage{Input: est, Estimated: true}},
 		{"usage without counts", ChatCompletions, appJSON, `{"usage":{"total_tokens":5}}`, true, Usage{Input: est, Estimated: true}},
 		// A body cut short: its usage is not trusted, what it generated so far counts.
-		{"cut short", ChatCompletions, appJSON, chatJSON, false, Usage{Input: est, Output: ceilQuarter(int64(len(`Hello! The "usage" of tokens is 7.`))), Tier: "default", Estimated: true}},
-		{"cut short mid-body", Messages, appJSON, anthropicJSON[:len(anthropicJSON)/2], false, Usage{Input: est, Output: ceilQuarter(int64(len("Hi! My name is Claude."))), Estimated: true}},
-		{"over 4 MiB: usage from its end", ChatCompletions, appJSON, huge, true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"cut short", ChatCompletions, appJSON, chatJSON, false, Usage{Input: est, Output: ceilQuarter(int64(len(`Hello! The "usage" of tokens is 7.`))), Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"cut short mid-body", Messages, appJSON, anthropicJSON[:len(anthropicJSON)/2], false, Usage{Input: est, Output: ceilQuarter(int64(len("Hi! My name is Claude."))), Model: "claude-sonnet-4-5-20250929", Estimated: true}},
+		{"over 4 MiB: usage from its end", ChatCompletions, appJSON, huge, true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
 		{"not JSON", ChatCompletions, "text/plain", "upstream connect error", true, Usage{Input: est, Estimated: true}},
 		{"empty", Responses, appJSON, "", true, Usage{Input: est, Estimated: true}},
 		{"other API not read", Other, appJSON, chatJSON, true, Usage{Input: est, Estimated: true}},
-		{"wrong API's fields", Responses, appJSON, chatJSON, true, Usage{Input: est, Tier: "default", Estimated: true}},
+		{"wrong API's fields", Responses, appJSON, chatJSON, true, Usage{Input: est, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
 		{"negative counts", ChatCompletions, appJSON, `{"usage":{"prompt_tokens":-5,"completion_tokens":2.9}}`, true, Usage{Input: 0, Output: 2}},
 		{"absurd counts capped", ChatCompletions, appJSON, `{"usage":{"prompt_tokens":1e300,"completion_tokens":1e300}}`, true, Usage{Input: maxCount, Output: maxCount}},
 	}
@@ -67,43 +67,43 @@ func TestMeterStream(t *testing.T) {
 		want     Usage
 	}{
 		// OpenAI chat completions.
-		{"chat usage chunk", ChatCompletions, chatStreamUsage, true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat CRLF", ChatCompletions, crlf(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat lone CR", ChatCompletions, cr(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat data: without space", ChatCompletions, nospace(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat comments", ChatCompletions, sse(": keep-alive", chunkHello, ":", chunkUsage, chunkDone), true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat without usage", ChatCompletions, chatStreamNoUsage, true, Usage{Input: est, Output: chatText, Tier: "default", Estimated: true}},
-		{"chat [DONE] missing", ChatCompletions, chatStreamNoDone, true, Usage{Input: 19, Output: 10, Tier: "default", Estimated: true}},
-		{"chat not complete after [DONE]", ChatCompletions, chatStreamUsage, false, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat truncated", ChatCompletions, chatStreamCut, false, Usage{Input: est, Output: chatText, Tier: "default", Estimated: true}},
-		{"chat truncated mid-event", ChatCompletions, chatStreamUsage[:len(chatStreamUsage)-40], false, Usage{Input: est, Output: chatText, Tier: "default", Estimated: true}},
-		{"chat last blank line missing", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n"), true, Usage{Input: 19, Output: 10, Tier: "default"}},
-		{"chat last line cut", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n\n"), true, Usage{Input: 19, Output: 10, Tier: "default", Estimated: true}},
-		{"chat multi-line data", ChatCompletions, sse(chunkHello, strings.Replace(chunkUsage, `,"usage":`, ",\ndata: \"usage\":", 1), chunkDone), true, Usage{Input: 19, Output: 10, Tier: "default"}},
+		{"chat usage chunk", ChatCompletions, chatStreamUsage, true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat CRLF", ChatCompletions, crlf(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat lone CR", ChatCompletions, cr(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat data: without space", ChatCompletions, nospace(chatStreamUsage), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat comments", ChatCompletions, sse(": keep-alive", chunkHello, ":", chunkUsage, chunkDone), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat without usage", ChatCompletions, chatStreamNoUsage, true, Usage{Input: est, Output: chatText, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"chat [DONE] missing", ChatCompletions, chatStreamNoDone, true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"chat not complete after [DONE]", ChatCompletions, chatStreamUsage, false, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat truncated", ChatCompletions, chatStreamCut, false, Usage{Input: est, Output: chatText, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"chat truncated mid-event", ChatCompletions, chatStreamUsage[:len(chatStreamUsage)-40], false, Usage{Input: est, Output: chatText, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"chat last blank line missing", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n"), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		{"chat last line cut", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n\n"), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"chat multi-line data", ChatCompletions, sse(chunkHello, strings.Replace(chunkUsage, `,"usage":`, ",\ndata: \"usage\":", 1), chunkDone), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
 		// Azure's first chunk has empty choices and no usage.
-		{"azure filter chunk is not usage", ChatCompletions, azureStreamNoUsage, true, Usage{Input: est, Output: ceilQuarter(int64(len("Hi there"))), Estimated: true}},
-		{"azure usage", ChatCompletions, azureStreamUsage, true, Usage{Input: 12, Output: 2}},
+		{"azure filter chunk is not usage", ChatCompletions, azureStreamNoUsage, true, Usage{Input: est, Output: ceilQuarter(int64(len("Hi there"))), Model: "gpt-4o-2024-11-20", Estimated: true}},
+		{"azure usage", ChatCompletions, azureStreamUsage, true, Usage{Input: 12, Output: 2, Model: "gpt-4o-2024-11-20"}},
 		// vLLM continuous usage: the high-water mark, never a sum.
-		{"vllm continuous usage", ChatCompletions, vllmStream, true, Usage{Input: 40, Output: 3}},
-		{"vllm truncated", ChatCompletions, vllmStreamCut, false, Usage{Input: 40, Output: 2, Estimated: true}},
-		{"vllm late chunk lower", ChatCompletions, sse(vllm1, vllm4, vllm2, chunkDone), true, Usage{Input: 40, Output: 3}},
+		{"vllm continuous usage", ChatCompletions, vllmStream, true, Usage{Input: 40, Output: 3, Model: "meta-llama/Llama-3.1-8B-Instruct"}},
+		{"vllm truncated", ChatCompletions, vllmStreamCut, false, Usage{Input: 40, Output: 2, Model: "meta-llama/Llama-3.1-8B-Instruct", Estimated: true}},
+		{"vllm late chunk lower", ChatCompletions, sse(vllm1, vllm4, vllm2, chunkDone), true, Usage{Input: 40, Output: 3, Model: "meta-llama/Llama-3.1-8B-Instruct"}},
 		// OpenAI Responses API.
-		{"responses completed", Responses, responsesStream, true, Usage{Input: 37, Output: 11}},
-		{"responses CRLF", Responses, crlf(responsesStream), true, Usage{Input: 37, Output: 11}},
-		{"responses without event lines", Responses, dropEventLines(responsesStream), true, Usage{Input: 37, Output: 11}},
-		{"responses incomplete", Responses, responsesStreamIncomplete, true, Usage{Input: 37, Output: 16}},
-		{"responses failed without usage", Responses, responsesStreamFailed, true, Usage{Input: est, Output: respText, Estimated: true}},
-		{"responses truncated", Responses, responsesStreamCut, false, Usage{Input: est, Output: respText, Estimated: true}},
-		{"responses not complete after response.completed", Responses, responsesStream, false, Usage{Input: 37, Output: 11}},
+		{"responses completed", Responses, responsesStream, true, Usage{Input: 37, Output: 11, Model: "gpt-4.1-2025-04-14"}},
+		{"responses CRLF", Responses, crlf(responsesStream), true, Usage{Input: 37, Output: 11, Model: "gpt-4.1-2025-04-14"}},
+		{"responses without event lines", Responses, dropEventLines(responsesStream), true, Usage{Input: 37, Output: 11, Model: "gpt-4.1-2025-04-14"}},
+		{"responses incomplete", Responses, responsesStreamIncomplete, true, Usage{Input: 37, Output: 16, Model: "gpt-4.1-2025-04-14"}},
+		{"responses failed without usage", Responses, responsesStreamFailed, true, Usage{Input: est, Output: respText, Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"responses truncated", Responses, responsesStreamCut, false, Usage{Input: est, Output: respText, Model: "gpt-4.1-2025-04-14", Estimated: true}},
+		{"responses not complete after response.completed", Responses, responsesStream, false, Usage{Input: 37, Output: 11, Model: "gpt-4.1-2025-04-14"}},
 		// Anthropic Messages.
-		{"anthropic", Messages, anthropicStream, true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
-		{"anthropic not complete after message_stop", Messages, anthropicStream, false, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
-		{"anthropic CRLF", Messages, crlf(anthropicStream), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
-		{"anthropic without event lines", Messages, dropEventLines(anthropicStream), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
-		{"anthropic unknown events ignored", Messages, sse(antStart, antUnknown, antDelta1, antMsgDelta1, antUnknown, antStop), true, Usage{Input: antInput, Output: 10, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}},
-		{"anthropic error after 200", Messages, anthropicStreamError, true, Usage{Input: antInput, Output: max(1, antText), CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Estimated: true}},
-		{"anthropic truncated keeps message_start input", Messages, anthropicStreamCut, false, Usage{Input: antInput, Output: 10, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Estimated: true}},
-		{"anthropic message_stop missing", Messages, sse(antStart, antDelta1, antMsgDelta2), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Estimated: true}},
+		{"anthropic", Messages, anthropicStream, true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
+		{"anthropic not complete after message_stop", Messages, anthropicStream, false, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
+		{"anthropic CRLF", Messages, crlf(anthropicStream), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
+		{"anthropic without event lines", Messages, dropEventLines(anthropicStream), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
+		{"anthropic unknown events ignored", Messages, sse(antStart, antUnknown, antDelta1, antMsgDelta1, antUnknown, antStop), true, Usage{Input: antInput, Output: 10, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}},
+		{"anthropic error after 200", Messages, anthropicStreamError, true, Usage{Input: antInput, Output: max(1, antText), CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929", Estimated: true}},
+		{"anthropic truncated keeps message_start input", Messages, anthropicStreamCut, false, Usage{Input: antInput, Output: 10, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929", Estimated: true}},
+		{"anthropic message_stop missing", Messages, sse(antStart, antDelta1, antMsgDelta2), true, Usage{Input: antInput, Output: 15, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929", Estimated: true}},
 		// Streams of an API that does not stream, and of Other.
 		{"embeddings stream", Embeddings, chatStreamUsage, true, Usage{Input: est, Estimated: true}},
 		{"other stream", Other, chatStreamUsage, true, Usage{Input: est, Estimated: true}},
@@ -179,7 +179,7 @@ func TestMeterBounds(t *testing.T) {
 					t.Fatalf("size %d: holding %d bytes", size, n)
 				}
 			}
-			if got, want := m.Finish(true), (Usage{Input: 19, Output: 10, Tier: "default"}); got != want {
+			if got, want := m.Finish(true), (Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}); got != want {
 				t.Errorf("size %d: got %+v, want %+v", size, got, want)
 			}
 		}
@@ -194,7 +194,7 @@ func TestMeterBounds(t *testing.T) {
 			t.Fatalf("holding %d bytes", n)
 		}
 		_, _ = m.Write([]byte("\n" + sse(antStart, antStop)))
-		if got, want := m.Finish(true), (Usage{Input: antInput, Output: 1, CacheRead: 8000, CacheWrite: 1200, Tier: "standard"}); got != want {
+		if got, want := m.Finish(true), (Usage{Input: antInput, Output: 1, CacheRead: 8000, CacheWrite: 1200, Tier: "standard", Model: "claude-sonnet-4-5-20250929"}); got != want {
 			t.Errorf("got %+v, want %+v", got, want)
 		}
 	})

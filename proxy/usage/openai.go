@@ -12,9 +12,10 @@ import (
 //	usage: {prompt_tokens, completion_tokens, total_tokens, …}
 //
 // where prompt_tokens includes cached tokens (prompt_tokens_details; see
-// cache.go) and completion_tokens includes reasoning tokens. Embeddings
-// have no completion_tokens. A chat completion, and each chunk of a
-// stream, names its service tier at the top level (tier.go).
+// cache.go) and completion_tokens includes reasoning tokens
+// (completion_tokens_details.reasoning_tokens). Embeddings have no
+// completion_tokens. A chat completion, and each chunk of a stream, names
+// its service tier (tier.go) and its model (model.go) at the top level.
 
 var (
 	doneData = []byte("[DONE]")
@@ -22,8 +23,8 @@ var (
 )
 
 // chatBody reads a chat completion response (or a legacy completion): its
-// usage, its service tier, and what its choices generated for the
-// estimate when it has none. The
+// usage, its service tier, its model, and what its choices generated for
+// the estimate when it has none. The
 // members are read in one pass; of a member repeated, the last counts, as
 // when the usage of a long body is read from its end (lastMember).
 func (m *Meter) chatBody(body []byte) {
@@ -33,6 +34,8 @@ func (m *Meter) chatBody(body []byte) {
 			m.chatUsage(value)
 		case tierMember:
 			m.noteTier(value)
+		case modelMember:
+			m.noteModel(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
 				m.text += choiceGenerated(choice, "message")
@@ -43,9 +46,18 @@ func (m *Meter) chatBody(body []byte) {
 	})
 }
 
-// embeddingsBody reads an embeddings response: input tokens only.
+// embeddingsBody reads an embeddings response: input tokens only, and
+// its model, in one pass.
 func (m *Meter) embeddingsBody(body []byte) {
-	m.embeddingsUsage(gjson.Get(view(body), "usage"))
+	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.embeddingsUsage(value)
+		case modelMember:
+			m.noteModel(value)
+		}
+		return true
+	})
 }
 
 // embeddingsUsage records an embeddings usage object: input tokens only.
@@ -60,7 +72,8 @@ func (m *Meter) embeddingsUsage(u gjson.Result) {
 // the chunk whose usage is not null: after the last choice with
 // stream_options.include_usage, or on every chunk (cumulative) with vLLM's
 // continuous_usage_stats. An empty choices array alone means nothing: Azure
-// sends content-filter chunks so. Every chunk may name the service tier.
+// sends content-filter chunks so. Every chunk may name the service tier
+// and the model.
 // Nearly every chunk matters (its text counts for the estimate), so each
 // is read in one pass.
 func (m *Meter) chatEvent(data []byte) {
@@ -74,6 +87,8 @@ func (m *Meter) chatEvent(data []byte) {
 			m.chatUsageHighWater(value)
 		case tierMember:
 			m.noteTier(value)
+		case modelMember:
+			m.noteModel(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
 				m.text += choiceGenerated(choice, "delta")
@@ -145,26 +160,40 @@ func strLen(v gjson.Result) int64 {
 }
 
 // chatUsage records a usage object of the chat completions shape, its
-// cache parts replacing those recorded before.
+// cache parts and reasoning replacing those recorded before, in one pass
+// over its members (of a member repeated, the last counts).
 func (m *Meter) chatUsage(u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
-	if in := u.Get("prompt_tokens"); in.Type == gjson.Number {
-		m.setIn(count(in))
-	}
-	if out := u.Get("completion_tokens"); out.Type == gjson.Number {
-		m.setOut(count(out))
-	}
-	m.cache = openAICache(u.Get("prompt_tokens_details"))
+	var cache cacheParts
+	var reasoning int64
+	u.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "prompt_tokens":
+			if v.Type == gjson.Number {
+				m.setIn(count(v))
+			}
+		case "completion_tokens":
+			if v.Type == gjson.Number {
+				m.setOut(count(v))
+			}
+		case "prompt_tokens_details":
+			cache = openAICache(v)
+		case "completion_tokens_details":
+			reasoning = reasoningTokens(v)
+		}
+		return true
+	})
+	m.cache, m.reasoning = cache, reasoning
 }
 
 // chatUsageHighWater records a streamed usage object, keeping the highest
-// count of each kind seen, cache parts included: with continuous usage
+// count of each kind seen, cache parts and reasoning included: with continuous usage
 // every chunk carries the running total, so the latest is the largest and
 // none may be added up.
 func (m *Meter) chatUsageHighWater(u gjson.Result) {
-	in, out, cache, haveIn, haveOut := m.in, m.out, m.cache, m.haveIn, m.haveOut
+	in, out, cache, reasoning, haveIn, haveOut := m.in, m.out, m.cache, m.reasoning, m.haveIn, m.haveOut
 	m.chatUsage(u)
 	if haveIn {
 		m.in = max(m.in, in)
@@ -173,6 +202,17 @@ func (m *Meter) chatUsageHighWater(u gjson.Result) {
 		m.out = max(m.out, out)
 	}
 	m.cache = m.cache.highWater(cache)
+	m.reasoning = max(m.reasoning, reasoning)
+}
+
+// reasoningTokens is an OpenAI output details object's reasoning_tokens
+// (completion_tokens_details, output_tokens_details): the part of the
+// output spent reasoning; 0 when it has none or it is not a number.
+func reasoningTokens(details gjson.Result) int64 {
+	if v := details.Get("reasoning_tokens"); details.IsObject() && v.Type == gjson.Number {
+		return count(v)
+	}
+	return 0
 }
 
 // isUsageChunk reports whether an event's data is the chunk that

@@ -92,3 +92,14 @@ func audioTokens(details gjson.Result) int64 {
 	}
 	return 0
 }
+
+// inputOutput records a Realtime usage object's input_tokens and
+// output_tokens, where numbers.
+func (m *Meter) inputOutput(u gjson.Result) {
+	if in := u.Get("input_tokens"); in.Type == gjson.Number {
+		m.setIn(count(in))
+	}
+	if out := u.Get("output_tokens"); out.Type == gjson.Number {
+		m.setOut(count(out))
+	}
+}

@@ -13,9 +13,10 @@ import (
 //
 // on the response object: the whole body, or, in a stream, the response of
 // the terminal event; input_tokens includes cached tokens
-// (input_tokens_details; see cache.go). The response object names its
-// service tier too (tier.go), in a stream on the response that
-// response.created and response.in_progress repeat as well.
+// (input_tokens_details; see cache.go), output_tokens reasoning tokens
+// (output_tokens_details.reasoning_tokens). The response object names its
+// service tier (tier.go) and its model (model.go) too, in a stream on the
+// response that response.created and response.in_progress repeat as well.
 
 // The Responses stream events the meter reads: every response.*.delta
 // event but the audio one generates text (output_text, refusal,
@@ -35,15 +36,19 @@ const (
 	responsesFailed     = "response.failed"
 )
 
-// responsesTierPath is where a Responses stream event's data names the
-// service tier: on the response object it repeats.
-const responsesTierPath = "response." + tierMember
+// responsesTierPath and responsesModelPath are where a Responses stream
+// event's data names the service tier and the model: on the response
+// object it repeats.
+const (
+	responsesTierPath  = "response." + tierMember
+	responsesModelPath = "response." + modelMember
+)
 
 var responsesPrefix = []byte(`"response.`)
 
 // responsesBody reads a Responses API response: its usage, its service
-// tier, and what its output items generated for the estimate when it has
-// none. The members are read in one pass; of a member repeated, the last
+// tier, its model, and what its output items generated for the estimate
+// when it has none. The members are read in one pass; of a member repeated, the last
 // counts, as when the usage of a long body is read from its end.
 func (m *Meter) responsesBody(body []byte) {
 	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
@@ -52,6 +57,8 @@ func (m *Meter) responsesBody(body []byte) {
 			m.responsesUsage(value)
 		case tierMember:
 			m.noteTier(value)
+		case modelMember:
+			m.noteModel(value)
 		case "output":
 			value.ForEach(func(_, item gjson.Result) bool {
 				m.text += responsesGenerated(item)
@@ -93,16 +100,31 @@ func (m *Meter) responsesEvent(name, data []byte) {
 	switch t := eventType(name, data); t {
 	case responsesCompleted, responsesIncomplete, responsesFailed:
 		m.terminal = true
-		resp := gjson.Get(view(data), "response")
-		m.responsesUsage(resp.Get("usage"))
-		m.noteTier(resp.Get(tierMember))
+		m.responsesObject(gjson.Get(view(data), "response"))
 	case responsesCreated, responsesInProgress:
-		m.noteTier(gjson.Get(view(data), responsesTierPath))
+		m.responsesObject(gjson.Get(view(data), "response"))
 	default:
 		if isResponsesDelta(t) {
 			m.text += strLen(gjson.Get(view(data), "delta"))
 		}
 	}
+}
+
+// responsesObject reads the response object a stream event repeats, in
+// one pass over its members: its usage (on a terminal event; null before),
+// its service tier and its model.
+func (m *Meter) responsesObject(resp gjson.Result) {
+	resp.ForEach(func(key, value gjson.Result) bool {
+		switch key.Str {
+		case "usage":
+			m.responsesUsage(value)
+		case tierMember:
+			m.noteTier(value)
+		case modelMember:
+			m.noteModel(value)
+		}
+		return true
+	})
 }
 
 // isResponsesDelta reports whether a Responses stream event type is one
@@ -114,15 +136,17 @@ func isResponsesDelta(t string) bool {
 // responsesLongEvent reads a Responses event of type t whose data outgrew
 // its window: a terminal event's usage from the end of the response it
 // repeats (a member of the data's response object: depth 2), the service
-// tier of that response likewise, a delta's bytes as text.
+// tier and model of that response likewise, a delta's bytes as text.
 func (m *Meter) responsesLongEvent(t string, d *window) {
 	switch {
 	case t == responsesCompleted || t == responsesIncomplete || t == responsesFailed:
 		m.terminal = true
 		m.responsesUsage(tailUsage(d.tail(), 2))
 		m.noteTier(tierIn(d, 2, responsesTierPath))
+		m.noteModel(modelIn(d, 2, responsesModelPath))
 	case t == responsesCreated || t == responsesInProgress:
 		m.noteTier(tierIn(d, 2, responsesTierPath))
+		m.noteModel(modelIn(d, 2, responsesModelPath))
 	case isResponsesDelta(t):
 		m.text += d.size
 	}
@@ -138,22 +162,30 @@ func eventType(name, data []byte) string {
 }
 
 // responsesUsage records a usage object of the Responses shape, its
-// cache parts replacing those recorded before.
+// cache parts and reasoning replacing those recorded before, in one pass
+// over its members (of a member repeated, the last counts).
 func (m *Meter) responsesUsage(u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
-	m.inputOutput(u)
-	m.cache = openAICache(u.Get("input_tokens_details"))
-}
-
-// inputOutput records u's input_tokens and output_tokens, where numbers:
-// the counts the Responses and Realtime usage objects share.
-func (m *Meter) inputOutput(u gjson.Result) {
-	if in := u.Get("input_tokens"); in.Type == gjson.Number {
-		m.setIn(count(in))
-	}
-	if out := u.Get("output_tokens"); out.Type == gjson.Number {
-		m.setOut(count(out))
-	}
+	var cache cacheParts
+	var reasoning int64
+	u.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "input_tokens":
+			if v.Type == gjson.Number {
+				m.setIn(count(v))
+			}
+		case "output_tokens":
+			if v.Type == gjson.Number {
+				m.setOut(count(v))
+			}
+		case "input_tokens_details":
+			cache = openAICache(v)
+		case "output_tokens_details":
+			reasoning = reasoningTokens(v)
+		}
+		return true
+	})
+	m.cache, m.reasoning = cache, reasoning
 }

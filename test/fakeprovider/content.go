@@ -93,6 +93,20 @@ func countItems(raw json.RawMessage) int {
 	return 0
 }
 
+// reasoningOf is the part of output tokens a reply of model reports as
+// reasoning (completion_tokens_details / output_tokens_details
+// reasoning_tokens): half, rounded down, for OpenAI's reasoning models —
+// the o-series ("o1", "o3-mini", "o4-mini-2025-04-16", …) and "gpt-5…" —
+// and none for the others. The reasoning is counted within the output, as
+// OpenAI counts it, not added to it.
+func reasoningOf(model string, output int) int {
+	o := len(model) > 1 && model[0] == 'o' && '0' <= model[1] && model[1] <= '9'
+	if o || strings.HasPrefix(model, "gpt-5") {
+		return output / 2
+	}
+	return 0
+}
+
 func modelOr(m string) string {
 	if m == "" {
 		return defaultModel

@@ -95,6 +95,14 @@
 // input_tokens_details.cached_tokens (Responses), within the input count;
 // for Anthropic as cache_read_input_tokens, input_tokens reduced by as many.
 //
+// A chat or Responses reply of an OpenAI reasoning model (a model named
+// "o" and a digit — o1, o3-mini, o4-mini… — or "gpt-5…") reports half its
+// output tokens, rounded down, as reasoning, in
+// completion_tokens_details.reasoning_tokens (chat) or
+// output_tokens_details.reasoning_tokens (Responses), within the output
+// count; any other model reports 0 there. Every reply names the model
+// asked for (or a default) as the model that served it.
+//
 // # Service tiers
 //
 // A chat completion (every chunk of a stream) and a Responses answer (the

@@ -117,7 +117,8 @@ func (x *exchange) chat() {
 		return
 	}
 	usage := &chatUsage{PromptTokens: in, CompletionTokens: len(rep.words), TotalTokens: in + len(rep.words),
-		PromptTokensDetails: cachedTokens{CachedTokens: cached}}
+		PromptTokensDetails:     cachedTokens{CachedTokens: cached},
+		CompletionTokensDetails: reasoningCount{ReasoningTokens: reasoningOf(modelOr(req.Model), len(rep.words))}}
 	x.usage = &Usage{InputTokens: in, CachedTokens: cached, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)}
 	finish := "stop"
 	if rep.truncated {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
+	"github.com/tidwall/gjson"
 )
 
 // pricedDoc is a reply, a stream chunk or a stream event's data, read for
@@ -133,7 +134,8 @@ func TestPricingFields(t *testing.T) {
 			api := map[string]usage.API{chatPath: usage.ChatCompletions, azurePath: usage.ChatCompletions, respPath: usage.Responses, msgPath: usage.Messages}[tc.path]
 			m := usage.NewMeter(api, header.Get("Content-Type"), 1)
 			_, _ = m.Write(b)
-			want := usage.Usage{Input: int64(prompt), Output: 9, CacheRead: int64(wantCached), Tier: tc.wantTier}
+			want := usage.Usage{Input: int64(prompt), Output: 9, CacheRead: int64(wantCached), Tier: tc.wantTier,
+				Model: gjson.Get(tc.body, "model").Str}
 			if got := m.Finish(true); got != want {
 				t.Errorf("metered %+v, want %+v", got, want)
 			}

@@ -89,7 +89,8 @@ func (x *exchange) responses() {
 		Output:      []outputItem{messageItem(bodyID("msg_", x.body), "completed", rep.text)},
 		ServiceTier: servedTier(req.ServiceTier),
 		Usage: &responseUsage{InputTokens: in, InputTokensDetails: cachedTokens{CachedTokens: cached},
-			OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)},
+			OutputTokens: len(rep.words), TotalTokens: in + len(rep.words),
+			OutputTokensDetails: reasoningCount{ReasoningTokens: reasoningOf(modelOr(req.Model), len(rep.words))}},
 	}
 	x.usage = &Usage{InputTokens: in, CachedTokens: cached, OutputTokens: len(rep.words), TotalTokens: in + len(rep.words)}
 	if req.Generate != nil && !*req.Generate {
@@ -121,6 +122,7 @@ func failedResponse(done responseObject, rep reply, k int) (responseObject, repl
 	out := len(strings.Fields(rep.text))
 	u := *done.Usage
 	u.OutputTokens, u.TotalTokens = out, u.InputTokens+out
+	u.OutputTokensDetails.ReasoningTokens = reasoningOf(done.Model, out)
 	done.Usage, done.Status, done.IncompleteDetails = &u, "failed", nil
 	done.Error = &responseError{Code: "server_error", Message: "The model failed to finish the response (X-Fake-Fail-After)."}
 	done.Output = []outputItem{messageItem(done.Output[0].ID, "incomplete", rep.text)}
@@ -132,7 +134,7 @@ func failedResponse(done responseObject, rep reply, k int) (responseObject, repl
 // and response.completed.
 func (x *exchange) warmup(done responseObject, stream bool) {
 	u := *done.Usage
-	u.OutputTokens, u.TotalTokens = 0, u.InputTokens
+	u.OutputTokens, u.TotalTokens, u.OutputTokensDetails.ReasoningTokens = 0, u.InputTokens, 0
 	done.Usage, done.Output = &u, []outputItem{}
 	x.usage.OutputTokens, x.usage.TotalTokens = 0, u.TotalTokens
 	if !stream {
