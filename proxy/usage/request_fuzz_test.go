@@ -87,6 +87,7 @@ type jsonFields struct {
 	MaxOutputTokens     json.RawMessage `json:"max_output_tokens"`
 	N                   json.RawMessage `json:"n"`
 	BestOf              json.RawMessage `json:"best_of"`
+	Stream              json.RawMessage `json:"stream"`
 }
 
 // checkAgainstEncodingJSON checks ReadRequest's reading of a JSON body
@@ -118,6 +119,7 @@ func checkAgainstEncodingJSON(t *testing.T, body []byte, req Request, err error)
 	}
 	want := Request{Generations: max(1, jsonTokens(ref.N), jsonTokens(ref.BestOf)),
 		MaxOutput: max(jsonTokens(ref.MaxTokens), jsonTokens(ref.MaxCompletionTokens), jsonTokens(ref.MaxOutputTokens))}
+	_ = json.Unmarshal(ref.Stream, &want.Stream) // true only for a JSON true
 	var model string
 	if json.Unmarshal(ref.Model, &model) == nil && len(model) <= maxModel {
 		want.Model = model
