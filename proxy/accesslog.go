@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Where log.access writes, besides a file's path.
@@ -141,16 +142,24 @@ func (l *AccessLog) Close() error {
 	return nil
 }
 
-// run is the writer: lines as they come, flushed when none wait.
+// accessWriteEvery is how often the writer wakes to write what was
+// queued. A request's send never wakes it (nobody waits on the queue),
+// so the log costs no goroutine hand-off a request: at 2,000 requests a
+// second, waking for each line put the writer on the CPU 2,000 times a
+// second and raised the median latency by a sixth (make bench). A line
+// is written within this of its request's end; the queue holds
+// accessQueue lines, 160,000 a second at this pace.
+const accessWriteEvery = 25 * time.Millisecond
+
+// run is the writer: every accessWriteEvery, the lines queued, flushed.
 func (l *AccessLog) run() {
 	defer close(l.done)
+	tick := time.NewTicker(accessWriteEvery)
+	defer tick.Stop()
 	for {
 		select {
-		case rec := <-l.queue:
-			l.write(rec)
-			if len(l.queue) == 0 {
-				l.flush()
-			}
+		case <-tick.C:
+			l.drain()
 		case ack := <-l.reopens:
 			l.drain()
 			ack <- l.out.reopen()
