@@ -54,3 +54,19 @@ func (rec *accessRecord) attrs(r *slog.Record) {
 
 // seconds is d in seconds; never negative (a clock stepped back).
 func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
+
+// AccessFieldTypes is the access log's schema (AccessSchema): every
+// field a line has, and its JSON type ("string", "number", "bool"), as
+// README's schema table lists them. attrs writes them all; tests check
+// every line and the table against it.
+var AccessFieldTypes = map[string]string{
+	"time": "string", "schema": "number", "kind": "string", "request_id": "string", "session_id": "string",
+	"provider_request_id": "string", "caller": "string", "class": "string", "account": "string", "pool": "string",
+	"model": "string", "model_served": "string", "api": "string", "method": "string", "path": "string",
+	"stream": "bool", "status": "number", "outcome": "string", "reason": "string", "cut": "string",
+	"wait_seconds": "number", "ttfb_seconds": "number", "duration_seconds": "number",
+	"input_tokens": "number", "cached_input_tokens": "number", "cache_write_tokens": "number", "output_tokens": "number",
+	"reasoning_tokens": "number", "audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
+	"cost_usd": "number", "cost_nanodollars": "number", "priced": "bool", "tier": "string",
+	"spills": "number", "flex_retries": "number", "bytes_in": "number", "bytes_out": "number",
+}

@@ -19,20 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// accessFields are the access log's fields, as README's schema table
-// names them, with the JSON type each has.
-var accessFields = map[string]string{
-	"time": "string", "schema": "number", "kind": "string", "request_id": "string", "session_id": "string",
-	"provider_request_id": "string", "caller": "string", "class": "string", "account": "string", "pool": "string",
-	"model": "string", "model_served": "string", "api": "string", "method": "string", "path": "string",
-	"stream": "bool", "status": "number", "outcome": "string", "reason": "string", "cut": "string",
-	"wait_seconds": "number", "ttfb_seconds": "number", "duration_seconds": "number",
-	"input_tokens": "number", "cached_input_tokens": "number", "cache_write_tokens": "number", "output_tokens": "number",
-	"reasoning_tokens": "number", "audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
-	"cost_usd": "number", "cost_nanodollars": "number", "priced": "bool", "tier": "string",
-	"spills": "number", "flex_retries": "number", "bytes_in": "number", "bytes_out": "number",
-}
-
 // checkAccessLine fails unless line has every documented field, of its
 // type, and no other; it returns the line decoded.
 func checkAccessLine(t *testing.T, line string) map[string]any {
@@ -41,7 +27,7 @@ func checkAccessLine(t *testing.T, line string) map[string]any {
 	if err := json.Unmarshal([]byte(line), &m); err != nil {
 		t.Fatalf("line %q: %v", line, err)
 	}
-	for name, kind := range accessFields {
+	for name, kind := range AccessFieldTypes {
 		v, ok := m[name]
 		if !ok {
 			t.Errorf("line %s: no field %s", line, name)
@@ -61,7 +47,7 @@ func checkAccessLine(t *testing.T, line string) map[string]any {
 		}
 	}
 	for name := range m {
-		if _, ok := accessFields[name]; !ok {
+		if _, ok := AccessFieldTypes[name]; !ok {
 			t.Errorf("line %s: undocumented field %s", line, name)
 		}
 	}

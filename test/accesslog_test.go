@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
 )
@@ -25,20 +26,6 @@ import (
 // Issue 34 part 1 and 2: the access log is the usage record — one line
 // per request whatever its end, every documented field, no key or body,
 // and its tokens and cost the counters' exactly.
-
-// accessFieldTypes are README's schema table: every field and its JSON
-// type.
-var accessFieldTypes = map[string]string{
-	"time": "string", "schema": "number", "kind": "string", "request_id": "string", "session_id": "string",
-	"provider_request_id": "string", "caller": "string", "class": "string", "account": "string", "pool": "string",
-	"model": "string", "model_served": "string", "api": "string", "method": "string", "path": "string",
-	"stream": "bool", "status": "number", "outcome": "string", "reason": "string", "cut": "string",
-	"wait_seconds": "number", "ttfb_seconds": "number", "duration_seconds": "number",
-	"input_tokens": "number", "cached_input_tokens": "number", "cache_write_tokens": "number", "output_tokens": "number",
-	"reasoning_tokens": "number", "audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
-	"cost_usd": "number", "cost_nanodollars": "number", "priced": "bool", "tier": "string",
-	"spills": "number", "flex_retries": "number", "bytes_in": "number", "bytes_out": "number",
-}
 
 // readAccessLog parses the access log at path, checking every line has
 // every documented field, typed as documented, and no other.
@@ -56,7 +43,7 @@ func readAccessLog(t *testing.T, path string) []map[string]any {
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
-		for name, kind := range accessFieldTypes {
+		for name, kind := range proxy.AccessFieldTypes {
 			got := "missing"
 			switch m[name].(type) {
 			case string:
@@ -70,8 +57,8 @@ func readAccessLog(t *testing.T, path string) []map[string]any {
 				t.Errorf("line %s: %s is %s, want %s", sc.Text(), name, got, kind)
 			}
 		}
-		if len(m) != len(accessFieldTypes) {
-			t.Errorf("line %s: %d fields, the schema has %d", sc.Text(), len(m), len(accessFieldTypes))
+		if len(m) != len(proxy.AccessFieldTypes) {
+			t.Errorf("line %s: %d fields, the schema has %d", sc.Text(), len(m), len(proxy.AccessFieldTypes))
 		}
 		out = append(out, m)
 	}
@@ -335,6 +322,40 @@ func TestAccessLogRotates(t *testing.T) {
 		lines := readAccessLog(t, file)
 		if len(lines) != 1 || lines[0]["request_id"] != id {
 			t.Errorf("%s holds %v, want the one line %s", file, lines, id)
+		}
+	}
+}
+
+// TestAccessLogSchemaTable: README's schema table names every field of
+// proxy.AccessFieldTypes with its type, and no other.
+func TestAccessLogSchemaTable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(raw), "### The schema (version 1)")
+	if !ok {
+		t.Fatal("README has no \"### The schema (version 1)\" section")
+	}
+	table, _, _ = strings.Cut(table, "\n### ")
+	documented := map[string]string{}
+	for line := range strings.SplitSeq(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.Contains(cells[1], "`") {
+			continue
+		}
+		for name := range strings.SplitSeq(cells[1], ",") {
+			documented[strings.Trim(strings.TrimSpace(name), "`")] = strings.TrimSpace(cells[2])
+		}
+	}
+	for name, kind := range proxy.AccessFieldTypes {
+		if documented[name] != kind {
+			t.Errorf("README's schema table gives %q type %q, the log writes %s", name, documented[name], kind)
+		}
+	}
+	for name := range documented {
+		if _, ok := proxy.AccessFieldTypes[name]; !ok {
+			t.Errorf("README's schema table names %q, which no line has", name)
 		}
 	}
 }

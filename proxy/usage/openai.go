@@ -159,10 +159,22 @@ func strLen(v gjson.Result) int64 {
 	return int64(len(v.Str))
 }
 
-// chatUsage records a usage object of the chat completions shape, its
-// cache parts and reasoning replacing those recorded before, in one pass
-// over its members (of a member repeated, the last counts).
-func (m *Meter) chatUsage(u gjson.Result) {
+// usageNames are the members an OpenAI usage object names its parts by:
+// the chat completions shape's, or the Responses shape's.
+type usageNames struct{ in, out, inDetails, outDetails string }
+
+var (
+	chatNames      = usageNames{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	responsesNames = usageNames{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"}
+)
+
+// chatUsage records a usage object of the chat completions shape (usage).
+func (m *Meter) chatUsage(u gjson.Result) { m.usage(u, &chatNames) }
+
+// usage records a usage object whose members are named as names says,
+// its cache parts and reasoning replacing those recorded before, in one
+// pass over its members (of a member repeated, the last counts).
+func (m *Meter) usage(u gjson.Result, names *usageNames) {
 	if !u.IsObject() {
 		return
 	}
@@ -170,17 +182,17 @@ func (m *Meter) chatUsage(u gjson.Result) {
 	var reasoning int64
 	u.ForEach(func(key, v gjson.Result) bool {
 		switch key.Str {
-		case "prompt_tokens":
+		case names.in:
 			if v.Type == gjson.Number {
 				m.setIn(count(v))
 			}
-		case "completion_tokens":
+		case names.out:
 			if v.Type == gjson.Number {
 				m.setOut(count(v))
 			}
-		case "prompt_tokens_details":
+		case names.inDetails:
 			cache = openAICache(v)
-		case "completion_tokens_details":
+		case names.outDetails:
 			reasoning = reasoningTokens(v)
 		}
 		return true

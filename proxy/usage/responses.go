@@ -161,31 +161,5 @@ func eventType(name, data []byte) string {
 	return gjson.Get(view(data), "type").Str
 }
 
-// responsesUsage records a usage object of the Responses shape, its
-// cache parts and reasoning replacing those recorded before, in one pass
-// over its members (of a member repeated, the last counts).
-func (m *Meter) responsesUsage(u gjson.Result) {
-	if !u.IsObject() {
-		return
-	}
-	var cache cacheParts
-	var reasoning int64
-	u.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "input_tokens":
-			if v.Type == gjson.Number {
-				m.setIn(count(v))
-			}
-		case "output_tokens":
-			if v.Type == gjson.Number {
-				m.setOut(count(v))
-			}
-		case "input_tokens_details":
-			cache = openAICache(v)
-		case "output_tokens_details":
-			reasoning = reasoningTokens(v)
-		}
-		return true
-	})
-	m.cache, m.reasoning = cache, reasoning
-}
+// responsesUsage records a usage object of the Responses shape (usage).
+func (m *Meter) responsesUsage(u gjson.Result) { m.usage(u, &responsesNames) }
