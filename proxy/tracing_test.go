@@ -161,12 +161,7 @@ func TestTraceRefusedUnknownCaller(t *testing.T) {
 func TestTraceHeldThenAdmitted(t *testing.T) {
 	fake := fakeprovider.New(fakeprovider.Config{Latency: 300 * time.Millisecond})
 	p, rc := tracedProxy(t, fake, time.Minute)
-	first := make(chan int, 1)
-	go func() {
-		status, _, _ := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"gpt-4o-first","messages":[]}`))
-		first <- status
-	}()
-	waitFor(t, "the first request upstream", func() bool { return len(fake.Requests()) == 1 })
+	first := occupy(t, p, fake)
 	status, _, body := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", traceChat))
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
@@ -187,12 +182,7 @@ func TestTraceHeldThenAdmitted(t *testing.T) {
 func TestTraceRefusedAtMaxWait(t *testing.T) {
 	fake := fakeprovider.New(fakeprovider.Config{Latency: 2 * time.Second})
 	p, rc := tracedProxy(t, fake, 100*time.Millisecond)
-	first := make(chan int, 1)
-	go func() {
-		status, _, _ := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"gpt-4o-first","messages":[]}`))
-		first <- status
-	}()
-	waitFor(t, "the first request upstream", func() bool { return len(fake.Requests()) == 1 })
+	first := occupy(t, p, fake)
 	if status, _, body := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", traceChat)); status != http.StatusTooManyRequests {
 		t.Fatalf("status %d: %s", status, body)
 	}
@@ -213,12 +203,7 @@ func TestTraceRefusedAtMaxWait(t *testing.T) {
 func TestTraceCancelled(t *testing.T) {
 	fake := fakeprovider.New(fakeprovider.Config{Latency: 300 * time.Millisecond})
 	p, rc := tracedProxy(t, fake, time.Minute)
-	first := make(chan int, 1)
-	go func() {
-		status, _, _ := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"gpt-4o-first","messages":[]}`))
-		first <- status
-	}()
-	waitFor(t, "the first request upstream", func() bool { return len(fake.Requests()) == 1 })
+	first := occupy(t, p, fake)
 	ctx, cancel := context.WithCancel(t.Context())
 	req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", traceChat).WithContext(ctx)
 	errc := make(chan error, 1)
@@ -244,4 +229,19 @@ func TestTraceCancelled(t *testing.T) {
 		t.Errorf("root span %v, want cancelled", got)
 	}
 	<-first
+}
+
+// occupy sends a first request, which fills the proxy's one in-flight
+// slot until the fake answers it, and returns once it is upstream: its
+// status comes on the channel.
+func occupy(t *testing.T, p *testProxy, fake *fakeprovider.Provider) <-chan int {
+	t.Helper()
+	first := make(chan int, 1)
+	req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"gpt-4o-first","messages":[]}`)
+	go func() {
+		status, _, _ := do(t, req)
+		first <- status
+	}()
+	waitFor(t, "the first request upstream", func() bool { return len(fake.Requests()) == 1 })
+	return first
 }

@@ -134,23 +134,7 @@ func TestAccessLogReconcilesAMixedRun(t *testing.T) {
 		return sum(m, "meterproxy_responses_cut_short_total", map[string]string{"side": "client"}) == 1 &&
 			sum(m, "meterproxy_requests_total", nil) == float64(len(sent)-1+2) // less the negotiation; the cut and the turn
 	})
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{agentKey, pennyKey, "sk-e2e-nobody-ffffffffffffffff", "sk-provider-socket-test"} {
-		for n := 8; n <= len(key); n++ {
-			if strings.Contains(string(raw), key[:n]) {
-				t.Fatalf("the access log holds %q, a key's first %d characters", key[:n], n)
-			}
-		}
-	}
+	raw := stopAndRead(t, p, path, agentKey, pennyKey, "sk-e2e-nobody-ffffffffffffffff", "sk-provider-socket-test")
 	if strings.Contains(string(raw), secret) || strings.Contains(string(raw), "sheep") {
 		t.Fatal("the access log holds a body")
 	}
@@ -358,4 +342,29 @@ func TestAccessLogSchemaTable(t *testing.T) {
 			t.Errorf("README's schema table names %q, which no line has", name)
 		}
 	}
+}
+
+// stopAndRead stops p with SIGTERM, which writes every line queued, and
+// returns its access log at path, checked to hold none of keys, nor any
+// key's first 8 characters or more.
+func stopAndRead(t *testing.T, p *procs.Proxy, path string, keys ...string) []byte {
+	t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		for n := 8; n <= len(key); n++ {
+			if strings.Contains(string(raw), key[:n]) {
+				t.Fatalf("the access log holds %q, a key's first %d characters", key[:n], n)
+			}
+		}
+	}
+	return raw
 }
