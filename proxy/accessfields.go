@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// attrs adds rec's fields to r, in the order README's schema table names
-// them (after time, which r carries). Durations are seconds, as a float;
-// the cost is dollars, and the exact integer nanodollars it was counted
-// as.
+// attrs adds rec's fields to r, in the order the schema table of
+// docs/records.md names them (after time, which r carries). Durations are
+// seconds, as a float; the cost is dollars, and the exact integer
+// nanodollars it was counted as.
 func (rec *accessRecord) attrs(r *slog.Record) {
 	r.AddAttrs(
 		slog.Int("schema", AccessSchema),
@@ -57,8 +57,8 @@ func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
 
 // AccessFieldTypes is the access log's schema (AccessSchema): every
 // field a line has, and its JSON type ("string", "number", "bool"), as
-// README's schema table lists them. attrs writes them all; tests check
-// every line and the table against it.
+// docs/records.md's schema table lists them. attrs writes them all;
+// tests check every line and the table against it.
 var AccessFieldTypes = map[string]string{
 	"time": "string", "schema": "number", "kind": "string", "request_id": "string", "session_id": "string",
 	"provider_request_id": "string", "caller": "string", "class": "string", "account": "string", "pool": "string",

@@ -12,8 +12,8 @@ import (
 	"github.com/meterproxy/meterproxy/quota"
 )
 
-// AccessSchema is the version of the access log's schema (README, "The
-// access log"): a line's "schema" field. It changes only when a field
+// AccessSchema is the version of the access log's schema (docs/records.md,
+// "The access log"): a line's "schema" field. It changes only when a field
 // changes meaning or goes away; a field added keeps it.
 const AccessSchema = 1
 

@@ -310,16 +310,16 @@ func TestAccessLogRotates(t *testing.T) {
 	}
 }
 
-// TestAccessLogSchemaTable: README's schema table names every field of
+// TestAccessLogSchemaTable: docs/records.md's schema table names every field of
 // proxy.AccessFieldTypes with its type, and no other.
 func TestAccessLogSchemaTable(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "records.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(raw), "### The schema (version 1)")
 	if !ok {
-		t.Fatal("README has no \"### The schema (version 1)\" section")
+		t.Fatal("docs/records.md has no \"### The schema (version 1)\" section")
 	}
 	table, _, _ = strings.Cut(table, "\n### ")
 	documented := map[string]string{}
@@ -334,12 +334,12 @@ func TestAccessLogSchemaTable(t *testing.T) {
 	}
 	for name, kind := range proxy.AccessFieldTypes {
 		if documented[name] != kind {
-			t.Errorf("README's schema table gives %q type %q, the log writes %s", name, documented[name], kind)
+			t.Errorf("docs/records.md's schema table gives %q type %q, the log writes %s", name, documented[name], kind)
 		}
 	}
 	for name := range documented {
 		if _, ok := proxy.AccessFieldTypes[name]; !ok {
-			t.Errorf("README's schema table names %q, which no line has", name)
+			t.Errorf("docs/records.md's schema table names %q, which no line has", name)
 		}
 	}
 }

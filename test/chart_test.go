@@ -441,7 +441,7 @@ func TestChartNotesWarnAboveTheCeiling(t *testing.T) {
 }
 
 // TestChartMemoryLimitFollowsBodies: the container's memory limit is the
-// README's budget for config.server.max_body_memory_bytes — twice it plus
+// budget of docs/security.md for config.server.max_body_memory_bytes — twice it plus
 // 64 MiB — unless the values set one (issue 23: the chart's fixed 512Mi
 // was below the 576 MiB its own default config needs). The default the
 // chart falls back to when the key is absent is the proxy's own.
@@ -471,6 +471,6 @@ func TestChartMemoryLimitFollowsBodies(t *testing.T) {
 		})
 	}
 	if budget(defaults) != "576Mi" {
-		t.Errorf("the default budget is %s; the README and values.yaml say 576Mi", budget(defaults))
+		t.Errorf("the default budget is %s; docs/security.md and values.yaml say 576Mi", budget(defaults))
 	}
 }

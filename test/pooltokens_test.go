@@ -210,16 +210,17 @@ func TestPoolTokensEveryShape(t *testing.T) {
 	}
 }
 
-// TestPoolTokensREADMEExamples: the README's own account.models examples
-// (OpenAI's and Azure's, under "Limits per model"), served as written,
-// hold each pool's tokens a second at the upstream. They are read from
-// README.md, so the test follows the README.
+// TestPoolTokensREADMEExamples: the documentation's own account.models
+// examples (OpenAI's and Azure's, under "Limits per model" in
+// docs/limits.md), served as written, hold each pool's tokens a second at
+// the upstream. They are read from docs/limits.md, so the test follows the
+// documentation.
 func TestPoolTokensREADMEExamples(t *testing.T) {
 	root, err := procs.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	limits, err := os.ReadFile(filepath.Join(root, "docs", "limits.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestPoolTokensREADMEExamples(t *testing.T) {
 		{"azure", "Azure OpenAI, one pool per deployment"},
 	} {
 		t.Run(ex.name, func(t *testing.T) {
-			example := readmeYAML(t, readme, "## Limits per model", ex.after)
+			example := limitsYAML(t, limits, "## Limits per model", ex.after)
 			fake := fakeprovider.New(fakeprovider.Config{Latency: 10 * time.Millisecond, RecordBodies: true})
 			up := startUpstream(t, fake)
 			cfg := baseConfig(up.URL)
@@ -248,26 +249,26 @@ func TestPoolTokensREADMEExamples(t *testing.T) {
 	}
 }
 
-// readmeYAML is the first ```yaml block of readme after the line
-// starting with after, within the section headed section.
-func readmeYAML(t *testing.T, readme []byte, section, after string) map[string]any {
+// limitsYAML is the first ```yaml block of docs/limits.md (limits) after
+// the line starting with after, within the section headed section.
+func limitsYAML(t *testing.T, limits []byte, section, after string) map[string]any {
 	t.Helper()
-	_, rest, ok := bytes.Cut(readme, []byte("\n"+section+"\n"))
+	_, rest, ok := bytes.Cut(limits, []byte("\n"+section+"\n"))
 	if !ok {
-		t.Fatalf("README.md has no section %q", section)
+		t.Fatalf("docs/limits.md has no section %q", section)
 	}
 	_, rest, ok = bytes.Cut(rest, []byte("\n"+after))
 	if !ok {
-		t.Fatalf("README.md's %q has no line starting %q", section, after)
+		t.Fatalf("docs/limits.md's %q has no line starting %q", section, after)
 	}
 	_, rest, ok = bytes.Cut(rest, []byte("```yaml\n"))
 	block, _, closed := bytes.Cut(rest, []byte("```"))
 	if !ok || !closed {
-		t.Fatalf("README.md has no yaml block after %q", after)
+		t.Fatalf("docs/limits.md has no yaml block after %q", after)
 	}
 	var m map[string]any
 	if err := yaml.Unmarshal(block, &m); err != nil {
-		t.Fatalf("README.md's yaml after %q: %v", after, err)
+		t.Fatalf("docs/limits.md's yaml after %q: %v", after, err)
 	}
 	return m
 }
@@ -304,7 +305,7 @@ func tokenPools(t *testing.T, example map[string]any, azure bool) []poolLoad {
 		loads = append(loads, l)
 	}
 	if len(loads) == 0 {
-		t.Fatal("the README's example has no pool with a token limit")
+		t.Fatal("the documentation's example has no pool with a token limit")
 	}
 	return loads
 }

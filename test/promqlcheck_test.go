@@ -46,7 +46,7 @@ var (
 	budgetLabel = map[string][]string{"budget": nil}
 )
 
-// exportedMetrics is every metric meterproxy exports (README, "Metrics"),
+// exportedMetrics is every metric meterproxy exports (docs/metrics.md, "Metrics"),
 // besides the go_* and process_* collectors.
 var exportedMetrics = map[string]metricSpec{
 	"meterproxy_requests_total": {"counter", map[string][]string{"class": classValues, "caller": nil,

@@ -136,7 +136,7 @@ func neverRead(t *testing.T, proxyURL, key string, http1, h2 int, replyBytes int
 // to 0 while they stay, good throughput during the stall is at least half
 // of before, the body memory gauge never passes server.max_body_memory_bytes
 // and resident memory grows by less than twice it plus 64 MiB (the
-// README's container budget); past server.write_stall_timeout every one
+// container budget of docs/security.md); past server.write_stall_timeout every one
 // is cut off and nothing is left in flight. Before, they held 16 of the 16
 // slots and good throughput went to 0 for as long as they stayed (issue 32
 // item 1).

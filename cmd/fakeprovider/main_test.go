@@ -126,28 +126,34 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 }
 
-// TestREADMECommands: every fakeprovider command line in README.md parses
-// (its flags exist and their values are valid), so the README's scenarios
-// run as written.
+// TestREADMECommands: every fakeprovider command line in README.md and
+// docs/*.md parses (its flags exist and their values are valid), so the
+// scenarios they show run as written.
 func TestREADMECommands(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	docs, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.ReplaceAll(string(readme), "\\\n", " ") // shell line continuations
 	var found int
-	for line := range strings.Lines(text) {
-		_, command, ok := strings.Cut(line, "go run ./cmd/fakeprovider ")
-		if !ok || strings.HasPrefix(strings.TrimSpace(command), "-h") {
-			continue
+	for _, file := range append([]string{filepath.Join("..", "..", "README.md")}, docs...) {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		found++
-		command, _, _ = strings.Cut(command, "`") // inline code ends there
-		if _, _, err := parseFlags(strings.Fields(command), io.Discard); err != nil {
-			t.Errorf("README.md: go run ./cmd/fakeprovider %s: %v", strings.TrimSpace(command), err)
+		text := strings.ReplaceAll(string(raw), "\\\n", " ") // shell line continuations
+		for line := range strings.Lines(text) {
+			_, command, ok := strings.Cut(line, "go run ./cmd/fakeprovider ")
+			if !ok || strings.HasPrefix(strings.TrimSpace(command), "-h") {
+				continue
+			}
+			found++
+			command, _, _ = strings.Cut(command, "`") // inline code ends there
+			if _, _, err := parseFlags(strings.Fields(command), io.Discard); err != nil {
+				t.Errorf("%s: go run ./cmd/fakeprovider %s: %v", filepath.Base(file), strings.TrimSpace(command), err)
+			}
 		}
 	}
 	if found == 0 {
-		t.Error("README.md shows no fakeprovider command; it has one")
+		t.Error("README.md and docs/ show no fakeprovider command; they have several")
 	}
 }

@@ -207,8 +207,8 @@ pools).
 
 {{/*
 The container's resources: the values' own, with a memory limit derived
-from config.server.max_body_memory_bytes when none is set — the README's
-budget (Security, "Memory"): twice the bodies' bound (the bodies, and as
+from config.server.max_body_memory_bytes when none is set — the budget of
+docs/security.md ("Memory"): twice the bodies' bound (the bodies, and as
 much again of garbage before the collector runs) plus 64 MiB for the
 runtime and connections, rounded up to a MiB.
 */}}
@@ -227,8 +227,8 @@ runtime and connections, rounded up to a MiB.
 
 {{/*
 meterproxy.accounts is non-empty when config.upstream.accounts lists
-accounts: several provider accounts behind one proxy (README, "Several
-accounts").
+accounts: several provider accounts behind one proxy (docs/accounts.md,
+"Several accounts").
 */}}
 {{- define "meterproxy.accounts" -}}
 {{- if dig "upstream" "accounts" list (default dict .Values.config) -}}true{{- end -}}
