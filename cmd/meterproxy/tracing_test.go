@@ -70,3 +70,24 @@ func TestTracerProviderExportsOnShutdown(t *testing.T) {
 		t.Errorf("with no endpoint: %v, %v; want no provider", off, err)
 	}
 }
+
+// TestTracerProviderExportsOverGRPC: with tracing.protocol grpc the
+// provider serve builds sends its spans to a real OTLP/gRPC receiver,
+// the last of them when it is shut down; an http:// endpoint is spoken
+// to in plaintext (the receiver has no TLS: a TLS handshake would
+// deliver nothing).
+func TestTracerProviderExportsOverGRPC(t *testing.T) {
+	rc := newGRPCReceiver(t)
+	cfg := defaultTracing()
+	cfg.OTLPEndpoint, cfg.Protocol = "http://"+rc.addr, protocolGRPC
+	tp, err := newTracerProvider(t.Context(), cfg, lookupIn(nil), "test")
+	if err != nil || tp == nil {
+		t.Fatalf("provider %v, %v", tp, err)
+	}
+	_, span := tp.Tracer("test").Start(context.Background(), "a span")
+	span.End()
+	shutdownTracing(t.Context(), tp, slog.New(slog.DiscardHandler)) // the batch goes out now, not after its timeout
+	if got := rc.received(); len(got) != 1 || got[0] != "a span" {
+		t.Errorf("the gRPC receiver got spans %q, want [\"a span\"]", got)
+	}
+}
