@@ -219,7 +219,7 @@ func (c Config) validate(getenv func(string) string) error {
 	default:
 		p.Add("log.format", "must be auto, text or json, got %q", c.Log.Format)
 	}
-	c.Tracing.validate(&p)
+	c.Tracing.validate(&p, getenv)
 	if err := validateAccess(c.Log.Access); err != nil {
 		p.Add("log.access", "%v", err)
 	}
