@@ -201,4 +201,3 @@ func statusNames() map[string]int {
 	}
 	return names
 }
-
