@@ -18,7 +18,7 @@ HELM          := $(BIN)/helm
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
-.PHONY: help build run demo test test-faults fuzz lint lint-install helm-install bench bench-micro tidy clean
+.PHONY: help build run demo test test-faults fuzz lint lint-install helm-install bench bench-micro docs tidy clean
 
 help: ## List the targets with a one-line description of each.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,6 +77,9 @@ bench: ## Benchmark meterproxy against a plain ReverseProxy in one run (test/ben
 bench-micro: ## Run every Go micro-benchmark once, with allocations.
 	./.ci/ensure-redis
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+docs: ## Write the generated references, docs/configuration.md and docs/refusals.md, from the code (their tests check them).
+	$(GO) test -count=1 -run '^TestDocs' ./cmd/meterproxy/ ./proxy/ -args -update
 
 tidy: ## Tidy go.mod and go.sum.
 	$(GO) mod tidy

@@ -13,7 +13,7 @@ import (
 // no budget.
 type Budget struct {
 	// USD is the most the budget's requests may cost in a period, in US
-	// dollars, > 0 when the budget is set.
+	// dollars: 0 < USD <= 1,000,000 when the budget is set.
 	USD float64 `koanf:"usd"`
 	// Per is the period the budget counts over: day or month, in UTC.
 	Per BudgetPeriod `koanf:"per"`
@@ -25,11 +25,12 @@ type Budget struct {
 	// cost money on an API whose answers the proxy cannot price (images,
 	// audio, anything but chat, legacy and Responses completions,
 	// embeddings and Anthropic Messages): refuse (the default) or
-	// worst_case (it passes, charged its worst case, as reserved).
+	// worst_case (it passes, charged its worst case, as reserved); refused,
+	// it gets a 400 unmetered_api.
 	UnpricedAPIs UnpricedAPIPolicy `koanf:"unpriced_apis"`
 	// AlertAt is the share of the budget spent at which the
 	// BudgetNearlySpent alert fires (meterproxy_budget_alert_usd), in
-	// (0, 1]; 0 means DefaultAlertAt.
+	// (0, 1]; 0 means DefaultAlertAt, 0.8.
 	AlertAt float64 `koanf:"alert_at"`
 }
 

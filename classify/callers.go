@@ -34,10 +34,12 @@ type Caller struct {
 	// fleet-wide, inside its class's share; 0 means no cap of its own.
 	RequestsPerMinute int64 `koanf:"requests_per_minute"`
 	// Weight is the caller's share of its class against the class's other
-	// callers (classes.<class>.fairness: callers); 0 means 1.
+	// callers (classes.<class>.fairness: callers), 0 < weight <= 1000; 0
+	// means 1.
 	Weight float64 `koanf:"weight"`
-	// Budget caps what the caller's requests may cost per day or month,
-	// fleet-wide; the zero value is no budget of its own.
+	// Budget caps what the caller's requests may cost per UTC day or
+	// month, fleet-wide (see "Spend and budgets"); the zero value is no
+	// budget of its own.
 	Budget Budget `koanf:"budget"`
 	// MaxSessions caps this caller's Realtime sessions open at once on
 	// each replica; 0 means no cap of its own.

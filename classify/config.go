@@ -50,13 +50,17 @@ type PathRule struct {
 // value; its methods do not modify it and are safe for concurrent use.
 type Config struct {
 	// Header is the request header a caller may set to "bulk" or
-	// "interactive" to choose its class. Matched case-insensitively.
+	// "interactive" to choose its class, matched case-insensitively; it is
+	// not forwarded upstream.
 	Header string `koanf:"header"`
 	// DefaultClass is the class of requests no other rule classifies.
 	DefaultClass Class `koanf:"default_class"`
-	// UnknownCallers is UnknownForward or UnknownReject.
+	// UnknownCallers is what happens to a request whose key no caller
+	// has: forward (UnknownForward) or reject (UnknownReject: 401
+	// unknown_caller).
 	UnknownCallers UnknownCallers `koanf:"unknown_callers"`
-	// Paths are tried in order; the first whose Prefix matches wins.
+	// Paths classify requests by their path's prefix, tried in order;
+	// the first whose prefix matches wins.
 	Paths []PathRule `koanf:"paths"`
 }
 

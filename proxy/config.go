@@ -11,7 +11,7 @@ import (
 
 // ServerConfig is the listening side. The YAML keys are the koanf tags.
 type ServerConfig struct {
-	// Listen is the proxy's address, e.g. ":8080".
+	// Listen is where callers connect, the proxy's address, e.g. ":8080".
 	Listen string `koanf:"listen"`
 	// AdminListen serves /healthz, /readyz, /metrics and /admin/*, e.g.
 	// "127.0.0.1:9090". The default is loopback: expose it on purpose.
@@ -28,8 +28,9 @@ type ServerConfig struct {
 	// through without being held in memory; larger ones get a 413.
 	MaxUploadBytes int64 `koanf:"max_upload_bytes"`
 	// MaxBodyMemoryBytes bounds the bytes of every request body held in
-	// memory at once, held requests' included; past it a request gets a
-	// 503 (body_memory_exhausted). The last quarter is kept for
+	// memory at once, held requests' included, and of the answers read
+	// ahead of slow clients (at most half of it); past it a request gets
+	// a 503 (body_memory_exhausted). The last quarter is kept for
 	// interactive requests.
 	MaxBodyMemoryBytes int64 `koanf:"max_body_memory_bytes"`
 	// BodyReadTimeout bounds the time to read a body that is read whole,
@@ -46,9 +47,10 @@ type ServerConfig struct {
 	// streams are counted as they come (connstreams.go).
 	MaxUnknownCallerStreams int `koanf:"max_unknown_caller_streams"`
 	// WriteStallTimeout bounds how long one write of an answer to its
-	// client may block: renewed before every write, so a stream that
-	// keeps flowing runs as long as it needs, and a client that stops
-	// reading is cut this long after its last write went through. The
+	// client may block, at least 1s: renewed before every write, so a
+	// stream that keeps flowing runs as long as it needs, and a client
+	// that stops reading is cut this long after its last write went
+	// through. The
 	// request's slot is not held meanwhile: it is released when the
 	// upstream's answer ends (readahead.go).
 	WriteStallTimeout time.Duration `koanf:"write_stall_timeout"`
@@ -56,8 +58,9 @@ type ServerConfig struct {
 	// Responses WebSocket's response.create, an event the upstream
 	// sends), counted after permessage-deflate decompression; a larger
 	// one closes the socket with 1009 (message too big). Messages are
-	// held in memory whole, charged to MaxBodyMemoryBytes. 0 is
-	// MaxBodyBytes: a response.create is the body of a POST.
+	// held in memory whole, charged to MaxBodyMemoryBytes, which it may
+	// not exceed. 0 is MaxBodyBytes: a response.create is the body of a
+	// POST (see "The Responses API over WebSocket").
 	MaxSocketMessageBytes int64 `koanf:"max_socket_message_bytes"`
 	// MaxSocketMessagesPerSecond bounds the messages one client sends on
 	// one socket, per second (a burst of as many at once): past it the
@@ -70,22 +73,28 @@ type ServerConfig struct {
 	// SocketIdleTimeout closes a WebSocket (1001) on which no message went
 	// either way for this long while no turn was in flight.
 	SocketIdleTimeout time.Duration `koanf:"socket_idle_timeout"`
-	// AdminToken, when set, is the bearer token /admin/* requires.
+	// AdminToken, when set, is the bearer token /admin/* and
+	// /debug/pprof/* require. Without it, never expose AdminListen.
 	AdminToken string `koanf:"admin_token"`
 }
 
 // UpstreamConfig is the provider side.
 type UpstreamConfig struct {
-	// URL is the provider's base URL, e.g. https://api.openai.com.
+	// URL is the provider's base URL, e.g. https://api.openai.com, without
+	// the /v1 an SDK's base URL ends in (without /openai for Azure): the
+	// proxy forwards the caller's path whole, so https://api.openai.com/v1
+	// would ask for /v1/v1/… and is refused at start, naming the fix.
 	URL string `koanf:"url"`
-	// APIKey, when set, replaces the caller's credential; otherwise the
-	// caller's own key passes through.
+	// APIKey, when set, replaces each caller's credential; empty, each
+	// caller's own key passes through. Set, it needs
+	// classify.unknown_callers: reject, or KeyForUnknownCallers.
 	APIKey string `koanf:"api_key"`
 	// ResponseHeaderTimeout bounds the wait for the upstream's response
 	// headers; past it the caller gets a 504.
 	ResponseHeaderTimeout time.Duration `koanf:"response_header_timeout"`
-	// MaxConnections caps connections to the upstream; 0 derives it from
-	// the per-replica in-flight bound so the pool is never a second gate.
+	// MaxConnections caps connections to the upstream (per host); 0
+	// derives it from the per-replica in-flight bound (+10%, at least +4)
+	// so the pool is never a second gate.
 	MaxConnections int `koanf:"max_connections"`
 	// InjectStreamUsage adds stream_options.include_usage to streamed OpenAI
 	// chat requests that lack it, so every stream reports its tokens, and
@@ -93,23 +102,34 @@ type UpstreamConfig struct {
 	InjectStreamUsage bool `koanf:"inject_stream_usage"`
 	// KeyForUnknownCallers allows APIKey to be sent for callers whose key
 	// is not configured (classify.unknown_callers: forward): then anyone
-	// who reaches the proxy spends the account. Off, that combination is
-	// refused at start.
+	// who reaches the proxy spends the account: an open relay, to be set
+	// on purpose. Off, that combination is refused at start.
 	KeyForUnknownCallers bool `koanf:"key_for_unknown_callers"`
 	// MaxHold bounds how long one response's rate-limit headers or 429 may
 	// hold bulk, whatever reset or retry-after it announces.
 	MaxHold time.Duration `koanf:"max_hold"`
 	// Refill is how the provider's buckets refill, which decides how long
 	// its headers hold bulk once the account is below the reserve: auto
-	// (by dialect), continuous or window. See refillOf.
+	// (continuous for OpenAI, OpenAI-compatible servers and Anthropic;
+	// window for Azure), continuous or window. See refillOf.
 	Refill Refill `koanf:"refill"`
-	// Provider is the provider behind URL, whose accounting (how tokens
-	// are charged, how buckets refill) every request falls under (auto:
-	// told by path and host); see the provider table, provider.go.
+	// Provider is the provider behind the upstream's URL, whose
+	// accounting (how tokens are charged, how buckets refill) every
+	// request falls under: auto (by path — /v1/messages and /v1/complete
+	// Anthropic, /openai/… Azure — else by host — api.openai.com OpenAI,
+	// *.openai.azure.com Azure — else an OpenAI-compatible server), openai,
+	// azure, anthropic or openai-compatible (set it when the upstream is a
+	// gateway in front of one provider). Named, it holds for every path:
+	// anthropic with /v1/chat/completions is Anthropic's OpenAI-compatible
+	// endpoint, charged as Anthropic charges. It never changes what the
+	// path speaks: where usage and the model are read, the error shape,
+	// the credential header. See the provider table, provider.go.
 	Provider Provider `koanf:"provider"`
 	// Accounts, when set, are several provider accounts behind the proxy,
-	// each with its URL, key and limits (quota/accounts.go); URL, APIKey
-	// and the top-level account section are then not used.
+	// each with its URL, key and limits (quota/accounts.go; see "Several
+	// accounts"). Set, the upstream's url and APIKey, the top-level
+	// account section but its expected_replicas, and
+	// classify.unknown_callers: forward are refused.
 	Accounts []quota.Account `koanf:"accounts"`
 }
 

@@ -205,8 +205,8 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 			ConstLabels: prometheus.Labels{"class": class},
 		}, m.little[c].value)
 	}
-	for _, r := range negotiationReasons {
-		m.negotiations.WithLabelValues(r)
+	for _, r := range negotiationCodes {
+		m.negotiations.WithLabelValues(r.reason)
 	}
 	m.preinitAll(pools, callers)
 	return m
@@ -244,8 +244,8 @@ func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) 
 		m.unpriced.WithLabelValues(acct, pool)
 		m.flexRetries.WithLabelValues(acct, pool)
 		m.spills.WithLabelValues(acct)
-		for _, r := range refusalReasons {
-			m.refusals.WithLabelValues(acct, pool, class, r)
+		for _, r := range refusalCodes {
+			m.refusals.WithLabelValues(acct, pool, class, r.reason)
 		}
 		for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch, admitUpload} {
 			m.admissions.WithLabelValues(acct, pool, class, o)

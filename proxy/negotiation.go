@@ -22,9 +22,13 @@ const (
 	negotiationNotAPI = "not_an_api"
 )
 
-// negotiationReasons is the closed label set of
-// meterproxy_negotiations_total.
-var negotiationReasons = []string{negotiationUpgrade, negotiationNotAPI}
+// negotiationCodes is every negotiation with its status: the closed
+// label set of meterproxy_negotiations_total, and docs/refusals.md's
+// table of negotiations.
+var negotiationCodes = []reasonStatus{
+	{negotiationUpgrade, http.StatusUpgradeRequired},
+	{negotiationNotAPI, http.StatusNotFound},
+}
 
 // upgradeRequired is the answer to an upgrade meterproxy does not meter
 // (inspect): 426 Upgrade Required, on which a client goes on over plain

@@ -15,8 +15,9 @@ import (
 // What the proxy reads of the Realtime API's events: of a client event,
 // whether it is a response.create, its event_id and its output cap; of an
 // upstream event, its type, the response it is about, and of an error
-// the client event it answers; of rate_limits.updated, the provider's
-// buckets.
+// the client event it answers; of session.created and session.updated,
+// the model serving the session (sessionModelPath); of
+// rate_limits.updated, the provider's buckets.
 
 // The Realtime event types the meter reads.
 const (
@@ -26,8 +27,14 @@ const (
 	realtimeDone        = "response.done"
 	realtimeError       = "error"
 	realtimeRateLimits  = "rate_limits.updated"
+	realtimeSession     = "session.created"
+	realtimeSessionSet  = "session.updated"
 	realtimeEventIDName = "event_id"
 )
+
+// sessionModelPath is where session.created and session.updated name the
+// model serving the session: the first session member's model.
+const sessionModelPath = "session.model"
 
 // realtimeClient is what the proxy reads of a Realtime client event.
 type realtimeClient struct {

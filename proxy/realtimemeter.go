@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/tidwall/gjson"
 )
 
 // realtimeMeter meters one Realtime session. A client's response.create
@@ -29,8 +30,10 @@ import (
 // meterproxy_realtime_unheld_responses_total, and, when its caller's or
 // class's budget is spent already, the session is closed (overBudget).
 // Every response settles from its response.done's usage into the
-// windows, spend and budgets as it arrives; rate_limits.updated is read
-// as the provider's x-ratelimit-* headers are. Safe for use by the two
+// windows, spend and budgets as it arrives, served (the access log's
+// model_served) by the model the session.created or session.updated
+// event last named; rate_limits.updated is read as the provider's
+// x-ratelimit-* headers are. Safe for use by the two
 // hooks at once.
 type realtimeMeter struct {
 	s  *socket
@@ -156,6 +159,8 @@ func (r *realtimeMeter) upstream(m *socketMessage) {
 		r.failed(ev)
 	case realtimeRateLimits:
 		r.limits(m)
+	case realtimeSession, realtimeSessionSet:
+		r.s.serving(gjson.GetBytes(m.data(), sessionModelPath))
 	default:
 		if ev.response == "" {
 			return

@@ -30,31 +30,59 @@ type refusal struct {
 	allow string
 	// negotiation says the answer is protocol negotiation, not a refusal
 	// of a request of a class (negotiation.go): reason is one of
-	// negotiationReasons, and it is counted in
+	// negotiationCodes, and it is counted in
 	// meterproxy_negotiations_total only.
 	negotiation bool
 }
 
-// The refusal reasons, the closed label set of meterproxy_refusals_total.
+// The refusal reasons: the error body's code, the reason label of
+// meterproxy_refusals_total. Each one's comment is its meaning in
+// docs/refusals.md (make docs).
 const (
+	// reasonUnknownCaller: no configured caller has the request's key and
+	// classify.unknown_callers is reject.
 	reasonUnknownCaller = "unknown_caller"
-	reasonBodyTooLarge  = "body_too_large"
-	reasonBadRequest    = "bad_request"
-	reasonQueueFull     = "queue_full"
-	reasonMaxWait       = "max_wait_exceeded"
+	// reasonBodyTooLarge: the body is larger than server.max_body_bytes
+	// (server.max_upload_bytes for a batch or an upload).
+	reasonBodyTooLarge = "body_too_large"
+	// reasonBadRequest: a body or a WebSocket message meterproxy must read
+	// and cannot (unreadable, not JSON, a field of the wrong type), or a
+	// malformed WebSocket handshake.
+	reasonBadRequest = "bad_request"
+	// reasonQueueFull: the class's queue holds classes.<class>.max_queue
+	// requests already.
+	reasonQueueFull = "queue_full"
+	// reasonMaxWait: no capacity for the request's class within
+	// classes.<class>.max_wait (or what is left of its budget stayed held
+	// by requests in flight that long).
+	reasonMaxWait = "max_wait_exceeded"
 	// reasonCallerCap: the caller's own cap (callers[].max_in_flight,
 	// requests_per_minute) left no room in time, or its queue is full.
-	reasonCallerCap    = "caller_cap_exceeded"
+	reasonCallerCap = "caller_cap_exceeded"
+	// reasonShuttingDown: the proxy is shutting down.
 	reasonShuttingDown = "shutting_down"
 	// reasonPoolRemoved: a reload removed the pool the request waited in.
 	reasonPoolRemoved = "pool_removed"
-	// reasonStoreUnavailable: the store failed under store.on_error closed.
+	// reasonStoreUnavailable: the store failed under store.on_error
+	// closed, or for a request with a spend budget (budgets fail closed).
 	reasonStoreUnavailable = "store_unavailable"
-	reasonUnreachable      = "upstream_unreachable"
-	reasonTimeout          = "upstream_timeout"
-	// The front door: requests refused before anything reads them.
-	reasonMethod                 = "method_not_allowed"
-	reasonNonCanonicalPath       = "non_canonical_path"
+	// reasonUnreachable: the upstream exchange failed before any answer,
+	// other than by a timeout: the upstream could not be reached.
+	reasonUnreachable = "upstream_unreachable"
+	// reasonTimeout: the upstream exchange timed out before any answer
+	// (its headers did not come within upstream.response_header_timeout).
+	reasonTimeout = "upstream_timeout"
+	// reasonMethod: a method the provider's API does not use (front door:
+	// refused before anything reads the request).
+	reasonMethod = "method_not_allowed"
+	// reasonNonCanonicalPath: a path that is not canonical (dot or empty
+	// segments, encoded slashes, ';' parameters, a malformed Azure
+	// deployment name), which the proxy and the provider could read
+	// differently (front door).
+	reasonNonCanonicalPath = "non_canonical_path"
+	// reasonConflictingCredentials: more than one credential header
+	// (Authorization, api-key, x-api-key) with different values (front
+	// door).
 	reasonConflictingCredentials = "conflicting_credentials"
 	// reasonBodyTimeout: the body did not arrive within
 	// server.body_read_timeout.
@@ -65,8 +93,7 @@ const (
 	// reasonDuplicateKey: the body repeats a key the proxy reads or the
 	// provider charges by (usage.ErrDuplicateKey).
 	reasonDuplicateKey = "duplicate_key"
-	// reasonUnsupportedEncoding: a metered body in a Content-Encoding
-	// (415).
+	// reasonUnsupportedEncoding: a metered body in a Content-Encoding.
 	reasonUnsupportedEncoding = "unsupported_encoding"
 	// reasonChargeTooLarge: the request would be charged more tokens than
 	// one request may be (account.max_request_tokens, or a pool's).
@@ -92,12 +119,43 @@ const (
 	reasonTooManySessions = "too_many_sessions"
 )
 
-var refusalReasons = []string{
-	reasonUnknownCaller, reasonBodyTooLarge, reasonBadRequest, reasonQueueFull,
-	reasonMaxWait, reasonCallerCap, reasonShuttingDown, reasonPoolRemoved, reasonStoreUnavailable, reasonUnreachable, reasonTimeout,
-	reasonMethod, reasonNonCanonicalPath, reasonConflictingCredentials, reasonBodyTimeout, reasonBodyMemory,
-	reasonDuplicateKey, reasonUnsupportedEncoding, reasonChargeTooLarge, reasonBudgetExceeded, reasonUnpricedModel, reasonUnmeteredAPI,
-	reasonBatchUnmetered, reasonTooManyStreams, reasonTooManySockets, reasonTooManySessions,
+// reasonStatus is a reason and the HTTP status it is answered with.
+type reasonStatus struct {
+	reason string
+	status int
+}
+
+// refusalCodes is every refusal reason with its status, the one list of
+// them: the closed label set of meterproxy_refusals_total, and
+// docs/refusals.md's table. TestDocsRefusals checks it against every
+// refusal the code builds.
+var refusalCodes = []reasonStatus{
+	{reasonUnknownCaller, http.StatusUnauthorized},
+	{reasonBodyTooLarge, http.StatusRequestEntityTooLarge},
+	{reasonBadRequest, http.StatusBadRequest},
+	{reasonQueueFull, http.StatusTooManyRequests},
+	{reasonMaxWait, http.StatusTooManyRequests},
+	{reasonCallerCap, http.StatusTooManyRequests},
+	{reasonShuttingDown, http.StatusServiceUnavailable},
+	{reasonPoolRemoved, http.StatusServiceUnavailable},
+	{reasonStoreUnavailable, http.StatusServiceUnavailable},
+	{reasonUnreachable, http.StatusBadGateway},
+	{reasonTimeout, http.StatusGatewayTimeout},
+	{reasonMethod, http.StatusMethodNotAllowed},
+	{reasonNonCanonicalPath, http.StatusBadRequest},
+	{reasonConflictingCredentials, http.StatusBadRequest},
+	{reasonBodyTimeout, http.StatusRequestTimeout},
+	{reasonBodyMemory, http.StatusServiceUnavailable},
+	{reasonDuplicateKey, http.StatusBadRequest},
+	{reasonUnsupportedEncoding, http.StatusUnsupportedMediaType},
+	{reasonChargeTooLarge, http.StatusBadRequest},
+	{reasonBudgetExceeded, http.StatusTooManyRequests},
+	{reasonUnpricedModel, http.StatusBadRequest},
+	{reasonUnmeteredAPI, http.StatusBadRequest},
+	{reasonBatchUnmetered, http.StatusBadRequest},
+	{reasonTooManyStreams, http.StatusTooManyRequests},
+	{reasonTooManySockets, http.StatusTooManyRequests},
+	{reasonTooManySessions, http.StatusTooManyRequests},
 }
 
 // openAIError is OpenAI's (and Azure's) error body.

@@ -76,7 +76,7 @@ func TestReasonOf(t *testing.T) {
 			if got := shadowOutcome(nil, tt.err, classify.Bulk); got != tt.shadow {
 				t.Errorf("shadow outcome %s, want %s", got, tt.shadow)
 			}
-			if !slices.Contains(refusalReasons, f.reason) || !slices.Contains(shadowOutcomes, tt.shadow) {
+			if !slices.Contains(refusalCodes, reasonStatus{f.reason, f.status}) || !slices.Contains(shadowOutcomes, tt.shadow) {
 				t.Errorf("%s or %s is not a pre-initialised label", f.reason, tt.shadow)
 			}
 		})

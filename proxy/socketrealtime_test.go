@@ -24,8 +24,14 @@ var rtPrice = quota.Price{Match: []string{"gpt-realtime*"}, Input: 4, CachedInpu
 // sk-bob), gpt-realtime priced, and mutate's changes.
 func rtProxy(t *testing.T, fp *fakeprovider.Provider, mutate func(*Config, *quota.Config, *[]classify.Caller)) *testProxy {
 	t.Helper()
+	return rtProxyLogged(t, fp, nil, mutate)
+}
+
+// rtProxyLogged is rtProxy writing its access log to access (nil: none).
+func rtProxyLogged(t *testing.T, fp *fakeprovider.Provider, access *AccessLog, mutate func(*Config, *quota.Config, *[]classify.Caller)) *testProxy {
+	t.Helper()
 	t.Cleanup(func() { fp.CloseSockets() })
-	return newTestProxy(t, proxyOpts{upstream: fp, environ: map[string]string{"ALICE_KEY": "sk-alice", "BOB_KEY": "sk-bob"},
+	return newTestProxy(t, proxyOpts{upstream: fp, environ: map[string]string{"ALICE_KEY": "sk-alice", "BOB_KEY": "sk-bob"}, access: access,
 		mutate: func(c *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
 			c.Upstream.APIKey = "sk-test" // the proxy's own key: the sessions spend this account
 			q.Prices = []quota.Price{rtPrice}

@@ -60,8 +60,12 @@ type socket struct {
 	drain  chan struct{}
 	// queue carries the client's messages to the dispatcher.
 	queue chan *socketMessage
-	end   sync.Once
-	side  string
+	// served is the model the upstream says serves the socket's turns,
+	// for a turn whose own events name none: a Realtime session's
+	// session.model (serving). Nil: none named.
+	served atomic.Pointer[string]
+	end    sync.Once
+	side   string
 }
 
 // runSocket relays an open socket until it ends, then settles what was

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/tidwall/gjson"
 )
 
 // socketTurn is one request made on a socket (a Responses
@@ -119,9 +120,33 @@ func (t *socketTurn) event(m *socketMessage) {
 // complete ends the turn at its terminal event, which event read: its
 // usage settled exactly as an HTTP stream's that ended whole.
 func (t *socketTurn) complete() {
-	u := t.meter.Finish(true)
+	u := t.finish(true)
 	t.s.h.settle(t.ex, u, t.meter.Cut())
 	t.end(outcomeForwarded, "200", "")
+}
+
+// finish is the turn's usage as its meter read it (complete: its
+// terminal event came), served by the model its socket's upstream named
+// (socket.served) when its own events named none.
+func (t *socketTurn) finish(complete bool) usage.Usage {
+	u := t.meter.Finish(complete)
+	if p := t.s.served.Load(); u.Model == "" && p != nil {
+		u.Model = *p
+	}
+	return u
+}
+
+// serving records the model v names (usage.ServedModel: bounded,
+// sanitised) as the one serving the socket's turns; v naming none
+// changes nothing.
+func (s *socket) serving(v gjson.Result) {
+	kept := ""
+	if p := s.served.Load(); p != nil {
+		kept = *p
+	}
+	if m := usage.ServedModel(v, kept); m != kept {
+		s.served.Store(&m)
+	}
 }
 
 // refused ends the turn at the upstream's error event that answers it
@@ -138,7 +163,7 @@ func (t *socketTurn) refused(status int, header http.Header) {
 		t.end(outcomeForwarded, statusCode(status), "")
 		return
 	}
-	t.s.h.settle(t.ex, t.meter.Finish(false), true)
+	t.s.h.settle(t.ex, t.finish(false), true)
 	t.s.h.m.cutShort.WithLabelValues(t.ex.res.Class.String(), socketSideUpstream).Inc()
 	t.ex.access.cut = cutByUpstream
 	t.end(outcomeForwarded, "200", "")
@@ -156,7 +181,7 @@ func (t *socketTurn) cut(side string) {
 	if !t.begun && side == socketSideUpstream && ex.lease != nil && ex.spent {
 		ex.lease.Answered(0) // no answer: a failure for the adaptive bound
 	}
-	h.settle(ex, t.meter.Finish(false), true)
+	h.settle(ex, t.finish(false), true)
 	switch {
 	case t.begun:
 		if side != socketSideUpstream {

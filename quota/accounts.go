@@ -25,19 +25,22 @@ import (
 type Account struct {
 	// Name names the account in metrics, /admin/state and its Redis keys.
 	Name string `koanf:"name"`
-	// URL is the account's base URL; APIKeyEnv the environment variable
-	// that holds its key, injected into every request sent to it. The
-	// proxy reads and checks both (proxy.Config.Validate).
-	URL       string `koanf:"url"`
+	// URL is the account's base address, as upstream.url is the single
+	// account's. The proxy reads and checks it (proxy.Config.Validate).
+	URL string `koanf:"url"`
+	// APIKeyEnv names the environment variable that holds the account's
+	// key, injected into every request sent to it; unset or empty, the
+	// start is refused.
 	APIKeyEnv string `koanf:"api_key_env"`
 	// Account is the account's own limits, as the top-level account
 	// section describes one. Its expected_replicas, left 0, is the top
 	// level's: the fleet is the same whichever account it sends to.
 	Account AccountConfig `koanf:"account"`
-	// Serves are the classes sent here first; LendsTo those that may use
-	// what it has above its interactive reserve when the accounts that
-	// serve them have nothing left.
-	Serves  []classify.Class `koanf:"serves"`
+	// Serves are the classes sent here first.
+	Serves []classify.Class `koanf:"serves"`
+	// LendsTo are the classes that may use what the account has above its
+	// interactive reserve when the accounts that serve them have nothing
+	// left.
 	LendsTo []classify.Class `koanf:"lends_to"`
 }
 

@@ -41,117 +41,165 @@ func (c Config) acctKey() string {
 type AccountConfig struct {
 	// RequestsPerMinute is the account's request allowance, for the whole fleet.
 	RequestsPerMinute int64 `koanf:"requests_per_minute"`
-	// TokensPerMinute is the account's token allowance; 0 means not enforced.
-	// For Anthropic it is the input budget (ITPM).
+	// TokensPerMinute is the account's token allowance, whole fleet,
+	// partitioned like requests; 0 means metered but not enforced. For
+	// Anthropic it is the input budget (ITPM).
 	TokensPerMinute int64 `koanf:"tokens_per_minute"`
 	// MaxRequestTokens is the most one request may be charged in tokens
 	// while TokensPerMinute is enforced; a request above it is refused
-	// before it is charged (ChargeTooLargeError). 0 means
-	// TokensPerMinute, one minute's allowance; it may not exceed it.
+	// before it is charged, 400 charge_too_large, and is charged nothing
+	// (ChargeTooLargeError). 0 means TokensPerMinute, one minute's
+	// allowance; it may not exceed it.
 	MaxRequestTokens int64 `koanf:"max_request_tokens"`
 	// OutputTokensPerMinute is the account's output-token budget, charged
-	// the output responses report (Anthropic's OTPM); 0 means not enforced.
+	// the output responses report (Anthropic's OTPM): bulk is held while
+	// it is below the interactive reserve, interactive while it is spent;
+	// 0 means not enforced.
 	OutputTokensPerMinute int64 `koanf:"output_tokens_per_minute"`
 	// MaxInFlight bounds the requests in flight upstream, for the whole fleet.
 	// With AdaptiveInFlight it is the ceiling the bound never passes.
 	MaxInFlight int64 `koanf:"max_in_flight"`
 	// AdaptiveInFlight makes the in-flight bound find itself between
 	// MinInFlight and MaxInFlight from what the upstream completes
-	// (adaptive.go); false keeps MaxInFlight as the bound.
+	// (adaptive.go): it grows while the upstream completes more work with
+	// it, and comes down when latency rises with no more work done, or on
+	// this account's upstream 429s, 5xx and timeouts (not a caller's own
+	// key's). One bound for the fleet, kept in the store; false keeps
+	// MaxInFlight as the bound.
 	AdaptiveInFlight bool `koanf:"adaptive_in_flight"`
-	// MinInFlight is the adaptive bound's floor; 0 means
-	// defaultMinInFlight.
+	// MinInFlight is the adaptive bound's floor, at most MaxInFlight; 0
+	// means defaultMinInFlight, 4 (below it one slow request is most of a
+	// measurement).
 	MinInFlight int64 `koanf:"min_in_flight"`
-	// ExpectedReplicas is how many replicas normally share the account; the
-	// in-process store enforces fleet limits divided by it.
+	// ExpectedReplicas is how many replicas normally share the account;
+	// the in-process store, and the store.on_error local fallback, enforce
+	// fleet limits divided by it.
 	ExpectedReplicas int64 `koanf:"expected_replicas"`
 	// Models are pools of their own for the models they match (first
-	// match wins); every other model draws on the account.
+	// match wins; see "Limits per model"); every other model draws on the
+	// account.
 	Models []ModelPool `koanf:"models"`
 }
 
 // InteractiveConfig is the interactive class: traffic a person waits on.
 type InteractiveConfig struct {
-	// Share is the fraction of the account interactive is sized for, 0..1.
+	// Share is interactive's part of the account, the fraction it is
+	// sized for, 0..1.
 	Share float64 `koanf:"share"`
 	// Reserve is the fraction of the account bulk never takes, 0..1.
 	Reserve float64 `koanf:"reserve"`
-	// MaxWait is how long a request may wait for admission before a 429.
+	// MaxWait is the longest a request may wait for admission before a
+	// 429.
 	MaxWait time.Duration `koanf:"max_wait"`
-	// MaxQueue is how many requests may wait at once; more get an immediate 429.
+	// MaxQueue is how many requests may wait at once; more get an
+	// immediate 429.
 	MaxQueue int `koanf:"max_queue"`
-	// Fairness shares the class between its callers (callers, the
-	// default) or serves it first come, first served (fifo).
+	// Fairness is callers (the default: the class is shared between its
+	// callers by their callers[].weight, each caller first come, first
+	// served) or fifo (first come, first served, whoever sent).
 	Fairness Fairness `koanf:"fairness"`
 	// Budget caps what the class's requests may cost per day or month,
-	// fleet-wide, whoever sends them; the zero value is none.
+	// fleet-wide, whoever sends them, as callers[].budget does a caller's;
+	// the zero value is none.
 	Budget classify.Budget `koanf:"budget"`
 	// MaxSessions caps the class's Realtime sessions open at once on each
-	// replica; 0 means no cap.
+	// replica; past it the handshake gets a 429 (too_many_sessions). 0
+	// means no cap (see "Realtime sessions").
 	MaxSessions int `koanf:"max_sessions"`
-	// ServiceTier, FlexModels and FlexFallback send the class's requests
-	// for some models at the flex tier, as FlexConfig's fields say.
-	ServiceTier  string   `koanf:"service_tier"`
-	FlexModels   []string `koanf:"flex_models"`
-	FlexFallback bool     `koanf:"flex_fallback"`
+	// ServiceTier is flex, to send the class's requests for FlexModels at
+	// OpenAI's and Azure OpenAI's flex tier (see "The flex tier"), or
+	// unset: the caller's tier. Anything else is refused. FlexConfig
+	// holds the three flex keys as one.
+	ServiceTier string `koanf:"service_tier"`
+	// FlexModels are the models sent at flex, globs as
+	// account.models[].match; required with ServiceTier flex.
+	FlexModels []string `koanf:"flex_models"`
+	// FlexFallback, true, resends a request at the default tier after
+	// MaxWait without flex capacity (budgets reserve at its prices);
+	// false answers the provider's 429.
+	FlexFallback bool `koanf:"flex_fallback"`
 }
 
 // BulkConfig is the bulk class: imports, batch jobs, worker fleets.
 type BulkConfig struct {
 	// Share is the fraction of the account bulk may always take, 0..1.
 	Share float64 `koanf:"share"`
-	// Borrow lets bulk use capacity beyond its share, up to the account
-	// minus the interactive reserve, while no interactive request waits.
+	// Borrow lets bulk take unused capacity beyond its share, up to the
+	// account minus the interactive reserve (never the reserve), while no
+	// interactive request waits.
 	Borrow bool `koanf:"borrow"`
-	// MaxWait is how long a request may wait for admission before a 429.
+	// MaxWait is the longest a request may wait for admission before a
+	// 429.
 	MaxWait time.Duration `koanf:"max_wait"`
-	// MaxQueue is how many requests may wait at once; more get an immediate 429.
+	// MaxQueue is how many requests may wait at once; more get an
+	// immediate 429.
 	MaxQueue int `koanf:"max_queue"`
-	// Fairness shares the class between its callers (callers, the
-	// default) or serves it first come, first served (fifo).
+	// Fairness is callers (the default: the class is shared between its
+	// callers by their callers[].weight, each caller first come, first
+	// served) or fifo (first come, first served, whoever sent).
 	Fairness Fairness `koanf:"fairness"`
 	// Budget caps what the class's requests may cost per day or month,
-	// fleet-wide, whoever sends them; the zero value is none.
+	// fleet-wide, whoever sends them, as callers[].budget does a caller's;
+	// the zero value is none.
 	Budget classify.Budget `koanf:"budget"`
 	// MaxSessions caps the class's Realtime sessions open at once on each
-	// replica; 0 means no cap.
+	// replica; past it the handshake gets a 429 (too_many_sessions). 0
+	// means no cap (see "Realtime sessions").
 	MaxSessions int `koanf:"max_sessions"`
-	// ServiceTier, FlexModels and FlexFallback send the class's requests
-	// for some models at the flex tier, as FlexConfig's fields say.
-	ServiceTier  string   `koanf:"service_tier"`
-	FlexModels   []string `koanf:"flex_models"`
-	FlexFallback bool     `koanf:"flex_fallback"`
+	// ServiceTier is flex, to send the class's requests for FlexModels at
+	// OpenAI's and Azure OpenAI's flex tier (see "The flex tier"), or
+	// unset: the caller's tier. Anything else is refused. FlexConfig
+	// holds the three flex keys as one.
+	ServiceTier string `koanf:"service_tier"`
+	// FlexModels are the models sent at flex, globs as
+	// account.models[].match; required with ServiceTier flex.
+	FlexModels []string `koanf:"flex_models"`
+	// FlexFallback, true, resends a request at the default tier after
+	// MaxWait without flex capacity (budgets reserve at its prices);
+	// false answers the provider's 429.
+	FlexFallback bool `koanf:"flex_fallback"`
 }
 
 // ClassesConfig holds the two classes.
 type ClassesConfig struct {
+	// Interactive is the class of traffic a person waits on.
 	Interactive InteractiveConfig `koanf:"interactive"`
-	Bulk        BulkConfig        `koanf:"bulk"`
+	// Bulk is the class of imports, batch jobs and worker fleets.
+	Bulk BulkConfig `koanf:"bulk"`
 }
 
 // StoreConfig says where the counters live.
 type StoreConfig struct {
-	// RedisURL selects the Redis store; empty means the in-process store.
+	// RedisURL selects the Redis store, the fleet's shared one: a
+	// redis:// or rediss:// URL. Empty means the in-process store.
 	RedisURL string `koanf:"redis_url"`
-	// KeyPrefix prefixes every Redis key.
+	// KeyPrefix prefixes every Redis key ({key_prefix}:…); replicas that
+	// share a quota use the same.
 	KeyPrefix string `koanf:"key_prefix"`
-	// OnError is what to do when the store fails: local, open or closed.
+	// OnError is what to do when the store fails: local (per-replica
+	// limits), open (no limits) or closed (503).
 	OnError OnError `koanf:"on_error"`
-	// Timeout bounds each Redis call; past it the call counts as failed.
+	// Timeout bounds each Redis call; past it the call counts as failed
+	// and OnError applies.
 	Timeout time.Duration `koanf:"timeout"`
-	// BudgetTimeout bounds each budget call instead (budgetredis.go):
-	// one that fails refuses its request, so it is given longer.
+	// BudgetTimeout bounds each budget call instead (callers' and
+	// classes' budget; budgetredis.go): past it the budgeted request is
+	// refused, 503 store_unavailable (budgets fail closed), so it is given
+	// longer. See "Spend and budgets".
 	BudgetTimeout time.Duration `koanf:"budget_timeout"`
-	// Heartbeat is the longest a replica stays silent towards Redis; a
-	// replica's slots expire after three heartbeats without a call.
+	// Heartbeat is the longest a replica stays silent towards Redis (an
+	// idle one still calls it this often); a replica's slots expire after
+	// three heartbeats without a call.
 	Heartbeat time.Duration `koanf:"heartbeat"`
 	// SpendFile, with the in-process store, is the file budgets' spend is
 	// kept in across restarts (written every second; see budgetfile.go);
-	// empty keeps it in memory only. With Redis, spend is kept there.
+	// empty keeps it in memory only, from $0 at every start. With Redis,
+	// spend is kept there.
 	SpendFile string `koanf:"spend_file"`
 	// TLSCAFile is a PEM bundle of the certificate authorities that verify
 	// Redis's certificate on a rediss:// RedisURL (one server, Cluster or
-	// Sentinel); empty means the system's roots.
+	// Sentinel); empty means the system's roots. Unreadable, not PEM, or
+	// set without rediss://, meterproxy refuses to start.
 	TLSCAFile string `koanf:"tls_ca_file"`
 }
 

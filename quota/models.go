@@ -20,20 +20,28 @@ type ModelPool struct {
 	// Match lists the model names it takes, * a wildcard for any run of
 	// characters: the request's model field, or an Azure deployment.
 	Match []string `koanf:"match"`
-	// RequestsPerMinute, TokensPerMinute, OutputTokensPerMinute and
-	// MaxInFlight are the pool's, as the account's are for the account.
-	RequestsPerMinute     int64 `koanf:"requests_per_minute"`
-	TokensPerMinute       int64 `koanf:"tokens_per_minute"`
+	// RequestsPerMinute is the pool's request allowance, as the
+	// account's is for the account.
+	RequestsPerMinute int64 `koanf:"requests_per_minute"`
+	// TokensPerMinute is the pool's token allowance, as the account's is
+	// for the account; 0 means not enforced.
+	TokensPerMinute int64 `koanf:"tokens_per_minute"`
+	// OutputTokensPerMinute is the pool's output-token budget, as the
+	// account's is for the account; 0 means not enforced.
 	OutputTokensPerMinute int64 `koanf:"output_tokens_per_minute"`
-	MaxInFlight           int64 `koanf:"max_in_flight"`
+	// MaxInFlight bounds the pool's requests in flight upstream, as the
+	// account's does the account's.
+	MaxInFlight int64 `koanf:"max_in_flight"`
 	// MaxRequestTokens is the most one request may be charged in the
 	// pool's tokens, as the account's is for the account: 0 means the
 	// pool's own TokensPerMinute (the account's is not inherited).
 	MaxRequestTokens int64 `koanf:"max_request_tokens"`
-	// AdaptiveInFlight and MinInFlight are the pool's, as the account's
-	// are for the account (not inherited).
-	AdaptiveInFlight bool  `koanf:"adaptive_in_flight"`
-	MinInFlight      int64 `koanf:"min_in_flight"`
+	// AdaptiveInFlight makes the pool's in-flight bound adaptive, as the
+	// account's does the account's (not inherited).
+	AdaptiveInFlight bool `koanf:"adaptive_in_flight"`
+	// MinInFlight is the floor of the pool's adaptive bound, as the
+	// account's is the account's (not inherited).
+	MinInFlight int64 `koanf:"min_in_flight"`
 }
 
 // DefaultPool is the account's pool as metrics and /admin/state name it:

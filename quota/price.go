@@ -26,34 +26,40 @@ type Price struct {
 	// CachedInput prices input tokens read from the prompt cache, USD per
 	// million: OpenAI's word. CacheRead is the same price in Anthropic's
 	// word; an entry sets at most one of them. Both 0 (unset): cached
-	// input costs Input.
+	// input costs the input price (Input).
 	CachedInput float64 `koanf:"cached_input"`
 	// CacheWrite prices input tokens written to the prompt cache, USD per
-	// million (Anthropic charges them above Input); 0 (unset) means Input.
+	// million (Anthropic charges them above Input); 0 (unset) means the
+	// input price.
 	CacheWrite float64 `koanf:"cache_write"`
 	// CacheRead is CachedInput in Anthropic's word (see CachedInput).
 	CacheRead float64 `koanf:"cache_read"`
 	// Output prices output tokens, reasoning tokens included, USD per
 	// million; 0 means free.
 	Output float64 `koanf:"output"`
-	// AudioInput and AudioOutput price the audio tokens of input not read
-	// from the cache and of output (a Realtime session's), USD per
-	// million, at every tier; 0 (unset) means the tier's Input and Output.
-	// Audio read from the cache costs the cached input price.
-	AudioInput  float64 `koanf:"audio_input"`
+	// AudioInput prices the audio tokens of input not read from the cache
+	// (a Realtime session's), USD per million, at every tier; 0 (unset)
+	// means the tier's input price. Audio read from the cache costs the
+	// cached input price.
+	AudioInput float64 `koanf:"audio_input"`
+	// AudioOutput prices the audio tokens of output (a Realtime
+	// session's), USD per million, at every tier; 0 (unset) means the
+	// tier's output price.
 	AudioOutput float64 `koanf:"audio_output"`
 	// MaxOutput is the most output tokens the model generates in one
 	// response: the output a budget reserves for a request that sets no
-	// max_tokens (WorstCase). 0 (unset) means DefaultMaxOutput.
+	// max_tokens (WorstCase). 0 (unset) means DefaultMaxOutput, 4096.
 	MaxOutput int64 `koanf:"max_output"`
 	// MaxInput is the most input tokens the model reads in one request:
 	// the input a budget reserves for a request whose body does not show
 	// all it is billed for (a previous_response_id, an image, a server
 	// tool; WorstCase at Request.HiddenInput). 0 (unset) means
-	// DefaultMaxInput of the request's model.
+	// DefaultMaxInput of the request's model: its family's context window
+	// (see "Prices"), else 1,048,576.
 	MaxInput int64 `koanf:"max_input"`
 	// Flex is the prices of a response that says service_tier "flex";
-	// nil prices flex at the default tier's prices.
+	// each it leaves unset (0) is the default tier's, and nil prices flex
+	// at the default tier's prices.
 	Flex *TierPrice `koanf:"flex"`
 	// Batch is the prices of the provider's Batch API (TierBatch): each
 	// price it leaves unset (0), and every price while it is nil, is half
@@ -68,13 +74,16 @@ type Price struct {
 // costs the tier's Input). Flex is cheaper than the default tier, so
 // falling back to the default tier never under-counts.
 type TierPrice struct {
-	// Input, CachedInput, CacheWrite, CacheRead and Output are Price's
-	// fields, at the tier.
-	Input       float64 `koanf:"input"`
+	// Input is the tier's prices[].input (Price.Input).
+	Input float64 `koanf:"input"`
+	// CachedInput is the tier's prices[].cached_input (Price.CachedInput).
 	CachedInput float64 `koanf:"cached_input"`
-	CacheWrite  float64 `koanf:"cache_write"`
-	CacheRead   float64 `koanf:"cache_read"`
-	Output      float64 `koanf:"output"`
+	// CacheWrite is the tier's prices[].cache_write (Price.CacheWrite).
+	CacheWrite float64 `koanf:"cache_write"`
+	// CacheRead is the tier's prices[].cache_read (Price.CacheRead).
+	CacheRead float64 `koanf:"cache_read"`
+	// Output is the tier's prices[].output (Price.Output).
+	Output float64 `koanf:"output"`
 }
 
 // TierFlex is the service_tier, as a response names it, that Price.Flex

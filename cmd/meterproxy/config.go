@@ -28,19 +28,36 @@ import (
 // Config is the whole configuration file. Each section belongs to the
 // package that uses it; the koanf tags are the user-facing keys.
 type Config struct {
-	// Mode is enforce (the default) or shadow: classify, meter and record
-	// what would have been held or refused, but forward everything at once.
-	Mode     Mode                 `koanf:"mode"`
-	Server   proxy.ServerConfig   `koanf:"server"`
+	// Mode is enforce (the default: hold and refuse what admission says
+	// to) or shadow: classify, meter and record what would have been held
+	// or refused, but forward everything at once.
+	Mode Mode `koanf:"mode"`
+	// Server is the listening side: the addresses, the bounds on what a
+	// client may send and hold, and the admin listener.
+	Server proxy.ServerConfig `koanf:"server"`
+	// Upstream is the provider side: where requests go, with which key,
+	// and how the provider's answers and limits are read.
 	Upstream proxy.UpstreamConfig `koanf:"upstream"`
-	Account  quota.AccountConfig  `koanf:"account"`
-	Prices   []quota.Price        `koanf:"prices"`
-	Classes  quota.ClassesConfig  `koanf:"classes"`
-	Callers  []classify.Caller    `koanf:"callers"`
-	Classify classify.Config      `koanf:"classify"`
-	Store    quota.StoreConfig    `koanf:"store"`
-	Log      LogConfig            `koanf:"log"`
-	Tracing  TracingConfig        `koanf:"tracing"`
+	// Account is the provider account every caller shares: its limits,
+	// whole fleet, and the pools of its models.
+	Account quota.AccountConfig `koanf:"account"`
+	// Prices are what models cost, in USD per million tokens, first match
+	// wins; a model none matches costs $0.
+	Prices []quota.Price `koanf:"prices"`
+	// Classes are the two classes, interactive and bulk: their parts of
+	// the account, how long their requests may wait, their budgets.
+	Classes quota.ClassesConfig `koanf:"classes"`
+	// Callers are the configured clients of the proxy, each known by its
+	// key, with its class, its own caps and its budget.
+	Callers []classify.Caller `koanf:"callers"`
+	// Classify decides a request's class when its caller does not.
+	Classify classify.Config `koanf:"classify"`
+	// Store is where the counters live: in process, or Redis for a fleet.
+	Store quota.StoreConfig `koanf:"store"`
+	// Log is the process's log and the access log.
+	Log LogConfig `koanf:"log"`
+	// Tracing exports a span per request over OTLP.
+	Tracing TracingConfig `koanf:"tracing"`
 }
 
 // Mode is how meterproxy applies its decisions: the top-level mode key.
@@ -66,10 +83,12 @@ func (m *Mode) UnmarshalText(b []byte) error { return configcheck.SetOneOf(m, b,
 type LogConfig struct {
 	// Level is debug, info, warn or error.
 	Level string `koanf:"level"`
-	// Format is auto (tint on a terminal, JSON otherwise), text or json.
+	// Format is auto (colour on a terminal, JSON otherwise), text or json.
 	Format string `koanf:"format"`
-	// Access is where the access log goes: stdout, stderr, a file's path,
-	// or off (accesslog.go).
+	// Access is where the access log goes, one JSON line per request:
+	// stdout, stderr, a file's path (appended to, created mode 0600,
+	// reopened on SIGHUP), or off. A directory, or a path meterproxy
+	// cannot write, refuses the start (accesslog.go).
 	Access string `koanf:"access"`
 }
 
@@ -219,7 +238,7 @@ func (c Config) validate(getenv func(string) string) error {
 	default:
 		p.Add("log.format", "must be auto, text or json, got %q", c.Log.Format)
 	}
-	c.Tracing.validate(&p)
+	c.Tracing.validate(&p, getenv)
 	if err := validateAccess(c.Log.Access); err != nil {
 		p.Add("log.access", "%v", err)
 	}

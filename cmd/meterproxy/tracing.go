@@ -28,7 +28,9 @@ type TracingConfig struct {
 	// reads them (and the other OTEL_EXPORTER_OTLP_* variables: headers,
 	// certificates, timeout) itself.
 	OTLPEndpoint string `koanf:"otlp_endpoint"`
-	// Protocol is http/protobuf (the default) or grpc.
+	// Protocol is http/protobuf or grpc. Empty (the default): the one
+	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL
+	// names, else http/protobuf (protocol).
 	Protocol string `koanf:"protocol"`
 	// SampleRatio is the fraction of new traces kept, 0 to 1; a request
 	// that comes with a traceparent follows its caller's decision
@@ -42,18 +44,52 @@ type TracingConfig struct {
 const (
 	protocolHTTP = "http/protobuf"
 	protocolGRPC = "grpc"
+	// protocolJSON is the OTLP protocol the Go exporter does not send.
+	protocolJSON = "http/json"
 )
 
+// The standard variables that name the OTLP protocol, the traces' own
+// first: the OpenTelemetry specification's order.
+var protocolVariables = []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"}
+
 // defaultTracing is tracing off, and what it does once an endpoint is
-// set: OTLP/HTTP (what every collector listens for, on 4318), every trace
-// kept (a proxy's request rate is an LLM API's, far below what a
-// collector takes; lower it for a busy fleet), named meterproxy.
+// set: the protocol the standard variables name, else OTLP/HTTP (what
+// every collector listens for, on 4318); every trace kept (a proxy's
+// request rate is an LLM API's, far below what a collector takes; lower
+// it for a busy fleet), named meterproxy.
 func defaultTracing() TracingConfig {
-	return TracingConfig{Protocol: protocolHTTP, SampleRatio: 1, ServiceName: "meterproxy"}
+	return TracingConfig{SampleRatio: 1, ServiceName: "meterproxy"}
 }
 
-// validate reports each problem of the section under its key.
-func (c TracingConfig) validate(p *configcheck.Problems) {
+// protocol is the protocol spans are sent in: tracing.protocol when set,
+// else the first of protocolVariables set, else http/protobuf; and the
+// key or variable that chose it ("" for the default). A value other than
+// http/protobuf or grpc is an error that names its variable: http/json,
+// which the Go exporter does not send, too.
+func (c TracingConfig) protocol(getenv func(string) string) (proto, from string, err error) {
+	if c.Protocol != "" {
+		return c.Protocol, "tracing.protocol", nil
+	}
+	for _, name := range protocolVariables {
+		switch v := getenv(name); v {
+		case "":
+			continue
+		case protocolHTTP, protocolGRPC:
+			return v, name, nil
+		case protocolJSON:
+			return "", name, fmt.Errorf("is %s, which the OpenTelemetry Go exporter does not send: set %s or %s "+
+				"(here, or in tracing.protocol, which takes precedence)", protocolJSON, protocolHTTP, protocolGRPC)
+		default:
+			return "", name, fmt.Errorf("must be %s or %s, got %q", protocolHTTP, protocolGRPC, v)
+		}
+	}
+	return protocolHTTP, "", nil
+}
+
+// validate reports each problem of the section under its key, and, when
+// tracing is on with no tracing.protocol, a protocol variable's bad value
+// under the variable's name.
+func (c TracingConfig) validate(p *configcheck.Problems, getenv func(string) string) {
 	if c.OTLPEndpoint != "" {
 		u, err := url.Parse(c.OTLPEndpoint)
 		switch {
@@ -65,8 +101,14 @@ func (c TracingConfig) validate(p *configcheck.Problems) {
 			p.Add("tracing.otlp_endpoint", "must have no user, query or fragment; set headers with OTEL_EXPORTER_OTLP_HEADERS")
 		}
 	}
-	if c.Protocol != protocolHTTP && c.Protocol != protocolGRPC {
-		p.Add("tracing.protocol", "must be %s or %s, got %q", protocolHTTP, protocolGRPC, c.Protocol)
+	switch {
+	case c.Protocol != "" && c.Protocol != protocolHTTP && c.Protocol != protocolGRPC:
+		p.Add("tracing.protocol", "must be %s, %s, or empty (from %s or %s, else %s), got %q",
+			protocolHTTP, protocolGRPC, protocolVariables[0], protocolVariables[1], protocolHTTP, c.Protocol)
+	case c.Protocol == "" && c.enabled(getenv):
+		if _, from, err := c.protocol(getenv); err != nil {
+			p.Add(from, "%v", err)
+		}
 	}
 	if math.IsNaN(c.SampleRatio) || c.SampleRatio < 0 || c.SampleRatio > 1 {
 		p.Add("tracing.sample_ratio", "must be between 0 and 1, got %v", c.SampleRatio)
@@ -89,7 +131,11 @@ func newTracerProvider(ctx context.Context, c TracingConfig, getenv func(string)
 	if !c.enabled(getenv) {
 		return nil, nil
 	}
-	exp, err := newExporter(ctx, c)
+	proto, _, err := c.protocol(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err) // validated: never
+	}
+	exp, err := newExporter(ctx, c, proto)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
@@ -101,11 +147,11 @@ func newTracerProvider(ctx context.Context, c TracingConfig, getenv func(string)
 	), nil
 }
 
-// newExporter is the OTLP exporter of c's protocol, to its endpoint when
-// set (else the exporter's reading of OTEL_EXPORTER_OTLP_*). It does not
-// connect: a receiver that is down loses spans, never a request.
-func newExporter(ctx context.Context, c TracingConfig) (sdktrace.SpanExporter, error) {
-	if c.Protocol == protocolGRPC {
+// newExporter is the OTLP exporter of protocol proto, to c's endpoint
+// when set (else the exporter's reading of OTEL_EXPORTER_OTLP_*). It does
+// not connect: a receiver that is down loses spans, never a request.
+func newExporter(ctx context.Context, c TracingConfig, proto string) (sdktrace.SpanExporter, error) {
+	if proto == protocolGRPC {
 		var opts []otlptracegrpc.Option
 		if c.OTLPEndpoint != "" {
 			opts = append(opts, otlptracegrpc.WithEndpointURL(c.OTLPEndpoint))

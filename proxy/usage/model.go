@@ -38,16 +38,20 @@ func modelByte(c byte) bool {
 	return c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '@' || c == '+'
 }
 
-// noteModel records the model v names; the last one named wins. A v
-// that is not a string, or is the empty string (Azure's prompt-filter
-// chunk sends "model":""), names none and changes nothing. A string is
-// kept sanitised: its first maxServedModel bytes, each byte outside modelByte
-// replaced by '_'. It is copied (v may view a reused buffer) only when it
-// differs from the model kept, so a stream naming the same model on
-// every chunk allocates once.
-func (m *Meter) noteModel(v gjson.Result) {
+// noteModel records the model v names (ServedModel); the last one named
+// wins.
+func (m *Meter) noteModel(v gjson.Result) { m.model = ServedModel(v, m.model) }
+
+// ServedModel is the model v names, as a served model is kept: its first
+// maxServedModel bytes, each byte outside modelByte replaced by '_'; kept
+// when v names none — it is not a string, or is the empty string (Azure's
+// prompt-filter chunk sends "model":"") — or names kept itself. The name
+// is copied (v may view a reused buffer) only when it differs from kept,
+// so a stream naming the same model on every chunk allocates once. A
+// Realtime session's session.model is read by it too (proxy).
+func ServedModel(v gjson.Result, kept string) string {
 	if v.Type != gjson.String || v.Str == "" {
-		return
+		return kept
 	}
 	s := v.Str[:min(len(v.Str), maxServedModel)]
 	clean := true
@@ -58,10 +62,10 @@ func (m *Meter) noteModel(v gjson.Result) {
 		}
 	}
 	if clean {
-		if s != m.model {
-			m.model = strings.Clone(s)
+		if s != kept {
+			return strings.Clone(s)
 		}
-		return
+		return kept
 	}
 	var b [maxServedModel]byte
 	for i := range len(s) {
@@ -69,9 +73,10 @@ func (m *Meter) noteModel(v gjson.Result) {
 			b[i] = '_'
 		}
 	}
-	if string(b[:len(s)]) != m.model { // compared without a copy
-		m.model = string(b[:len(s)])
+	if string(b[:len(s)]) != kept { // compared without a copy
+		return string(b[:len(s)])
 	}
+	return kept
 }
 
 // modelIn returns the model named in the JSON text that a window holds
