@@ -1,5 +1,6 @@
 -- allowance.lua: what every quota script counts a second's allowance by,
--- prepended to each of them (redisstore.go, capredis.go), so the formula
+-- prepended to the two that count one (take.lua in redisstore.go, cap.lua
+-- in capredis.go), so the formula
 -- is written once in Lua as Allowance (limits.go) is in Go.
 --
 -- allowanceAt is floor((t+1)·r) − floor(t·r) with r = rpm/60 for second s;

@@ -8,8 +8,8 @@ import (
 )
 
 // callerGate is one per-caller limit a request passes before it waits
-// for its pool: a caller's cap (capGate) today, a spend budget next —
-// each one more gate of this shape, keyed by caller (the model is
+// for its pool: its caller's cap (capGate), then its caller's and class's
+// spend budgets (budgetGate) — each one more gate of this shape, keyed by caller (the model is
 // grafana/dskit's gate). Implementations are safe for concurrent use.
 type callerGate interface {
 	// Start waits until r may go, at most until until or ctx ends, and
@@ -84,7 +84,8 @@ func (p gatePass) Settle(cost Nanodollars) {
 var _ callerGate = gateChain(nil)
 
 // gateChain is a request's caller gates, passed in order: the caller's
-// cap today, its spend budget next. Its pass releases every gate's.
+// cap, then the spend budgets (Admitter.gates). Its pass releases every
+// gate's.
 type gateChain []callerGate
 
 // Start implements callerGate: each gate in turn, within the one until;

@@ -19,6 +19,20 @@
 // caller weight (fairness "callers", the default) or in arrival order
 // ("fifo").
 //
+// Several accounts (Config.Accounts, upstream.accounts) each have their
+// pools; a request is admitted at its caller's home account or borrows
+// from one that lends to its class, and may be readmitted at another when
+// the provider refuses it there (Readmit: a spill). A pool with
+// adaptive_in_flight moves its in-flight bound itself from the answers'
+// latency and 429s (adaptive*.go; the controller is a clock-free value,
+// its state kept fleet-wide in the store). A request may be sent at the
+// flex tier (FlexFor) when its pool and price allow it.
+//
+// Spend budgets (callers[].budget, classes.<class>.budget) are a caller
+// gate of their own (budgetGate): a request's worst case is reserved
+// before it waits, and its Lease settles what it cost; batches reserve at
+// creation and settle when the provider ends them (EndBatch).
+//
 // Prices say what a request costs in dollars: PriceFor finds the Price of
 // a model (first match in Config.Prices), whose Cost prices a response's
 // PricedUsage at the tier it names and whose WorstCase bounds what a

@@ -29,7 +29,7 @@ var (
 type RefusedError struct {
 	// Class is the class that was refused.
 	Class classify.Class
-	// Reason is ErrQueueFull or ErrWaitTimeout.
+	// Reason is ErrQueueFull, ErrWaitTimeout or ErrBudgetHeld.
 	Reason error
 	// RetryAfter estimates when a retry may be admitted; at least a second.
 	RetryAfter time.Duration

@@ -1,2 +1,2 @@
-// Package test holds meterproxy's integration and end-to-end tests: real processes, a real fake provider, and (later) a real redis-server.
+// Package test holds meterproxy's integration and end-to-end tests: real processes, a real fake provider, and a real redis-server.
 package test
