@@ -92,9 +92,6 @@ type Live struct {
 	// ClassHeader is the header callers mark their class with; it is not
 	// forwarded.
 	ClassHeader string
-	// Reserve is classes.interactive.reserve: bulk is held while the
-	// upstream reports less than this fraction of a limit remaining.
-	Reserve float64
 	// Refill is upstream.refill: how long such a hold lasts (refillOf).
 	Refill Refill
 	// InjectStreamUsage is upstream.inject_stream_usage.

@@ -321,7 +321,9 @@ func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
 
 // observe tells the limiter what the upstream said about the account: bulk
 // is held while any reported remaining allowance is below the interactive
-// reserve, until the announced reset, and for the retry hint of a 429.
+// reserve the account keeps (quota.Admitter.HeaderReserve: none at an
+// account that serves bulk alone or only lends), until the announced
+// reset, and for the retry hint of a 429.
 // Headers that say nothing known change nothing.
 //
 // Only a response to a request that spent this account (see
@@ -362,7 +364,7 @@ func (h *Handler) heed(ex *exchange, obs ratelimit.Observation, status int, limi
 		return
 	}
 	h.last.set(ex.poolLabels(), ex.stateName(), obs, status, now)
-	hold, _ := obs.BelowReserve(ex.live.Reserve, refill) // 0 when above
+	hold, _ := obs.BelowReserve(h.admitter.HeaderReserve(ex.account), refill) // 0 when above
 	hold = min(hold, h.maxHold)
 	// The observation is dated when the request was sent, not when its
 	// response came back: the provider debited the account in the order

@@ -207,6 +207,18 @@ func (l *limiter) busy(c classify.Class, sec int64) bool {
 		w.Sec == sec && c == classify.Bulk && float64(w.Requests[c]) >= requests[c]
 }
 
+// HeaderReserve is the fraction of a limit the provider's own rate-limit
+// headers must report left at account (as upstream.accounts names it; ""
+// the one account) for bulk to go there; below it the proxy holds bulk
+// (Observe). It is the interactive reserve the account keeps
+// (Account.classesFor): classes.interactive.reserve where interactive is
+// served, 0 where bulk is served alone or the account only lends — there
+// is no interactive to keep it for, and bulk may take all of it. An
+// account a reload removed keeps none.
+func (a *Admitter) HeaderReserve(account string) float64 {
+	return a.routing.Load().accounts[account].Classes.Interactive.Reserve
+}
+
 // ErrNoOtherAccount refuses to move a request (Readmit) when its class
 // may go to no account it has not tried.
 var ErrNoOtherAccount = errors.New("quota: no other account the request may go to")
