@@ -48,7 +48,7 @@ type Account struct {
 // (PoolID): neither may contain it (poolName).
 const accountSep = "/"
 
-// PoolID is the id of pool (as Request.Pool names it: "" for the
+// PoolID is the id of pool (as PoolAt names it: "" for the
 // account's own) of account (as upstream.accounts names it: "" for the
 // one account of a configuration without upstream.accounts): the pool's
 // key in the Admitter, its limiter's name and its Redis keys' (poolTag).

@@ -62,15 +62,13 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 		}
 		ac := rt.accounts[account]
 		r := req
-		if account != "" {
-			r.Pool = ac.PoolFor(req.Model)
-		}
+		r.pool = ac.PoolFor(req.Model)
 		tokens, err := ac.charge(r)
 		if err != nil {
 			refused = cmp.Or(refused, err)
 			continue
 		}
-		out = append(out, route{account: account, pool: r.Pool, l: a.pool(PoolID(account, r.Pool)), tokens: tokens})
+		out = append(out, route{account: account, pool: r.pool, l: a.pool(PoolID(account, r.pool)), tokens: tokens})
 	}
 	if len(out) == 0 {
 		return nil, refused
@@ -84,7 +82,7 @@ const maxRoutes = 4
 
 // admit admits req at r.
 func (r route) admit(ctx context.Context, req Request) (*Lease, error) {
-	req.Pool, req.Tokens = r.pool, r.tokens
+	req.pool, req.Tokens = r.pool, r.tokens
 	lease, err := r.l.Admit(ctx, req)
 	if err != nil {
 		return nil, err
