@@ -255,7 +255,7 @@ func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *r
 	ex.at(home, h.admitter.PoolAt(home, func() quota.Model { return ex.model }))
 	ex.pooled = true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
-	if f, ok := h.flexFor(ex); ok && !ex.socket {
+	if f, ok := h.flexFor(ex); ok {
 		if out, injected := usage.InjectServiceTier(payload, quota.TierFlex); injected {
 			ex.flex, ex.tier = &flexSend{plain: payload, fallback: f.Fallback}, f.Tier
 			body.charge(int64(cap(out)))
