@@ -174,35 +174,39 @@ func admitFirst(ctx context.Context, routes []route, req Request, first int) (*L
 // busy reports whether a request of class c would wait at l now (in
 // window sec), as far as l knows without asking the store: others of its
 // class wait there, bulk is held on the upstream's word (as the store
-// last said, or as a response said since), the store's last
-// answer found c blocked this second or its window spent, or the
-// in-flight bound leaves c no slot. It is a preference: wrong one way, a
-// request waits at l for what l lacks (a second, or a slot); wrong the
-// other, it waits at every account it may go to and takes the first.
+// last said, or as a response said since), the store's last answer found
+// c blocked this second, or the partition rule the store grants by
+// (Limits.room) leaves c no request in the window, no slot in flight or,
+// where tokens are enforced, no tokens — bulk borrowing only while no
+// interactive request is starved (starved). It is a preference: wrong
+// one way, a request waits at l for what l lacks (a second, or a slot);
+// wrong the other, it waits at every account it may go to and takes the
+// first.
 func (l *limiter) busy(c classify.Class, sec int64) bool {
 	held := c == classify.Bulk && (l.UpstreamHold() > 0 || l.loop.pending.holds(time.Now()))
 	if held || l.Queued(c) > 0 || l.loop.last.blockedIn(c, sec) {
 		return true
 	}
 	lim := l.limits.Load().enforced
-	requests, _ := lim.perSecond()
-	inFlight := [classify.NumClasses]int64{}
+	var used, tokens, inFlight PerClass
+	if w := l.Window(); w.Sec == sec {
+		used, tokens = w.Requests, w.Tokens
+	}
 	for _, cl := range classify.Classes {
 		inFlight[cl] = l.FleetInFlight(cl)
 	}
-	most := lim.InFlight
-	if c == classify.Bulk {
-		most = lim.BulkInFlight
-		if lim.Borrow {
-			most = max(most, lim.InFlight-lim.ReserveInFlight)
-		}
-	}
-	if inFlight[classify.Interactive]+inFlight[classify.Bulk] >= lim.InFlight || (c == classify.Bulk && inFlight[c] >= most) {
-		return true
-	}
-	w := l.Window()
-	return w.Sec == sec && float64(w.Requests[classify.Interactive]+w.Requests[classify.Bulk]) >= requests[classify.Interactive] ||
-		w.Sec == sec && c == classify.Bulk && float64(w.Requests[c]) >= requests[c]
+	wroom, froom, troom := lim.room(c, sec, lim.Borrow && !l.starved(sec), used, inFlight, tokens)
+	return wroom <= 0 || froom <= 0 || lim.AccountTPM > 0 && troom <= 0
+}
+
+// starved reports whether an interactive request is starved at l, as far
+// as l knows: one waits here, or the store's last answer found
+// interactive short in window sec or the one before — what stops bulk
+// borrowing fleet-wide (grantAll's borrow, take.lua's starved set) until
+// interactive is granted all it asks.
+func (l *limiter) starved(sec int64) bool {
+	return l.Queued(classify.Interactive) > 0 || l.loop.last.blockedIn(classify.Interactive, sec) ||
+		l.loop.last.blockedIn(classify.Interactive, sec-1)
 }
 
 // HeaderReserve is the fraction of a limit the provider's own rate-limit
