@@ -41,16 +41,17 @@ func lowAccount(t *testing.T) (*httptest.Server, *atomic.Int64) {
 func TestAccountsHeaderHoldPerAccount(t *testing.T) {
 	chat, chatN := lowAccount(t)
 	batch, batchN := lowAccount(t)
-	accounts := []quota.Account{
-		{Name: "chat", URL: chat.URL, APIKeyEnv: "CHAT_ACCT_KEY", Serves: []classify.Class{classify.Interactive},
-			LendsTo: []classify.Class{classify.Bulk}, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}},
-		{Name: "batch", URL: batch.URL, APIKeyEnv: "BATCH_ACCT_KEY", Serves: []classify.Class{classify.Bulk},
-			Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}},
+	accounts := []Account{
+		{URL: chat.URL, APIKeyEnv: "CHAT_ACCT_KEY", Account: quota.Account{Name: "chat", Serves: []classify.Class{classify.Interactive},
+			LendsTo: []classify.Class{classify.Bulk}, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}}},
+		{URL: batch.URL, APIKeyEnv: "BATCH_ACCT_KEY", Account: quota.Account{Name: "batch", Serves: []classify.Class{classify.Bulk},
+			Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}}},
 	}
 	p := newTestProxy(t, proxyOpts{
 		upstream: http.NotFoundHandler(),
 		mutate: func(c *Config, q *quota.Config, cc *classify.Config, callers *[]classify.Caller) {
-			c.Upstream.Accounts, q.Accounts = accounts, accounts
+			c.Upstream.Accounts = accounts
+			q.Accounts = c.Upstream.QuotaAccounts()
 			q.Classes.Bulk.MaxWait = time.Second // a held bulk request is refused soon
 			cc.UnknownCallers = classify.UnknownReject
 			*callers = []classify.Caller{
