@@ -3,7 +3,37 @@ package proxy
 import (
 	"fmt"
 	"net/url"
+
+	"github.com/meterproxy/meterproxy/quota"
 )
+
+// Account is one provider account of upstream.accounts: admission's part
+// (quota.Account: its name, limits and the classes it serves and lends
+// to), and where its requests go with which key, the proxy's.
+type Account struct {
+	quota.Account `koanf:",squash"`
+	// URL is the account's base address, as upstream.url is the single
+	// account's: every account of one provider (told by the host) unless
+	// upstream.provider names it.
+	URL string `koanf:"url"`
+	// APIKeyEnv names the environment variable that holds the account's
+	// key, injected into every request sent to it; unset or empty, the
+	// start is refused.
+	APIKeyEnv string `koanf:"api_key_env"`
+}
+
+// QuotaAccounts are admission's part of each of upstream.accounts, for
+// quota.Config.Accounts.
+func (c UpstreamConfig) QuotaAccounts() []quota.Account {
+	if len(c.Accounts) == 0 {
+		return nil
+	}
+	out := make([]quota.Account, len(c.Accounts))
+	for i, a := range c.Accounts {
+		out[i] = a.Account
+	}
+	return out
+}
 
 // upstreamAccount is where the requests admitted at one provider account
 // go, and the key they carry there (quota/accounts.go).
@@ -51,11 +81,13 @@ func (c UpstreamConfig) firstURL() string {
 	return c.URL
 }
 
-// validateAccounts checks upstream.accounts' URLs and key variables, and
-// that every account is of the provider the first one is: the proxy
-// resolves each request's dialect before it knows where it goes. Their
-// limits are quota's to check.
-func (c Config) validateAccounts(bad func(string, string, ...any)) {
+// validateAccountEndpoints checks the proxy's part of upstream.accounts:
+// each account's url and api_key_env, and that every account is of the
+// provider the first one is: the proxy resolves each request's dialect
+// before it knows where it goes. The rest of each account is quota's to
+// check (quota.Config.Validate); whether its key variable is set, the
+// start's, which reads the environment.
+func (c Config) validateAccountEndpoints(bad func(string, string, ...any)) {
 	var first *upstreamProvider
 	for i, a := range c.Upstream.Accounts {
 		key := fmt.Sprintf("upstream.accounts[%d]", i)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/internal/configcheck"
-	"github.com/meterproxy/meterproxy/quota"
 )
 
 // ServerConfig is the listening side. The YAML keys are the koanf tags.
@@ -126,11 +125,11 @@ type UpstreamConfig struct {
 	// the credential header. See the provider table, provider.go.
 	Provider Provider `koanf:"provider"`
 	// Accounts, when set, are several provider accounts behind the proxy,
-	// each with its URL, key and limits (quota/accounts.go; see "Several
+	// each with its URL, key and limits (Account; see "Several
 	// accounts"). Set, the upstream's url and APIKey, the top-level
 	// account section but its expected_replicas, and
 	// classify.unknown_callers: forward are refused.
-	Accounts []quota.Account `koanf:"accounts"`
+	Accounts []Account `koanf:"accounts"`
 }
 
 // Config is the proxy's part of the configuration.
@@ -190,7 +189,7 @@ func DefaultUpstreamConfig() UpstreamConfig {
 		MaxHold:  5 * time.Minute,
 		Refill:   RefillAuto,
 		Provider: ProviderAuto,
-		Accounts: []quota.Account{},
+		Accounts: []Account{},
 	}
 }
 
@@ -237,7 +236,7 @@ func (c Config) Validate() error {
 	if len(c.Upstream.Accounts) == 0 {
 		checkUpstreamURL(bad, "upstream.url", c.Upstream.URL, c.Upstream.Provider)
 	}
-	c.validateAccounts(bad)
+	c.validateAccountEndpoints(bad)
 	if c.Upstream.ResponseHeaderTimeout <= 0 {
 		bad("upstream.response_header_timeout", "must be > 0, got %s", c.Upstream.ResponseHeaderTimeout)
 	}

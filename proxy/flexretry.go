@@ -33,17 +33,26 @@ type flexSend struct {
 }
 
 // flexFor says whether ex's request is sent at the flex tier, and how.
-// Only OpenAI's own API and Azure OpenAI have the tier, for Chat
-// Completions and Responses: never Anthropic (it has none), nor another
-// OpenAI-compatible server (which may refuse the field). Under mode:
-// shadow nothing forwarded is changed. For the rest quota decides, by
-// class and model (quota.Config.FlexFor).
+// Which requests are is quota's to decide, by class and model
+// (quota.Config.FlexFor); the proxy only says which requests can carry
+// a tier (flexCarried), and asks quota of those.
 func (h *Handler) flexFor(ex *exchange) (quota.Flex, bool) {
-	if ex.live.Shadow || (ex.dialect != dialectOpenAI && ex.dialect != dialectAzure) ||
-		(ex.rt.api != usage.ChatCompletions && ex.rt.api != usage.Responses) {
+	if !flexCarried(ex) {
 		return quota.Flex{}, false
 	}
 	return h.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
+}
+
+// flexCarried reports whether ex's request can be sent at the flex tier
+// at all. Only OpenAI's own API and Azure OpenAI have the tier, for Chat
+// Completions and Responses over HTTP: never Anthropic (it has none),
+// another OpenAI-compatible server (which may refuse the field), nor a
+// WebSocket turn (flex's lack of capacity is retried, or fallen back
+// from, over HTTP only: flexRetry). Under mode: shadow nothing forwarded
+// is changed.
+func flexCarried(ex *exchange) bool {
+	return !ex.live.Shadow && !ex.socket && (ex.dialect == dialectOpenAI || ex.dialect == dialectAzure) &&
+		(ex.rt.api == usage.ChatCompletions || ex.rt.api == usage.Responses)
 }
 
 // Backoff between retries of a flex request the provider had no capacity

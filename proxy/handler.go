@@ -92,9 +92,6 @@ type Live struct {
 	// ClassHeader is the header callers mark their class with; it is not
 	// forwarded.
 	ClassHeader string
-	// Reserve is classes.interactive.reserve: bulk is held while the
-	// upstream reports less than this fraction of a limit remaining.
-	Reserve float64
 	// Refill is upstream.refill: how long such a hold lasts (refillOf).
 	Refill Refill
 	// InjectStreamUsage is upstream.inject_stream_usage.
@@ -258,7 +255,7 @@ func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *r
 	ex.at(home, h.admitter.PoolAt(home, func() quota.Model { return ex.model }))
 	ex.pooled = true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
-	if f, ok := h.flexFor(ex); ok && !ex.socket {
+	if f, ok := h.flexFor(ex); ok {
 		if out, injected := usage.InjectServiceTier(payload, quota.TierFlex); injected {
 			ex.flex, ex.tier = &flexSend{plain: payload, fallback: f.Fallback}, f.Tier
 			body.charge(int64(cap(out)))

@@ -91,7 +91,7 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 		t.Fatal(err)
 	}
 	transport := NewTransport(cfg.Upstream, adm.InFlightLimit())
-	live := Live{Classifier: cl, ClassHeader: ccfg.Header, Reserve: qcfg.Classes.Interactive.Reserve,
+	live := Live{Classifier: cl, ClassHeader: ccfg.Header,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, Sessions: NewSessionLimits(qcfg.Classes, callers)}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
 		Log: log, Registry: reg, AccountKeys: o.accountKeys, Tracer: o.tracer, Access: o.access})

@@ -279,6 +279,7 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 	class := ex.res.Class.String()
 	if !ex.live.Shadow {
 		ex.lease = h.admitter.Unheld(ex.request())
+		ex.at(ex.lease.Account(), ex.lease.Pool()) // quota's pick, as for any lease
 		// Admitted at once, after the fact: every turn is admitted or
 		// refused in meterproxy_admissions_total.
 		l := ex.poolLabels()

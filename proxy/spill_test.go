@@ -52,14 +52,15 @@ func (s *accountServer) seen() []string {
 // both serving interactive, for one interactive caller.
 func spillProxy(t *testing.T, ptu, paygo *accountServer) *testProxy {
 	both := []classify.Class{classify.Interactive, classify.Bulk}
-	accounts := []quota.Account{
-		{Name: "ptu", URL: ptu.URL, APIKeyEnv: "PTU_KEY", Serves: both, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}},
-		{Name: "paygo", URL: paygo.URL, APIKeyEnv: "PAYGO_KEY", Serves: both, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}},
+	accounts := []Account{
+		{URL: ptu.URL, APIKeyEnv: "PTU_KEY", Account: quota.Account{Name: "ptu", Serves: both, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}}},
+		{URL: paygo.URL, APIKeyEnv: "PAYGO_KEY", Account: quota.Account{Name: "paygo", Serves: both, Account: quota.AccountConfig{RequestsPerMinute: 6000, MaxInFlight: 10}}},
 	}
 	return newTestProxy(t, proxyOpts{
 		upstream: http.NotFoundHandler(),
 		mutate: func(c *Config, q *quota.Config, cc *classify.Config, callers *[]classify.Caller) {
-			c.Upstream.Accounts, q.Accounts = accounts, accounts
+			c.Upstream.Accounts = accounts
+			q.Accounts = c.Upstream.QuotaAccounts()
 			cc.UnknownCallers = classify.UnknownReject
 			*callers = []classify.Caller{{Name: "chat", KeyEnv: "CHAT_KEY", Class: classify.Interactive}}
 		},

@@ -22,8 +22,9 @@ type exchange struct {
 	// endpoint is the request resolved against the provider table: its
 	// route (ex.rt) and dialect (ex.dialect).
 	endpoint
-	// pool is the admission pool the request draws on (quota.Request.Pool,
-	// resolved by Admitter.PoolFor from modelOf); "" is the account.
+	// pool is the admission pool the request draws on at account: quota's
+	// to pick (Admitter.PoolAt before admission, the Lease's after it);
+	// "" is the account's own.
 	// pooled says it was resolved: until then metrics say "none".
 	pool   string
 	pooled bool
@@ -142,7 +143,7 @@ func (ex *exchange) stateName() string {
 // one (a pass-through caller's own key, exchange.spent): no budget here
 // counts that account's spend, so none may hold it.
 func (ex *exchange) request() quota.Request {
-	return quota.Request{Pool: ex.pool, Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
+	return quota.Request{Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
 		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Generations: ex.generations, Tier: ex.tier,
 		HiddenInput: ex.hiddenInput, LongContext: ex.longContext, Account: ex.account, Pinned: ex.socket,
 		Free: !ex.rt.generates || !ex.spent, Unmetered: ex.rt.unmetered()}
@@ -321,7 +322,9 @@ func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
 
 // observe tells the limiter what the upstream said about the account: bulk
 // is held while any reported remaining allowance is below the interactive
-// reserve, until the announced reset, and for the retry hint of a 429.
+// reserve the account keeps (quota.Admitter.HeaderReserve: none at an
+// account that serves bulk alone or only lends), until the announced
+// reset, and for the retry hint of a 429.
 // Headers that say nothing known change nothing.
 //
 // Only a response to a request that spent this account (see
@@ -362,7 +365,7 @@ func (h *Handler) heed(ex *exchange, obs ratelimit.Observation, status int, limi
 		return
 	}
 	h.last.set(ex.poolLabels(), ex.stateName(), obs, status, now)
-	hold, _ := obs.BelowReserve(ex.live.Reserve, refill) // 0 when above
+	hold, _ := obs.BelowReserve(h.admitter.HeaderReserve(ex.account), refill) // 0 when above
 	hold = min(hold, h.maxHold)
 	// The observation is dated when the request was sent, not when its
 	// response came back: the provider debited the account in the order

@@ -21,17 +21,12 @@ import (
 // account today. The caller gates (caps, budgets) stay one for all the
 // accounts: they belong to the caller, not to an account.
 
-// Account is one provider account of upstream.accounts.
+// Account is admission's part of one provider account of
+// upstream.accounts: its name, limits and classes. Where its requests go
+// and the key they carry there are the proxy's (proxy.Account).
 type Account struct {
 	// Name names the account in metrics, /admin/state and its Redis keys.
 	Name string `koanf:"name"`
-	// URL is the account's base address, as upstream.url is the single
-	// account's. The proxy reads and checks it (proxy.Config.Validate).
-	URL string `koanf:"url"`
-	// APIKeyEnv names the environment variable that holds the account's
-	// key, injected into every request sent to it; unset or empty, the
-	// start is refused.
-	APIKeyEnv string `koanf:"api_key_env"`
 	// Account is the account's own limits, as the top-level account
 	// section describes one. Its expected_replicas, left 0, is the top
 	// level's: the fleet is the same whichever account it sends to.
@@ -48,7 +43,7 @@ type Account struct {
 // (PoolID): neither may contain it (poolName).
 const accountSep = "/"
 
-// PoolID is the id of pool (as Request.Pool names it: "" for the
+// PoolID is the id of pool (as PoolAt names it: "" for the
 // account's own) of account (as upstream.accounts names it: "" for the
 // one account of a configuration without upstream.accounts): the pool's
 // key in the Admitter, its limiter's name and its Redis keys' (poolTag).
@@ -142,9 +137,11 @@ func (c Config) candidates(class classify.Class) []string {
 	return out
 }
 
-// validateAccounts checks upstream.accounts: names, the classes each
-// serves and lends to, and each account's numbers as the top-level
-// account's are checked. URL and key are the proxy's to check.
+// validateAccounts checks admission's part of upstream.accounts: names,
+// the classes each serves and lends to, and each account's numbers as the
+// top-level account's are checked. The proxy checks its part (url and
+// api_key_env, proxy.Account) and the start what the accounts forbid
+// beside them; no key is checked twice.
 func (c Config) validateAccounts(bad func(string, string, ...any)) {
 	if len(c.Accounts) == 0 {
 		return

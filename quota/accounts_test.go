@@ -244,3 +244,32 @@ func TestAccountsPinnedRequestWaitsAtItsAccount(t *testing.T) {
 		l.Release()
 	})
 }
+
+// TestAccountsHeaderReserve: the reserve below which the provider's own
+// headers hold bulk is the interactive reserve each account keeps — kept
+// by an account that serves interactive (alone, lending to bulk, or with
+// bulk), none at one that serves bulk alone or only lends — and the one
+// account's is classes.interactive.reserve.
+func TestAccountsHeaderReserve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := twoAccounts()
+		cfg.Accounts = append(cfg.Accounts,
+			Account{Name: "both", Account: AccountConfig{RequestsPerMinute: 600, MaxInFlight: 1},
+				Serves: []classify.Class{classify.Interactive, classify.Bulk}},
+			Account{Name: "spare", Account: AccountConfig{RequestsPerMinute: 600, MaxInFlight: 1},
+				LendsTo: []classify.Class{classify.Interactive, classify.Bulk}})
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		a := runAdmitter(t, cfg, nil)
+		for account, want := range map[string]float64{"chat": 0.3, "both": 0.3, "batch": 0, "spare": 0, "removed": 0} {
+			if got := a.HeaderReserve(account); got != want {
+				t.Errorf("HeaderReserve(%s) = %v, want %v", account, got, want)
+			}
+		}
+		one := runAdmitter(t, DefaultConfig(), nil)
+		if got, want := one.HeaderReserve(""), DefaultConfig().Classes.Interactive.Reserve; got != want {
+			t.Errorf("HeaderReserve of the one account = %v, want classes.interactive.reserve %v", got, want)
+		}
+	})
+}

@@ -59,9 +59,6 @@ type Deps struct {
 
 // Request is one request to admit.
 type Request struct {
-	// Pool names the pool it draws on (PoolFor); "" (or a pool not
-	// configured) is the account.
-	Pool  string
 	Class classify.Class
 	// Caller is the configured caller's name, or classify.UnknownCaller.
 	Caller string
@@ -112,6 +109,10 @@ type Request struct {
 	// until, when set, ends the wait before the class's max_wait: what is
 	// left of it after the caller's gates (admitThrough).
 	until time.Time
+	// pool is the pool it draws on at the account a route admits it at,
+	// picked there from Model (Config.PoolFor) and set by the route
+	// (route.admit): the one place a pool is chosen. "" is the account's.
+	pool string
 	// cost and priced are its worst case at its model's price, and
 	// whether a price matched its model; floor the least its budgets may
 	// cut the reservation of cost to (Price.reservation). Admit sets them.
@@ -296,7 +297,7 @@ func (a *Admitter) firstLocked() *limiter {
 	return a.pools[PoolID(a.cfg.Load().accountNames()[0], accountPool)].l
 }
 
-// Observe records what the upstream said at at about pool (as Request.Pool
+// Observe records what the upstream said at at about pool (as PoolAt
 // names it) of account (as Lease.Account names it), in answer to a
 // request drawn on it: hold bulk for hold (remaining below the reserve),
 // and for throttle (a 429's retry hint). The fleet hears of it with the

@@ -52,13 +52,13 @@ func TestAdmitterPools(t *testing.T) {
 		if got := a.PoolFor(model("claude")); got != accountPool {
 			t.Fatalf("PoolFor(claude) = %q, want the account", got)
 		}
-		admit := func(pool string) (*Lease, error) {
-			return a.Admit(t.Context(), Request{Pool: pool, Class: classify.Interactive})
+		admit := func(model string) (*Lease, error) { // quota picks its pool
+			return a.Admit(t.Context(), Request{Model: Model{Name: model}, Class: classify.Interactive})
 		}
 		// The account's window (2) and the pool's (1) are apart.
-		for _, pool := range []string{accountPool, accountPool, "gpt-4o"} {
-			if _, err := admit(pool); err != nil {
-				t.Fatalf("admit %q: %v", pool, err)
+		for _, model := range []string{"claude", "claude", "gpt-4o"} {
+			if _, err := admit(model); err != nil {
+				t.Fatalf("admit %q: %v", model, err)
 			}
 		}
 		errc := make(chan error, 2)
@@ -85,7 +85,7 @@ func TestAdmitterPools(t *testing.T) {
 		if got, got2 := a.PoolFor(model("gpt-4o-mini")), a.PoolFor(model("gpt-4o")); got != "mini" || got2 != accountPool {
 			t.Fatalf("after the reload: gpt-4o-mini → %q, gpt-4o → %q; want mini and the account", got, got2)
 		}
-		if _, err := admit("mini"); err != nil {
+		if _, err := admit("gpt-4o-mini"); err != nil {
 			t.Fatalf("the new pool: %v", err)
 		}
 		if st := a.State(); len(st.Pools) != 2 || st.Pools["mini"].InFlight["interactive"] != 1 || st.Pools[DefaultPool].InFlight["interactive"] != 2 {
@@ -105,8 +105,8 @@ func TestCapsAcrossPools(t *testing.T) {
 		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
 		callers := []classify.Caller{{Name: "capped", Class: classify.Bulk, MaxInFlight: 2}, {Name: "free", Class: classify.Bulk}}
 		a := runAdmitter(t, cfg, callers)
-		admit := func(pool, caller string) (*Lease, error) {
-			return a.Admit(t.Context(), Request{Pool: pool, Class: classify.Bulk, Caller: caller})
+		admit := func(model, caller string) (*Lease, error) { // "" draws on the account
+			return a.Admit(t.Context(), Request{Model: Model{Name: model}, Class: classify.Bulk, Caller: caller})
 		}
 		first, err := admit(accountPool, "capped")
 		if err != nil {
@@ -174,7 +174,7 @@ func TestCapHoldsAcrossReloadAddingPools(t *testing.T) {
 		for _, next := range []Config{withPools, cfg} {
 			a.Reconfigure(next, callers)
 			for _, pool := range []string{accountPool, "gpt-4o"} {
-				_, err := a.Admit(t.Context(), Request{Pool: pool, Class: classify.Bulk, Caller: "capped"})
+				_, err := a.Admit(t.Context(), Request{Model: Model{Name: pool}, Class: classify.Bulk, Caller: "capped"})
 				if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, ErrWaitTimeout) {
 					t.Fatalf("pools %d, %q: a second request of a caller capped at 1 got %v; want a max_wait refusal naming it", len(next.Account.Models), pool, err)
 				}

@@ -14,7 +14,7 @@ type BatchRequest struct {
 	Caller string
 	Class  classify.Class
 	// Account and Pool are where its requests go, as Lease.Account and
-	// Request.Pool name them.
+	// PoolAt name them.
 	Account, Pool string
 	// File is its requests as the proxy metered them; nil when the proxy
 	// never saw them (an input file uploaded around it).

@@ -34,7 +34,7 @@ func (e *ChargeTooLargeError) Error() string {
 	return fmt.Sprintf("quota: a charge of %d tokens exceeds the %d one request may be charged in pool %s (%s)", e.Tokens, e.Limit, e.Pool, e.Key)
 }
 
-// MaxCharge is the most one request drawn on pool (as Request.Pool names
+// MaxCharge is the most one request drawn on pool (as PoolAt names
 // it: the account's for "" or a pool not configured) may be charged in
 // tokens, and the key that sets it: the pool's max_request_tokens, or
 // while that is 0 its tokens_per_minute, one minute's allowance. It is 0,
@@ -70,7 +70,7 @@ func (c Config) maxCharge(pool string) (limit int64, key, label string) {
 // charges requests alone, whatever the caller estimated. It is a
 // *ChargeTooLargeError when the estimate is above MaxCharge.
 func (c Config) charge(req Request) (int64, error) {
-	limit, key, label := c.maxCharge(req.Pool)
+	limit, key, label := c.maxCharge(req.pool)
 	switch {
 	case limit <= 0:
 		return 0, nil

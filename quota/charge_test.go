@@ -18,7 +18,7 @@ func chargeConfig() Config {
 	cfg.Account.TokensPerMinute = 6000
 	cfg.Account.Models = []ModelPool{
 		{Name: "gpt-4o", Match: []string{"gpt-4o"}, RequestsPerMinute: 6000, TokensPerMinute: 60000, MaxRequestTokens: 1000, MaxInFlight: 100},
-		{Name: "local", Match: []string{"llama"}, RequestsPerMinute: 6000, MaxInFlight: 100},
+		{Name: "local", Match: []string{"local"}, RequestsPerMinute: 6000, MaxInFlight: 100},
 	}
 	return cfg
 }
@@ -53,7 +53,7 @@ func TestChargeTooLarge(t *testing.T) {
 				{"local", 1 << 62, 0, "", ""}, // tokens not enforced: nothing to bound
 			}
 			for _, tt := range tests {
-				lease, err := a.Admit(t.Context(), Request{Pool: tt.pool, Class: classify.Bulk, Tokens: tt.tokens})
+				lease, err := a.Admit(t.Context(), Request{Model: Model{Name: tt.pool}, Class: classify.Bulk, Tokens: tt.tokens})
 				if tt.limit == 0 {
 					if err != nil {
 						t.Fatalf("pool %q, %d tokens: %v, want admitted", tt.pool, tt.tokens, err)

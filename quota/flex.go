@@ -53,14 +53,18 @@ func (c ClassesConfig) flex(cl classify.Class) FlexConfig {
 // FlexFor says whether a request of class cl for model m is sent at the
 // flex tier — its class sets service_tier: flex and one of its
 // flex_models matches m (as account.models match: exactly, an Azure
-// deployment regardless of case) — and how. A request with no model, or
-// one longer than any pattern is matched against, is not.
-func (c Config) FlexFor(cl classify.Class, m Model) (Flex, bool) {
+// deployment regardless of case) — and how: the one rule of flex
+// eligibility, which the proxy asks (Admitter.FlexFor) of every request
+// that can carry a tier. A request with no model, or one longer than any
+// pattern is matched against, is not. m is only called when the class
+// sends anything at flex, so a request pays for finding its model only
+// then.
+func (c Config) FlexFor(cl classify.Class, m func() Model) (Flex, bool) {
 	f := c.Classes.flex(cl)
 	if f.ServiceTier != TierFlex {
 		return Flex{}, false
 	}
-	match, ok := m.matcher()
+	match, ok := m().matcher()
 	if !ok || !slices.ContainsFunc(f.FlexModels, match) {
 		return Flex{}, false
 	}
@@ -71,15 +75,9 @@ func (c Config) FlexFor(cl classify.Class, m Model) (Flex, bool) {
 	return Flex{Fallback: f.FlexFallback, Tier: tier}, true
 }
 
-// FlexFor says how a request of class cl is sent at the flex tier, under
-// the configuration in force (Config.FlexFor); model is only called when
-// the class sends anything at flex.
+// FlexFor is Config.FlexFor under the configuration in force.
 func (a *Admitter) FlexFor(cl classify.Class, model func() Model) (Flex, bool) {
-	cfg := a.cfg.Load()
-	if cfg.Classes.flex(cl).ServiceTier == "" {
-		return Flex{}, false
-	}
-	return cfg.FlexFor(cl, model())
+	return a.cfg.Load().FlexFor(cl, model)
 }
 
 // check checks a class's flex keys under key (classes.bulk): service_tier

@@ -41,7 +41,7 @@ func TestFlexFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := tt.cfg.FlexFor(tt.class, tt.model)
+			got, ok := tt.cfg.FlexFor(tt.class, func() Model { return tt.model })
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("FlexFor(%v, %+v) = %+v, %v; want %+v, %v", tt.class, tt.model, got, ok, tt.want, tt.ok)
 			}
@@ -54,10 +54,10 @@ func TestFlexForInteractive(t *testing.T) {
 	c := DefaultConfig()
 	c.Classes.Interactive.ServiceTier = TierFlex
 	c.Classes.Interactive.FlexModels = []string{"o3"}
-	if _, ok := c.FlexFor(classify.Interactive, Model{Name: "o3"}); !ok {
+	if _, ok := c.FlexFor(classify.Interactive, model("o3")); !ok {
 		t.Error("interactive with service_tier: flex: o3 is not sent at flex")
 	}
-	if _, ok := c.FlexFor(classify.Bulk, Model{Name: "o3"}); ok {
+	if _, ok := c.FlexFor(classify.Bulk, model("o3")); ok {
 		t.Error("bulk, which sets no tier, sends o3 at flex")
 	}
 }

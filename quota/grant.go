@@ -46,7 +46,6 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 	const I, B = classify.Interactive, classify.Bulk
 	want, used, tok := req.Want, &win.used, &win.tokens
 	tokensOn := l.AccountTPM > 0
-	account := Allowance(sec, l.AccountRPM)
 	tAccount := Allowance(sec, l.AccountTPM)
 	for c := range tok {
 		tok[c] = settleTokens(tok[c], req.Corrections[c], tAccount, l.AccountTPM)
@@ -56,8 +55,8 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 			blocker[I] = blockedByOutput
 		}
 	} else {
-		granted[I], blocker[I] = grantInOrder(req.Waiters[I], want[I], account-used[I]-used[B], l.InFlight-inFlight[I]-inFlight[B],
-			tokenRoom{on: tokensOn, room: tAccount - tok[I] - tok[B], used: &tok[I]})
+		wroom, froom, troom := l.room(I, sec, false, *used, *inFlight, *tok)
+		granted[I], blocker[I] = grantInOrder(req.Waiters[I], want[I], wroom, froom, tokenRoom{on: tokensOn, room: troom, used: &tok[I]})
 	}
 	used[I] += granted[I]
 	inFlight[I] += granted[I]
@@ -70,20 +69,35 @@ func grantAll(l Limits, sec int64, req takeRequest, held [classify.NumClasses]bo
 		borrow(short) // interactive's standing is recorded all the same
 		return granted, blocker
 	}
-	total, totalInFlight, totalTokens := used[I]+used[B], inFlight[I]+inFlight[B], tok[I]+tok[B]
-	wroom := Allowance(sec, l.BulkRPM) - used[B]
-	froom := l.BulkInFlight - inFlight[B]
-	troom := Allowance(sec, l.BulkTPM) - tok[B]
-	if l.Borrow && borrow(short) {
-		wroom = max(wroom, account-Allowance(sec, l.ReserveRPM)-total)
-		froom = max(froom, l.InFlight-l.ReserveInFlight-totalInFlight)
-		troom = max(troom, tAccount-Allowance(sec, l.ReserveTPM)-totalTokens)
-	}
-	granted[B], blocker[B] = grantInOrder(req.Waiters[B], want[B], min(wroom, account-total), min(froom, l.InFlight-totalInFlight),
-		tokenRoom{on: tokensOn, strict: true, room: min(troom, tAccount-totalTokens), used: &tok[B]})
+	wroom, froom, troom := l.room(B, sec, l.Borrow && borrow(short), *used, *inFlight, *tok)
+	granted[B], blocker[B] = grantInOrder(req.Waiters[B], want[B], wroom, froom, tokenRoom{on: tokensOn, strict: true, room: troom, used: &tok[B]})
 	used[B] += granted[B]
 	inFlight[B] += granted[B]
 	return granted, blocker
+}
+
+// room is what class c may take in window sec beside what is used there
+// — requests, in flight and tokens of both classes — as docs/rules.md's
+// shares state it: interactive any capacity the second has left; bulk its
+// share, or with borrow (Limits.Borrow, and no interactive request
+// starved anywhere) all but the interactive reserve; never past the
+// account. It is the one statement of the partition: grantAll grants by
+// it, limiter.busy guesses by it, and take.lua's grant mirrors it.
+func (l Limits) room(c classify.Class, sec int64, borrow bool, used, inFlight, tok PerClass) (wroom, froom, troom int64) {
+	const I, B = classify.Interactive, classify.Bulk
+	wroom = Allowance(sec, l.AccountRPM) - used[I] - used[B]
+	froom = l.InFlight - inFlight[I] - inFlight[B]
+	troom = Allowance(sec, l.AccountTPM) - tok[I] - tok[B]
+	if c == I {
+		return wroom, froom, troom
+	}
+	bw, bf, bt := Allowance(sec, l.BulkRPM)-used[B], l.BulkInFlight-inFlight[B], Allowance(sec, l.BulkTPM)-tok[B]
+	if borrow {
+		bw = max(bw, wroom-Allowance(sec, l.ReserveRPM))
+		bf = max(bf, froom-l.ReserveInFlight)
+		bt = max(bt, troom-Allowance(sec, l.ReserveTPM))
+	}
+	return min(bw, wroom), min(bf, froom), min(bt, troom)
 }
 
 // settleTokens is a class's token use in the window after correction

@@ -25,7 +25,7 @@ type Labels struct {
 	Pool string
 }
 
-// LabelsOf is the labels of pool (as Request.Pool names it: "" for the
+// LabelsOf is the labels of pool (as PoolAt names it: "" for the
 // account's own) of account (as upstream.accounts names it: "" for the one
 // account of a configuration without upstream.accounts). It allocates
 // nothing, so the request path may call it.

@@ -111,7 +111,7 @@ type Lease struct {
 // names it; "" for the one account of a configuration without them.
 func (s *Lease) Account() string { return s.account }
 
-// Pool is the pool the lease draws on at its account, as Request.Pool
+// Pool is the pool the lease draws on at its account, as PoolAt
 // names it ("" for the account's own).
 func (s *Lease) Pool() string { return s.pool }
 

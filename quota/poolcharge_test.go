@@ -35,7 +35,7 @@ func TestPoolDecidesTheCharge(t *testing.T) {
 			t.Run(store+"/"+sh.name, func(t *testing.T) {
 				cfg := DefaultConfig()
 				cfg.Account.TokensPerMinute = sh.accountTPM
-				cfg.Account.Models = []ModelPool{{Name: "pool", Match: []string{"gpt-pool"}, RequestsPerMinute: 6000, TokensPerMinute: sh.poolTPM, MaxInFlight: 100}}
+				cfg.Account.Models = []ModelPool{{Name: "pool", Match: []string{"pool"}, RequestsPerMinute: 6000, TokensPerMinute: sh.poolTPM, MaxInFlight: 100}}
 				if store == "redis" {
 					cfg.Store.RedisURL, cfg.Store.KeyPrefix, cfg.Store.Timeout = srv.URL(), redistest.Prefix(t), 2*time.Second
 				}
@@ -52,7 +52,7 @@ func TestPoolDecidesTheCharge(t *testing.T) {
 }
 
 // checkPoolCharge admits one request estimated at estimate tokens to
-// pool (labelled label, enforcing tpm tokens a minute or none) and checks
+// pool (for a model of its name, as its pattern matches; labelled label, enforcing tpm tokens a minute or none) and checks
 // what its window was charged, then what a correction and an estimate
 // above a minute's tokens do there.
 func checkPoolCharge(t *testing.T, a *Admitter, pool, label string, tpm, estimate int64) {
@@ -61,7 +61,7 @@ func checkPoolCharge(t *testing.T, a *Admitter, pool, label string, tpm, estimat
 	if tpm > 0 {
 		charged = estimate
 	}
-	lease, err := a.Admit(t.Context(), Request{Pool: pool, Class: classify.Interactive, Tokens: estimate})
+	lease, err := a.Admit(t.Context(), Request{Model: Model{Name: pool}, Class: classify.Interactive, Tokens: estimate})
 	if err != nil {
 		t.Fatalf("pool %s: %v", label, err)
 	}
@@ -70,7 +70,7 @@ func checkPoolCharge(t *testing.T, a *Admitter, pool, label string, tpm, estimat
 	}
 	lease.Correct(10 * estimate) // a pool without tokens ignores it
 	lease.Release()
-	huge := Request{Pool: pool, Class: classify.Interactive, Tokens: 1 << 40}
+	huge := Request{Model: Model{Name: pool}, Class: classify.Interactive, Tokens: 1 << 40}
 	lease, err = a.Admit(t.Context(), huge)
 	_, tooLarge := errors.AsType[*ChargeTooLargeError](err)
 	switch {

@@ -62,15 +62,13 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 		}
 		ac := rt.accounts[account]
 		r := req
-		if account != "" {
-			r.Pool = ac.PoolFor(req.Model)
-		}
+		r.pool = ac.PoolFor(req.Model)
 		tokens, err := ac.charge(r)
 		if err != nil {
 			refused = cmp.Or(refused, err)
 			continue
 		}
-		out = append(out, route{account: account, pool: r.Pool, l: a.pool(PoolID(account, r.Pool)), tokens: tokens})
+		out = append(out, route{account: account, pool: r.pool, l: a.pool(PoolID(account, r.pool)), tokens: tokens})
 	}
 	if len(out) == 0 {
 		return nil, refused
@@ -84,7 +82,7 @@ const maxRoutes = 4
 
 // admit admits req at r.
 func (r route) admit(ctx context.Context, req Request) (*Lease, error) {
-	req.Pool, req.Tokens = r.pool, r.tokens
+	req.pool, req.Tokens = r.pool, r.tokens
 	lease, err := r.l.Admit(ctx, req)
 	if err != nil {
 		return nil, err
@@ -176,35 +174,51 @@ func admitFirst(ctx context.Context, routes []route, req Request, first int) (*L
 // busy reports whether a request of class c would wait at l now (in
 // window sec), as far as l knows without asking the store: others of its
 // class wait there, bulk is held on the upstream's word (as the store
-// last said, or as a response said since), the store's last
-// answer found c blocked this second or its window spent, or the
-// in-flight bound leaves c no slot. It is a preference: wrong one way, a
-// request waits at l for what l lacks (a second, or a slot); wrong the
-// other, it waits at every account it may go to and takes the first.
+// last said, or as a response said since), the store's last answer found
+// c blocked this second, or the partition rule the store grants by
+// (Limits.room) leaves c no request in the window, no slot in flight or,
+// where tokens are enforced, no tokens — bulk borrowing only while no
+// interactive request is starved (starved). It is a preference: wrong
+// one way, a request waits at l for what l lacks (a second, or a slot);
+// wrong the other, it waits at every account it may go to and takes the
+// first.
 func (l *limiter) busy(c classify.Class, sec int64) bool {
 	held := c == classify.Bulk && (l.UpstreamHold() > 0 || l.loop.pending.holds(time.Now()))
 	if held || l.Queued(c) > 0 || l.loop.last.blockedIn(c, sec) {
 		return true
 	}
 	lim := l.limits.Load().enforced
-	requests, _ := lim.perSecond()
-	inFlight := [classify.NumClasses]int64{}
+	var used, tokens, inFlight PerClass
+	if w := l.Window(); w.Sec == sec {
+		used, tokens = w.Requests, w.Tokens
+	}
 	for _, cl := range classify.Classes {
 		inFlight[cl] = l.FleetInFlight(cl)
 	}
-	most := lim.InFlight
-	if c == classify.Bulk {
-		most = lim.BulkInFlight
-		if lim.Borrow {
-			most = max(most, lim.InFlight-lim.ReserveInFlight)
-		}
-	}
-	if inFlight[classify.Interactive]+inFlight[classify.Bulk] >= lim.InFlight || (c == classify.Bulk && inFlight[c] >= most) {
-		return true
-	}
-	w := l.Window()
-	return w.Sec == sec && float64(w.Requests[classify.Interactive]+w.Requests[classify.Bulk]) >= requests[classify.Interactive] ||
-		w.Sec == sec && c == classify.Bulk && float64(w.Requests[c]) >= requests[c]
+	wroom, froom, troom := lim.room(c, sec, lim.Borrow && !l.starved(sec), used, inFlight, tokens)
+	return wroom <= 0 || froom <= 0 || lim.AccountTPM > 0 && troom <= 0
+}
+
+// starved reports whether an interactive request is starved at l, as far
+// as l knows: one waits here, or the store's last answer found
+// interactive short in window sec or the one before — what stops bulk
+// borrowing fleet-wide (grantAll's borrow, take.lua's starved set) until
+// interactive is granted all it asks.
+func (l *limiter) starved(sec int64) bool {
+	return l.Queued(classify.Interactive) > 0 || l.loop.last.blockedIn(classify.Interactive, sec) ||
+		l.loop.last.blockedIn(classify.Interactive, sec-1)
+}
+
+// HeaderReserve is the fraction of a limit the provider's own rate-limit
+// headers must report left at account (as upstream.accounts names it; ""
+// the one account) for bulk to go there; below it the proxy holds bulk
+// (Observe). It is the interactive reserve the account keeps
+// (Account.classesFor): classes.interactive.reserve where interactive is
+// served, 0 where bulk is served alone or the account only lends — there
+// is no interactive to keep it for, and bulk may take all of it. An
+// account a reload removed keeps none.
+func (a *Admitter) HeaderReserve(account string) float64 {
+	return a.routing.Load().accounts[account].Classes.Interactive.Reserve
 }
 
 // ErrNoOtherAccount refuses to move a request (Readmit) when its class

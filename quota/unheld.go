@@ -15,7 +15,8 @@ import (
 // whether anything is left before any of its requests (CheckBudgets).
 
 // Unheld returns the Lease of a request the provider began without
-// asking: granted at once at req's account (req.Account) and pool,
+// asking: granted at once at req's account (req.Account), in the pool its
+// model draws on there (PoolAt),
 // whatever the pool's windows and in-flight bound, its caller's cap and
 // its budgets hold — nothing can hold it. It counts in flight until
 // Released. Its token charge at admission is 0: Correct adds what it
@@ -26,8 +27,9 @@ import (
 // and output.
 func (a *Admitter) Unheld(req Request) *Lease {
 	cfg := a.cfg.Load()
-	l := a.pool(PoolID(req.Account, req.Pool))
-	s := &Lease{leases: &l.leases, class: req.Class, account: req.Account, pool: req.Pool}
+	pool := a.routing.Load().accounts[req.Account].PoolFor(req.Model)
+	l := a.pool(PoolID(req.Account, pool))
+	s := &Lease{leases: &l.leases, class: req.Class, account: req.Account, pool: pool}
 	if price := cfg.priceOf(req.Model); price != nil {
 		s.price, s.worst = price, price.WorstCase(req.InputTokens, price.outputCap(req), req.Tier)
 	}

@@ -54,14 +54,18 @@ func TestAccountsConfig(t *testing.T) {
 
 // TestAccountsConfigRefusals: with several accounts the proxy holds every
 // key: pass-through callers, a key beside them, a variable with no key,
-// and the single account's limits beside them are refused, by key.
+// and the single account's limits beside them are refused, by key. Each
+// key of an account is checked by its one owner — name, limits and
+// classes by quota, url and api_key_env by the proxy, what must not be
+// set beside them and the key's variable by the start — so each problem
+// is reported once.
 func TestAccountsConfigRefusals(t *testing.T) {
 	for name, tc := range map[string]struct {
 		yaml    string
 		environ []string
 		want    string
 	}{
-		"forward":     {strings.Replace(accountsYAML(""), "unknown_callers: reject", "unknown_callers: forward", 1), accountsEnv, "classify.unknown_callers"},
+		"forward":     {strings.Replace(accountsYAML(""), "unknown_callers: reject", "unknown_callers: forward", 1), accountsEnv, "classify.unknown_callers: is forward"},
 		"api_key":     {accountsYAML(""), append([]string{"METERPROXY_UPSTREAM_API_KEY=sk-x"}, accountsEnv...), "upstream.api_key"},
 		"url":         {accountsYAML(""), append([]string{"METERPROXY_UPSTREAM_URL=https://example.com"}, accountsEnv...), "upstream.url"},
 		"account":     {accountsYAML("account: {requests_per_minute: 5}\n"), accountsEnv, "account: is set beside upstream.accounts"},
@@ -73,11 +77,17 @@ func TestAccountsConfigRefusals(t *testing.T) {
 		"limits":      {strings.Replace(accountsYAML(""), "max_in_flight: 100", "max_in_flight: 0", 1), accountsEnv, "upstream.accounts[1].account.max_in_flight"},
 		"unknown key": {strings.Replace(accountsYAML(""), "serves: [bulk]", "serves: [bulk]\n      weight: 2", 1), accountsEnv, "weight"},
 		"bad class":   {strings.Replace(accountsYAML(""), "serves: [bulk]", "serves: [batch]", 1), accountsEnv, "upstream.accounts[1].serves"},
+		"bad name":    {strings.Replace(accountsYAML(""), "name: batch-project", "name: Batch Project", 1), accountsEnv, "upstream.accounts[1].name"},
+		"served and lent": {strings.Replace(accountsYAML(""), "serves: [bulk]", "serves: [bulk]\n      lends_to: [bulk]", 1), accountsEnv,
+			"upstream.accounts[1].lends_to"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(writeConfig(t, tc.yaml), tc.environ, lookupIn(tc.environ))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("loadConfig = %v, want a problem naming %q", err, tc.want)
+			}
+			if n := strings.Count(err.Error(), tc.want); n != 1 {
+				t.Errorf("%q reported %d times, want once (one owner checks it): %v", tc.want, n, err)
 			}
 			for _, secret := range []string{"sk-chat-project", "sk-batch-project"} {
 				if strings.Contains(err.Error(), secret) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/quota"
 )
 
@@ -15,19 +16,21 @@ import (
 // holds its key (by name: the key is never printed), what it serves and
 // lends, what each class may take there, then its pools' numbers as the
 // one account's are printed. It returns every pool's in-flight bound of
-// every account together, which the one transport is sized for.
-func printAccounts(p func(string, ...any), q quota.Config) int64 {
+// every account together, which the one transport is sized for. q is
+// the quota configuration of accounts (q.Accounts their quota part).
+func printAccounts(p func(string, ...any), q quota.Config, accounts []proxy.Account) int64 {
 	const gap = "\t\t"
 	var inFlight int64
-	for i, a := range q.Accounts {
+	for i, pa := range accounts {
+		a := pa.Account
 		aq := q.ForAccount(a.Name)
 		if i > 0 {
 			p(gap)
 		}
 		p("account %s (upstream.accounts[%d])\t", a.Name, i)
-		p("  upstream host\t%s", hostOf(a.URL))
+		p("  upstream host\t%s", hostOf(pa.URL))
 		// The configuration is valid, and that requires the variable set.
-		p("  key\tfrom $%s (set; the key is never printed)", a.APIKeyEnv)
+		p("  key\tfrom $%s (set; the key is never printed)", pa.APIKeyEnv)
 		p("  serves / lends to\t%s / %s", classList(a.Serves), classList(a.LendsTo))
 		for _, c := range classify.Classes {
 			p("  %s here\t%s", c, partition(q, a, aq, c))

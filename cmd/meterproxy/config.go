@@ -112,7 +112,7 @@ func defaultConfig() Config {
 }
 
 func (c Config) quota() quota.Config {
-	return quota.Config{Account: c.Account, Classes: c.Classes, Prices: c.Prices, Store: c.Store, Accounts: c.Upstream.Accounts}
+	return quota.Config{Account: c.Account, Classes: c.Classes, Prices: c.Prices, Store: c.Store, Accounts: c.Upstream.QuotaAccounts()}
 }
 
 // accountKeys are the keys of upstream.accounts, by account name, from
@@ -125,12 +125,14 @@ func (c Config) accountKeys(getenv func(string) string) map[string]string {
 	return keys
 }
 
-// validateAccounts checks what upstream.accounts asks of the rest of the
-// configuration: the proxy holds every account's key (from its
-// api_key_env), so callers' own keys never pass through — never to an
-// account they were not issued for — and the single account's keys are
-// not set beside them.
-func (c Config) validateAccounts(p *configcheck.Problems, getenv func(string) string) {
+// validateBesideAccounts checks what upstream.accounts asks of the rest
+// of the configuration and of the environment: the proxy holds every
+// account's key (from its api_key_env, which must be set), so callers'
+// own keys never pass through — never to an account they were not issued
+// for — and the single account's keys are not set beside them. The
+// accounts themselves are checked by their owners: admission's part by
+// quota, url and api_key_env by the proxy.
+func (c Config) validateBesideAccounts(p *configcheck.Problems, getenv func(string) string) {
 	if len(c.Upstream.Accounts) == 0 {
 		return
 	}
@@ -224,7 +226,7 @@ func (c Config) validate(getenv func(string) string) error {
 			"dropping its own): set classify.unknown_callers: reject, or set "+
 			"upstream.key_for_unknown_callers: true if that is what you want")
 	}
-	c.validateAccounts(&p, getenv)
+	c.validateBesideAccounts(&p, getenv)
 	if err := configcheck.OneOf(c.Mode, modes...); err != nil {
 		p.Add("mode", "%v", err)
 	}

@@ -133,7 +133,7 @@ func checkServable(cfg Config, getenv func(string) string) (*classify.Classifier
 // live is the reloadable part of cfg.
 func live(cfg Config, classifier *classify.Classifier) proxy.Live {
 	return proxy.Live{
-		Classifier: classifier, ClassHeader: cfg.Classify.Header, Reserve: cfg.Classes.Interactive.Reserve, Refill: cfg.Upstream.Refill,
+		Classifier: classifier, ClassHeader: cfg.Classify.Header, Refill: cfg.Upstream.Refill,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, ConfigVersion: cfg.version(), Shadow: cfg.Mode == ModeShadow,
 		Sessions: proxy.NewSessionLimits(cfg.Classes, cfg.Callers),
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,11 +57,15 @@ func (w *walker) walk(t reflect.Type, v reflect.Value, prefix string) {
 	}
 	tags := map[string]string{} // Go field name to key, relative to t
 	for f := range t.Fields() {
-		if tag := f.Tag.Get("koanf"); tag != "" && tag != "-" {
+		if tag := f.Tag.Get("koanf"); tag != "" && tag != "-" && !squashed(tag) {
 			tags[f.Name] = tag
 		}
 	}
 	for f := range t.Fields() {
+		if f.Anonymous && squashed(f.Tag.Get("koanf")) { // its keys are t's, documented where it is declared
+			w.walk(f.Type, v.FieldByIndex(f.Index), prefix)
+			continue
+		}
 		tag, ok := tags[f.Name]
 		if !ok {
 			continue
@@ -90,6 +95,13 @@ func (w *walker) walk(t reflect.Type, v reflect.Value, prefix string) {
 			w.keys = append(w.keys, k)
 		}
 	}
+}
+
+// squashed reports whether a koanf tag embeds its struct's keys in the
+// enclosing struct's (",squash", as mapstructure decodes it).
+func squashed(tag string) bool {
+	_, opts, _ := strings.Cut(tag, ",")
+	return slices.Contains(strings.Split(opts, ","), "squash")
 }
 
 // goName is a Go identifier a doc comment may name a sibling field by:
