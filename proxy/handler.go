@@ -476,11 +476,10 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	default:
 		f = transportRefusal(err)
 	}
-	if ex.lease != nil && ex.spent && !clientSide {
-		ex.lease.Answered(0) // no answer: a failure for the adaptive bound (of this account's requests only)
-	}
-	if ex.lease != nil && neverSent(err) {
-		ex.lease.Correct(0) // the provider never saw it: it cost nothing
+	if ex.lease != nil {
+		// No answer: a failure for the adaptive bound (of this account's
+		// requests only), and a request that never left cost nothing.
+		ex.lease.Settle(quota.Outcome{Unsent: neverSent(err), Measured: ex.spent && !clientSide})
 	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	h.refuse(ex, f)

@@ -6,6 +6,7 @@ import (
 	"net/http/httputil"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -50,13 +51,16 @@ func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	tried := []string{ex.account}
 	for movable(r, resp, err, ex) && t.h.admitter.Others(ex.res.Class, tried) {
+		// The refusing account's lease is settled: its measurement counts
+		// the 429, or no answer as a failure (adaptive bound), when Readmit
+		// releases it, and its charge is given back.
+		o := quota.Outcome{Unsent: err != nil, Measured: true}
 		if err == nil {
 			t.h.observe(resp, time.Now(), ex) // the refusal holds its account before the request looks elsewhere
 			ex.observed = true
-			ex.lease.Answered(resp.StatusCode) // the refusing account's measurement counts it (adaptive bound)
-		} else {
-			ex.lease.Answered(0) // no answer: a failure for the adaptive bound, counted when Readmit releases the lease
+			o.Status = resp.StatusCode
 		}
+		ex.lease.Settle(o)
 		lease, aerr := t.h.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
 		if aerr != nil {
 			return resp, err // passed on: a 429 already observed, or the failure the handler answers and logs
