@@ -27,6 +27,9 @@ type Handler struct {
 	live     atomic.Pointer[Live]
 	admitter *quota.Admitter
 	rp       *httputil.ReverseProxy
+	// upstream carries a metered request's attempts at one account
+	// (flexretry.go), for the forward path's retry loop (roundTrip).
+	upstream *flexRetry
 	bodies   *bodyReader
 	m        *metrics
 	log      *slog.Logger
@@ -143,10 +146,11 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	h.live.Store(&d.Live)
 	h.accounts.Store(&accounts)
 	h.access, h.ids.prefix = d.Access, newIDPrefix()
+	h.upstream = newFlexRetry(h.tr.transport(d.Transport), h.m.flexRetries)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
-		Transport:      &spill{next: newFlexRetry(h.tr.transport(d.Transport), h.m.flexRetries), h: h, spills: h.m.spills},
+		Transport:      roundTripFunc(h.roundTrip),
 		BufferPool:     newCopyBuffers(),
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
