@@ -109,14 +109,7 @@ type fakeTime struct {
 
 func (f *fakeTime) install(t *testing.T, h *Handler) {
 	t.Helper()
-	tr := h.rp.Transport
-	if s, ok := tr.(*spill); ok {
-		tr = s.next // spill wraps flexRetry (NewHandler)
-	}
-	fr, ok := tr.(*flexRetry)
-	if !ok {
-		t.Fatalf("the handler's transport is a %T", h.rp.Transport)
-	}
+	fr := h.upstream
 	f.now = time.Now()
 	fr.now = func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
 	fr.sleep = func(_ context.Context, d time.Duration) error {

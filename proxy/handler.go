@@ -27,6 +27,9 @@ type Handler struct {
 	live     atomic.Pointer[Live]
 	admitter *quota.Admitter
 	rp       *httputil.ReverseProxy
+	// upstream carries a metered request's attempts at one account
+	// (flexretry.go), for the forward path's retry loop (roundTrip).
+	upstream *flexRetry
 	bodies   *bodyReader
 	m        *metrics
 	log      *slog.Logger
@@ -140,10 +143,11 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	h.live.Store(&d.Live)
 	h.accounts.Store(&accounts)
 	h.access, h.ids.prefix = d.Access, newIDPrefix()
+	h.upstream = newFlexRetry(h.tr.transport(d.Transport), h.m.flexRetries)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,
-		Transport:      &spill{next: newFlexRetry(h.tr.transport(d.Transport), h.m.flexRetries), h: h, spills: h.m.spills},
+		Transport:      roundTripFunc(h.roundTrip),
 		BufferPool:     newCopyBuffers(),
 		ErrorHandler:   h.upstreamError,
 		ErrorLog:       slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
@@ -473,11 +477,10 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	default:
 		f = transportRefusal(err)
 	}
-	if ex.lease != nil && ex.spent && !clientSide {
-		ex.lease.Answered(0) // no answer: a failure for the adaptive bound (of this account's requests only)
-	}
-	if ex.lease != nil && neverSent(err) {
-		ex.lease.Correct(0) // the provider never saw it: it cost nothing
+	if ex.lease != nil {
+		// No answer: a failure for the adaptive bound (of this account's
+		// requests only), and a request that never left cost nothing.
+		ex.lease.Settle(quota.Outcome{Unsent: neverSent(err), Measured: ex.spent && !clientSide})
 	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	h.refuse(ex, f)

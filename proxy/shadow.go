@@ -39,17 +39,15 @@ var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shado
 // have held the request's: from its grant for as long as the real
 // exchange took, so the counts admission decides on follow the traffic.
 // Only a shutdown (the admitter closed) leaves a decision unfinished. The
-// real response's priced usage (shadowSpent) is charged to the shadow
+// real response's priced usage (shadowUsage) is charged to the shadow
 // lease's budgets, so that they fill as enforcement's would.
 func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 	req := ex.request()
 	c := req.Class
 	start := time.Now()
 	type ended struct {
-		took   time.Duration
-		spent  quota.PricedUsage
-		priced bool // the response was metered: spent is its usage
-		worst  bool // charged its worst case (usageUnknown)
+		took  time.Duration
+		usage *quota.Usage // the response's, when it was metered
 	}
 	end := make(chan ended, 1)
 	go func() {
@@ -60,11 +58,8 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		granted := time.Now()
 		e := <-end
-		switch {
-		case e.worst:
-			lease.SpendWorst(e.spent)
-		case e.priced:
-			lease.Spend(e.spent)
+		if e.usage != nil {
+			lease.Settle(quota.Outcome{Usage: e.usage, Shadow: true})
 		}
 		if rest := time.Until(granted.Add(e.took)); rest > 0 {
 			time.AfterFunc(rest, lease.Release)
@@ -72,7 +67,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		lease.Release()
 	}()
-	return func() { end <- ended{time.Since(start), ex.shadowSpent, ex.shadowPriced, ex.shadowWorst} }
+	return func() { end <- ended{time.Since(start), ex.shadowUsage} }
 }
 
 // shadowOutcome is what admission decided, as

@@ -121,7 +121,7 @@ func (t *socketTurn) event(m *socketMessage) {
 // usage settled exactly as an HTTP stream's that ended whole.
 func (t *socketTurn) complete() {
 	u := t.finish(true)
-	t.s.h.settle(t.ex, u, t.meter.Cut())
+	t.s.h.settle(t.ex, t.ex.answer(http.StatusOK), u, t.meter.Cut())
 	t.end(outcomeForwarded, "200", "")
 }
 
@@ -163,7 +163,7 @@ func (t *socketTurn) refused(status int, header http.Header) {
 		t.end(outcomeForwarded, statusCode(status), "")
 		return
 	}
-	t.s.h.settle(t.ex, t.finish(false), true)
+	t.s.h.settle(t.ex, t.ex.answer(http.StatusOK), t.finish(false), true)
 	t.s.h.m.cutShort.WithLabelValues(t.ex.res.Class.String(), socketSideUpstream).Inc()
 	t.ex.access.cut = cutByUpstream
 	t.end(outcomeForwarded, "200", "")
@@ -178,10 +178,14 @@ func (t *socketTurn) refused(status int, header http.Header) {
 // client left, refused upstream_unreachable when the upstream did.
 func (t *socketTurn) cut(side string) {
 	h, ex := t.s.h, t.ex
-	if !t.begun && side == socketSideUpstream && ex.lease != nil && ex.spent {
-		ex.lease.Answered(0) // no answer: a failure for the adaptive bound
+	var o quota.Outcome // its client left before any answer: nothing to measure
+	switch {
+	case t.begun:
+		o = ex.answer(http.StatusOK)
+	case side == socketSideUpstream:
+		o = ex.answer(0) // no answer: a failure for the adaptive bound
 	}
-	h.settle(ex, t.finish(false), true)
+	h.settle(ex, o, t.finish(false), true)
 	switch {
 	case t.begun:
 		if side != socketSideUpstream {

@@ -6,78 +6,62 @@ import (
 	"net/http/httputil"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
-// spill is the transport of metered requests behind several accounts
-// (upstream.accounts): a request its account answers 429 — the account's
-// own limit, a provisioned deployment that is full — or that no
-// connection to its account could be made for (neverSent: the upstream
-// down, its name unresolved; the request never left, so sending it
-// elsewhere cannot send it twice) is moved to another account its class
-// may go to (quota.Admitter.Readmit: within what is left of its max_wait,
-// its caller gates' pass moving with it) and sent there. The caller sees
-// the 429 or the 502 only when no other account admits the request in
-// time. A 429 not passed on still holds its account, as every 429 does
-// (observe); each move counts in meterproxy_account_spills_total by the
-// account it left, and a move from an unreachable account is logged
-// (account_unreachable; a failure not moved is the handler's to log).
-// A failure after the request was written (a reset, a timeout) is not
-// moved: the provider may have it. Flex's Resource Unavailable is
-// flexRetry's (spill sits outside it): it says nothing of the account.
-// Safe for concurrent use.
-type spill struct {
-	next   http.RoundTripper
-	h      *Handler
-	spills *prometheus.CounterVec // by account
+// spillTo is the spill decision of the forward path's retry loop
+// (Handler.roundTrip) for metered requests behind several accounts
+// (upstream.accounts), on the outcome of sending r to ex's account —
+// resp, or err: the lease of another account its class may go to, which
+// the request moves to, or nil when it is passed on as it is. A request
+// its account answers 429 — the account's own limit, a provisioned
+// deployment that is full — or that no connection to its account could be
+// made for (neverSent: the upstream down, its name unresolved; the request
+// never left, so sending it elsewhere cannot send it twice) is moved to
+// another account (quota.Admitter.Readmit: within what is left of its
+// max_wait, its caller gates' pass moving with it). The caller sees the
+// 429 or the 502 only when no other account admits the request in time.
+// A 429 not passed on still holds its account, as every 429 does
+// (observe). A failure after the request was written (a reset, a timeout)
+// is not moved: the provider may have it. Flex's Resource Unavailable is
+// flexRetry's (which the loop sends through): it says nothing of the
+// account. tried are the accounts tried so far.
+func (h *Handler) spillTo(r *http.Request, ex *exchange, resp *http.Response, err error, tried []string) *quota.Lease {
+	if !movable(r, resp, err, ex) || !h.admitter.Others(ex.res.Class, tried) {
+		return nil
+	}
+	// The refusing account's lease is settled: its measurement counts the
+	// 429, or no answer as a failure (adaptive bound), when Readmit
+	// releases it, and its charge is given back.
+	o := quota.Outcome{Unsent: err != nil, Measured: true}
+	if err == nil {
+		h.observe(resp, time.Now(), ex) // the refusal holds its account before the request looks elsewhere
+		ex.observed = true
+		o.Status = resp.StatusCode
+	}
+	ex.lease.Settle(o)
+	lease, aerr := h.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
+	if aerr != nil {
+		return nil // passed on: a 429 already observed, or the failure the handler answers and logs
+	}
+	return lease
 }
 
-var _ http.RoundTripper = (*spill)(nil)
-
-// CloseIdleConnections closes next's idle connections.
-func (t *spill) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
+// spill moves ex, whose request its account refused (resp) or could not
+// be sent to (err), to lease, at another account: the refusal drained,
+// the move counted in meterproxy_account_spills_total by the account it
+// left, a move from an unreachable account logged (account_unreachable;
+// a failure not moved is the handler's to log).
+func (h *Handler) spill(ex *exchange, resp *http.Response, err error, lease *quota.Lease) {
+	if resp != nil {
+		drain(resp)
+	} else {
+		h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
 	}
-}
-
-// RoundTrip implements http.RoundTripper.
-func (t *spill) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	ex := exchangeOf(r.Context())
-	if ex == nil || ex.lease == nil {
-		return resp, err
-	}
-	tried := []string{ex.account}
-	for movable(r, resp, err, ex) && t.h.admitter.Others(ex.res.Class, tried) {
-		if err == nil {
-			t.h.observe(resp, time.Now(), ex) // the refusal holds its account before the request looks elsewhere
-			ex.observed = true
-			ex.lease.Answered(resp.StatusCode) // the refusing account's measurement counts it (adaptive bound)
-		} else {
-			ex.lease.Answered(0) // no answer: a failure for the adaptive bound, counted when Readmit releases the lease
-		}
-		lease, aerr := t.h.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
-		if aerr != nil {
-			return resp, err // passed on: a 429 already observed, or the failure the handler answers and logs
-		}
-		if resp != nil {
-			drain(resp)
-		} else {
-			t.h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
-		}
-		t.spills.WithLabelValues(ex.account).Inc()
-		ex.tried.spills++
-		ex.lease, ex.observed = lease, false
-		ex.at(lease.Account(), lease.Pool())
-		tried = append(tried, ex.account)
-		if r, err = t.h.retarget(r, ex); err != nil {
-			return nil, err
-		}
-		ex.sent = time.Now()
-		resp, err = t.next.RoundTrip(r)
-	}
-	return resp, err
+	h.m.spills.WithLabelValues(ex.account).Inc()
+	ex.tried.spills++
+	ex.lease, ex.observed = lease, false
+	ex.at(lease.Account(), lease.Pool())
 }
 
 // movable reports whether the outcome of sending r to its account lets

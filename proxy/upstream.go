@@ -67,8 +67,8 @@ type exchange struct {
 	tier string
 	// cost is what the provider charges the request in tokens, as the
 	// dialect says, handed to admission (which charges it where the pool
-	// enforces tokens); settle says what lease settles it to when the
-	// response reports its usage.
+	// enforces tokens); settle says what its usage counts in tokens when
+	// the response reports it, for its lease's settlement (settledBy).
 	cost   int64
 	settle settling
 	// background says the request is a Responses one with background:
@@ -81,11 +81,10 @@ type exchange struct {
 	// only HTTP retries.
 	socket bool
 	lease  *quota.Lease
-	// shadowSpent is the response's priced usage when no lease charged
-	// it: in mode shadow, the shadow decision's lease does (shadowAdmit),
-	// at its worst case when shadowWorst (usageUnknown).
-	shadowSpent               quota.PricedUsage
-	shadowPriced, shadowWorst bool
+	// shadowUsage is the response's usage when no lease charged it: in
+	// mode shadow, the shadow decision's lease does (shadowAdmit); nil
+	// when it had none.
+	shadowUsage *quota.Usage
 	// upload is the body of a batch or upload request passing through;
 	// uploadMeter meters it when it is a file for batches (batchupload.go);
 	// batch is a batch creation's reservation (batchcreate.go).
@@ -175,8 +174,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// meter is modifyResponse's metering: the account's state, the charge of
-// an answer that is not a success, the meter on a successful one's body.
+// meter is modifyResponse's metering: the account's state, the
+// settlement of an answer that is not a success or is not metered, the
+// meter on a successful one's body, whose end settles it (settle).
 func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	h.answered(resp, ex)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
@@ -187,9 +187,11 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 		return
 	}
 	if ex.rt.api == usage.Other {
+		var u *usage.Usage // nothing to read of its usage
 		if ex.rt.unmetered() {
-			h.spend(ex, usage.Usage{Input: ex.inputEstimate, Estimated: true}, false)
+			u = &usage.Usage{Input: ex.inputEstimate, Estimated: true}
 		}
+		h.spend(ex, ex.answer(resp.StatusCode), u, false)
 		return
 	}
 	if ex.background {
@@ -200,93 +202,99 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 		ReadCloser: resp.Body,
 		meter:      meter,
 		end:        &ex.delivery,
-		done:       func(u usage.Usage) { h.settle(ex, u, meter.Cut()) },
+		done:       func(u usage.Usage) { h.settle(ex, ex.answer(resp.StatusCode), u, meter.Cut()) },
 	}
 }
 
 // answered is what the upstream's answer to ex says as it begins, from
 // its status and headers (resp; a socket turn's first event stands in
-// for it, socketturn.go): the account's state (observe), the adaptive
-// bound's measurement, and the charge of an answer that is not a success
-// given back.
+// for it, socketturn.go): the account's state (observe), and the lease of
+// an answer that is not a success settled at once (its outcome: quota
+// gives its charge back). A success's lease is settled when its usage is
+// known (settle).
 func (h *Handler) answered(resp *http.Response, ex *exchange) {
 	now := time.Now()
 	h.observe(resp, now, ex)
-	if ex != nil {
-		ex.access.answered(resp.Header, now)
+	if ex == nil {
+		return
 	}
-	success := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if ex != nil && ex.lease != nil && ex.spent && !ex.flexUnavailable() {
-		// The adaptive bound's measurement: only an answer that spent this
-		// account says how it is doing (a caller's own key's 429 is its
-		// account's), and flex's lack of capacity says nothing of it.
-		ex.lease.Answered(resp.StatusCode)
-	}
-	if !success && ex != nil && ex.lease != nil {
-		// The provider refused the request (4xx: too large, invalid, over
-		// its own limit) or failed it (5xx): it generated nothing, and
-		// whatever the dialect's settling, its charge — max_tokens as sent,
-		// for one — is given back. Kept, one refused request froze the
-		// pool's tokens.
-		ex.lease.Correct(0)
+	ex.access.answered(resp.Header, now)
+	if success := resp.StatusCode >= 200 && resp.StatusCode < 300; !success && ex.lease != nil {
+		ex.lease.Settle(ex.answer(resp.StatusCode))
 	}
 }
 
-// settle settles ex's answer once its usage u is known — read from its
-// body as it ended (meteredBody), or from a socket turn's terminal event
-// (socketturn.go) — cut saying it was cut short (usage.Meter.Cut): its
-// tokens counted, its cost charged to its budgets (spend), its token
-// charge corrected as its dialect settles it, its output counted.
-func (h *Handler) settle(ex *exchange, u usage.Usage, cut bool) {
+// answer is the outcome of ex's upstream exchange answered with status
+// (0: no answer came), as its lease settles it: measured for the adaptive
+// bound only when the request spent this account (a caller's own key's
+// 429 is its account's), and not flex's lack of capacity, which says
+// nothing of the account.
+func (ex *exchange) answer(status int) quota.Outcome {
+	return quota.Outcome{Status: status, Measured: ex.spent && !ex.flexUnavailable()}
+}
+
+// settle settles ex's answer, whose outcome is o, once its usage u is
+// known — read from its body as it ended (meteredBody), or from a socket
+// turn's terminal event (socketturn.go) — cut saying it was cut short
+// (usage.Meter.Cut): its tokens counted, its lease settled and its cost
+// counted (spend).
+func (h *Handler) settle(ex *exchange, o quota.Outcome, u usage.Usage, cut bool) {
 	h.tr.settled(ex, u)
 	h.m.countTokens(ex.poolLabels(), ex.res, u)
 	ex.access.settled(u)
-	h.spend(ex, u, cut)
-	if ex.lease == nil {
-		return
-	}
-	if tokens, ok := ex.settleTo(u); ok {
-		ex.lease.Correct(tokens)
-	}
-	ex.lease.Spent(u.Output)
+	h.spend(ex, o, &u, cut)
 }
 
-// spend prices the usage u of the exchange's response — at the prices of
-// its admission through its lease, which charges it to its budgets, or at
-// the prices in force without one — and counts it; cut says the response
-// was cut short (usage.Meter.Cut). A response whose usage cannot say
-// what it cost (usageUnknown) is charged its worst case. Only a response
-// that spent this account counts (a caller's own key spends another's).
-func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
-	if !ex.spent {
+// spend settles ex's lease by the outcome o of its exchange and the usage
+// u its answer reported (nil: none to read), cut saying it was cut short
+// (usage.Meter.Cut) — quota decides what that charges (quota.Lease.Settle)
+// — and counts the cost its budgets were charged. Without a lease it
+// prices u at the prices in force, and counts that. Only a response that
+// spent this account counts (a caller's own key spends another's).
+func (h *Handler) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut bool) {
+	if u != nil {
+		o.Usage = ex.settledBy(*u, cut)
+	}
+	if ex.lease != nil {
+		if s := ex.lease.Settle(o); s.Charged {
+			h.m.countSpend(ex.poolLabels(), ex.res, s.Cost, s.Priced, u.Estimated)
+			ex.access.charged(s.Cost, s.Priced)
+		}
 		return
 	}
-	pu := quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier,
-		AudioInput: u.AudioInput, AudioOutput: u.AudioOutput}
-	worst := usageUnknown(ex, u, cut)
+	if u == nil || !ex.spent {
+		return
+	}
 	var cost quota.Nanodollars
 	var priced bool
-	switch {
-	case ex.lease != nil && worst:
-		cost, priced = ex.lease.SpendWorst(pu)
-	case ex.lease != nil:
-		cost, priced = ex.lease.Spend(pu)
-	case ex.rt.unmetered():
+	if ex.rt.unmetered() {
 		// No usage to price: its worst case, as its budgets are charged.
 		cost, priced = h.admitter.WorstCase(ex.request())
-		ex.shadowWorst = true // for the shadow lease's budgets, if there is one
-	default:
-		cost, priced = h.admitter.Cost(ex.model, pu)
-		// for the shadow lease's budgets, if there is one
-		ex.shadowSpent, ex.shadowPriced, ex.shadowWorst = pu, true, worst
+	} else {
+		cost, priced = h.admitter.Cost(ex.model, o.Usage.Priced)
 	}
+	ex.shadowUsage = o.Usage // for the shadow lease's budgets, if there is one
 	h.m.countSpend(ex.poolLabels(), ex.res, cost, priced, u.Estimated)
 	ex.access.charged(cost, priced)
 }
 
+// settledBy is the usage u of ex's response as its lease is settled to
+// it, cut saying it was cut short: priced; counted in tokens as its
+// dialect counts them (settling); at its worst case when it cannot say
+// what it cost (usageUnknown); charged to budgets only when it spent this
+// account.
+func (ex *exchange) settledBy(u usage.Usage, cut bool) *quota.Usage {
+	return &quota.Usage{
+		Priced: quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier,
+			AudioInput: u.AudioInput, AudioOutput: u.AudioOutput},
+		Tokens: ex.settle.of(u), Settles: ex.settle != settleNone, Estimated: u.Estimated,
+		Worst: usageUnknown(ex, u, cut), Charged: ex.spent,
+	}
+}
+
 // usageUnknown reports whether the usage u of the exchange's response
 // cannot bound what it cost, so that its budgets are charged its worst
-// case (quota.Lease.SpendWorst: the whole of it, at max_input for hidden
+// case (quota.Usage.Worst: the whole of it, at max_input for hidden
 // input, or u priced if dearer) rather than u: an answer of an API whose
 // answers report no usage the proxy reads (route.unmetered, under
 // budget.unpriced_apis: worst_case), a background Responses
@@ -298,26 +306,6 @@ func (h *Handler) spend(ex *exchange, u usage.Usage, cut bool) {
 // without include_usage) stays priced at its estimate.
 func usageUnknown(ex *exchange, u usage.Usage, cut bool) bool {
 	return ex.rt.unmetered() || u.Estimated && (ex.background || cut)
-}
-
-// settleTo returns the tokens the lease is settled to once the response
-// reported u, and whether it is settled at all (the dialect's settling).
-// A usage the provider reported settles to what it says, up or down. An
-// estimated one (no usage in the answer, or a stream cut before it) never
-// settles below the charge taken at admission: the estimate counts the
-// text the proxy saw, and the provider may have spent more (hidden
-// reasoning, a stream cut on the way) — giving back what it did not see
-// would admit more than the account has. So a background Responses answer
-// (no usage: it came before the generation) keeps its admission charge.
-func (ex *exchange) settleTo(u usage.Usage) (tokens int64, ok bool) {
-	if ex.settle == settleNone {
-		return 0, false
-	}
-	tokens = ex.settle.of(u)
-	if u.Estimated {
-		tokens = max(tokens, ex.cost)
-	}
-	return tokens, true
 }
 
 // observe tells the limiter what the upstream said about the account: bulk

@@ -4,36 +4,40 @@ import (
 	"testing"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
-// TestSettleEstimateNotBelowCharge: an estimated usage (no usage in the
-// answer, or a stream cut before it) never settles a lease below what
-// admission charged — an estimate that under-counts would otherwise free
-// tokens the provider spent (issue 21 item 4); a reported usage settles to
-// what it says, up or down; a dialect that does not settle does not.
-func TestSettleEstimateNotBelowCharge(t *testing.T) {
-	const cost = 30015
+// TestSettledBy: what the proxy reads off the wire for a lease's
+// settlement (exchange.settledBy) — the usage in tokens as its dialect
+// counts them and whether the dialect settles at all, whether it was
+// estimated, whether it cannot bound the cost (a cut or background answer
+// without usage: the worst case), whether it spent this account. What
+// that settles the lease to (an estimate never below the charge, …) is
+// quota's alone (quota.Lease.Settle, TestSettlePolicy there).
+func TestSettledBy(t *testing.T) {
+	reported, estimated := usage.Usage{Input: 10, Output: 5}, usage.Usage{Input: 10, Output: 5, Estimated: true}
 	tests := []struct {
-		name   string
-		settle settling
-		u      usage.Usage
-		want   int64
-		ok     bool
+		name string
+		ex   *exchange
+		u    usage.Usage
+		cut  bool
+		want quota.Usage
 	}{
-		{"estimate below the charge keeps the charge", settleTotal, usage.Usage{Input: 10, Output: 5, Estimated: true}, cost, true},
-		{"estimate above the charge settles up", settleTotal, usage.Usage{Input: 30000, Output: 100, Estimated: true}, 30100, true},
-		{"reported usage settles down", settleTotal, usage.Usage{Input: 10, Output: 5}, 15, true},
-		{"reported usage settles up", settleTotal, usage.Usage{Input: 30000, Output: 100}, 30100, true},
-		{"input budget: estimated input below the charge", settleInput, usage.Usage{Input: 10, Output: 500, Estimated: true}, cost, true},
-		{"input budget: reported input", settleInput, usage.Usage{Input: 10, Output: 500}, 10, true},
-		{"not settled", settleNone, usage.Usage{Input: 10, Output: 5, Estimated: true}, 0, false},
+		{"total", &exchange{settle: settleTotal, spent: true}, reported, false, quota.Usage{Tokens: 15, Settles: true, Charged: true}},
+		{"input budget", &exchange{settle: settleInput, spent: true}, reported, false, quota.Usage{Tokens: 10, Settles: true, Charged: true}},
+		{"not settled", &exchange{settle: settleNone, spent: true}, reported, false, quota.Usage{Tokens: 15, Charged: true}},
+		{"estimated, whole", &exchange{settle: settleTotal, spent: true}, estimated, false, quota.Usage{Tokens: 15, Settles: true, Estimated: true, Charged: true}},
+		{"estimated, cut", &exchange{settle: settleTotal, spent: true}, estimated, true, quota.Usage{Tokens: 15, Settles: true, Estimated: true, Worst: true, Charged: true}},
+		{"reported, cut after it", &exchange{settle: settleTotal, spent: true}, reported, true, quota.Usage{Tokens: 15, Settles: true, Charged: true}},
+		{"background without usage", &exchange{settle: settleTotal, spent: true, background: true}, estimated, false, quota.Usage{Tokens: 15, Settles: true, Estimated: true, Worst: true, Charged: true}},
+		{"a caller's own key", &exchange{settle: settleTotal}, reported, false, quota.Usage{Tokens: 15, Settles: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ex := &exchange{cost: cost, settle: tt.settle}
-			got, ok := ex.settleTo(tt.u)
-			if got != tt.want || ok != tt.ok {
-				t.Errorf("settleTo(%+v) = %d, %v; want %d, %v", tt.u, got, ok, tt.want, tt.ok)
+			got := tt.ex.settledBy(tt.u, tt.cut)
+			tt.want.Priced = quota.PricedUsage{Input: 10, Output: 5}
+			if *got != tt.want {
+				t.Errorf("settledBy(%+v, cut %v) = %+v, want %+v", tt.u, tt.cut, *got, tt.want)
 			}
 		})
 	}

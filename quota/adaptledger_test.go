@@ -8,12 +8,12 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// TestLeaseAnswered: a released lease counts in its pool's measurement by
-// how its upstream exchange ended — 2xx a completion with its latency
-// from grant to release and its output as work, 429 a throttle, 5xx and
-// no answer (0) a failure, a caller's 4xx nothing — and a lease never
-// answered counts nothing, its output included, but its time in flight.
-// Counted once, at release.
+// TestLeaseAnswered: a released lease settled Measured counts in its
+// pool's measurement by how its upstream exchange ended — 2xx a
+// completion with its latency from grant to release and its output as
+// work, 429 a throttle, 5xx and no answer (0) a failure, a caller's 4xx
+// nothing — and a lease never measured counts nothing, its output
+// included, but its time in flight. Counted once, at release.
 func TestLeaseAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, _ := testLimiter(t, smallConfig())
@@ -24,11 +24,12 @@ func TestLeaseAnswered(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(took) // the fake clock of the bubble: the request's duration
-			if status >= 0 {
-				lease.Answered(status)
-			}
+			o := Outcome{Status: max(status, 0), Measured: status >= 0}
 			if output > 0 {
-				lease.Spent(output)
+				o.Usage = &Usage{Priced: PricedUsage{Output: output}}
+			}
+			if status >= 0 || output > 0 {
+				lease.Settle(o)
 			}
 			lease.Release()
 			lease.Release()
@@ -40,7 +41,7 @@ func TestLeaseAnswered(t *testing.T) {
 		serve(0, time.Millisecond, 0)
 		serve(400, time.Millisecond, 0)
 		serve(-1, time.Millisecond, 0)  // never answered: refused before the upstream, or the client left
-		serve(-1, time.Millisecond, 70) // a caller's own key's answer is not Answered: its output is no work here
+		serve(-1, time.Millisecond, 70) // a caller's own key's answer is not Measured: its output is no work here
 		got := l.leases.adapt.take(time.Now())
 		want := adaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2,
 			Busy: 406 * time.Millisecond} // every lease's time in flight, answered or not

@@ -68,7 +68,7 @@ type Request struct {
 	// Tokens is what the provider would charge the request, as the caller
 	// estimates it. Admit charges it to the token window of the request's
 	// pool when that pool enforces tokens (its own tokens_per_minute), and
-	// nothing there otherwise (Config.charge); Lease.Correct settles it.
+	// nothing there otherwise (Config.charge); Lease.Settle settles it.
 	Tokens int64
 	// Model is the request's model, which prices it for its budgets.
 	Model Model
@@ -98,7 +98,7 @@ type Request struct {
 	// Unmetered says the request may cost money on an API whose answers
 	// report no usage the proxy reads (images, audio): a budget
 	// refuses it unless its unpriced_apis is worst_case, and then it is
-	// settled at its worst case (Lease.SpendWorst).
+	// settled at its worst case (Lease.Settle, Usage.Worst).
 	Unmetered bool
 	// Account, when Pinned, is the one account the request may be
 	// admitted at, whatever else its class may borrow from: a WebSocket
@@ -247,7 +247,7 @@ func (a *Admitter) WorstCase(req Request) (Nanodollars, bool) {
 
 // Cost prices usage u of a response for model m at the prices in force,
 // and reports whether a price matched m: for a response no Lease priced
-// (Lease.Spend prices the rest at the prices of their admission).
+// (Lease.Settle prices the rest at the prices of their admission).
 func (a *Admitter) Cost(m Model, u PricedUsage) (Nanodollars, bool) {
 	p := a.cfg.Load().priceOf(m)
 	if p == nil {

@@ -191,9 +191,9 @@ func waitSettled(t *testing.T, g *budgetGate) {
 
 // TestAdmitterReservesMaxInput: Admit reserves a hidden-input request's
 // input at its price's max_input — set, or its model family's context
-// window, or the fallback for a long context — and SpendWorst charges the
-// whole of that worst case, or the usage if dearer, even when the budget
-// cut the reservation.
+// window, or the fallback for a long context — and a settlement at the
+// worst case (Usage.Worst) charges the whole of that worst case, or the
+// usage if dearer, even when the budget cut the reservation.
 func TestAdmitterReservesMaxInput(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Prices = []Price{
@@ -244,8 +244,8 @@ func TestAdmitterReservesMaxInput(t *testing.T) {
 				if got := reserved(); got != tt.worst {
 					t.Errorf("reserved %s, want %s", got, tt.worst)
 				}
-				if cost, _ := l.SpendWorst(tt.usage); cost != tt.charge {
-					t.Errorf("SpendWorst(%+v) = %s, want %s", tt.usage, cost, tt.charge)
+				if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: tt.usage, Worst: true, Charged: true}}); got.Cost != tt.charge {
+					t.Errorf("Settle at the worst case (%+v) = %s, want %s", tt.usage, got.Cost, tt.charge)
 				}
 				l.Release()
 				if got := reserved(); got != 0 {

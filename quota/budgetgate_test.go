@@ -276,9 +276,10 @@ meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
 }
 
 // TestAdmitterSpends: Admit prices a request at its model's price and
-// reserves its worst case on its budgets; Lease.Spend charges the priced
-// usage instead, SpendWorst the worst case (a response that cannot say
-// what it cost), and a lease released without either charges nothing.
+// reserves its worst case on its budgets; Lease.Settle charges the priced
+// usage instead, or the worst case for a usage that is Worst (a response
+// that cannot say what it cost), and a lease released without usage
+// charges nothing.
 func TestAdmitterSpends(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
@@ -301,23 +302,23 @@ func TestAdmitterSpends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cost, priced := l.Spend(PricedUsage{Input: 1000, Output: 100}); !priced || cost != 3_500_000 {
-			t.Errorf("Spend: %s %v, want $0.0035", cost, priced)
+		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: PricedUsage{Input: 1000, Output: 100}, Charged: true}}); !got.Priced || got.Cost != 3_500_000 {
+			t.Errorf("Settle: %s %v, want $0.0035", got.Cost, got.Priced)
 		}
 		l.Release()
 		if got := spent(); got != 3_500_000 {
-			t.Errorf("after Spend: %s spent, want $0.0035", got)
+			t.Errorf("after Settle: %s spent, want $0.0035", got)
 		}
 		l, err = a.Admit(t.Context(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cost, _ := l.SpendWorst(PricedUsage{Input: 100}); cost != 7_500_000 {
-			t.Errorf("SpendWorst: %s, want the worst case $0.0075", cost)
+		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: PricedUsage{Input: 100}, Worst: true, Charged: true}}); got.Cost != 7_500_000 {
+			t.Errorf("Settle at the worst case: %s, want the worst case $0.0075", got.Cost)
 		}
 		l.Release()
 		if got := spent(); got != 11_000_000 {
-			t.Errorf("after SpendWorst: %s spent, want $0.011", got)
+			t.Errorf("after the worst-case Settle: %s spent, want $0.011", got)
 		}
 		l, err = a.Admit(t.Context(), req)
 		if err != nil {

@@ -72,7 +72,7 @@ type fairTag struct {
 	sub          float64
 	uprev, unext *waiter
 	// weight is its caller's weight, when its span is counted in tokens
-	// (0 when in requests): Lease.Correct moves its flow's finish by the
+	// (0 when in requests): Lease.Settle moves its flow's finish by the
 	// real tokens over it.
 	weight float64
 }

@@ -234,7 +234,7 @@ func TestFairServiceCorrected(t *testing.T) {
 						if err != nil {
 							return
 						}
-						lease.Correct(10)
+						lease.Settle(Outcome{Status: 200, Usage: &Usage{Tokens: 10, Settles: true}})
 						lease.Release()
 						mu.Lock()
 						n[c.caller]++

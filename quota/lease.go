@@ -80,17 +80,18 @@ type Lease struct {
 	held     bool
 	cost     int64
 	released atomic.Bool
-	settled  atomic.Bool
+	// ended says it was settled (Settle).
+	ended atomic.Bool
 	// gate is its pass through its caller's gates (admitThrough),
 	// released with it.
 	gate gatePass
 	// flow and weight are its fair-queuing flow and its caller's weight
 	// when its service was counted in tokens (weight 0 otherwise), so
-	// Correct can settle the flow's service too.
+	// correct can settle the flow's service too.
 	flow   flowKey
 	weight float64
-	// granted is when it was admitted; answer is 1 + the status Answered
-	// last gave (0: never called).
+	// granted is when it was admitted; answer is 1 + the status Settle
+	// recorded (0: none).
 	granted time.Time
 	answer  atomic.Int32
 	// price is its model's price at admission; nil when none matched.
@@ -121,13 +122,13 @@ func (s *Lease) Pool() string { return s.pool }
 // for capacity is. The zero time for a lease not admitted by Admit.
 func (s *Lease) Until() time.Time { return s.until }
 
-// Spend prices the usage u its response reported at its model's price as
+// spend prices the usage u its response reported at its model's price as
 // of its admission, charges that to its budgets in place of what they
 // held reserved for it, and returns the cost, and whether a price matched
-// its model (else the cost is 0). Only its first call charges; a request
-// released without one charges its budgets nothing (it never reached the
-// upstream, or the upstream refused it).
-func (s *Lease) Spend(u PricedUsage) (Nanodollars, bool) {
+// its model (else the cost is 0). A request released without it charges
+// its budgets nothing (it never reached the upstream, or the upstream
+// refused it). Settle calls it.
+func (s *Lease) spend(u PricedUsage) (Nanodollars, bool) {
 	if s.price == nil {
 		s.gate.Settle(0)
 		return 0, false
@@ -137,45 +138,44 @@ func (s *Lease) Spend(u PricedUsage) (Nanodollars, bool) {
 	return cost, true
 }
 
-// SpendWorst charges its budgets, for a response that cannot say what it
+// spendWorst charges its budgets, for a response that cannot say what it
 // cost, the larger of its worst case — the whole of it, at max_input for
 // a request whose input is hidden, even where its budgets cut the
 // reservation to what they had left — and u, the usage it reported or
 // was estimated at, priced; and returns that. It is for a background
 // Responses answer, which comes before its generation, and a response
-// cut before its usage came (the proxy's usageUnknown). Without a price
-// it is Spend of nothing.
-func (s *Lease) SpendWorst(u PricedUsage) (Nanodollars, bool) {
+// cut before its usage came (Usage.Worst). Without a price it is spend
+// of nothing.
+func (s *Lease) spendWorst(u PricedUsage) (Nanodollars, bool) {
 	if s.price == nil {
-		return s.Spend(PricedUsage{})
+		return s.spend(PricedUsage{})
 	}
 	cost := max(s.worst, s.price.Cost(u))
 	s.gate.Settle(cost)
 	return cost, true
 }
 
-// Answered records how the upstream exchange ended: its HTTP status, or 0
-// when there was no answer (a timeout, a connection that failed). Called
-// once per upstream exchange, it makes the lease count in its pool's
-// measurement when released (adaptLedger.answered), with its latency from
-// admission to release; a lease never answered (refused before the
-// upstream, a client that left) counts nothing.
-func (s *Lease) Answered(status int) {
+// answered records how the upstream exchange ended: its HTTP status, or 0
+// when there was no answer (a timeout, a connection that failed). It
+// makes the lease count in its pool's measurement when released
+// (adaptLedger.answered), with its latency from admission to release; a
+// lease never answered (refused before the upstream, a client that left)
+// counts nothing.
+func (s *Lease) answered(status int) {
 	s.answer.Store(int32(min(max(status, 0), 999)) + 1)
 }
 
-// Correct settles the token charge with what the request really cost:
+// correct settles the token charge with what the request really cost:
 // the difference to the estimate is added to the current window. 0 gives
 // the whole charge back (an answer the provider refused spent nothing).
 // A cost more than a minute's allowance above the estimate counts as that
 // much: the carry into later seconds is bounded by a minute all the same
-// (window.next), and so no sum of corrections can overflow. Calls after
-// the first do nothing; in a pool without tokens_per_minute it does
-// nothing.
-func (s *Lease) Correct(tokens int64) {
+// (window.next), and so no sum of corrections can overflow. Settle calls
+// it, once; in a pool without tokens_per_minute it does nothing.
+func (s *Lease) correct(tokens int64) {
 	g := s.leases
 	tpm := g.limits.Load().enforced.AccountTPM
-	if tpm <= 0 || !s.settled.CompareAndSwap(false, true) {
+	if tpm <= 0 {
 		return
 	}
 	if d := min(max(tokens, 0)-s.cost, tpm); d != 0 {
@@ -190,14 +190,14 @@ func (s *Lease) Correct(tokens int64) {
 	}
 }
 
-// Spent records the output tokens the request's response reported, for
-// account.output_tokens_per_minute, and, when the lease was Answered a
-// 2xx, as work done for the adaptive bound (an answer not Answered — a
+// spent records the output tokens the request's response reported, for
+// account.output_tokens_per_minute, and, when the lease was answered a
+// 2xx, as work done for the adaptive bound (an answer not answered — a
 // caller's own key's — counts in none of its measurement); the store
 // hears of them with the next call. Past two minutes of the budget, more
 // changes nothing (its debt is bounded at a minute), so a report is
 // counted at most that. Without that budget it does nothing.
-func (s *Lease) Spent(output int64) {
+func (s *Lease) spent(output int64) {
 	if a := s.answer.Load() - 1; output > 0 && a >= 200 && a < 300 {
 		s.leases.adapt.work.Add(output)
 	}

@@ -131,7 +131,7 @@ func (l *limiter) Run(ctx context.Context) error {
 // Admit waits until req may go upstream and returns its Lease, which the
 // caller must Release when the upstream exchange ends. req.Tokens, the
 // charge Admitter.Admit decided (0 where the pool does not enforce
-// tokens), is charged to the class's token window, and Lease.Correct
+// tokens), is charged to the class's token window, and Lease.Settle
 // settles it. It returns a *RefusedError when the queue is full or
 // max_wait passes, ErrStoreUnavailable when the store failed under
 // on_error "closed", ErrClosed after Run has stopped, or the context's
@@ -180,8 +180,7 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 		return l.grant(w.lease(&l.leases, c)), nil
 	case granted:
 		lease := w.lease(&l.leases, c)
-		lease.Correct(0) // it never went: its tokens are given back
-		lease.Release()
+		lease.cancel() // it never went: its tokens are given back
 		return nil, cause
 	case werr != nil:
 		return nil, werr

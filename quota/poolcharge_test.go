@@ -15,7 +15,7 @@ import (
 // charges the estimate to its token window and bounds it (a
 // *ChargeTooLargeError above a minute's tokens); a pool without one
 // charges requests alone — nothing to its tokens, nothing bounded, and
-// Lease.Correct changes nothing there. Every shape — tokens on the
+// Lease.Settle changes nothing there. Every shape — tokens on the
 // account only, on a pool only, on both, on neither — over the
 // in-process store and over Redis.
 func TestPoolDecidesTheCharge(t *testing.T) {
@@ -68,7 +68,7 @@ func checkPoolCharge(t *testing.T, a *Admitter, pool, label string, tpm, estimat
 	if got := a.State().Pools[label].Window.Tokens[classify.Interactive]; got != charged {
 		t.Errorf("pool %s (%d tokens a minute): a request estimated at %d charged %d tokens, want %d", label, tpm, estimate, got, charged)
 	}
-	lease.Correct(10 * estimate) // a pool without tokens ignores it
+	lease.Settle(Outcome{Status: 200, Usage: &Usage{Tokens: 10 * estimate, Settles: true}}) // a pool without tokens ignores it
 	lease.Release()
 	huge := Request{Model: Model{Name: pool}, Class: classify.Interactive, Tokens: 1 << 40}
 	lease, err = a.Admit(t.Context(), huge)

@@ -158,8 +158,7 @@ func admitFirst(ctx context.Context, routes []route, req Request, first int) (*L
 			won = a.lease
 			letGo(errLetGo)
 		default: // granted before it heard of the first: it never goes
-			a.lease.Correct(0)
-			a.lease.Release()
+			a.lease.cancel()
 		}
 	}
 	if won != nil {
@@ -265,7 +264,6 @@ func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried [
 	}
 	lease.gate, old.gate = old.gate, gatePass{}
 	lease.until, lease.price, lease.worst = old.until, old.price, old.worst
-	old.Correct(0)
-	old.Release()
+	old.cancel()
 	return lease, nil
 }

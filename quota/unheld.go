@@ -19,12 +19,12 @@ import (
 // model draws on there (PoolAt),
 // whatever the pool's windows and in-flight bound, its caller's cap and
 // its budgets hold — nothing can hold it. It counts in flight until
-// Released. Its token charge at admission is 0: Correct adds what it
+// Released. Its token charge at admission is 0: Settle adds what it
 // reported to the pool's window (in every dialect: nothing was charged
-// for it before). Spend charges its cost to its caller's and class's
+// for it before), and charges its cost to its caller's and class's
 // budgets whatever they have left, past their limit if need be (the
-// provider spent it); SpendWorst charges its worst case at req's input
-// and output.
+// provider spent it) — its worst case at req's input and output when
+// its usage is Worst.
 func (a *Admitter) Unheld(req Request) *Lease {
 	cfg := a.cfg.Load()
 	pool := a.routing.Load().accounts[req.Account].PoolFor(req.Model)

@@ -36,12 +36,11 @@ func TestUnheld(t *testing.T) {
 		}
 		// 2,000 input and 400 output tokens: $0.008 + $0.0064, past the
 		// $0.01 budget.
-		if cost, priced := u.Spend(PricedUsage{Input: 2000, Output: 400}); !priced || cost != 14_400_000 {
-			t.Errorf("Spend: %s %v, want $0.0144", cost, priced)
+		if got := u.Settle(Outcome{Status: 200, Usage: &Usage{Priced: PricedUsage{Input: 2000, Output: 400}, Tokens: 2400, Settles: true, Charged: true}}); !got.Priced || got.Cost != 14_400_000 {
+			t.Errorf("Settle: %s %v, want $0.0144", got.Cost, got.Priced)
 		}
-		u.Correct(2400)
 		u.Release()
-		held.Correct(0)
+		held.Settle(Outcome{Unsent: true})
 		held.Release()
 		if got := a.first().InFlight(classify.Interactive); got != 0 {
 			t.Errorf("in flight %d after both released", got)

@@ -171,7 +171,7 @@ func (q *waitQueue) admissions() (n [classify.NumClasses]int64) {
 }
 
 // correctFlow moves flow's fair-queuing service in class c by delta
-// (Lease.Correct).
+// (Lease.Settle).
 func (q *waitQueue) correctFlow(c classify.Class, flow flowKey, delta float64) {
 	q.mu.Lock()
 	q.classes[c].fair.correct(flow, delta)
