@@ -13,13 +13,13 @@ import (
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 )
 
 // flexSend is how an exchange's request is sent at the flex tier: set
-// by prepare when it injected service_tier "flex", read by flexRetry and
-// by the response's metering, all on the request's goroutine.
+// by prepare when it injected service_tier "flex", read by the retry
+// loop (flexTry) and by the response's metering, all on the request's
+// goroutine.
 type flexSend struct {
 	// plain is the body without the injected service_tier: what a
 	// fallback to the default tier sends.
@@ -48,7 +48,7 @@ func (h *Handler) flexFor(ex *exchange) (quota.Flex, bool) {
 // Completions and Responses over HTTP: never Anthropic (it has none),
 // another OpenAI-compatible server (which may refuse the field), nor a
 // WebSocket turn (flex's lack of capacity is retried, or fallen back
-// from, over HTTP only: flexRetry). Under mode: shadow nothing forwarded
+// from, over HTTP only: flexTry). Under mode: shadow nothing forwarded
 // is changed.
 func flexCarried(ex *exchange) bool {
 	return !ex.live.Shadow && !ex.socket && (ex.dialect == dialectOpenAI || ex.dialect == dialectAzure) &&
@@ -70,88 +70,83 @@ const (
 // hundred bytes; a longer one is not read further (and is not it).
 const maxFlexErrorBody = 16 << 10
 
-// flexRetry is the transport of metered requests: it passes every request
-// to next, and holds a request sent at flex (exchange.flex) whose answer
-// is flex's 429 Resource Unavailable (flexUnavailable), retrying it at
-// flex with backoff until its class's max_wait ends (quota.Lease.Until);
-// then it resends it at the default tier with flex_fallback, or passes the
-// 429 on. The retried answers reach neither the caller nor the upstream
-// state (observe), and are counted in meterproxy_flex_retries_total. The
-// in-flight slot stays held throughout: it is the same request. Safe for
-// concurrent use.
-type flexRetry struct {
-	next    http.RoundTripper
-	retries *prometheus.CounterVec // by pool
-	// sleep waits d or until ctx ends (its error then); jitter picks the
-	// wait for a backoff of d. Tests replace them.
+// flexClock is the flex retry's time: now, the wait between two tries
+// (sleep: d, or until ctx ends, its error then) and the wait picked for
+// a backoff of d (jitter). Tests replace it (fakeTime).
+type flexClock struct {
+	now    func() time.Time
 	sleep  func(ctx context.Context, d time.Duration) error
 	jitter func(d time.Duration) time.Duration
-	now    func() time.Time
 }
 
-var _ http.RoundTripper = (*flexRetry)(nil)
-
-func newFlexRetry(next http.RoundTripper, retries *prometheus.CounterVec) *flexRetry {
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	return &flexRetry{next: next, retries: retries, sleep: sleepCtx, jitter: equalJitter, now: time.Now}
+// realFlexClock is the flex retry's time outside tests.
+func realFlexClock() flexClock {
+	return flexClock{now: time.Now, sleep: sleepCtx, jitter: equalJitter}
 }
 
-// CloseIdleConnections closes next's idle connections, as the
-// ReverseProxy's transport is asked to.
-func (t *flexRetry) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+// flexStep is what an answer at flex calls for in the forward path's
+// retry loop (Handler.roundTrip).
+type flexStep int
+
+const (
+	// flexDone: the answer is not flex's lack of capacity, or it is and
+	// is passed on (flexSend.unavailable): the loop's other rules decide.
+	flexDone flexStep = iota
+	// flexRetryAfter: retry the request at flex after the wait.
+	flexRetryAfter
+	// flexFallBack: resend it at the default tier (flex_fallback).
+	flexFallBack
+)
+
+// flexTry is the retry loop's flex state at one account, afresh at each
+// account the request goes to (a spill): a request sent at flex
+// (exchange.flex) whose answer is flex's 429 Resource Unavailable
+// (flexUnavailable) is retried at flex with backoff until its class's
+// max_wait ends (until: quota.Lease.Until); then it is resent at the
+// default tier with flex_fallback, or the 429 is passed on. The retried
+// answers reach neither the caller nor the upstream state (observe), and
+// are counted in meterproxy_flex_retries_total. The in-flight slot stays
+// held throughout: it is the same request.
+type flexTry struct {
+	until    time.Time
+	backoff  time.Duration
+	fellBack bool
 }
 
-// RoundTrip implements http.RoundTripper.
-func (t *flexRetry) RoundTrip(r *http.Request) (*http.Response, error) {
-	ex := exchangeOf(r.Context())
-	if ex == nil || ex.flex == nil {
-		return t.next.RoundTrip(r)
-	}
-	var until time.Time
+// newFlexTry is the flex state of ex at its lease's account.
+func newFlexTry(ex *exchange) flexTry {
+	t := flexTry{backoff: flexBackoffFirst}
 	if ex.lease != nil {
-		until = ex.lease.Until()
+		t.until = ex.lease.Until()
 	}
-	backoff := flexBackoffFirst
-	for {
-		resp, err := t.next.RoundTrip(r)
-		if err != nil || !flexUnavailable(resp) {
-			return resp, err
-		}
-		wait := t.jitter(backoff)
-		if ra := ratelimit.Parse(resp.Header, t.now()).RetryAfter; ra > wait {
-			wait = min(ra, flexBackoffMax)
-		}
-		// The last wait is cut to the deadline and tried once more there:
-		// a request is held for its whole max_wait, not up to a backoff
-		// short of it.
-		left := until.Sub(t.now())
-		wait = min(wait, left)
-		if left <= 0 {
-			if !ex.flex.fallback {
-				ex.flex.unavailable = true
-				return resp, nil
-			}
-			drain(resp)
-			ex.tried.fallback = true
-			return t.next.RoundTrip(withBody(r, ex.flex.plain))
-		}
-		drain(resp)
-		l := ex.poolLabels()
-		t.retries.WithLabelValues(l.Account, l.Pool).Inc()
-		ex.tried.flexRetries++
-		if err := t.sleep(r.Context(), wait); err != nil {
-			return nil, err
-		}
-		if r, err = rewind(r); err != nil {
-			return nil, err
-		}
-		backoff = min(2*backoff, flexBackoffMax)
+	return t
+}
+
+// next is what the answer to ex's request at flex — resp, or err — calls
+// for, and the wait before a retry, at c's time.
+func (t *flexTry) next(ex *exchange, resp *http.Response, err error, c flexClock) (flexStep, time.Duration) {
+	if ex.flex == nil || t.fellBack || err != nil || !flexUnavailable(resp) {
+		return flexDone, 0
 	}
+	now := c.now()
+	wait := c.jitter(t.backoff)
+	if ra := ratelimit.Parse(resp.Header, now).RetryAfter; ra > wait {
+		wait = min(ra, flexBackoffMax)
+	}
+	// The last wait is cut to the deadline and tried once more there: a
+	// request is held for its whole max_wait, not up to a backoff short
+	// of it.
+	left := t.until.Sub(now)
+	if left <= 0 {
+		if !ex.flex.fallback {
+			ex.flex.unavailable = true
+			return flexDone, 0
+		}
+		t.fellBack = true
+		return flexFallBack, 0
+	}
+	t.backoff = min(2*t.backoff, flexBackoffMax)
+	return flexRetryAfter, min(wait, left)
 }
 
 // flexUnavailable reports whether resp is flex processing's 429 for lack

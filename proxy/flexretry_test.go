@@ -98,8 +98,9 @@ func TestFlexShadow(t *testing.T) {
 	}
 }
 
-// fakeTime is flexRetry's clock and sleep for a test: sleeping moves the
-// clock, at once, and calls onSleep.
+// fakeTime is the retry loop's flex clock and sleep for a test
+// (Handler.flexClock): sleeping moves the clock, at once, and calls
+// onSleep.
 type fakeTime struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -109,7 +110,7 @@ type fakeTime struct {
 
 func (f *fakeTime) install(t *testing.T, h *Handler) {
 	t.Helper()
-	fr := h.upstream
+	fr := &h.flexClock
 	f.now = time.Now()
 	fr.now = func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
 	fr.sleep = func(_ context.Context, d time.Duration) error {

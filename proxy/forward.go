@@ -64,24 +64,59 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	}
 }
 
-// roundTrip is the forward path's retry loop, ReverseProxy's transport
-// for metered requests, in the shape of Caddy's reverse proxy (its
-// proxyLoopIteration): each iteration sends the request to its lease's
-// account through h.upstream — which holds a request sent at flex at that
-// account while flex has no capacity (flexretry.go) — and asks what the
-// outcome calls for (spillTo); a request moved to another account
-// (spill) is sent afresh there, and the loop goes on until an answer or a
-// failure is passed on to ReverseProxy, which answers the client.
+// roundTrip is the forward path's retry loop, ReverseProxy's transport,
+// in the shape of Caddy's reverse proxy (its proxyLoopIteration): each
+// pass sends the request to its lease's account through h.upstream, the
+// shared transport, and asks what the outcome calls for — a retry at flex
+// after a backoff or a resend at the default tier while flex has no
+// capacity (flexTry), a move to another account (spillTo, spill), or the
+// answer passed on to ReverseProxy, which answers the client (a failure
+// too). The answer that ends a pass at an account is observed here, once
+// (observe); the one passed on is recorded and, if not a success,
+// settled (began). What is kept per account — flex's backoff and
+// deadline, whether the fallback went — starts afresh at each.
 func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := h.upstream.RoundTrip(r)
 	ex := exchangeOf(r.Context())
-	if ex == nil || ex.lease == nil {
+	if ex == nil {
+		resp, err := h.upstream.RoundTrip(r)
+		if err == nil {
+			h.observe(resp, time.Now(), nil)
+		}
 		return resp, err
 	}
 	tried := []string{ex.account}
+	flex := newFlexTry(ex)
+	out := r
 	for {
+		resp, err := h.upstream.RoundTrip(out)
+		switch step, wait := flex.next(ex, resp, err, h.flexClock); step {
+		case flexRetryAfter:
+			drain(resp)
+			l := ex.poolLabels()
+			h.m.flexRetries.WithLabelValues(l.Account, l.Pool).Inc()
+			ex.tried.flexRetries++
+			if err := h.flexClock.sleep(r.Context(), wait); err != nil {
+				return nil, err
+			}
+			if out, err = rewind(r); err != nil {
+				return nil, err
+			}
+			continue
+		case flexFallBack:
+			drain(resp)
+			ex.tried.fallback = true
+			out = withBody(r, ex.flex.plain)
+			continue
+		}
+		now := time.Now()
+		if err == nil {
+			h.observe(resp, now, ex)
+		}
 		lease := h.spillTo(r, ex, resp, err, tried)
 		if lease == nil {
+			if err == nil {
+				h.began(resp, ex, now)
+			}
 			return resp, err
 		}
 		h.spill(ex, resp, err, lease)
@@ -90,7 +125,7 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		ex.sent = time.Now()
-		resp, err = h.upstream.RoundTrip(r)
+		flex, out = newFlexTry(ex), r
 	}
 }
 

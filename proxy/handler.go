@@ -27,12 +27,14 @@ type Handler struct {
 	live     atomic.Pointer[Live]
 	admitter *quota.Admitter
 	rp       *httputil.ReverseProxy
-	// upstream carries a metered request's attempts at one account
-	// (flexretry.go), for the forward path's retry loop (roundTrip).
-	upstream *flexRetry
-	bodies   *bodyReader
-	m        *metrics
-	log      *slog.Logger
+	// upstream is the shared transport every attempt of the forward
+	// path's retry loop (roundTrip) goes through; flexClock is the
+	// loop's time for flex's backoff (flexretry.go).
+	upstream  http.RoundTripper
+	flexClock flexClock
+	bodies    *bodyReader
+	m         *metrics
+	log       *slog.Logger
 	// accounts are where requests go, by the account quota admitted them
 	// at (accounts.go; ReconfigureAccounts replaces it); holdsKeys says the
 	// proxy injects a key of its own into every request (upstream.api_key,
@@ -143,7 +145,10 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	h.live.Store(&d.Live)
 	h.accounts.Store(&accounts)
 	h.access, h.ids.prefix = d.Access, newIDPrefix()
-	h.upstream = newFlexRetry(h.tr.transport(d.Transport), h.m.flexRetries)
+	h.upstream, h.flexClock = h.tr.transport(d.Transport), realFlexClock()
+	if h.upstream == nil {
+		h.upstream = http.DefaultTransport
+	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		ModifyResponse: h.modifyResponse,

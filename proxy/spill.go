@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
-	"time"
 
 	"github.com/meterproxy/meterproxy/quota"
 )
@@ -21,13 +20,14 @@ import (
 // another account (quota.Admitter.Readmit: within what is left of its
 // max_wait, its caller gates' pass moving with it). The caller sees the
 // 429 or the 502 only when no other account admits the request in time.
-// A 429 not passed on still holds its account, as every 429 does
-// (observe). A failure after the request was written (a reset, a timeout)
-// is not moved: the provider may have it. Flex's Resource Unavailable is
-// flexRetry's (which the loop sends through): it says nothing of the
-// account. tried are the accounts tried so far.
+// A 429 not passed on still holds its account, as every 429 does: the
+// loop observed it before asking, so the refusal holds its account before
+// the request looks elsewhere. A failure after the request was written (a
+// reset, a timeout) is not moved: the provider may have it. Flex's
+// Resource Unavailable is flexTry's: it says nothing of the account.
+// tried are the accounts tried so far.
 func (h *Handler) spillTo(r *http.Request, ex *exchange, resp *http.Response, err error, tried []string) *quota.Lease {
-	if !movable(r, resp, err, ex) || !h.admitter.Others(ex.res.Class, tried) {
+	if ex.lease == nil || !movable(r, resp, err, ex) || !h.admitter.Others(ex.res.Class, tried) {
 		return nil
 	}
 	// The refusing account's lease is settled: its measurement counts the
@@ -35,8 +35,6 @@ func (h *Handler) spillTo(r *http.Request, ex *exchange, resp *http.Response, er
 	// releases it, and its charge is given back.
 	o := quota.Outcome{Unsent: err != nil, Measured: true}
 	if err == nil {
-		h.observe(resp, time.Now(), ex) // the refusal holds its account before the request looks elsewhere
-		ex.observed = true
 		o.Status = resp.StatusCode
 	}
 	ex.lease.Settle(o)
@@ -60,7 +58,7 @@ func (h *Handler) spill(ex *exchange, resp *http.Response, err error, lease *quo
 	}
 	h.m.spills.WithLabelValues(ex.account).Inc()
 	ex.tried.spills++
-	ex.lease, ex.observed = lease, false
+	ex.lease = lease
 	ex.at(lease.Account(), lease.Pool())
 }
 

@@ -33,12 +33,10 @@ type exchange struct {
 	// labels are account's and pool's as metrics name them, computed
 	// when either changes (at) rather than on each count. in is the
 	// caller's request as the proxy received it, from which spill
-	// rebuilds the URL for another account. observed says the answer
-	// being passed on was observed already (spill).
-	account  string
-	labels   quota.Labels
-	in       *http.Request
-	observed bool
+	// rebuilds the URL for another account.
+	account string
+	labels  quota.Labels
+	in      *http.Request
 	// sent is when the request went upstream: the provider's headers on
 	// its response describe the account as of then.
 	sent time.Time
@@ -155,9 +153,9 @@ func exchangeOf(ctx context.Context) *exchange {
 	return ex
 }
 
-// modifyResponse reads the upstream's account state from every response's
-// headers, settles the charge of an answer that is not a success, and
-// meters the tokens of successful ones as the body passes; an admitted
+// modifyResponse meters the tokens of successful answers as the body
+// passes (the retry loop, roundTrip, observed the answer and settled one
+// that is not a success before passing it on); an admitted
 // request's answer is read ahead of its client (Handler.readAhead), and
 // a metered one's delivery followed (passedBody).
 func (h *Handler) modifyResponse(resp *http.Response) error {
@@ -174,11 +172,10 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// meter is modifyResponse's metering: the account's state, the
-// settlement of an answer that is not a success or is not metered, the
-// meter on a successful one's body, whose end settles it (settle).
+// meter is modifyResponse's metering: the settlement of a success that
+// is not metered, the meter on a metered one's body, whose end settles it
+// (settle).
 func (h *Handler) meter(resp *http.Response, ex *exchange) {
-	h.answered(resp, ex)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if ex != nil && ex.rt.streamed() && success && ex.spent {
 		h.batchAnswer(resp, ex)
@@ -215,6 +212,14 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 func (h *Handler) answered(resp *http.Response, ex *exchange) {
 	now := time.Now()
 	h.observe(resp, now, ex)
+	h.began(resp, ex, now)
+}
+
+// began is answered's part for the answer to ex passed on to its client,
+// which began at now, once observed: its access log fields, and its lease
+// settled at once if it is not a success. The retry loop (roundTrip)
+// calls it for an HTTP answer, having observed it itself.
+func (h *Handler) began(resp *http.Response, ex *exchange, now time.Time) {
 	if ex == nil {
 		return
 	}
@@ -324,9 +329,6 @@ func usageUnknown(ex *exchange, u usage.Usage, cut bool) bool {
 // is no rate limit of the account: it is not counted in
 // meterproxy_upstream_429_total, and holds nothing.
 func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
-	if ex != nil && ex.observed {
-		return
-	}
 	limited := resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable()
 	if limited {
 		h.m.upstream429.Inc()
