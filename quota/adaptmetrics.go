@@ -1,6 +1,10 @@
 package quota
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meterproxy/meterproxy/quota/adaptive"
+)
 
 // adaptiveCollector exports the adaptive in-flight bounds' view at scrape
 // time, by account and pool, for the pools with adaptive_in_flight only: the last
@@ -11,9 +15,6 @@ type adaptiveCollector struct {
 	a                        *Admitter
 	work, latency, decisions *prometheus.Desc
 }
-
-// adaptiveActions are the decisions' closed set, for their label.
-var adaptiveActions = []adaptiveAction{actGrow, actSettle, actProbeUp, actProbeDown, actRevert, actBackOff, actLatencyRise, actHold}
 
 func newAdaptiveCollector(a *Admitter) *adaptiveCollector {
 	pool := []string{"account", "pool"}
@@ -48,7 +49,7 @@ func (c *adaptiveCollector) Collect(ch chan<- prometheus.Metric) {
 		pool := PoolLabels(id)
 		ch <- prometheus.MustNewConstMetric(c.work, prometheus.GaugeValue, view.Judged.Work, pool.Account, pool.Pool)
 		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, view.Judged.Latency, pool.Account, pool.Pool)
-		for _, act := range adaptiveActions {
+		for _, act := range adaptive.Actions {
 			ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(decisions[act]), pool.Account, pool.Pool, string(act))
 		}
 	})

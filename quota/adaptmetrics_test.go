@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // TestAdaptiveExposition: with adaptive_in_flight, three intervals of a
@@ -29,7 +31,7 @@ func TestAdaptiveExposition(t *testing.T) {
 		startRun(t, a)
 		l := a.pool(accountPool)
 		for range 3 {
-			feed(l, adaptiveSample{Completed: 40, Latency: 8 * time.Second, Saturated: true})
+			feed(l, adaptive.Sample{Completed: 40, Latency: 8 * time.Second, Saturated: true})
 			time.Sleep(adaptInterval) // the bubble's clock: one interval
 			synctest.Wait()
 		}
@@ -62,7 +64,7 @@ meterproxy_in_flight_limit{account="default",pool="default"} 8
 			t.Errorf("promlint: %v %+v", err, problems)
 		}
 		got := a.State().Pools[DefaultPool].Adaptive
-		wantState := AdaptiveState{Bound: 8, Floor: 4, Ceiling: 200, Phase: string(phaseGrow), WorkPerSecond: 20, LatencySecondsPerWork: 0.2,
+		wantState := AdaptiveState{Bound: 8, Floor: 4, Ceiling: 200, Phase: string(adaptive.PhaseGrow), WorkPerSecond: 20, LatencySecondsPerWork: 0.2,
 			LastDecision: AdaptiveDecision{Action: "grow", From: 4, To: 8, Why: "work grew with the bound"}}
 		if got == nil || *got != wantState {
 			t.Errorf("/admin/state adaptive = %+v, want %+v", got, wantState)

@@ -7,12 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // adaptiveRun steps one pool's adaptive in-flight bound on this replica:
 // every adaptInterval it hands the pool's adaptStore what the leases
 // measured since the last time (adaptLedger), steps the controller
-// (adaptiveLimits.next) when the store says this replica is to, and puts
+// (adaptive.Limits.next) when the store says this replica is to, and puts
 // the bound the store holds in force (limiter.setBound). Its zero value
 // does nothing; newLimiter wires it. tick runs on one goroutine; view and
 // decisions are safe for concurrent use.
@@ -39,7 +41,7 @@ type adaptiveRun struct {
 	// last is the store's view as of the last tick.
 	last adaptView
 	// decisions counts this replica's steps, by action.
-	decisions map[adaptiveAction]int64
+	decisions map[adaptive.Action]int64
 }
 
 // run ticks every adaptInterval until ctx ends.
@@ -97,13 +99,13 @@ func (r *adaptiveRun) tick(ctx context.Context) {
 // step runs the controller on the fleet's sample and stores its new view;
 // it returns the view in force afterwards — the old one when another
 // replica took the lease meanwhile.
-func (r *adaptiveRun) step(ctx context.Context, lim adaptiveLimits, v adaptView, ans adaptAnswer) adaptView {
+func (r *adaptiveRun) step(ctx context.Context, lim adaptive.Limits, v adaptView, ans adaptAnswer) adaptView {
 	c := ans.Sample
-	m := adaptiveSample{Bound: v.State.Bound, Saturated: c.Saturated, Completed: int(c.Completed), Work: float64(c.Work),
+	m := adaptive.Sample{Bound: v.State.Bound, Saturated: c.Saturated, Completed: int(c.Completed), Work: float64(c.Work),
 		Elapsed: ans.Elapsed, Latency: c.Latency, Busy: c.Busy, Failures: int(c.Failures), Throttled: int(c.Throttled)}
-	s, d := lim.next(v.State, m)
+	s, d := lim.Next(v.State, m)
 	next := adaptView{State: s, Last: d, Judged: v.Judged}
-	if d.Judged != (adaptiveRate{}) {
+	if d.Judged != (adaptive.Rate{}) {
 		next.Judged = d.Judged
 	}
 	if ok, err := r.store.commit(ctx, r.pool, next); err != nil || !ok {
@@ -111,11 +113,11 @@ func (r *adaptiveRun) step(ctx context.Context, lim adaptiveLimits, v adaptView,
 	}
 	r.mu.Lock()
 	if r.decisions == nil {
-		r.decisions = map[adaptiveAction]int64{}
+		r.decisions = map[adaptive.Action]int64{}
 	}
 	r.decisions[d.Action]++
 	r.mu.Unlock()
-	if d.large() {
+	if d.Large() {
 		r.log.Info("adaptive_bound_moved", slog.String("action", string(d.Action)),
 			slog.Int("from", d.From), slog.Int("to", d.To), slog.String("why", d.Why))
 	}
@@ -124,10 +126,10 @@ func (r *adaptiveRun) step(ctx context.Context, lim adaptiveLimits, v adaptView,
 
 // view returns the store's view as of the last tick and this replica's
 // decisions by action.
-func (r *adaptiveRun) view() (adaptView, map[adaptiveAction]int64) {
+func (r *adaptiveRun) view() (adaptView, map[adaptive.Action]int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	counts := make(map[adaptiveAction]int64, len(r.decisions))
+	counts := make(map[adaptive.Action]int64, len(r.decisions))
 	for a, n := range r.decisions {
 		counts[a] = n
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/adaptive"
+	"github.com/meterproxy/meterproxy/quota/adaptive/adaptivetest"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
@@ -18,8 +20,12 @@ func adaptiveConfig() Config {
 	return cfg
 }
 
+// knee8 is the knee server, as adaptive's tests run it: 8 slots
+// at 200 ms, 60 bulk workers.
+var knee8 = adaptivetest.Config{Slots: 8, Service: 200 * time.Millisecond, Workers: 60, Seed: 3}
+
 // feed adds sample m to l's ledger as its leases would have.
-func feed(l *limiter, m adaptiveSample) {
+func feed(l *limiter, m adaptive.Sample) {
 	l.leases.adapt.add(adaptCounts{Completed: int64(m.Completed), Work: int64(m.Work), Latency: m.Latency,
 		Failures: int64(m.Failures), Throttled: int64(m.Throttled), Saturated: m.Saturated})
 }
@@ -35,19 +41,19 @@ func TestAdaptiveRunInProcess(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	l := newLimiter(cfg, cfg.Enforced(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
 	l.adapt.store = newMemAdaptStore(func() time.Time { return now })
-	if got := l.InFlightLimit(); got != defaultMinInFlight {
-		t.Fatalf("before the first step the bound is %d, want the floor %d", got, defaultMinInFlight)
+	if got := l.InFlightLimit(); got != adaptive.DefaultMinInFlight {
+		t.Fatalf("before the first step the bound is %d, want the floor %d", got, adaptive.DefaultMinInFlight)
 	}
 	if got := l.inFlightCeiling(); got != 200 {
 		t.Fatalf("ceiling %d, want max_in_flight 200", got)
 	}
-	srv := newSimServer(knee8(3))
+	srv := adaptivetest.NewServer(knee8)
 	var bounds []int64
 	for now.Sub(time.Unix(1_700_000_000, 0)) < 85*time.Second {
 		l.adapt.tick(t.Context())
 		bound := l.InFlightLimit()
 		bounds = append(bounds, bound)
-		feed(l, srv.run(int(bound), adaptInterval))
+		feed(l, adaptive.Sample(srv.Run(int(bound), adaptInterval)))
 		now = now.Add(adaptInterval)
 	}
 	t.Logf("bounds every 2 s: %v", bounds)
@@ -62,7 +68,7 @@ func TestAdaptiveRunInProcess(t *testing.T) {
 		t.Errorf("limits under bound %d = %+v, want %+v", lim.InFlight, lim, want)
 	}
 	view, decisions := l.adapt.view()
-	if view.State.Bound != int(lim.InFlight) || decisions[actGrow] == 0 || view.Judged.Work == 0 {
+	if view.State.Bound != int(lim.InFlight) || decisions[adaptive.ActGrow] == 0 || view.Judged.Work == 0 {
 		t.Errorf("view %+v, decisions %v: want the bound in force, grows counted and a judged measurement", view, decisions)
 	}
 }
@@ -75,10 +81,10 @@ func TestAdaptiveRunOff(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	l := newLimiter(cfg, cfg.Enforced(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
 	l.adapt.store = newMemAdaptStore(func() time.Time { return now })
-	srv := newSimServer(knee8(3))
+	srv := adaptivetest.NewServer(knee8)
 	for range 10 {
 		l.adapt.tick(t.Context())
-		feed(l, srv.run(int(l.InFlightLimit()), adaptInterval))
+		feed(l, adaptive.Sample(srv.Run(int(l.InFlightLimit()), adaptInterval)))
 		now = now.Add(adaptInterval)
 	}
 	if got := l.InFlightLimit(); got != 200 {
@@ -86,7 +92,7 @@ func TestAdaptiveRunOff(t *testing.T) {
 	}
 	on := adaptiveConfig()
 	l.Reconfigure(on, on.Enforced())
-	if got := l.InFlightLimit(); got != defaultMinInFlight {
+	if got := l.InFlightLimit(); got != adaptive.DefaultMinInFlight {
 		t.Fatalf("bound %d after turning adaptive on, want the floor", got)
 	}
 }
@@ -110,7 +116,7 @@ func TestRedisAdaptStore(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	now := time.Unix(1_700_000_000, 0)
 	a, b := testRedisAdapt(t, srv, prefix, "a", &now), testRedisAdapt(t, srv, prefix, "b", &now)
-	lim := adaptiveLimits{Ceiling: 200}
+	lim := adaptive.Limits{Ceiling: 200}
 	ctx := t.Context()
 	add := func(s adaptStore, c adaptCounts) adaptAnswer {
 		t.Helper()
@@ -122,9 +128,9 @@ func TestRedisAdaptStore(t *testing.T) {
 	}
 	step := func(s adaptStore, ans adaptAnswer) adaptView {
 		t.Helper()
-		m := adaptiveSample{Bound: ans.View.State.Bound, Saturated: ans.Sample.Saturated, Completed: int(ans.Sample.Completed),
+		m := adaptive.Sample{Bound: ans.View.State.Bound, Saturated: ans.Sample.Saturated, Completed: int(ans.Sample.Completed),
 			Elapsed: ans.Elapsed, Latency: ans.Sample.Latency}
-		st, d := lim.next(ans.View.State, m)
+		st, d := lim.Next(ans.View.State, m)
 		v := adaptView{State: st, Last: d}
 		if ok, err := s.commit(ctx, "llama", v); err != nil || !ok {
 			t.Fatalf("commit: %v, %v", ok, err)

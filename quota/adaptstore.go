@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // adaptInterval is how often each replica reports a pool's measurement to
@@ -32,7 +34,7 @@ const adaptLeaseTTL = 3 * adaptInterval
 //
 // Why this shape — the state in the store, stepped in Go by the one
 // replica holding a lease — rather than the controller in Lua: the
-// controller (adaptive.go) is a pure Go value with its own tests on a
+// controller (package quota/adaptive) is a pure Go value with its own tests on a
 // simulated server; written again in Lua it would be a second copy to keep
 // equal, in doubles cjson rounds to 14 digits. Stepping it once per
 // interval needs no atomicity with admission, only that one replica does
@@ -69,9 +71,9 @@ type adaptAnswer struct {
 // the controller's state, its last decision and the last measurement it
 // judged (for metrics and /admin/state).
 type adaptView struct {
-	State  adaptiveState    `json:"state"`
-	Last   adaptiveDecision `json:"last"`
-	Judged adaptiveRate     `json:"judged"`
+	State  adaptive.State    `json:"state"`
+	Last   adaptive.Decision `json:"last"`
+	Judged adaptive.Rate     `json:"judged"`
 }
 
 // errAdaptBypassed is the answer of a shared adaptStore while the store

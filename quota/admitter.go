@@ -538,7 +538,7 @@ func (l *limiter) state() PoolState {
 	if set := l.limits.Load(); set.adaptive != nil {
 		view, _ := l.adapt.view()
 		d := view.Last
-		st.Adaptive = &AdaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.clamp(0)), Ceiling: set.ceiling,
+		st.Adaptive = &AdaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.Clamp(0)), Ceiling: set.ceiling,
 			Phase: string(view.State.Phase), WorkPerSecond: view.Judged.Work, LatencySecondsPerWork: view.Judged.Latency,
 			LastDecision: AdaptiveDecision{Action: string(d.Action), From: int64(d.From), To: int64(d.To), Why: d.Why}}
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // Caller caps: a caller with callers[].max_in_flight or
@@ -51,7 +52,7 @@ func (cp callerCap) bounds(replicas int64) capBounds {
 		b.MaxInFlight = max(1, cp.MaxInFlight/replicas)
 	}
 	if cp.RequestsPerMinute > 0 {
-		b.RequestsPerMinute = part(cp.RequestsPerMinute, 1/float64(replicas))
+		b.RequestsPerMinute = adaptive.Part(cp.RequestsPerMinute, 1/float64(replicas))
 	}
 	return b
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
+	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // Config is the admission configuration: the account, its partition between
@@ -61,15 +62,15 @@ type AccountConfig struct {
 	MaxInFlight int64 `koanf:"max_in_flight"`
 	// AdaptiveInFlight makes the in-flight bound find itself between
 	// MinInFlight and MaxInFlight from what the upstream completes
-	// (adaptive.go): it grows while the upstream completes more work with
+	// (package quota/adaptive): it grows while the upstream completes more work with
 	// it, and comes down when latency rises with no more work done, or on
 	// this account's upstream 429s, 5xx and timeouts (not a caller's own
 	// key's). One bound for the fleet, kept in the store; false keeps
 	// MaxInFlight as the bound.
 	AdaptiveInFlight bool `koanf:"adaptive_in_flight"`
 	// MinInFlight is the adaptive bound's floor, at most MaxInFlight; 0
-	// means defaultMinInFlight, 4 (below it one slow request is most of a
-	// measurement).
+	// means 4, adaptive.DefaultMinInFlight (below it one slow request is
+	// most of a measurement).
 	MinInFlight int64 `koanf:"min_in_flight"`
 	// ExpectedReplicas is how many replicas normally share the account;
 	// the in-process store, and the store.on_error local fallback, enforce
@@ -372,7 +373,7 @@ func checkMaxCharge(bad func(string, string, ...any), key string, most, tpm int6
 func checkMinInFlight(bad func(string, string, ...any), key string, floor, ceiling int64) {
 	switch {
 	case floor < 0:
-		bad(key+".min_in_flight", "must be >= 0 (0 = %d), got %d", defaultMinInFlight, floor)
+		bad(key+".min_in_flight", "must be >= 0 (0 = %d), got %d", adaptive.DefaultMinInFlight, floor)
 	case ceiling > 0 && floor > ceiling:
 		bad(key+".min_in_flight", "must be <= %s (%d), got %d", configcheck.Ref(key+".max_in_flight"), ceiling, floor)
 	}

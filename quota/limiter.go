@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // limiter admits requests to one pool against a store. Each class has a
@@ -74,7 +75,7 @@ type limitSet struct {
 	// adaptive, when the pool has adaptive_in_flight, is the bound's floor
 	// and ceiling: enforced.InFlight is then the bound in force (at), and
 	// local.InFlight its share per replica. Nil otherwise.
-	adaptive *adaptiveLimits
+	adaptive *adaptive.Limits
 	classes  ClassesConfig
 	replicas int64
 }
@@ -85,7 +86,7 @@ func (s *limitSet) at(b int64) *limitSet {
 	if s.adaptive == nil {
 		return s
 	}
-	b = int64(s.adaptive.clamp(int(b)))
+	b = int64(s.adaptive.Clamp(int(b)))
 	n := *s
 	n.enforced = s.classes.withInFlight(s.enforced, b)
 	n.local = s.classes.withInFlight(s.local, max(1, b/max(1, s.replicas)))
@@ -102,8 +103,8 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits) {
 	set := &limitSet{enforced: limits, local: cfg.PerReplica(), ceiling: limits.InFlight,
 		classes: cfg.Classes, replicas: cfg.Account.ExpectedReplicas}
 	if cfg.Account.AdaptiveInFlight {
-		set.adaptive = &adaptiveLimits{Floor: int(cfg.Account.MinInFlight), Ceiling: int(limits.InFlight),
-			Bulk: bulkPart{Share: cfg.Classes.Bulk.Share, Reserve: cfg.Classes.Interactive.Reserve, Borrow: cfg.Classes.Bulk.Borrow}}
+		set.adaptive = &adaptive.Limits{Floor: int(cfg.Account.MinInFlight), Ceiling: int(limits.InFlight),
+			Bulk: adaptive.BulkPart{Share: cfg.Classes.Bulk.Share, Reserve: cfg.Classes.Interactive.Reserve, Borrow: cfg.Classes.Bulk.Borrow}}
 	} else {
 		l.adapt.bound.Store(0) // turned on again, it starts afresh
 	}

@@ -1,9 +1,8 @@
 package quota
 
 import (
-	"math"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // Limits are the numbers a Store enforces, derived from Config by Limits or
@@ -71,15 +70,15 @@ func (c Config) scaled(replicas int64) Limits {
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	rpm := c.Account.requestsPerMinute()
 	l := Limits{
-		AccountRPM:       part(rpm, inv),
-		BulkRPM:          part(rpm, bc.Share*inv),
-		ReserveRPM:       part(rpm, ic.Reserve*inv),
+		AccountRPM:       adaptive.Part(rpm, inv),
+		BulkRPM:          adaptive.Part(rpm, bc.Share*inv),
+		ReserveRPM:       adaptive.Part(rpm, ic.Reserve*inv),
 		Borrow:           bc.Borrow,
-		AccountTPM:       part(c.Account.TokensPerMinute, inv),
-		BulkTPM:          part(c.Account.TokensPerMinute, bc.Share*inv),
-		ReserveTPM:       part(c.Account.TokensPerMinute, ic.Reserve*inv),
-		OutputTPM:        part(c.Account.OutputTokensPerMinute, inv),
-		ReserveOutputTPM: part(c.Account.OutputTokensPerMinute, ic.Reserve*inv),
+		AccountTPM:       adaptive.Part(c.Account.TokensPerMinute, inv),
+		BulkTPM:          adaptive.Part(c.Account.TokensPerMinute, bc.Share*inv),
+		ReserveTPM:       adaptive.Part(c.Account.TokensPerMinute, ic.Reserve*inv),
+		OutputTPM:        adaptive.Part(c.Account.OutputTokensPerMinute, inv),
+		ReserveOutputTPM: adaptive.Part(c.Account.OutputTokensPerMinute, ic.Reserve*inv),
 		Fair:             [classify.NumClasses]bool{ic.Fairness != FairFIFO, bc.Fairness != FairFIFO},
 	}
 	return c.Classes.withInFlight(l, max(1, c.Account.MaxInFlight/replicas))
@@ -90,14 +89,9 @@ func (c Config) scaled(replicas int64) Limits {
 // ReserveInFlight, for max_in_flight and for an adaptive bound alike.
 func (c ClassesConfig) withInFlight(l Limits, inFlight int64) Limits {
 	l.InFlight = inFlight
-	l.BulkInFlight = part(inFlight, c.Bulk.Share)
-	l.ReserveInFlight = part(inFlight, c.Interactive.Reserve)
+	l.BulkInFlight = adaptive.Part(inFlight, c.Bulk.Share)
+	l.ReserveInFlight = adaptive.Part(inFlight, c.Interactive.Reserve)
 	return l
-}
-
-// part is floor(total·fraction), robust to float noise such as 10000·0.3.
-func part(total int64, fraction float64) int64 {
-	return int64(math.Floor(float64(total)*fraction + shareEpsilon))
 }
 
 // Allowance is how many requests second sec (Unix seconds) admits at rpm

@@ -1,11 +1,11 @@
-package quota
+package adaptive
 
 import "time"
 
-// adaptiveSample is one interval's measurement of a pool, fleet-wide or
-// one replica's, fed to adaptiveLimits.next. The caller fills it from what
+// Sample is one interval's measurement of a pool, fleet-wide or
+// one replica's, fed to Limits.Next. The caller fills it from what
 // its leases saw; the controller reads no clock.
-type adaptiveSample struct {
+type Sample struct {
 	// Bound is the in-flight bound that was in force for the interval. A
 	// sample taken under another bound than the controller's (a replica
 	// reporting late) is not judged.
@@ -37,7 +37,7 @@ type adaptiveSample struct {
 
 // meanLatency is the interval's mean latency per completed request, 0
 // without completions.
-func (m adaptiveSample) meanLatency() time.Duration {
+func (m Sample) meanLatency() time.Duration {
 	if m.Completed == 0 {
 		return 0
 	}
@@ -55,11 +55,11 @@ const (
 	keepShare = 0.97
 )
 
-// adaptiveMeasure accumulates saturated intervals at one bound until they
+// measure accumulates saturated intervals at one bound until they
 // hold enough completions to be judged: one 2 s interval of 80 completions
 // is ±11% (Poisson), and with heavy-tailed outputs worse, while a probe one
 // step up expects only a few percent.
-type adaptiveMeasure struct {
+type measure struct {
 	Completed int           `json:"completed"`
 	Work      float64       `json:"work"`
 	Elapsed   time.Duration `json:"elapsed"`
@@ -84,7 +84,7 @@ const (
 )
 
 // add folds one saturated interval in.
-func (a adaptiveMeasure) add(m adaptiveSample) adaptiveMeasure {
+func (a measure) add(m Sample) measure {
 	a.Completed += m.Completed
 	a.Work += m.Work
 	a.Elapsed += m.Elapsed
@@ -95,7 +95,7 @@ func (a adaptiveMeasure) add(m adaptiveSample) adaptiveMeasure {
 
 // ready says the measurement holds enough to be judged; growing, enough
 // to judge a doubling.
-func (a adaptiveMeasure) ready(growing bool) bool {
+func (a measure) ready(growing bool) bool {
 	return a.Completed >= minMeasureCompletions ||
 		(a.Elapsed >= maxMeasureTime && a.Completed >= minTimedCompletions) ||
 		(growing && a.Completed >= minGrowCompletions)
@@ -113,13 +113,13 @@ func (a adaptiveMeasure) ready(growing bool) bool {
 // more or less by chance, while the time in flight and each completion's
 // latency are the same whenever it starts. Without it, the completions
 // and tokens counted over the measurement.
-func (a adaptiveMeasure) rate(bound int) adaptiveRate {
+func (a measure) rate(bound int) Rate {
 	done := float64(a.Completed)
 	work := a.Work
 	if work == 0 {
 		work = done
 	}
-	r := adaptiveRate{Bound: bound, Tokens: a.Work > 0}
+	r := Rate{Bound: bound, Tokens: a.Work > 0}
 	if done > 0 {
 		r.Latency, r.PerDone = a.Latency.Seconds()/work, a.Latency.Seconds()/done
 	}
@@ -134,7 +134,7 @@ func (a adaptiveMeasure) rate(bound int) adaptiveRate {
 	return r
 }
 
-// adaptiveRate is a judged measurement at one bound: the controller's view,
+// Rate is a judged measurement at one bound: the controller's view,
 // shown in metrics and /admin/state.
 //
 // Work a second (output tokens, else completions) is the signal because it
@@ -145,7 +145,7 @@ func (a adaptiveMeasure) rate(bound int) adaptiveRate {
 // the bound below the knee and stays flat above it, for any mix. Latency
 // per unit of work is the secondary signal: a longer mix leaves it alone,
 // while above the knee it grows in proportion to the bound.
-type adaptiveRate struct {
+type Rate struct {
 	Bound   int     `json:"bound"`
 	Work    float64 `json:"work_per_second"`
 	Latency float64 `json:"latency_seconds_per_work"`
@@ -155,14 +155,14 @@ type adaptiveRate struct {
 	Tokens bool `json:"tokens,omitempty"`
 	// Done and PerDone are the same measurement in completions:
 	// completions a second and latency per completion (Work and Latency
-	// themselves without tokens). See adaptivemix.go for why both.
+	// themselves without tokens). See mix.go for why both.
 	Done    float64 `json:"completions_per_second,omitempty"`
 	PerDone float64 `json:"latency_seconds_per_completion,omitempty"`
 }
 
 // took is the mean latency of a completion the rate measured; 0 when
 // unmeasured.
-func (r adaptiveRate) took() time.Duration {
+func (r Rate) took() time.Duration {
 	return time.Duration(r.PerDone * float64(time.Second))
 }
 
@@ -173,7 +173,7 @@ func (r adaptiveRate) took() time.Duration {
 // work is precise (a long generation adds to both its sums) and, above the
 // knee, rises with the bound. Asking both to agree keeps a noisy window
 // from walking the bound up a plateau.
-func (r adaptiveRate) gained(base adaptiveRate) bool {
+func (r Rate) gained(base Rate) bool {
 	want := 1 + gainShare*(float64(r.Bound)/float64(base.Bound)-1)
 	return r.Work >= base.Work*want && (base.Latency == 0 || r.Latency < base.Latency*want)
 }
@@ -187,7 +187,7 @@ const scaleShare = 0.8
 
 // scaled says work grew with the bound from base to r (scaleShare of
 // proportionally, or more).
-func (r adaptiveRate) scaled(base adaptiveRate) bool {
+func (r Rate) scaled(base Rate) bool {
 	if base.Work <= 0 || base.Bound <= 0 || r.Bound <= base.Bound {
 		return false
 	}
@@ -201,7 +201,7 @@ func (r adaptiveRate) scaled(base adaptiveRate) bool {
 // however the noise falls. With token counts both hold in completions too
 // (mixRelieved): callers of short answers leaving mid-step lower latency
 // per token alone.
-func (r adaptiveRate) relieved(base adaptiveRate) bool {
+func (r Rate) relieved(base Rate) bool {
 	want := 1 - gainShare*(1-float64(r.Bound)/float64(base.Bound))
 	return r.Work >= keepShare*base.Work && (base.Latency == 0 || r.Latency <= base.Latency*want) && r.mixRelieved(base, want)
 }
@@ -212,7 +212,7 @@ func (r adaptiveRate) relieved(base adaptiveRate) bool {
 // work flat below K and growing as L/K above it, r.Latency/base.Latency =
 // r.Bound/K. It takes the smaller of the two estimates, base.Bound when
 // neither places the knee above it.
-func (r adaptiveRate) kneeBetween(base adaptiveRate) int {
+func (r Rate) kneeBetween(base Rate) int {
 	if base.Work <= 0 || r.Work <= base.Work {
 		return base.Bound
 	}
@@ -231,7 +231,7 @@ const flatShare = 1.04
 
 // flat says r's latency per work is at the reference ref: the bound r was
 // measured at is below the knee.
-func (r adaptiveRate) flat(ref float64) bool {
+func (r Rate) flat(ref float64) bool {
 	return ref > 0 && r.Latency <= ref*flatShare
 }
 
@@ -243,7 +243,7 @@ func (r adaptiveRate) flat(ref float64) bool {
 // token counts this keeps a step up that gained says nothing about.
 // Without them latency per completion is as noisy as work, and only
 // gained judges.
-func (r adaptiveRate) belowKnee(base adaptiveRate, ref float64) bool {
+func (r Rate) belowKnee(base Rate, ref float64) bool {
 	if !r.Tokens || ref <= 0 || r.Bound <= base.Bound || base.Bound <= 0 {
 		return false
 	}

@@ -1,11 +1,11 @@
-package quota
+package adaptive
 
 import "time"
 
-// defaultMinInFlight is the floor of an adaptive bound when min_in_flight
+// DefaultMinInFlight is the floor of an adaptive bound when min_in_flight
 // is not configured: below 4, one slow request is most of a sample and a
 // step of one is a 50% move, so a gain cannot be told from noise.
-const defaultMinInFlight = 4
+const DefaultMinInFlight = 4
 
 // The controller's constants, each with the reason.
 const (
@@ -46,42 +46,42 @@ const (
 	peakRise = 1.1
 )
 
-// adaptiveState is one pool's controller, a plain value that round-trips
+// State is one pool's controller, a plain value that round-trips
 // through encoding/json so that a fleet can keep it in the store and step
 // it from whichever replica holds the lease (the embedded parts' fields
 // are flattened into one JSON object). The zero value has measured
-// nothing; next starts it at the floor.
-type adaptiveState struct {
+// nothing; Next starts it at the floor.
+type State struct {
 	Bound    int `json:"bound"`    // the bound in force
 	Accepted int `json:"accepted"` // the last bound judged good; Bound differs while growing or probing
-	adaptiveCycle
-	adaptiveMemory
-	Since    time.Duration   `json:"since"`    // time since Bound last changed
-	Cooldown time.Duration   `json:"cooldown"` // time left without growth after a back-off
-	Measure  adaptiveMeasure `json:"measure"`  // saturated intervals at Bound so far
+	cycle
+	memory
+	Since    time.Duration `json:"since"`    // time since Bound last changed
+	Cooldown time.Duration `json:"cooldown"` // time left without growth after a back-off
+	Measure  measure       `json:"measure"`  // saturated intervals at Bound so far
 }
 
-// adaptiveCycle is where the controller is in its cycle of growing,
+// cycle is where the controller is in its cycle of growing,
 // holding and probing.
-type adaptiveCycle struct {
-	Phase  adaptivePhase `json:"phase"`
-	Step   int           `json:"step"`   // the next probe's size
-	Streak int           `json:"streak"` // probes kept in a row in this direction
-	Holds  int           `json:"holds"`  // measurements to hold before the next probe
+type cycle struct {
+	Phase  Phase `json:"phase"`
+	Step   int   `json:"step"`   // the next probe's size
+	Streak int   `json:"streak"` // probes kept in a row in this direction
+	Holds  int   `json:"holds"`  // measurements to hold before the next probe
 }
 
-// adaptiveMemory is what the controller has seen the server do, the
+// memory is what the controller has seen the server do, the
 // yardsticks a new measurement is judged by. A latency rise forgets Base
 // and Peak (the server changed); a back-off forgets Base and Ref.
-type adaptiveMemory struct {
-	Base adaptiveRate `json:"base"` // measured at Accepted (EWMA); zero until measured
+type memory struct {
+	Base Rate `json:"base"` // measured at Accepted (EWMA); zero until measured
 	// Ref is the latency per work judged normal at the accepted bound
 	// (EWMA), kept across a latency step down so that the next bound is
 	// judged against it too; MinLatency is the least Base.Latency seen.
 	Ref        float64 `json:"ref_latency_seconds_per_work"`
 	MinLatency float64 `json:"min_latency_seconds_per_work"`
 	// RefDone and MinDone are Ref and MinLatency in latency per
-	// completion, for measurements with token counts (adaptivemix.go).
+	// completion, for measurements with token counts (mix.go).
 	RefDone float64 `json:"ref_latency_seconds_per_completion,omitempty"`
 	MinDone float64 `json:"min_latency_seconds_per_completion,omitempty"`
 	// Peak is the most work a second measured at an accepted bound since
@@ -91,66 +91,66 @@ type adaptiveMemory struct {
 	Rises int     `json:"rises"` // measurements in a row with latency per work risen
 }
 
-// adaptiveLimits are the bounds an adaptive in-flight bound moves between:
-// min_in_flight (0 takes defaultMinInFlight) and max_in_flight.
-type adaptiveLimits struct {
+// Limits are the bounds an adaptive in-flight bound moves between:
+// min_in_flight (0 takes DefaultMinInFlight) and max_in_flight.
+type Limits struct {
 	Floor   int
 	Ceiling int
 	// Bulk is the class partition (classes.*): bulk, which fills the
 	// bound and so probes it, holds only its part of it. The zero value
 	// gives bulk the whole bound.
-	Bulk bulkPart
+	Bulk BulkPart
 }
 
-// bulkPart is how much of an in-flight bound bulk may hold: its share,
-// and with borrowing all but interactive's reserve (grant.go's froom).
-type bulkPart struct {
+// BulkPart is how much of an in-flight bound bulk may hold: its share,
+// and with borrowing all but interactive's reserve (quota's grant.go, froom).
+type BulkPart struct {
 	Share, Reserve float64
 	Borrow         bool
 }
 
 // bulk is what bulk may hold under bound b.
-func (l adaptiveLimits) bulk(b int) int {
+func (l Limits) bulk(b int) int {
 	p := l.Bulk
-	if p == (bulkPart{}) {
+	if p == (BulkPart{}) {
 		return b
 	}
-	n := int(part(int64(b), p.Share))
+	n := int(Part(int64(b), p.Share))
 	if p.Borrow {
-		n = max(n, b-int(part(int64(b), p.Reserve)))
+		n = max(n, b-int(Part(int64(b), p.Reserve)))
 	}
 	return n
 }
 
-// clamp puts n between the floor and the ceiling.
-func (l adaptiveLimits) clamp(n int) int {
+// Clamp puts n between the floor and the ceiling.
+func (l Limits) Clamp(n int) int {
 	floor := l.Floor
 	if floor <= 0 {
-		floor = defaultMinInFlight
+		floor = DefaultMinInFlight
 	}
 	return max(min(n, l.Ceiling), min(floor, l.Ceiling), 1)
 }
 
 // initial is the state of a controller that has measured nothing: slow
-// start from the floor. The zero adaptiveState stands for it too.
-func (l adaptiveLimits) initial() adaptiveState {
-	b := l.clamp(0)
-	return adaptiveState{Bound: b, Accepted: b, adaptiveCycle: adaptiveCycle{Phase: phaseGrow, Step: max(1, b/8)}}
+// start from the floor. The zero State stands for it too.
+func (l Limits) initial() State {
+	b := l.Clamp(0)
+	return State{Bound: b, Accepted: b, cycle: cycle{Phase: PhaseGrow, Step: max(1, b/8)}}
 }
 
-// next feeds one interval's sample to the controller and returns its new
+// Next feeds one interval's sample to the controller and returns its new
 // state and what it decided. It is pure: the same state and sample always
 // give the same answer.
-func (l adaptiveLimits) next(s adaptiveState, m adaptiveSample) (adaptiveState, adaptiveDecision) {
-	switch b := l.clamp(s.Bound); {
-	case s.Phase == phaseStart:
+func (l Limits) Next(s State, m Sample) (State, Decision) {
+	switch b := l.Clamp(s.Bound); {
+	case s.Phase == PhaseStart:
 		s = l.initial()
-	case b != s.Bound || l.clamp(s.Accepted) != s.Accepted:
+	case b != s.Bound || l.Clamp(s.Accepted) != s.Accepted:
 		// The floor or the ceiling moved (a reload): start over from the
 		// nearest allowed bound.
-		s = adaptiveState{Bound: b, Accepted: b, adaptiveCycle: adaptiveCycle{Phase: phaseHold, Step: max(1, b/8)}}
+		s = State{Bound: b, Accepted: b, cycle: cycle{Phase: PhaseHold, Step: max(1, b/8)}}
 	}
-	d := adaptiveDecision{Action: actHold, From: s.Bound, To: s.Bound}
+	d := Decision{Action: ActHold, From: s.Bound, To: s.Bound}
 	if m.Bound != s.Bound || m.Elapsed <= 0 {
 		d.Why = "sample for another bound"
 		return s, d
@@ -160,7 +160,7 @@ func (l adaptiveLimits) next(s adaptiveState, m adaptiveSample) (adaptiveState, 
 	s.Since += m.Elapsed
 	if why := failing(m, s.Cooldown); why != "" {
 		s = l.backOff(s)
-		d.Action, d.To, d.Why = actBackOff, s.Bound, why
+		d.Action, d.To, d.Why = ActBackOff, s.Bound, why
 		return s, d
 	}
 	switch {
@@ -176,23 +176,23 @@ func (l adaptiveLimits) next(s adaptiveState, m adaptiveSample) (adaptiveState, 
 		return s, d
 	}
 	s.Measure = s.Measure.add(m)
-	if !s.Measure.ready(s.Phase == phaseGrow) {
+	if !s.Measure.ready(s.Phase == PhaseGrow) {
 		d.Why = "measuring"
 		return s, d
 	}
 	got := s.Measure.rate(s.Bound)
-	s.Measure = adaptiveMeasure{}
+	s.Measure = measure{}
 	s, d.Action, d.Why = l.judge(s, got)
 	d.To, d.Judged = s.Bound, got
 	return s, d
 }
 
 // moveTo sets the bound in force and restarts measuring it.
-func (s adaptiveState) moveTo(b int) adaptiveState {
+func (s State) moveTo(b int) State {
 	if b != s.Bound {
 		s.Bound, s.Since = b, 0
 	}
-	s.Measure = adaptiveMeasure{}
+	s.Measure = measure{}
 	return s
 }
 
@@ -200,17 +200,17 @@ func (s adaptiveState) moveTo(b int) adaptiveState {
 // moves only halfway to got: below the knee latency per work does not
 // depend on the bound, and a single measurement that happened to be low
 // would make the next ordinary one look like a rise.
-func (s adaptiveState) accept(got adaptiveRate) adaptiveState {
+func (s State) accept(got Rate) State {
 	s.Accepted, s.Base, s.Rises = s.Bound, got, 0
 	s.Peak = max(s.Peak, got.Work)
-	s.adaptiveMemory = s.towardRef(got)
+	s.memory = s.towardRef(got)
 	return s
 }
 
 // judge applies the phase's rule to a finished measurement.
-func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState, adaptiveAction, string) {
+func (l Limits) judge(s State, got Rate) (State, Action, string) {
 	switch s.Phase {
-	case phaseGrow:
+	case PhaseGrow:
 		if s.Base.Work > 0 && !got.gained(s.Base) {
 			return l.settle(s, got, "work stopped growing with the bound")
 		}
@@ -224,22 +224,22 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 			return l.settle(s, got, "work grew but latency per work rose")
 		}
 		s = s.accept(got)
-		if s.Cooldown > 0 || l.clamp(2*s.Bound) == s.Bound {
+		if s.Cooldown > 0 || l.Clamp(2*s.Bound) == s.Bound {
 			return l.settle(s, got, "at the ceiling or cooling down")
 		}
-		return s.moveTo(l.clamp(2 * s.Bound)), actGrow, "work grew with the bound"
-	case phaseUp, phaseDown:
+		return s.moveTo(l.Clamp(2 * s.Bound)), ActGrow, "work grew with the bound"
+	case PhaseUp, PhaseDown:
 		if to, act := l.rose(s, got); act {
 			return l.riseTo(s, to)
 		} else if to > 0 {
 			// A rise to confirm: back to the accepted bound, whose next
 			// measurement confirms it or clears it.
 			s.Rises++
-			return s.holdAt(s.Accepted), actRevert, "latency per work rose in the probe; confirming"
+			return s.holdAt(s.Accepted), ActRevert, "latency per work rose in the probe; confirming"
 		}
 	}
 	switch s.Phase {
-	case phaseUp:
+	case PhaseUp:
 		if got.gained(s.Base) || got.belowKnee(s.Base, s.Ref) {
 			faster := got.Work >= peakRise*s.Peak && got.flat(s.Ref)
 			s = s.accept(got).kept()
@@ -251,9 +251,9 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 				// to climb what doubling climbs in seconds. Two in a row,
 				// because without token counts latency per completion is
 				// noisy enough to pass once.
-				s.Phase = phaseGrow
-				if b := l.clamp(2 * s.Bound); b != s.Bound && s.Cooldown == 0 {
-					return s.moveTo(b), actGrow, "step up gained work at the reference latency; slow start again"
+				s.Phase = PhaseGrow
+				if b := l.Clamp(2 * s.Bound); b != s.Bound && s.Cooldown == 0 {
+					return s.moveTo(b), ActGrow, "step up gained work at the reference latency; slow start again"
 				}
 				s = s.holdAt(s.Accepted)
 			}
@@ -265,7 +265,7 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 		if s.Streak == 0 && s.queued() {
 			return l.probe(s, -1, "step up gained nothing; trying below")
 		}
-	case phaseDown:
+	case PhaseDown:
 		if got.relieved(s.Base) {
 			work, done := max(s.Base.Work, got.Work), max(s.Base.Done, got.Done) // each step down is judged against the most work seen
 			s = s.accept(got).kept()
@@ -277,24 +277,24 @@ func (l adaptiveLimits) judge(s adaptiveState, got adaptiveRate) (adaptiveState,
 				// bound a quarter of it for a whole measurement.
 				s = s.holdAt(s.Accepted)
 				s.Holds = 0 // as settle's
-				return s, actSettle, "step down kept the work and ended the queue"
+				return s, ActSettle, "step down kept the work and ended the queue"
 			}
 			return l.probe(s, -1, "step down kept the work")
 		}
 	default:
 		return l.hold(s, got)
 	}
-	return s.holdAt(s.Accepted), actRevert, "probe did not pay"
+	return s.holdAt(s.Accepted), ActRevert, "probe did not pay"
 }
 
 // settle ends growth: at the knee estimated between the accepted bound and
 // the one just measured, or at the accepted bound.
-func (l adaptiveLimits) settle(s adaptiveState, got adaptiveRate, why string) (adaptiveState, adaptiveAction, string) {
+func (l Limits) settle(s State, got Rate, why string) (State, Action, string) {
 	// Ref stays: latency per work is flat below the knee, so the accepted
 	// bound's is k's too, and a server that slows before k is measured
 	// must be judged against it rather than become the reference.
 	if k := got.kneeBetween(s.Base); got.Bound > s.Accepted && k > s.Accepted {
-		s.Accepted, s.Base = k, adaptiveRate{} // to be measured at k
+		s.Accepted, s.Base = k, Rate{} // to be measured at k
 	}
 	s = s.holdAt(s.Accepted)
 	// The measurement that judged the settle was the hold: the next,
@@ -303,12 +303,12 @@ func (l adaptiveLimits) settle(s adaptiveState, got adaptiveRate, why string) (a
 	// (TestAdaptiveStepChange's rise), and on a real server each
 	// measurement held is 2–4 s of the 30 s to follow it in.
 	s.Holds = 0
-	return s, actSettle, why
+	return s, ActSettle, why
 }
 
 // kept counts a probe kept in the phase's direction; two in a row double
 // the step, so a knee that moved far is reached in a few probes.
-func (s adaptiveState) kept() adaptiveState {
+func (s State) kept() State {
 	s.Streak++
 	if s.Streak >= 2 {
 		s.Step *= 2
@@ -318,21 +318,21 @@ func (s adaptiveState) kept() adaptiveState {
 
 // probe tries the next step from the accepted bound in direction dir, or
 // holds when the floor, the ceiling or a cooldown forbids it.
-func (l adaptiveLimits) probe(s adaptiveState, dir int, why string) (adaptiveState, adaptiveAction, string) {
-	act, phase := actProbeUp, phaseUp
+func (l Limits) probe(s State, dir int, why string) (State, Action, string) {
+	act, phase := ActProbeUp, PhaseUp
 	if dir < 0 {
-		act, phase = actProbeDown, phaseDown
+		act, phase = ActProbeDown, PhaseDown
 	}
-	b := l.clamp(s.Accepted + dir*s.Step)
+	b := l.Clamp(s.Accepted + dir*s.Step)
 	// A step that leaves bulk's share where it was cannot pay — at a
 	// reserve of 0.3 bulk holds 5 at both 6 and 7 — and a bound stuck
 	// below a server that regained capacity would never climb: step on
 	// until bulk's share moves.
-	for b != l.clamp(b+dir) && l.bulk(b) == l.bulk(s.Accepted) {
-		b = l.clamp(b + dir)
+	for b != l.Clamp(b+dir) && l.bulk(b) == l.bulk(s.Accepted) {
+		b = l.Clamp(b + dir)
 	}
 	if b == s.Accepted || l.bulk(b) == l.bulk(s.Accepted) || dir > 0 && s.Cooldown > 0 {
-		return s.holdAt(s.Accepted), actHold, why
+		return s.holdAt(s.Accepted), ActHold, why
 	}
 	s = s.moveTo(b)
 	s.Phase = phase
@@ -344,7 +344,7 @@ func (l adaptiveLimits) probe(s adaptiveState, dir int, why string) (adaptiveSta
 // work done in two measurements in a row (one heavy-tailed measurement
 // can rise 30% by itself) or jumped in one (see rose), and probes once
 // the hold is over.
-func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, adaptiveAction, string) {
+func (l Limits) hold(s State, got Rate) (State, Action, string) {
 	fresh := s.Base.Work == 0 || s.Base.Bound != got.Bound
 	if fresh {
 		s.Base = got
@@ -356,14 +356,14 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 		return l.riseTo(s, to)
 	} else if to > 0 {
 		s.Rises++
-		return s, actHold, "latency per work rose; confirming"
+		return s, ActHold, "latency per work rose; confirming"
 	}
 	s.Rises = 0
 	s.Base = s.Base.blend(got)
-	s.adaptiveMemory = s.towardRef(got)
+	s.memory = s.towardRef(got)
 	s.Peak = max(s.Peak, s.Base.Work)
-	s.adaptiveMemory = s.noteLeast()
-	if fresh && s.queued() && s.Accepted != l.clamp(s.Accepted-1) {
+	s.memory = s.noteLeast()
+	if fresh && s.queued() && s.Accepted != l.Clamp(s.Accepted-1) {
 		// The first measurement of a bound a latency rise, a back-off or
 		// a settle just chose, and requests still queue in the server:
 		// those estimates round up, and a probe above cannot pay while
@@ -374,12 +374,12 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 	}
 	if s.Holds > 0 {
 		s.Holds--
-		return s, actHold, "holding between probes"
+		return s, ActHold, "holding between probes"
 	}
-	if s.Cooldown > 0 || s.Accepted == l.clamp(s.Accepted+1) {
+	if s.Cooldown > 0 || s.Accepted == l.Clamp(s.Accepted+1) {
 		if !s.queued() {
 			s.Holds = holdMeasurements
-			return s, actHold, "no growth allowed and no queueing"
+			return s, ActHold, "no growth allowed and no queueing"
 		}
 		return l.probe(s, -1, "probing below")
 	}
@@ -390,15 +390,15 @@ func (l adaptiveLimits) hold(s adaptiveState, got adaptiveRate) (adaptiveState, 
 // seen — in completions too, with token counts (queuedMix): requests
 // queue inside the server, so a smaller bound may do the same work.
 // Without it a probe below only costs throughput.
-func (s adaptiveState) queued() bool {
+func (s State) queued() bool {
 	return s.MinLatency > 0 && s.Base.Latency >= queueRise*s.MinLatency && s.queuedMix()
 }
 
 // holdAt makes b the accepted bound and holds there before probing again,
 // with the step reset to an eighth of it.
-func (s adaptiveState) holdAt(b int) adaptiveState {
+func (s State) holdAt(b int) State {
 	s = s.moveTo(b)
-	s.Accepted, s.Phase, s.Holds, s.Streak = b, phaseHold, holdMeasurements, 0
+	s.Accepted, s.Phase, s.Holds, s.Streak = b, PhaseHold, holdMeasurements, 0
 	s.Step = max(1, b/8)
 	return s
 }

@@ -1,4 +1,4 @@
-package quota
+package adaptive
 
 // A request's latency has a part per request (its prompt, the queue of a
 // batch, the network) and a part per output token, and neither latency per
@@ -21,7 +21,7 @@ package quota
 // (latency per token ref and per completion refDone, 0 when unknown):
 // the smaller of the two with token counts, latency per completion's
 // without.
-func (r adaptiveRate) roseBy(ref, refDone float64) float64 {
+func (r Rate) roseBy(ref, refDone float64) float64 {
 	rise := r.Latency / ref
 	if r.Tokens && refDone > 0 && r.PerDone > 0 {
 		rise = min(rise, r.PerDone/refDone)
@@ -31,14 +31,14 @@ func (r adaptiveRate) roseBy(ref, refDone float64) float64 {
 
 // above says r did more work a second than f × base's in either unit —
 // so not less in every model.
-func (r adaptiveRate) above(base adaptiveRate, f float64) bool {
+func (r Rate) above(base Rate, f float64) bool {
 	return r.Work > base.Work*f || r.Tokens && base.Done > 0 && r.Done > base.Done*f
 }
 
 // mixRelieved is relieved's second unit: with token counts, work a second
 // in completions stayed at keepShare of base's too, and latency per
 // completion fell below want × base's too.
-func (r adaptiveRate) mixRelieved(base adaptiveRate, want float64) bool {
+func (r Rate) mixRelieved(base Rate, want float64) bool {
 	if !r.Tokens || base.Done <= 0 || base.PerDone <= 0 {
 		return true
 	}
@@ -47,7 +47,7 @@ func (r adaptiveRate) mixRelieved(base adaptiveRate, want float64) bool {
 
 // blend moves r halfway (ewmaWeight) to got, in both units: the baseline
 // at the accepted bound.
-func (r adaptiveRate) blend(got adaptiveRate) adaptiveRate {
+func (r Rate) blend(got Rate) Rate {
 	r.Work += ewmaWeight * (got.Work - r.Work)
 	r.Latency += ewmaWeight * (got.Latency - r.Latency)
 	r.Done += ewmaWeight * (got.Done - r.Done)
@@ -58,7 +58,7 @@ func (r adaptiveRate) blend(got adaptiveRate) adaptiveRate {
 
 // towardRef moves the references halfway to got, in both units, starting
 // them at got when unset.
-func (m adaptiveMemory) towardRef(got adaptiveRate) adaptiveMemory {
+func (m memory) towardRef(got Rate) memory {
 	if m.Ref == 0 {
 		m.Ref = got.Latency
 	}
@@ -73,13 +73,13 @@ func (m adaptiveMemory) towardRef(got adaptiveRate) adaptiveMemory {
 // queuedMix says latency per completion is above the least seen too (or
 // is not told apart from latency per work): with queued, requests queue
 // in the server in every model.
-func (m adaptiveMemory) queuedMix() bool {
+func (m memory) queuedMix() bool {
 	return !m.Base.Tokens || m.MinDone <= 0 || m.Base.PerDone >= queueRise*m.MinDone
 }
 
 // noteLeast keeps the least latency per work, in both units, seen at an
 // accepted bound.
-func (m adaptiveMemory) noteLeast() adaptiveMemory {
+func (m memory) noteLeast() memory {
 	if m.MinLatency == 0 || m.Base.Latency < m.MinLatency {
 		m.MinLatency = m.Base.Latency
 	}

@@ -1,4 +1,4 @@
-package quota
+package adaptive
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/adaptive/adaptivetest"
 )
 
 // The runs below step the controller every adaptiveInterval against
@@ -13,8 +15,8 @@ import (
 const adaptiveInterval = 2 * time.Second
 
 // knee8 is the knee server: 8 slots at 200 ms, 60 bulk workers.
-func knee8(seed uint64) simConfig {
-	return simConfig{Slots: 8, Service: 200 * time.Millisecond, Workers: 60, Seed: seed}
+func knee8(seed uint64) adaptivetest.Config {
+	return adaptivetest.Config{Slots: 8, Service: 200 * time.Millisecond, Workers: 60, Seed: seed}
 }
 
 // TestAdaptiveConvergence: from the floor, within 25 s the bound sits in
@@ -23,9 +25,9 @@ func knee8(seed uint64) simConfig {
 func TestAdaptiveConvergence(t *testing.T) {
 	heavy := knee8(7)
 	heavy.Tail, heavy.Tokens = 1, true
-	for name, cfg := range map[string]simConfig{"fixed": knee8(1), "lognormal": heavy} {
+	for name, cfg := range map[string]adaptivetest.Config{"fixed": knee8(1), "lognormal": heavy} {
 		t.Run(name, func(t *testing.T) {
-			steps := simulate(newSimServer(cfg), adaptiveLimits{Ceiling: 200}, adaptiveState{}, adaptiveInterval, 85*time.Second, nil)
+			steps := simulate(adaptivetest.NewServer(cfg), Limits{Ceiling: 200}, State{}, adaptiveInterval, 85*time.Second, nil)
 			w := during(steps, 25*time.Second, 85*time.Second)
 			lo, hi := boundRange(w)
 			got := throughput(w)
@@ -45,8 +47,8 @@ func TestAdaptiveConvergence(t *testing.T) {
 func TestAdaptiveStepChange(t *testing.T) {
 	for off := time.Duration(0); off < 20*time.Second; off += 2 * time.Second {
 		drop, rise := 40*time.Second+off, 100*time.Second+off
-		srv := newSimServer(simConfig{Slots: 16, Service: 200 * time.Millisecond, Workers: 60, Seed: 3})
-		steps := simulate(srv, adaptiveLimits{Ceiling: 200}, adaptiveState{}, adaptiveInterval, rise+60*time.Second, func(now time.Duration) {
+		srv := adaptivetest.NewServer(adaptivetest.Config{Slots: 16, Service: 200 * time.Millisecond, Workers: 60, Seed: 3})
+		steps := simulate(srv, Limits{Ceiling: 200}, State{}, adaptiveInterval, rise+60*time.Second, func(now time.Duration) {
 			switch now {
 			case drop:
 				srv.Slots = 4
@@ -73,8 +75,8 @@ func TestAdaptiveStepChange(t *testing.T) {
 // — in flight then stays under the bound, the intervals are not saturated
 // and the controller holds — with no 429 needed to stop it.
 func TestAdaptiveHostedRate(t *testing.T) {
-	cfg := simConfig{Service: 2 * time.Second, Workers: 80, Rate: 20, Seed: 1}
-	steps := simulate(newSimServer(cfg), adaptiveLimits{Ceiling: 200}, adaptiveState{}, adaptiveInterval, 180*time.Second, nil)
+	cfg := adaptivetest.Config{Service: 2 * time.Second, Workers: 80, Rate: 20, Seed: 1}
+	steps := simulate(adaptivetest.NewServer(cfg), Limits{Ceiling: 200}, State{}, adaptiveInterval, 180*time.Second, nil)
 	late := during(steps, 90*time.Second, 180*time.Second)
 	lo, hi := boundRange(late)
 	got := throughput(late)
@@ -83,7 +85,7 @@ func TestAdaptiveHostedRate(t *testing.T) {
 		t.Errorf("after 90 s: %.1f/s, want ≥ 15; bound %d..%d, want one bound under the ceiling\n%s", got, lo, hi, summary(steps, 10*time.Second))
 	}
 	for _, s := range steps {
-		if s.Decision.Action == actBackOff {
+		if s.Decision.Action == ActBackOff {
 			t.Errorf("%v: backed off with no 429 from the model", s.At)
 		}
 	}
@@ -107,7 +109,7 @@ func TestAdaptiveNoise(t *testing.T) {
 			for seed := uint64(1); seed <= 5; seed++ {
 				cfg := knee8(seed)
 				cfg.Tail, cfg.Tokens = c.tail, c.tokens
-				steps := simulate(newSimServer(cfg), adaptiveLimits{Ceiling: 200}, adaptiveState{}, adaptiveInterval, 10*time.Minute, nil)
+				steps := simulate(adaptivetest.NewServer(cfg), Limits{Ceiling: 200}, State{}, adaptiveInterval, 10*time.Minute, nil)
 				_, hi := boundRange(steps)
 				got := throughput(during(steps, 30*time.Second, 10*time.Minute))
 				t.Logf("seed %d: bound up to %d, %.1f/s", seed, hi, got)
@@ -133,11 +135,11 @@ func TestAdaptiveSteadyTimeouts(t *testing.T) {
 	}{{0.015, 6, 12, 10}, {0.05, 4, 12, 60}} {
 		cfg := knee8(5)
 		cfg.Hang, cfg.Timeout = c.hang, time.Second
-		steps := simulate(newSimServer(cfg), adaptiveLimits{Ceiling: 200}, adaptiveState{}, adaptiveInterval, 10*time.Minute, nil)
+		steps := simulate(adaptivetest.NewServer(cfg), Limits{Ceiling: 200}, State{}, adaptiveInterval, 10*time.Minute, nil)
 		lo, hi := boundRange(during(steps, 30*time.Second, 10*time.Minute))
 		backOffs := 0
 		for _, s := range steps {
-			if s.Decision.Action == actBackOff {
+			if s.Decision.Action == ActBackOff {
 				backOffs++
 			}
 		}
@@ -153,9 +155,9 @@ func TestAdaptiveSteadyTimeouts(t *testing.T) {
 // settled bound cuts it by about half, and it does not grow again for the
 // cooldown after the burst.
 func TestAdaptiveThrottleBurst(t *testing.T) {
-	srv := newSimServer(simConfig{Slots: 16, Service: 200 * time.Millisecond, Workers: 60, Seed: 2})
+	srv := adaptivetest.NewServer(adaptivetest.Config{Slots: 16, Service: 200 * time.Millisecond, Workers: 60, Seed: 2})
 	burst := [2]time.Duration{60 * time.Second, 66 * time.Second}
-	steps := simulate(srv, adaptiveLimits{Ceiling: 200}, adaptiveState{}, adaptiveInterval, 90*time.Second, func(now time.Duration) {
+	steps := simulate(srv, Limits{Ceiling: 200}, State{}, adaptiveInterval, 90*time.Second, func(now time.Duration) {
 		srv.Throttle = 0
 		if now >= burst[0] && now < burst[1] {
 			srv.Throttle = 0.3
@@ -174,11 +176,11 @@ func TestAdaptiveThrottleBurst(t *testing.T) {
 // TestAdaptiveDemandLimited: 3 workers under a bound of 50 never saturate
 // it, so the bound says nothing and does not move.
 func TestAdaptiveDemandLimited(t *testing.T) {
-	st := adaptiveState{Bound: 50, Accepted: 50, adaptiveCycle: adaptiveCycle{Phase: phaseHold, Step: 6}}
-	steps := simulate(newSimServer(simConfig{Slots: 8, Service: 200 * time.Millisecond, Workers: 3, Seed: 1}),
-		adaptiveLimits{Ceiling: 200}, st, adaptiveInterval, 5*time.Minute, nil)
+	st := State{Bound: 50, Accepted: 50, cycle: cycle{Phase: PhaseHold, Step: 6}}
+	steps := simulate(adaptivetest.NewServer(adaptivetest.Config{Slots: 8, Service: 200 * time.Millisecond, Workers: 3, Seed: 1}),
+		Limits{Ceiling: 200}, st, adaptiveInterval, 5*time.Minute, nil)
 	for _, s := range steps {
-		if s.Bound != 50 || s.Decision.Action != actHold || s.Decision.Why != "bound not binding" {
+		if s.Bound != 50 || s.Decision.Action != ActHold || s.Decision.Why != "bound not binding" {
 			t.Fatalf("%v: bound %d, %s (%s); want 50 held, not binding", s.At, s.Bound, s.Decision.Action, s.Decision.Why)
 		}
 	}
@@ -188,35 +190,35 @@ func TestAdaptiveDemandLimited(t *testing.T) {
 // and a burst round-trips through encoding/json unchanged, and the decoded
 // state steps exactly as the original — the fleet keeps it in Redis.
 func TestAdaptiveStateJSON(t *testing.T) {
-	lim := adaptiveLimits{Floor: 2, Ceiling: 64}
-	srv := newSimServer(simConfig{Slots: 16, Service: 300 * time.Millisecond, Workers: 60, Tail: 1, Tokens: true, Seed: 9})
-	st, phases := adaptiveState{}, map[adaptivePhase]bool{}
-	for srv.now < 3*time.Minute {
-		srv.Slots = 16 - 12*int(srv.now/time.Minute%2)
+	lim := Limits{Floor: 2, Ceiling: 64}
+	srv := adaptivetest.NewServer(adaptivetest.Config{Slots: 16, Service: 300 * time.Millisecond, Workers: 60, Tail: 1, Tokens: true, Seed: 9})
+	st, phases := State{}, map[Phase]bool{}
+	for srv.Now() < 3*time.Minute {
+		srv.Slots = 16 - 12*int(srv.Now()/time.Minute%2)
 		srv.Throttle = 0
-		if srv.now >= 150*time.Second && srv.now < 152*time.Second {
+		if srv.Now() >= 150*time.Second && srv.Now() < 152*time.Second {
 			srv.Throttle = 0.3
 		}
-		m := srv.run(max(st.Bound, lim.initial().Bound), adaptiveInterval)
+		m := Sample(srv.Run(max(st.Bound, lim.initial().Bound), adaptiveInterval))
 		b, err := json.Marshal(st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back adaptiveState
+		var back State
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(back, st) {
 			t.Fatalf("round trip changed the state:\n%+v\n%+v", st, back)
 		}
-		want, wantD := lim.next(st, m)
-		got, gotD := lim.next(back, m)
+		want, wantD := lim.Next(st, m)
+		got, gotD := lim.Next(back, m)
 		if !reflect.DeepEqual(got, want) || gotD != wantD {
 			t.Fatalf("decoded state stepped differently: %+v %+v, want %+v %+v", got, gotD, want, wantD)
 		}
 		st, phases[st.Phase] = want, true
 	}
-	for _, p := range []adaptivePhase{phaseStart, phaseGrow, phaseHold, phaseUp, phaseDown} {
+	for _, p := range []Phase{PhaseStart, PhaseGrow, PhaseHold, PhaseUp, PhaseDown} {
 		if !phases[p] {
 			t.Errorf("the run never was in phase %q; the round trip did not cover it", p)
 		}
@@ -226,12 +228,12 @@ func TestAdaptiveStateJSON(t *testing.T) {
 // TestAdaptiveRules: the judgements one at a time, against the model
 // work = c·min(L, K) with latency per work flat below K and ∝ L/K above.
 func TestAdaptiveRules(t *testing.T) {
-	rate := func(bound int, work, lat float64) adaptiveRate {
-		return adaptiveRate{Bound: bound, Work: work, Latency: lat}
+	rate := func(bound int, work, lat float64) Rate {
+		return Rate{Bound: bound, Work: work, Latency: lat}
 	}
 	for _, c := range []struct {
 		name            string
-		base, r         adaptiveRate
+		base, r         Rate
 		gained, relieve bool
 		knee            int
 	}{
@@ -257,16 +259,16 @@ func TestAdaptiveRules(t *testing.T) {
 		})
 	}
 	for _, c := range []struct {
-		m    adaptiveSample
+		m    Sample
 		left time.Duration
 		want string
 	}{
-		{adaptiveSample{Completed: 78, Throttled: 2}, cooldown, "upstream 429s"},
-		{adaptiveSample{Completed: 79, Throttled: 1}, 0, ""},
-		{adaptiveSample{Completed: 78, Failures: 2}, 0, ""}, // chance at 2%
-		{adaptiveSample{Completed: 74, Failures: 6}, 0, "upstream 5xx or timeouts"},
-		{adaptiveSample{Completed: 74, Failures: 6}, time.Second, ""}, // once a cooldown
-		{adaptiveSample{Failures: 3}, 0, "upstream 5xx or timeouts"},  // everything failing
+		{Sample{Completed: 78, Throttled: 2}, cooldown, "upstream 429s"},
+		{Sample{Completed: 79, Throttled: 1}, 0, ""},
+		{Sample{Completed: 78, Failures: 2}, 0, ""}, // chance at 2%
+		{Sample{Completed: 74, Failures: 6}, 0, "upstream 5xx or timeouts"},
+		{Sample{Completed: 74, Failures: 6}, time.Second, ""}, // once a cooldown
+		{Sample{Failures: 3}, 0, "upstream 5xx or timeouts"},  // everything failing
 	} {
 		if got := failing(c.m, c.left); got != c.want {
 			t.Errorf("failing(%+v, %v) = %q, want %q", c.m, c.left, got, c.want)
@@ -278,43 +280,43 @@ func TestAdaptiveRules(t *testing.T) {
 // configured, never above the ceiling), samples for another bound are not
 // judged, and a lowered ceiling takes effect at the next step.
 func TestAdaptiveStart(t *testing.T) {
-	full := adaptiveSample{Saturated: true, Completed: 100, Elapsed: adaptiveInterval, Latency: 20 * time.Second}
+	full := Sample{Saturated: true, Completed: 100, Elapsed: adaptiveInterval, Latency: 20 * time.Second}
 	for _, c := range []struct {
-		lim  adaptiveLimits
+		lim  Limits
 		want int
-	}{{adaptiveLimits{Ceiling: 200}, 4}, {adaptiveLimits{Floor: 10, Ceiling: 200}, 10}, {adaptiveLimits{Ceiling: 2}, 2}} {
+	}{{Limits{Ceiling: 200}, 4}, {Limits{Floor: 10, Ceiling: 200}, 10}, {Limits{Ceiling: 2}, 2}} {
 		m := full
 		m.Bound = c.want
-		st, d := c.lim.next(adaptiveState{}, m)
-		if st.Bound != c.want || st.Phase != phaseGrow || d.Action != actHold || d.Why != "warming up" {
+		st, d := c.lim.Next(State{}, m)
+		if st.Bound != c.want || st.Phase != PhaseGrow || d.Action != ActHold || d.Why != "warming up" {
 			t.Errorf("%+v: first step %+v %+v, want bound %d warming up in slow start", c.lim, st, d, c.want)
 		}
 	}
-	lim := adaptiveLimits{Ceiling: 64}
-	st := adaptiveState{Bound: 32, Accepted: 32, adaptiveCycle: adaptiveCycle{Phase: phaseHold, Step: 4}}
+	lim := Limits{Ceiling: 64}
+	st := State{Bound: 32, Accepted: 32, cycle: cycle{Phase: PhaseHold, Step: 4}}
 	m := full
 	m.Bound = 16
-	if got, d := lim.next(st, m); !reflect.DeepEqual(got, st) || d.Why != "sample for another bound" {
+	if got, d := lim.Next(st, m); !reflect.DeepEqual(got, st) || d.Why != "sample for another bound" {
 		t.Errorf("a sample for bound 16 moved the state of bound 32: %+v %+v", got, d)
 	}
 	lim.Ceiling = 20
 	m.Bound = 32
-	if got, _ := lim.next(st, m); got.Bound != 20 || got.Accepted != 20 {
+	if got, _ := lim.Next(st, m); got.Bound != 20 || got.Accepted != 20 {
 		t.Errorf("ceiling lowered to 20: bound %d accepted %d", got.Bound, got.Accepted)
 	}
-	if (adaptiveDecision{From: 16, To: 12}).large() != true || (adaptiveDecision{From: 16, To: 15}).large() {
+	if (Decision{From: 16, To: 12}).Large() != true || (Decision{From: 16, To: 15}).Large() {
 		t.Error("large: a quarter of the bound is large, one in 16 is not")
 	}
 }
 
 // knee16 is the step-change server: 16 slots at 200 ms, 60 bulk workers.
-func knee16() simConfig {
-	return simConfig{Slots: 16, Service: 200 * time.Millisecond, Workers: 60, Seed: 3}
+func knee16() adaptivetest.Config {
+	return adaptivetest.Config{Slots: 16, Service: 200 * time.Millisecond, Workers: 60, Seed: 3}
 }
 
 // firstDecision is when the first decision act was taken after from, or
 // -1 when none was.
-func firstDecision(steps []simStep, act adaptiveAction, from time.Duration) time.Duration {
+func firstDecision(steps []simStep, act Action, from time.Duration) time.Duration {
 	for _, s := range steps {
 		if s.At > from && s.Decision.Action == act {
 			return s.At
@@ -350,27 +352,27 @@ func firstJudged(steps []simStep, from time.Duration) simStep {
 //     faster server must not make the step down look good, and the bound
 //     must climb back within 30 s.
 func TestAdaptiveStepChangePhases(t *testing.T) {
-	lim := adaptiveLimits{Ceiling: 200}
-	plain := simulate(newSimServer(knee16()), lim, adaptiveState{}, adaptiveInterval, 60*time.Second, nil)
-	probe := firstDecision(plain, actProbeUp, 30*time.Second)
-	fromSix := adaptiveState{Bound: 6, Accepted: 6, adaptiveCycle: adaptiveCycle{Phase: phaseGrow, Step: 1}}
-	settled := firstDecision(simulate(newSimServer(knee16()), lim, fromSix, adaptiveInterval, 60*time.Second, nil), actSettle, 0)
+	lim := Limits{Ceiling: 200}
+	plain := simulate(adaptivetest.NewServer(knee16()), lim, State{}, adaptiveInterval, 60*time.Second, nil)
+	probe := firstDecision(plain, ActProbeUp, 30*time.Second)
+	fromSix := State{Bound: 6, Accepted: 6, cycle: cycle{Phase: PhaseGrow, Step: 1}}
+	settled := firstDecision(simulate(adaptivetest.NewServer(knee16()), lim, fromSix, adaptiveInterval, 60*time.Second, nil), ActSettle, 0)
 	if probe < 0 || settled < 0 {
 		t.Fatalf("no probe up after 30 s (%v) or no settle (%v) at 16 slots", probe, settled)
 	}
 	for _, c := range []struct {
 		name  string
-		start adaptiveState
+		start State
 		drop  time.Duration
 		quick bool // the first judgement after the drop must bring the bound down
 	}{
-		{"drop in a probe's warm-up", adaptiveState{}, probe, true},
-		{"drop in a probe's measurement", adaptiveState{}, probe + adaptiveInterval, true},
+		{"drop in a probe's warm-up", State{}, probe, true},
+		{"drop in a probe's measurement", State{}, probe + adaptiveInterval, true},
 		{"drop right after settle", fromSix, settled, false},
 		{"drop one interval after settle", fromSix, settled + adaptiveInterval, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := newSimServer(knee16())
+			srv := adaptivetest.NewServer(knee16())
 			steps := simulate(srv, lim, c.start, adaptiveInterval, c.drop+60*time.Second, func(now time.Duration) {
 				if now == c.drop {
 					srv.Slots = 4
@@ -399,9 +401,9 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 		// bulk is the proxy's default class partition: bulk, which
 		// probes, never holds interactive's reserve, and holds 5 at
 		// both 6 and 7.
-		bulk bulkPart
-	}{{"fixed", 0, false, 1, bulkPart{}}, {"lognormal", 1, true, 5, bulkPart{}},
-		{"interactive reserve", 0, false, 1, bulkPart{Share: 0.2, Reserve: 0.3, Borrow: true}}} {
+		bulk BulkPart
+	}{{"fixed", 0, false, 1, BulkPart{}}, {"lognormal", 1, true, 5, BulkPart{}},
+		{"interactive reserve", 0, false, 1, BulkPart{Share: 0.2, Reserve: 0.3, Borrow: true}}} {
 		t.Run("rise during a probe down/"+c.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= c.seeds; seed++ {
 				// The state a drop from 16 to 4 slots leaves: the latency
@@ -409,21 +411,21 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 				// a step down to 4 is being tried, judged against 5's
 				// measurement (in tokens when the server reports them).
 				cfg := knee16()
-				cfg.Slots, cfg.Tail, cfg.Tokens, cfg.Seed, cfg.Bulk = 4, c.tail, c.tokens, seed, c.bulk
-				srv := newSimServer(cfg)
+				cfg.Slots, cfg.Tail, cfg.Tokens, cfg.Seed, cfg.Bulk = 4, c.tail, c.tokens, seed, Limits{Bulk: c.bulk}.bulk
+				srv := adaptivetest.NewServer(cfg)
 				for range 5 {
-					srv.run(5, adaptiveInterval)
+					srv.Run(5, adaptiveInterval)
 				}
 				unit := 1.0
 				if c.tokens {
-					unit = simMeanTokens
+					unit = adaptivetest.MeanTokens
 				}
-				st := adaptiveState{Bound: 4, Accepted: 5, adaptiveCycle: adaptiveCycle{Phase: phaseDown, Step: 1},
-					adaptiveMemory: adaptiveMemory{Base: adaptiveRate{Bound: 5, Work: 20 * unit, Latency: 0.25 / unit},
+				st := State{Bound: 4, Accepted: 5, cycle: cycle{Phase: PhaseDown, Step: 1},
+					memory: memory{Base: Rate{Bound: 5, Work: 20 * unit, Latency: 0.25 / unit},
 						Ref: 0.225 / unit, MinLatency: 0.2 / unit, Peak: 20 * unit}}
-				rise := srv.now
+				rise := srv.Now()
 				srv.Slots = 16
-				steps := simulate(srv, adaptiveLimits{Ceiling: 200, Bulk: c.bulk}, st, adaptiveInterval, rise+60*time.Second, nil)
+				steps := simulate(srv, Limits{Ceiling: 200, Bulk: c.bulk}, st, adaptiveInterval, rise+60*time.Second, nil)
 				early := during(steps, rise+22*time.Second, rise+28*time.Second)
 				up := during(steps, rise+30*time.Second, rise+60*time.Second)
 				lo, _ := boundRange(up)
@@ -448,14 +450,14 @@ func TestAdaptiveStepChangePhases(t *testing.T) {
 // 17/s over the 10 s after 30 s when the cycle probed up first and then
 // stepped down to the floor).
 func TestAdaptiveDropSettles(t *testing.T) {
-	part := bulkPart{Share: 0.2, Reserve: 0.3, Borrow: true}
-	lim := adaptiveLimits{Ceiling: 200, Bulk: part}
+	part := BulkPart{Share: 0.2, Reserve: 0.3, Borrow: true}
+	lim := Limits{Ceiling: 200, Bulk: part}
 	for off := time.Duration(0); off < 20*time.Second; off += 2 * time.Second {
 		drop := 40*time.Second + off
 		cfg := knee16()
-		cfg.Bulk = part
-		srv := newSimServer(cfg)
-		steps := simulate(srv, lim, adaptiveState{}, adaptiveInterval, drop+60*time.Second, func(now time.Duration) {
+		cfg.Bulk = Limits{Bulk: part}.bulk
+		srv := adaptivetest.NewServer(cfg)
+		steps := simulate(srv, lim, State{}, adaptiveInterval, drop+60*time.Second, func(now time.Duration) {
 			if now == drop {
 				srv.Slots = 4
 			}
@@ -479,17 +481,17 @@ func TestAdaptiveDropSettles(t *testing.T) {
 // 50/s of 80). A doubling whose work grew half as much, with latency per
 // work up by a third, still settles at the knee between.
 func TestAdaptiveGrowthNoise(t *testing.T) {
-	lim := adaptiveLimits{Ceiling: 200}
-	grow := adaptiveState{Bound: 16, Accepted: 8, adaptiveCycle: adaptiveCycle{Phase: phaseGrow, Step: 1},
-		adaptiveMemory: adaptiveMemory{Base: adaptiveRate{Bound: 8, Work: 259, Latency: 0.0231}, Ref: 0.0228, MinLatency: 0.0225, Peak: 259}}
+	lim := Limits{Ceiling: 200}
+	grow := State{Bound: 16, Accepted: 8, cycle: cycle{Phase: PhaseGrow, Step: 1},
+		memory: memory{Base: Rate{Bound: 8, Work: 259, Latency: 0.0231}, Ref: 0.0228, MinLatency: 0.0225, Peak: 259}}
 	for _, c := range []struct {
 		name   string
-		got    adaptiveRate
-		action adaptiveAction
+		got    Rate
+		action Action
 		bound  int
 	}{
-		{"work grew with the bound, latency noisy", adaptiveRate{Bound: 16, Work: 479.7, Latency: 0.0257}, actGrow, 32},
-		{"knee halfway", adaptiveRate{Bound: 16, Work: 388, Latency: 0.0304}, actSettle, 12},
+		{"work grew with the bound, latency noisy", Rate{Bound: 16, Work: 479.7, Latency: 0.0257}, ActGrow, 32},
+		{"knee halfway", Rate{Bound: 16, Work: 388, Latency: 0.0304}, ActSettle, 12},
 	} {
 		s, act, why := lim.judge(grow, c.got)
 		if act != c.action || s.Bound != c.bound {

@@ -1,9 +1,11 @@
-package quota
+package adaptive
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/adaptive/adaptivetest"
 )
 
 // The shapes of issue 32, simulated: a shift of the request mix at a knee,
@@ -20,16 +22,16 @@ import (
 // every 10 s from the join on the server's capacity used stays at 75% or
 // more (issue 32: cut 11 → 4, 16 completions a second of 40 for 30 s).
 func TestAdaptiveMixShift(t *testing.T) {
-	part := bulkPart{Share: 0.2, Reserve: 0.3, Borrow: true} // the proxy's default
-	lim := adaptiveLimits{Ceiling: 200, Bulk: part}
+	part := BulkPart{Share: 0.2, Reserve: 0.3, Borrow: true} // the proxy's default
+	lim := Limits{Ceiling: 200, Bulk: part}
 	for _, fixed := range []float64{1, 0.5, 0.2} {
 		t.Run(fmt.Sprintf("fixed %.1f", fixed), func(t *testing.T) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				cfg := knee8(seed)
-				cfg.Tokens, cfg.Fixed, cfg.Tail, cfg.Bulk = true, fixed, 0.5, part
-				srv := newSimServer(cfg)
+				cfg.Tokens, cfg.Fixed, cfg.Tail, cfg.Bulk = true, fixed, 0.5, lim.bulk
+				srv := adaptivetest.NewServer(cfg)
 				join, leave := 40*time.Second, 100*time.Second
-				steps := simulate(srv, lim, adaptiveState{}, adaptiveInterval, leave+60*time.Second, func(now time.Duration) {
+				steps := simulate(srv, lim, State{}, adaptiveInterval, leave+60*time.Second, func(now time.Duration) {
 					switch now {
 					case join:
 						srv.Short = 20
@@ -38,7 +40,7 @@ func TestAdaptiveMixShift(t *testing.T) {
 					}
 				})
 				lo, _ := boundRange(during(steps, join, leave+60*time.Second))
-				if at := firstDecision(steps, actLatencyRise, join); at >= 0 {
+				if at := firstDecision(steps, ActLatencyRise, join); at >= 0 {
 					t.Errorf("seed %d: the bound was cut for a latency rise at %v, with the knee where it was\n%s",
 						seed, at, summary(steps, adaptiveInterval))
 				}
@@ -92,16 +94,16 @@ func TestAdaptiveHostedShape(t *testing.T) {
 		{8 * time.Second, 160, 0.2, 90 * time.Second},
 	} {
 		t.Run(fmt.Sprintf("%v/%d workers/reserve %.1f", c.latency, c.workers, c.reserve), func(t *testing.T) {
-			part := bulkPart{Share: 0.5, Reserve: c.reserve, Borrow: true}
-			lim := adaptiveLimits{Ceiling: 200, Bulk: part}
+			part := BulkPart{Share: 0.5, Reserve: c.reserve, Borrow: true}
+			lim := Limits{Ceiling: 200, Bulk: part}
 			rate := int(20*(1-c.reserve) + 0.5)
 			want := 0.8 * min(float64(rate), float64(c.workers)/c.latency.Seconds())
 			for seed := uint64(1); seed <= 3; seed++ {
 				// Seed 1 answers every request in the latency; the others
 				// vary it with the output length (lognormal σ 0.5).
-				srv := newSimServer(simConfig{Service: c.latency, Workers: c.workers, Rate: rate, Seed: seed, Bulk: part,
+				srv := adaptivetest.NewServer(adaptivetest.Config{Service: c.latency, Workers: c.workers, Rate: rate, Seed: seed, Bulk: Limits{Bulk: part}.bulk,
 					Tail: 0.5 * float64(min(seed-1, 1)), Tokens: seed > 1})
-				steps := simulate(srv, lim, adaptiveState{}, adaptiveInterval, 5*time.Minute, nil)
+				steps := simulate(srv, lim, State{}, adaptiveInterval, 5*time.Minute, nil)
 				reached := time.Duration(-1)
 				for _, s := range steps {
 					if float64(lim.bulk(s.Bound))/c.latency.Seconds() >= want {
@@ -116,7 +118,7 @@ func TestAdaptiveHostedShape(t *testing.T) {
 					t.Errorf("seed %d: bulk's bound reached %.1f a second after %v (want within %v), then did %.1f a second (want ≥ %.1f)\n%s",
 						seed, want, reached, c.deadline, throughput(after), want, summary(steps, 4*time.Second))
 				}
-				if at := firstDecision(steps, actBackOff, 0); at >= 0 {
+				if at := firstDecision(steps, ActBackOff, 0); at >= 0 {
 					t.Errorf("seed %d: backed off at %v with no 429 from the provider", seed, at)
 				}
 			}

@@ -1,4 +1,4 @@
-package quota
+package adaptive
 
 import "math"
 
@@ -11,14 +11,14 @@ import "math"
 // It returns the bound the rise points to (0: no rise) and whether to
 // act on it now: at once for a jump of latencyJump, else once a second
 // measurement in a row confirms it.
-func (l adaptiveLimits) rose(s adaptiveState, got adaptiveRate) (int, bool) {
+func (l Limits) rose(s State, got Rate) (int, bool) {
 	if s.Ref <= 0 || got.Latency <= 0 || s.Accepted <= 0 {
 		return 0, false
 	}
 	// Above the knee latency per work grows in proportion to the bound, so
 	// a step up is expected to raise it by its ratio; only more than that
 	// says the server changed. With token counts, in both units: a shift
-	// of the mix raises one alone (adaptivemix.go), and the bound is cut
+	// of the mix raises one alone (mix.go), and the bound is cut
 	// only when the server does less work in every model of it.
 	scale := max(1, float64(got.Bound)/float64(s.Accepted))
 	rise := got.roseBy(s.Ref, s.RefDone) / scale
@@ -26,7 +26,7 @@ func (l adaptiveLimits) rose(s adaptiveState, got adaptiveRate) (int, bool) {
 		return 0, false
 	}
 	// The bound that brings latency per work back to Ref is the knee now.
-	to := l.clamp(int(math.Ceil(float64(got.Bound) / (rise * scale))))
+	to := l.Clamp(int(math.Ceil(float64(got.Bound) / (rise * scale))))
 	if to >= s.Accepted {
 		return 0, false
 	}
@@ -35,8 +35,8 @@ func (l adaptiveLimits) rose(s adaptiveState, got adaptiveRate) (int, bool) {
 
 // riseTo makes to, the knee a rise of latency per work points to, the
 // accepted bound, to be measured afresh against the same Ref.
-func (l adaptiveLimits) riseTo(s adaptiveState, to int) (adaptiveState, adaptiveAction, string) {
+func (l Limits) riseTo(s State, to int) (State, Action, string) {
 	s = s.holdAt(to)
-	s.Base, s.Rises, s.Peak = adaptiveRate{}, 0, 0 // what the server did before says nothing now
-	return s, actLatencyRise, "latency per work rose with no more work"
+	s.Base, s.Rises, s.Peak = Rate{}, 0, 0 // what the server did before says nothing now
+	return s, ActLatencyRise, "latency per work rose with no more work"
 }

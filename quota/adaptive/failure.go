@@ -1,4 +1,4 @@
-package quota
+package adaptive
 
 import (
 	"math"
@@ -25,7 +25,7 @@ const (
 // and 5xx or timeouts, once the last back-off cooled down, above what
 // chance gives at failShare (two Poisson deviations): at 80 attempts a
 // steady 1.5% makes 2 in an interval now and then, which is no reason.
-func failing(m adaptiveSample, left time.Duration) string {
+func failing(m Sample, left time.Duration) string {
 	attempts := float64(m.Completed + m.Failures + m.Throttled)
 	expect := failShare * attempts
 	switch {
@@ -39,8 +39,8 @@ func failing(m adaptiveSample, left time.Duration) string {
 
 // backOff cuts the bound by backOff, makes it the accepted bound, to be
 // measured afresh, and stops growth for the cooldown.
-func (l adaptiveLimits) backOff(s adaptiveState) adaptiveState {
-	s = s.holdAt(l.clamp(int(float64(s.Bound) * backOff)))
-	s.Base, s.Ref, s.RefDone, s.Rises, s.Cooldown = adaptiveRate{}, 0, 0, 0, cooldown
+func (l Limits) backOff(s State) State {
+	s = s.holdAt(l.Clamp(int(float64(s.Bound) * backOff)))
+	s.Base, s.Ref, s.RefDone, s.Rises, s.Cooldown = Rate{}, 0, 0, 0, cooldown
 	return s
 }
