@@ -35,11 +35,14 @@ run: ## Run the proxy on config.example.yaml with the in-process store (no Redis
 demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive load).
 	$(GO) run ./test/demo
 
+# make test runs ./test's end-to-end tests that count rather than time four at
+# a time (-parallel 4; they are t.Parallel and wait on processes and sockets
+# more than on the CPU); the tests that time a rate run alone first.
 test: helm-install ## Run every test but the long load runs, with the race detector (installs redis-server, promtool, the pinned helm and the agent CLIs first if missing).
 	./.ci/ensure-redis
 	./.ci/ensure-prometheus
 	./.ci/ensure-clis
-	HELM=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
+	HELM=$(HELM) $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
 
 # LOAD_TESTS are the Test functions of test/'s files built only with the tag
 # load: make test-load runs exactly them (TestEveryTestHasATier checks that

@@ -35,6 +35,7 @@ type tierRun struct {
 // in a file under a tag no tier sets, or whose name no tier's -run
 // selects, fails here rather than never running.
 func TestEveryTestHasATier(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
 	if err != nil {
