@@ -49,7 +49,7 @@ test: helm-install ## Run every test but the long load runs, with the race detec
 # every test of ./test is in a tier).
 LOAD_TESTS = $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' $$(grep -l '^//go:build load$$' test/*_test.go) | paste -sd'|' -)
 
-test-load: ## Run the long load runs (fixed-length throughput phases, real processes; build tag load; ~12 min).
+test-load: ## Run the long load runs (fixed-length throughput phases, real processes; build tag load; ~14 min).
 	./.ci/ensure-redis
 	./.ci/ensure-prometheus
 	$(GO) test -race -count=1 -tags load -run '^($(LOAD_TESTS))$$' -timeout 30m ./test/
