@@ -18,7 +18,7 @@ HELM          := $(BIN)/helm
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
-.PHONY: help build run demo test test-faults fuzz lint lint-install helm-install bench bench-micro docs tidy clean
+.PHONY: help build run demo test test-load test-faults fuzz lint lint-install helm-install bench bench-micro docs tidy clean
 
 help: ## List the targets with a one-line description of each.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,11 +35,24 @@ run: ## Run the proxy on config.example.yaml with the in-process store (no Redis
 demo: ## Run the end-to-end demo (fake provider, proxy, bulk and interactive load).
 	$(GO) run ./test/demo
 
-test: helm-install ## Run every test with the race detector (installs redis-server, promtool, the pinned helm and the agent CLIs first if missing).
+# make test runs ./test's end-to-end tests that count rather than time four at
+# a time (-parallel 4; they are t.Parallel and wait on processes and sockets
+# more than on the CPU); the tests that time a rate run alone first.
+test: helm-install ## Run every test but the long load runs, with the race detector (installs redis-server, promtool, the pinned helm and the agent CLIs first if missing).
 	./.ci/ensure-redis
 	./.ci/ensure-prometheus
 	./.ci/ensure-clis
-	HELM=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
+	HELM=$(HELM) $(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
+
+# LOAD_TESTS are the Test functions of test/'s files built only with the tag
+# load: make test-load runs exactly them (TestEveryTestHasATier checks that
+# every test of ./test is in a tier).
+LOAD_TESTS = $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' $$(grep -l '^//go:build load$$' test/*_test.go) | paste -sd'|' -)
+
+test-load: ## Run the long load runs (fixed-length throughput phases, real processes; build tag load; ~14 min).
+	./.ci/ensure-redis
+	./.ci/ensure-prometheus
+	$(GO) test -race -count=1 -tags load -run '^($(LOAD_TESTS))$$' -timeout 30m ./test/
 
 test-faults: ## Run the fault suite (real processes; Redis, upstream and client faults; ~2 min).
 	./.ci/ensure-redis

@@ -27,6 +27,7 @@ import (
 // tokens and cost sum to meterproxy_tokens_total and
 // meterproxy_spend_usd_total per account.
 func TestAccessLogSpillsToAnotherAccount(t *testing.T) {
+	t.Parallel()
 	const firstKey, secondKey = "sk-account-first-gggggggggggggggggg", "sk-account-second-hhhhhhhhhhhhhhhhh"
 	first := fakeprovider.New(fakeprovider.Config{RPM: 1, RequestIDPrefix: "first_", NoLog: true})
 	second := fakeprovider.New(fakeprovider.Config{RequestIDPrefix: "second_", NoLog: true})

@@ -85,6 +85,7 @@ func accessProxy(t *testing.T, fp *fakeprovider.Provider) (*procs.Proxy, string)
 }
 
 func TestAccessLogReconcilesAMixedRun(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, NoLog: true})
 	p, path := accessProxy(t, fp)
 	client := newClient(t, 4)
@@ -221,6 +222,7 @@ func cutShort(t *testing.T, p *procs.Proxy, body string) {
 // comes; every request the client got an answer for has its line once
 // the process has exited.
 func TestAccessLogLosesNoLineOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: 5 * time.Millisecond, NoLog: true})
 	p, path := accessProxy(t, fp)
 	client := newClient(t, 16)
@@ -279,6 +281,7 @@ func TestAccessLogLosesNoLineOnSIGTERM(t *testing.T) {
 // TestAccessLogRotates: logrotate moves the file and sends SIGHUP; the
 // next lines go to a new file at the path, and none is lost.
 func TestAccessLogRotates(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, NoLog: true})
 	p, path := accessProxy(t, fp)
 	client := newClient(t, 1)
@@ -313,6 +316,7 @@ func TestAccessLogRotates(t *testing.T) {
 // TestAccessLogSchemaTable: docs/records.md's schema table names every field of
 // proxy.AccessFieldTypes with its type, and no other.
 func TestAccessLogSchemaTable(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "docs", "records.md"))
 	if err != nil {
 		t.Fatal(err)

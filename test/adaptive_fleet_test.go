@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -102,21 +104,6 @@ func startAdaptFleet(t *testing.T, n int, stagger time.Duration, cfg config, srv
 func (f *adaptFleet) heartbeats(t *testing.T) map[string]bool {
 	t.Helper()
 	return liveReplicas(t, f.redis, f.prefix)
-}
-
-// liveReplicas returns the replica ids Redis counts as alive in the fleet
-// under prefix (the heartbeat set every replica's store call refreshes).
-func liveReplicas(t *testing.T, c *redis.Client, prefix string) map[string]bool {
-	t.Helper()
-	ids, err := c.ZRange(t.Context(), "{"+prefix+"}:heartbeat", 0, -1).Result()
-	if err != nil {
-		t.Fatalf("read the replicas' heartbeats: %v", err)
-	}
-	out := map[string]bool{}
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out
 }
 
 // leaseHolder returns the replica that holds the default pool's adaptive
@@ -246,9 +233,6 @@ func measure(fake *fakeprovider.Provider, during func()) serverRate {
 // the lease once it runs out and the bound follows the knee down within
 // 30 s — ≤ 8 in service, ≥ 17 a second of the 20 — issue 24.
 func TestAdaptiveBoundOnTheFleet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 55 s fleet load run; skipped with -short")
-	}
 	const (
 		bulkWorkers = 60
 		warm        = 15 * time.Second // then measure for 10: the knee within 25 s

@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -39,9 +41,6 @@ type hostedShape struct {
 // next), and at 8 s it is a minute and more (quota's
 // TestAdaptiveHostedShape simulates 8 s itself: 58–82 s).
 func TestAdaptiveBoundHostedShape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 36 s load run; skipped with -short")
-	}
 	shapes := []hostedShape{
 		{"2 s, default reserve", 2 * time.Second, 1200, 0.3},
 		{"2 s, reserve 0.2", 2 * time.Second, 1200, 0.2},

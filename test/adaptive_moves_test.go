@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -15,9 +17,6 @@ import (
 // left; within 30 s of the rise it climbs back: ≥ 60 a second of the 80
 // (issue 24).
 func TestAdaptiveBoundFollowsTheKnee(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 120 s load run; skipped with -short")
-	}
 	l := startAdaptiveLoad(t, loadShape{
 		fake:        fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 16},
 		bulkWorkers: 60,

@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -44,9 +46,6 @@ func sendChat(ctx context.Context, c *http.Client, url, key, body string, header
 // of the knee's 40 a second (issue 32: back_off 11→8→6→4 within 7 s, 14.7
 // a second, for as long as the caller sent).
 func TestAdaptiveBoundIgnoresForeign429s(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 35 s load run; skipped with -short")
-	}
 	l := startAdaptiveLoad(t, loadShape{
 		fake:        fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 8},
 		bulkWorkers: 60,
@@ -91,9 +90,6 @@ const classifierKey = "sk-e2e-classifier-ddddddddddddddd"
 // completes at least 75% of its 40 a second (issue 32: cut 11 → 4, 16 a
 // second for 30 s).
 func TestAdaptiveBoundKeepsWorkOnAMixShift(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 40 s load run; skipped with -short")
-	}
 	l := startAdaptiveLoad(t, loadShape{
 		fake:        fakeprovider.Config{Latency: 200 * time.Millisecond, Slots: 8},
 		bulkWorkers: 60,

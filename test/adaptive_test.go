@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -266,9 +268,6 @@ func runKnee(t *testing.T, slots, bulkWorkers int, warm, measureFor time.Duratio
 // interactive p50 ≤ 500 ms. A static bound of 200 beside it gets the same
 // completions but queues everything inside the server (issue 24).
 func TestAdaptiveBoundFindsTheKnee(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 35 s load run per bound; skipped with -short")
-	}
 	var adaptive, static kneeRun
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -176,6 +176,7 @@ func costOf(api usage.API, u usage.Usage) float64 {
 // spent, never past it, its spend the answers' cost. Before, every one
 // of them but chat was settled at $0 and passed for ever.
 func TestBudgetsMeterEveryAPI(t *testing.T) {
+	t.Parallel()
 	p := apisProxy(t)
 	client := newClient(t, 4)
 	for i, a := range pricedAPIs {
@@ -239,6 +240,7 @@ func TestBudgetsMeterEveryAPI(t *testing.T) {
 // Before, every such request of a priced model was reserved, forwarded and
 // settled at $0.
 func TestBudgetsRefuseUnpricedAPIs(t *testing.T) {
+	t.Parallel()
 	p := apisProxy(t)
 	client := newClient(t, 4)
 	prompt := strings.Repeat("a watercolour of sheep in a field, ", 60) // about 2,000 bytes: some 500 tokens estimated

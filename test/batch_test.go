@@ -135,6 +135,7 @@ func enqueued(t *testing.T, p *procs.Proxy) float64 {
 // on a file uploaded around the proxy is refused 400 batch_unmetered for
 // the budgeted caller and passes for one without a budget.
 func TestBatchBudgets(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T) (create, read *procs.Proxy, up string)
@@ -278,6 +279,7 @@ func readResults(t *testing.T, url string) (in, out int64) {
 // the batch price once they are read through the proxy to the end; a
 // batch cancelled before any request succeeded gives its reservation back.
 func TestAnthropicBatchBudget(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{NoLog: true}))
 	cfg := baseConfig(up.URL)
 	budgetConfig(cfg)

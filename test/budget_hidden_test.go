@@ -90,6 +90,7 @@ func TestBudgetBoundsHiddenInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a fleet of two; skipped with -short")
 	}
+	t.Parallel()
 	replicas := hiddenFleet(t)
 	client := newClient(t, hiddenRequests)
 	for i, shape := range hiddenShapes {

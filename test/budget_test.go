@@ -249,6 +249,7 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("budget load runs; skipped with -short")
 	}
+	t.Parallel()
 	t.Run("one replica", func(t *testing.T) {
 		p := startProxy(t, budgetReplica(t), fleetEnv, chatKey, importKey)
 		checkBudgetRun(t, runBudgetLoad(t, []*procs.Proxy{p}), []*procs.Proxy{p})
@@ -290,6 +291,7 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("budget load runs; skipped with -short")
 	}
+	t.Parallel()
 	t.Run("one replica, spend file", func(t *testing.T) {
 		cfg := budgetReplica(t)
 		file := filepath.Join(t.TempDir(), "spend.json")
@@ -336,6 +338,7 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 // the budget fills with what the answers cost, so the shadow decisions
 // say when enforcement would have refused as budget_exceeded.
 func TestBudgetInShadowMode(t *testing.T) {
+	t.Parallel()
 	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{NoLog: true}))
 	cfg := baseConfig(up.URL)
 	cfg.set("log.level", "info")

@@ -126,6 +126,7 @@ func asInt(t *testing.T, v any) int {
 }
 
 func TestChartLints(t *testing.T) {
+	t.Parallel()
 	for _, values := range []string{"", "examples/openai-fleet.yaml", "examples/anthropic-fixed.yaml"} {
 		args := []string{"lint", "--strict", chartDir}
 		if values != "" {
@@ -138,6 +139,7 @@ func TestChartLints(t *testing.T) {
 }
 
 func TestChartManifests(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		args []string
@@ -228,6 +230,7 @@ var accountsKeys = []string{"OPENAI_KEY_CHAT=sk-chat", "OPENAI_KEY_BATCH=sk-batc
 // set — upstream.url, the top-level account but its expected_replicas —
 // and keeps the accounts as written.
 func TestChartAccountsConfig(t *testing.T) {
+	t.Parallel()
 	cfgText, _ := dig(render(t, accountsValues()...).get(t, "ConfigMap/mp-meterproxy"), "data", "config.yaml").(string)
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(cfgText), &cfg); err != nil {
@@ -310,6 +313,7 @@ func checkSecurity(t *testing.T, pod any) {
 // render with the key named, and a config meterproxy would refuse is
 // caught by check-config on the rendered ConfigMap.
 func TestChartRefusesBrokenValues(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		set  []string
@@ -357,6 +361,7 @@ func TestChartRefusesBrokenValues(t *testing.T) {
 // the pods; with rollOnConfigChange off there is none (hot reload applies
 // the change), and the config is mounted as a directory so it can.
 func TestChartConfigRollout(t *testing.T) {
+	t.Parallel()
 	checksum := func(args ...string) any {
 		return dig(render(t, args...).get(t, "Deployment/mp-meterproxy"), "spec", "template", "metadata", "annotations", "checksum/config")
 	}
@@ -378,6 +383,7 @@ func TestChartConfigRollout(t *testing.T) {
 // checks the warning appears only when maxReplicas is raised past the
 // ceiling.
 func TestChartNotesWarnAboveTheCeiling(t *testing.T) {
+	t.Parallel()
 	root, err := procs.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -446,6 +452,7 @@ func TestChartNotesWarnAboveTheCeiling(t *testing.T) {
 // was below the 576 MiB its own default config needs). The default the
 // chart falls back to when the key is absent is the proxy's own.
 func TestChartMemoryLimitFollowsBodies(t *testing.T) {
+	t.Parallel()
 	const mi = 1 << 20
 	budget := func(bodies int64) string { return fmt.Sprintf("%dMi", (2*bodies+64*mi+mi-1)/mi) }
 	defaults := proxy.DefaultServerConfig().MaxBodyMemoryBytes

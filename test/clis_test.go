@@ -390,6 +390,7 @@ func budgetSpent(t *testing.T, p *procs.Proxy, caller string) float64 {
 // which meterproxy answers 404 as a negotiation (as here, sent as Claude
 // Code sends it).
 func TestClaudeCodeThroughTheProxy(t *testing.T) {
+	t.Parallel()
 	_, claude := installedCLIs(t)
 	p, log := cliProxy(t)
 	from, before, spent := log.mark(), readCLIMeter(t, p.AdminURL), budgetSpent(t, p, "agent")
@@ -444,6 +445,7 @@ var codexArgs = []string{"exec", "--skip-git-repo-check", "--ephemeral", "--stri
 //     turn's response.completed. On the 400 meterproxy gave before issue
 //     33, it gave up (exit 1, no turn); on a 426 it fell back to HTTP.
 func TestCodexThroughTheProxy(t *testing.T) {
+	t.Parallel()
 	codex, _ := installedCLIs(t)
 	p, log := cliProxy(t)
 	for _, tt := range []struct {

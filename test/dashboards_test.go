@@ -88,6 +88,7 @@ var labelValuesQuery = regexp.MustCompile(`^label_values\((.+),\s*(\w+)\s*\)$`)
 // TestDashboardsGrafana: the dashboard imports as is and every query in it
 // parses and names only metrics meterproxy exports.
 func TestDashboardsGrafana(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join(moduleRoot(t), dashboardFile))
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +295,7 @@ var wantAlerts = []string{"InteractiveRefused", "BulkStarved", "StoreDegraded", 
 // format, defines the alerts, each with a summary and a description, and
 // every expression parses and names only metrics meterproxy exports.
 func TestDashboardsAlertRules(t *testing.T) {
+	t.Parallel()
 	rules := readRuleFile(t)
 	checkRuleGroups(t, rules.Groups)
 }
@@ -422,6 +424,7 @@ func stripHelm(src string) string {
 // TestDashboardsPrometheusRuleTemplate: the chart's PrometheusRule is guarded
 // by prometheusRule.enabled and holds exactly the plain file's rule groups.
 func TestDashboardsPrometheusRuleTemplate(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join(moduleRoot(t), ruleTemplate))
 	if err != nil {
 		t.Fatal(err)
@@ -473,6 +476,7 @@ func diffRules(want, got []ruleGroup) string {
 // TestDashboardsMetricChecker: the checker the tests above rely on rejects
 // what it should, so a panel naming a metric that does not exist fails.
 func TestDashboardsMetricChecker(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		expr string
 		ok   bool
@@ -514,6 +518,7 @@ func TestDashboardsMetricChecker(t *testing.T) {
 // TestDashboardsAccountChecker: the account check the dashboard and rules
 // tests rely on rejects a pool family read across accounts.
 func TestDashboardsAccountChecker(t *testing.T) {
+	t.Parallel()
 	vars := []string{"job", "account", "pool"}
 	for _, tc := range []struct {
 		expr string

@@ -16,6 +16,7 @@ import (
 // names — so the dashboards test's list cannot drift from what the proxy
 // exports.
 func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := startUpstream(t, fakeprovider.New(fakeprovider.Config{RPM: 6000}))
 	cfg := fleetConfig(up.URL, srv, redistest.Prefix(t))

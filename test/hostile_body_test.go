@@ -85,6 +85,7 @@ func refusedWith(t *testing.T, what string, status int, body []byte, wantStatus 
 // before the JSON, a form's model and an Azure deployment in another case
 // all landed in the default pool.
 func TestHostileBodies(t *testing.T) {
+	t.Parallel()
 	up := &lastWinsUpstream{}
 	upstream := startUpstream(t, up)
 	cfg := baseConfig(upstream.URL)

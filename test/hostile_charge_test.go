@@ -68,6 +68,7 @@ func (u *strictUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // is charged; one the provider refuses is settled to nothing; and the
 // interactive caller is admitted on both replicas.
 func TestHostileChargeOnTheFleet(t *testing.T) {
+	t.Parallel()
 	const tpm = 120000 // 2,000 tokens a second, and the most one request may be charged
 	up := &strictUpstream{}
 	upstream := startUpstream(t, up)

@@ -130,6 +130,7 @@ func h2cMaxStreams(t *testing.T, addr string) int64 {
 // one proxy in pass-through mode (no upstream.api_key: each caller's key
 // goes upstream), with inject_stream_usage on.
 func TestHostileCallers(t *testing.T) {
+	t.Parallel()
 	up := &recordingUpstream{}
 	upstream := startUpstream(t, up)
 	cfg := baseConfig(upstream.URL)
@@ -265,6 +266,7 @@ func TestHostileCallers(t *testing.T) {
 // callers forwarded, a request with no credential got the provider key.
 // meterproxy refuses to start on that, naming the key that opts in.
 func TestHostileOpenRelay(t *testing.T) {
+	t.Parallel()
 	cfg := baseConfig("http://127.0.0.1:1")
 	cfg.withCallers()
 	env := append([]string{"METERPROXY_UPSTREAM_API_KEY=sk-provider-secret"}, fleetEnv...)
@@ -284,6 +286,7 @@ func TestHostileOpenRelay(t *testing.T) {
 // within 40 MiB of where it started, an interactive caller is served
 // beside them, and each is answered 408 at server.body_read_timeout.
 func TestHostileBodyDeclaredNotSent(t *testing.T) {
+	t.Parallel()
 	up := &recordingUpstream{}
 	cfg := baseConfig(startUpstream(t, up).URL)
 	cfg.withCallers()
@@ -347,6 +350,7 @@ func (filler) Read(p []byte) (int, error) {
 // form that the proxy meters as it passes (issue 31), its one 500 MB line
 // read no further than 8 MiB.
 func TestHostileUploadStreams(t *testing.T) {
+	t.Parallel()
 	const size = 500 << 20
 	raw := func() (io.Reader, int64, string) { return io.LimitReader(filler{}, size), size, "application/jsonl" }
 	form := func() (io.Reader, int64, string) {

@@ -17,6 +17,7 @@ import (
 // The binary built that way reports its version, and the final stage is
 // distroless nonroot.
 func TestImageBuildsLikeMakeBuild(t *testing.T) {
+	t.Parallel()
 	root, err := procs.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 )
 
 func TestBadConfigRefusesToStart(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		yaml    string
@@ -86,6 +87,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refused, the admitted request and the held one both finish, and the
 // process exits 0.
 func TestSIGTERMDrains(t *testing.T) {
+	t.Parallel()
 	g := &gate{arrived: make(chan struct{}, 1), open: make(chan struct{}), next: fakeprovider.New(fakeprovider.Config{})}
 	up := startUpstream(t, g)
 	cfg := baseConfig(up.URL)

@@ -17,6 +17,7 @@ import (
 // a package doc comment in at least one of its non-test files (docs/style.md
 // rule 12), so `go doc` says what each room is for.
 func TestPackagesHaveDocComments(t *testing.T) {
+	t.Parallel()
 	root := moduleRoot(t)
 	dirs := goPackageDirs(t, root)
 	if len(dirs) == 0 {

@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -93,24 +95,6 @@ scrape_configs:
 	return p
 }
 
-// syncWriter collects a process's output.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // promSeries is one series of a query's answer: its labels and its values
 // (one for an instant query; NaN where Prometheus says so).
 type promSeries struct {
@@ -202,9 +186,6 @@ func (p *promServer) waitScraped(t *testing.T, px *procs.Proxy, instance string)
 // seconds, limits, bounds). Every alert rule loads and evaluates, and none
 // fires that the run gives no cause for.
 func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("45 s run against a real Prometheus; skipped with -short")
-	}
 	const (
 		rpm = 600 // 10 a second
 		// max_wait sits inside a bucket of meterproxy_queue_wait_seconds

@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -50,9 +52,6 @@ import (
 // reserving max_tokens gave bulk 3% of what Anthropic's accounting left it
 // (91 requests charged 2,548 tokens of 88,496).
 func TestProviderAccounting(t *testing.T) {
-	if testing.Short() {
-		t.Skip("90 s runs; skipped with -short")
-	}
 	srv := redistest.Start(t)
 	const body = `{"model":"m","max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`
 	input := func(r fakeprovider.Request) int { return r.TokensCharged }

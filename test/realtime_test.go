@@ -181,6 +181,7 @@ func sessionsQuiet(t *testing.T, p *procs.Proxy) procs.Metrics {
 // estimated="false") and priced, on OpenAI's path and Azure's; the
 // session counted while open. Before, the handshake was refused.
 func TestRealtimeMeteredExactly(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := realtimeProxy(t, fp, 0, nil)
 	var want usage.Usage
@@ -242,6 +243,7 @@ func TestRealtimeMeteredExactly(t *testing.T) {
 // too_many_sessions, in the provider's error shape), the gauge counting
 // the sessions open; a session closed gives its place back.
 func TestRealtimeSessionBounds(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := realtimeProxy(t, fp, 0, nil)
 	const path = "/v1/realtime?model=gpt-realtime"
@@ -288,6 +290,7 @@ func TestRealtimeSessionBounds(t *testing.T) {
 // is left in flight; a new session is refused at the handshake (429
 // budget_exceeded).
 func TestRealtimeBudget(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := realtimeProxy(t, fp, 0.01, func(cfg config) {
 		// A response's worst case at what the proxy sees fits the $0.01
@@ -346,6 +349,7 @@ func TestRealtimeBudget(t *testing.T) {
 // the provider's token bucket below the interactive reserve holds bulk
 // (meterproxy_upstream_hold_seconds), and a bulk request then waits.
 func TestRealtimeRateLimitsHold(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, RPM: 6000, TPM: 1000})
 	p := realtimeProxy(t, fp, 0, func(cfg config) {
 		cfg.set("classes.interactive.reserve", 0.5)
@@ -377,6 +381,7 @@ func TestRealtimeRateLimitsHold(t *testing.T) {
 // settled once, cut, at its worst case; its slot, session and socket
 // freed.
 func TestRealtimeClientVanishes(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := realtimeProxy(t, fp, 0, nil)
 	c := openSession(t, p, voiceKey, "/v1/realtime?model=gpt-realtime")
@@ -404,6 +409,7 @@ func TestRealtimeClientVanishes(t *testing.T) {
 // own: a response metered exactly, then — its caller's budget spent —
 // the budget_exceeded error event answering its next response.create.
 func TestRealtimeOfficialSDK(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := realtimeProxy(t, fp, 0.01, func(cfg config) {
 		cfg.set("prices", []map[string]any{{"match": []string{"gpt-realtime*"}, "input": 50, "output": 1000, "max_input": 1000, "max_output": 9}})

@@ -1,3 +1,5 @@
+//go:build load
+
 package test
 
 import (
@@ -21,9 +23,6 @@ import (
 // back at the reserve it must get at least 20, without ever taking the
 // bucket below the reserve by more than the requests in flight.
 func TestBulkResumesAtTheReserve(t *testing.T) {
-	if testing.Short() {
-		t.Skip("30 s run; skipped with -short")
-	}
 	const (
 		tpm     = 12000
 		reserve = 0.2

@@ -47,6 +47,7 @@ func (u *keyUpstream) sawKey(key string) bool {
 // logged and counted; a key-less request is still refused 401 and the
 // upstream never sees the provider key.
 func TestReloadRefusesOpenRelay(t *testing.T) {
+	t.Parallel()
 	const providerKey = "sk-provider-reload-secret-cccccccc"
 	up := &keyUpstream{}
 	cfg := baseConfig(startUpstream(t, up).URL)

@@ -12,6 +12,7 @@ import (
 // meterproxy-rules.test.yaml): each alert fires when it should, with its
 // labels and annotations, and stays quiet when it should not.
 func TestAlertRulesUnderPromtool(t *testing.T) {
+	t.Parallel()
 	promtool := os.Getenv("PROMTOOL")
 	if promtool == "" {
 		promtool = "promtool"

@@ -22,6 +22,7 @@ const (
 func fixedNow() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
 
 func TestOpenAISDKThroughProxy(t *testing.T) {
+	t.Parallel()
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow, RecordBodies: true})
 	up := startUpstream(t, fake)
 	p := startProxy(t, baseConfig(up.URL), nil, callerKey)
@@ -60,6 +61,7 @@ func TestOpenAISDKThroughProxy(t *testing.T) {
 }
 
 func TestBytesIdenticalThroughProxy(t *testing.T) {
+	t.Parallel()
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow, ChunkInterval: time.Millisecond})
 	up := startUpstream(t, fake)
 	p := startProxy(t, baseConfig(up.URL), nil, callerKey)
@@ -82,6 +84,7 @@ func TestBytesIdenticalThroughProxy(t *testing.T) {
 }
 
 func TestFirstChunkBeforeUpstreamFinishes(t *testing.T) {
+	t.Parallel()
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow})
 	up := startUpstream(t, fake)
 	p := startProxy(t, baseConfig(up.URL), nil)
@@ -106,6 +109,7 @@ func TestFirstChunkBeforeUpstreamFinishes(t *testing.T) {
 }
 
 func TestUpstreamKeyReplacesCallers(t *testing.T) {
+	t.Parallel()
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow})
 	up := startUpstream(t, fake)
 	environ := []string{"METERPROXY_UPSTREAM_API_KEY=" + upstreamKey, "CALLER_KEY=" + callerKey}

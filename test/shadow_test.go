@@ -15,6 +15,7 @@ import (
 // account of one request a second and a queue of two. Every request is
 // forwarded at once; the metrics record what enforcement would have done.
 func TestShadowModeOnTheFleet(t *testing.T) {
+	t.Parallel()
 	const n = 12 // per replica
 	srv := redistest.Start(t)
 	fake := fakeprovider.New(fakeprovider.Config{})

@@ -138,6 +138,7 @@ func socketsQuiet(t *testing.T, p *procs.Proxy) procs.Metrics {
 // provider key in place of the caller's. Before, the handshake was
 // refused 400 upgrade_not_supported.
 func TestSocketTurnsMeteredExactly(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := socketsProxy(t, fp, nil)
 	c := openSocket(t, p, agentKey)
@@ -195,6 +196,7 @@ func TestSocketTurnsMeteredExactly(t *testing.T) {
 // mid-session answers the next response.create with an insufficient_quota
 // error event, its message the HTTP refusal's, and the session survives.
 func TestSocketRefusalKeepsTheSession(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := socketsProxy(t, fp, func(cfg config) {
 		cfg.set("account.max_in_flight", 1)
@@ -269,6 +271,7 @@ func TestSocketRefusalKeepsTheSession(t *testing.T) {
 // provider stalled after response.created) frees the turn's slot at
 // once, the turn settled once at its worst case.
 func TestSocketClientVanishingFreesItsSlot(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := socketsProxy(t, fp, nil)
 	c := openSocket(t, p, agentKey)
@@ -300,6 +303,7 @@ func TestSocketClientVanishingFreesItsSlot(t *testing.T) {
 // is refused 401 at the handshake, before any upgrade; an upgrade
 // anywhere else is still refused.
 func TestSocketCloses(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, WSMaxAge: time.Second})
 	p := socketsProxy(t, fp, func(cfg config) { cfg.set("server.max_socket_message_bytes", 64<<10) })
 	t.Run("age", func(t *testing.T) {
@@ -361,6 +365,7 @@ func TestSocketCloses(t *testing.T) {
 // as an HTTP 429's are (the account's remaining requests), the turn's
 // slot freed; the session goes on.
 func TestSocketUpstreamRateLimit(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond, RPM: 2})
 	p := socketsProxy(t, fp, nil)
 	c := openSocket(t, p, agentKey)
@@ -400,6 +405,7 @@ func TestSocketUpstreamRateLimit(t *testing.T) {
 // shutting_down error event, and the socket then closes 1001; the
 // process exits 0.
 func TestSocketDrainLetsTheTurnFinish(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := socketsProxy(t, fp, nil)
 	c := openSocket(t, p, agentKey)
@@ -455,6 +461,7 @@ func wsHandshake(t *testing.T, url, key string) int {
 // upstream and settled at an estimate before its terminal event, whole
 // and exact after it.
 func TestSocketCutAtEveryPoint(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := socketsProxy(t, fp, nil)
 	for _, at := range []fakeprovider.CutAt{fakeprovider.CutAfterCreated, fakeprovider.CutMidDeltas, fakeprovider.CutBeforeTerminal, fakeprovider.CutAfterTerminal} {
@@ -497,6 +504,7 @@ func TestSocketCutAtEveryPoint(t *testing.T) {
 // body_memory_exhausted error event; the socket goes on, and the next
 // turn is served.
 func TestSocketMessageOverMemoryBudget(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{Latency: time.Millisecond})
 	p := socketsProxy(t, fp, func(cfg config) {
 		cfg.set("server.max_body_bytes", 64<<10)

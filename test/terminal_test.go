@@ -64,6 +64,7 @@ func readToTerminal(t *testing.T, url, body string, headers map[string]string, t
 // Before the fix, each API's request was metered as an estimate and cut
 // short by the client.
 func TestStreamWholeAtItsTerminalEvent(t *testing.T) {
+	t.Parallel()
 	// The stream's end lags its last event until the client goes away.
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow, EndLag: time.Hour})
 	up := startUpstream(t, fake)

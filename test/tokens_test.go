@@ -226,6 +226,7 @@ func cannedAnthropic(next http.Handler) http.Handler {
 // reported tokens it counts for one request are exactly the usage the
 // client received, and nothing is counted as an estimate.
 func TestTokensMatchWhatTheProviderBilled(t *testing.T) {
+	t.Parallel()
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow})
 	up := startUpstream(t, cannedAnthropic(fake))
 	p := startProxy(t, probeConfig(up.URL), probeEnv, callerKey)
@@ -287,6 +288,7 @@ func TestTokensMatchWhatTheProviderBilled(t *testing.T) {
 // estimate (the input from the request size or from what the stream
 // reported on the way), never as reported usage.
 func TestCutStreamIsEstimated(t *testing.T) {
+	t.Parallel()
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow})
 	up := startUpstream(t, fake)
 	p := startProxy(t, probeConfig(up.URL), probeEnv, callerKey)
@@ -346,6 +348,7 @@ func TestCutStreamIsEstimated(t *testing.T) {
 // client's stream is the upstream's minus exactly the usage chunk, and the
 // proxy counts the reported tokens. A caller that asked for usage gets it.
 func TestInjectStreamUsage(t *testing.T) {
+	t.Parallel()
 	fake := fakeprovider.New(fakeprovider.Config{Now: fixedNow, RecordBodies: true})
 	up := startUpstream(t, fake)
 	cfg := probeConfig(up.URL)
