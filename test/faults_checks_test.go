@@ -93,30 +93,43 @@ func mustRead(t *testing.T, adminURL string) reading {
 }
 
 // idleSteady is how many readings in a row (settle's, 10 ms apart) a
-// proxy's goroutine count must hold still for readIdle.
+// proxy's goroutine count must stay within idleJitter of itself for
+// readIdle.
 const idleSteady = 10
 
+// idleJitter is how far an idle proxy's goroutine count moves on its own:
+// one on Redis starts and ends a goroutine or two every few readings
+// (18 ± 2 over 300 scrapes), so ten identical readings in a row may never
+// come.
+const idleJitter = 2
+
 // readIdle is a proxy's idle reading, taken once its goroutine count has
-// held still for idleSteady readings: the admitter's loops and the reload
-// watcher start beside the listener, so a reading taken the moment the
-// proxy serves may miss some of them — an idle of 13 goroutines where it
-// is 18 failed a fresh clone's hostile-clients check with 19 at the end.
+// stayed within idleJitter for idleSteady readings, and the highest of
+// them: the admitter's loops and the reload watcher start beside the
+// listener, so a reading taken the moment the proxy serves may miss some
+// of them — an idle of 13 goroutines where it is 18 failed a fresh
+// clone's hostile-clients check with 19 at the end.
 func readIdle(t *testing.T, adminURL string) reading {
 	t.Helper()
-	var last reading
-	same := -1
-	return settle(t, "the idle goroutines to hold still", adminURL, func(r reading) string {
-		if same >= 0 && r.goroutines == last.goroutines {
-			same++
-		} else {
-			same = 0
+	var window []reading
+	r := settle(t, "the idle goroutines to hold still", adminURL, func(r reading) string {
+		window = append(window, r)
+		if len(window) > idleSteady {
+			window = window[1:]
 		}
-		last = r
-		if same < idleSteady {
-			return fmt.Sprintf("goroutines %v, the same for %d readings", r.goroutines, same)
+		lo, hi := r.goroutines, r.goroutines
+		for _, w := range window {
+			lo, hi = min(lo, w.goroutines), max(hi, w.goroutines)
+		}
+		if len(window) < idleSteady || hi-lo > idleJitter {
+			return fmt.Sprintf("goroutines %v to %v over the last %d readings", lo, hi, len(window))
 		}
 		return ""
 	})
+	for _, w := range window {
+		r.goroutines = max(r.goroutines, w.goroutines)
+	}
+	return r
 }
 
 // arrived is how many requests of class the proxy has received since
