@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -69,4 +70,38 @@ var AccessFieldTypes = map[string]string{
 	"reasoning_tokens": "number", "audio_input_tokens": "number", "audio_output_tokens": "number", "estimated": "bool",
 	"cost_usd": "number", "cost_nanodollars": "number", "priced": "bool", "tier": "string",
 	"spills": "number", "flex_retries": "number", "bytes_in": "number", "bytes_out": "number",
+}
+
+// AccessLineProblems says how a decoded access log line m departs from
+// the schema (AccessFieldTypes): a field missing or of another JSON
+// type, a field the schema does not name; none for a line as documented.
+// A consumer of the log checks a line with it, as the tests do.
+func AccessLineProblems(m map[string]any) []string {
+	var out []string
+	for name, kind := range AccessFieldTypes {
+		got := "missing"
+		switch m[name].(type) {
+		case string:
+			got = "string"
+		case float64:
+			got = "number"
+		case bool:
+			got = "bool"
+		case nil:
+			if _, ok := m[name]; ok {
+				got = "null"
+			}
+		default:
+			got = "other"
+		}
+		if got != kind {
+			out = append(out, fmt.Sprintf("%s is %s, want %s", name, got, kind))
+		}
+	}
+	for name := range m {
+		if _, ok := AccessFieldTypes[name]; !ok {
+			out = append(out, "undocumented field "+name)
+		}
+	}
+	return out
 }

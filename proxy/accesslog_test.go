@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,29 +28,8 @@ func checkAccessLine(t *testing.T, line string) map[string]any {
 	if err := json.Unmarshal([]byte(line), &m); err != nil {
 		t.Fatalf("line %q: %v", line, err)
 	}
-	for name, kind := range AccessFieldTypes {
-		v, ok := m[name]
-		if !ok {
-			t.Errorf("line %s: no field %s", line, name)
-			continue
-		}
-		got := "other"
-		switch v.(type) {
-		case string:
-			got = "string"
-		case float64:
-			got = "number"
-		case bool:
-			got = "bool"
-		}
-		if got != kind {
-			t.Errorf("line %s: %s is %T, want a %s", line, name, v, kind)
-		}
-	}
-	for name := range m {
-		if _, ok := AccessFieldTypes[name]; !ok {
-			t.Errorf("line %s: undocumented field %s", line, name)
-		}
+	for _, problem := range AccessLineProblems(m) {
+		t.Errorf("line %s: %s", line, problem)
 	}
 	return m
 }
@@ -312,4 +292,25 @@ func readIDs(t *testing.T, path string) []string {
 		ids = append(ids, m["request_id"].(string))
 	}
 	return ids
+}
+
+// TestAccessLineProblems: the schema check names a field missing, one of
+// another type, a null, and one the schema does not have; a line as
+// documented has none.
+func TestAccessLineProblems(t *testing.T) {
+	line := map[string]any{}
+	for name, kind := range AccessFieldTypes {
+		line[name] = map[string]any{"string": "", "number": 0.0, "bool": false}[kind]
+	}
+	if p := AccessLineProblems(line); len(p) != 0 {
+		t.Fatalf("a documented line: %v", p)
+	}
+	delete(line, "caller")
+	line["status"], line["tier"], line["secret"] = "200", nil, 1.0
+	p := AccessLineProblems(line)
+	slices.Sort(p)
+	want := []string{"caller is missing, want string", "status is string, want number", "tier is null, want string", "undocumented field secret"}
+	if !slices.Equal(p, want) {
+		t.Errorf("problems %q, want %q", p, want)
+	}
 }
