@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,5 +313,40 @@ func TestAccessLineProblems(t *testing.T) {
 	want := []string{"caller is missing, want string", "status is string, want number", "tier is null, want string", "undocumented field secret"}
 	if !slices.Equal(p, want) {
 		t.Errorf("problems %q, want %q", p, want)
+	}
+}
+
+// TestAccessLogBytesInAsSent: bytes_in is the body the client sent, not
+// the one meterproxy forwarded after injecting stream_options.
+func TestAccessLogBytesInAsSent(t *testing.T) {
+	out := &syncBuffer{}
+	access := newAccessLog(streamOut{out}, accessQueue, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { _ = access.Close() })
+	var forwarded atomic.Int64
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		forwarded.Store(n)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
+	})
+	p := newTestProxy(t, proxyOpts{upstream: upstream, environ: map[string]string{"IMPORT": "sk-import"}, access: access,
+		mutate: func(c *Config, _ *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
+			c.Upstream.InjectStreamUsage = true
+			*callers = []classify.Caller{{Name: "import", KeyEnv: "IMPORT", Class: classify.Bulk}}
+		}})
+	const sent = `{"model":"gpt-4o","stream":true,"messages":[]}`
+	req := newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", sent)
+	req.Header.Set("Authorization", "Bearer sk-import")
+	req.Header.Set("Content-Type", "application/json")
+	if status, _, body := do(t, req); status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	waitFor(t, "the line", func() bool { return len(lines(out.String())) == 1 })
+	line := checkAccessLine(t, lines(out.String())[0])
+	if forwarded.Load() <= int64(len(sent)) {
+		t.Fatalf("meterproxy forwarded %d bytes: no stream_options injected, the test shows nothing", forwarded.Load())
+	}
+	if line["bytes_in"] != float64(len(sent)) {
+		t.Errorf("bytes_in %v, want the %d bytes the client sent (%d were forwarded)", line["bytes_in"], len(sent), forwarded.Load())
 	}
 }

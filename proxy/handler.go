@@ -250,13 +250,15 @@ func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *r
 	if bad != nil {
 		return nil, bad
 	}
-	if ex.live.InjectStreamUsage && ex.rt.api == usage.ChatCompletions {
+	ex.access.bytesIn, ex.access.stream = int64(len(payload)), fields.Stream || ex.socket // as the client sent it
+	// Only a stream can want its usage injected: a plain request is not
+	// walked again for it.
+	if ex.live.InjectStreamUsage && ex.rt.api == usage.ChatCompletions && fields.Stream {
 		if payload, ex.injected = usage.InjectStreamUsage(payload); ex.injected {
 			body.charge(int64(cap(payload)))
 		}
 	}
 	ex.inputEstimate = usage.EstimateInput(payload)
-	ex.access.bytesIn, ex.access.stream = int64(len(payload)), fields.Stream || ex.socket
 	ex.background = ex.rt.api == usage.Responses && fields.Background
 	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(hdr)
 	ex.model, ex.outputCap, ex.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
