@@ -60,30 +60,61 @@ type accessState struct {
 	bytesIn, bytesOut int64
 	// cut says who cut the answer short: cutBy…, "" when nobody did.
 	cut string
-	// metered says settle counted used (its tokens); spent that spend
-	// counted cost (priced: a price matched).
-	metered, spent, priced bool
-	used                   usage.Usage
-	cost                   quota.Nanodollars
+	// tally is what settle and spend counted for it.
+	tally accessTally
 }
 
 // accessRecord is one access log line, a value handed to the writer
 // (AccessLog): nothing in it is shared with the request once it is sent.
 type accessRecord struct {
-	time                                   time.Time
-	kind, requestID, session, providerID   string
-	modelServed                            string
-	caller, class, account, pool           string
-	model, api, method, path               string
-	outcome, reason, cut, tier             string
-	status                                 int
-	stream, estimated, priced              bool
-	wait, ttfb, duration                   time.Duration
-	input, cachedInput, cacheWrite, output int64
-	reasoning, audioInput, audioOutput     int64
-	cost                                   quota.Nanodollars
-	spills, flexRetries                    int
-	bytesIn, bytesOut                      int64
+	time                                 time.Time
+	kind, requestID, session, providerID string
+	route                                accessRoute
+	answer                               accessAnswer
+	timing                               accessTiming
+	// tally is the request's tokens and cost, as settle and spend
+	// counted them.
+	tally   accessTally
+	traffic accessTraffic
+}
+
+// accessTally is what settle and spend counted for a request: metered
+// says settle counted used (its tokens; zero until it did), spent that
+// spend counted cost (priced: a price matched).
+type accessTally struct {
+	metered, spent, priced bool
+	used                   usage.Usage
+	cost                   quota.Nanodollars
+}
+
+// accessRoute is where a line's request went: who sent it, the account
+// and pool that took it, the model and API it asked for, and its method
+// and path (at most maxAccessPath bytes).
+type accessRoute struct {
+	caller, class, account, pool string
+	model, api, method, path     string
+}
+
+// accessAnswer is how a line's request was answered: its status (0:
+// none), outcome, the reason it was refused or negotiated, who cut it
+// short, and whether it asked for an event stream.
+type accessAnswer struct {
+	status               int
+	outcome, reason, cut string
+	stream               bool
+}
+
+// accessTiming is how long a line's request waited for admission, until
+// the upstream's first byte (ttfb) and in all.
+type accessTiming struct {
+	wait, ttfb, duration time.Duration
+}
+
+// accessTraffic is what a line's request moved: its spills and flex
+// retries, and its bytes in from and out to the client.
+type accessTraffic struct {
+	spills, flexRetries int
+	bytesIn, bytesOut   int64
 }
 
 // maxAccessPath bounds the path a line names.
@@ -98,38 +129,33 @@ func recordOf(ex *exchange, kind, outcome string, status int, reason string, end
 	l := ex.poolLabels()
 	rec := accessRecord{
 		time: a.start, kind: kind, requestID: a.requestID, session: a.session, providerID: a.providerID,
-		caller: ex.res.Caller, class: ex.res.Class.String(), account: l.Account, pool: l.Pool,
-		model: ex.model.Name, api: ex.rt.api.String(), outcome: outcome, reason: reason, cut: a.cut, status: status,
-		stream: a.stream, wait: a.waited, duration: end.Sub(a.start),
-		spills: ex.tried.spills, flexRetries: ex.tried.flexRetries, bytesIn: a.bytesIn, bytesOut: a.bytesOut,
+		route: accessRoute{caller: ex.res.Caller, class: ex.res.Class.String(), account: l.Account, pool: l.Pool,
+			model: ex.model.Name, api: ex.rt.api.String()},
+		answer:  accessAnswer{outcome: outcome, reason: reason, cut: a.cut, status: status, stream: a.stream},
+		timing:  accessTiming{wait: a.waited, duration: end.Sub(a.start)},
+		tally:   a.tally,
+		traffic: accessTraffic{spills: ex.tried.spills, flexRetries: ex.tried.flexRetries, bytesIn: a.bytesIn, bytesOut: a.bytesOut},
 	}
 	if ex.in != nil {
-		rec.method, rec.path = ex.in.Method, ex.in.URL.Path
+		rec.route.method, rec.route.path = ex.in.Method, ex.in.URL.Path
 	}
-	if len(rec.path) > maxAccessPath {
-		rec.path = rec.path[:maxAccessPath]
+	if len(rec.route.path) > maxAccessPath {
+		rec.route.path = rec.route.path[:maxAccessPath]
 	}
 	if !a.firstByte.IsZero() && !ex.upstream.start.IsZero() {
-		rec.ttfb = a.firstByte.Sub(ex.upstream.start)
+		rec.timing.ttfb = a.firstByte.Sub(ex.upstream.start)
 	}
 	if ex.upload != nil {
-		rec.bytesIn = ex.upload.read.Load()
+		rec.traffic.bytesIn = ex.upload.read.Load()
 	}
 	if ex.rec != nil && kind == kindRequest {
-		rec.bytesOut = ex.rec.written
+		rec.traffic.bytesOut = ex.rec.written
 	}
-	if a.metered {
-		u := a.used
-		rec.input, rec.cachedInput, rec.cacheWrite, rec.output = u.Input, u.CacheRead, u.CacheWrite, u.Output
-		rec.reasoning, rec.audioInput, rec.audioOutput = u.Reasoning, u.AudioInput, u.AudioOutput
-		rec.tier, rec.modelServed, rec.estimated = u.Tier, u.Model, u.Estimated
-	}
-	rec.cost, rec.priced = a.cost, a.priced
 	return rec
 }
 
 // settled records u, which settle counted for ex.
-func (a *accessState) settled(u usage.Usage) {
+func (a *accessTally) settled(u usage.Usage) {
 	if a.metered { // never twice in practice; summed if so, as the counters are (the model: the last named)
 		u.Input, u.Output = usage.AddTokens(u.Input, a.used.Input), usage.AddTokens(u.Output, a.used.Output)
 		u.CacheRead, u.CacheWrite = a.used.CacheRead+u.CacheRead, a.used.CacheWrite+u.CacheWrite
@@ -145,7 +171,7 @@ func (a *accessState) settled(u usage.Usage) {
 
 // charged records cost, which spend counted for ex (priced: a price
 // matched).
-func (a *accessState) charged(cost quota.Nanodollars, priced bool) {
+func (a *accessTally) charged(cost quota.Nanodollars, priced bool) {
 	if a.spent {
 		priced = priced && a.priced
 	}

@@ -246,7 +246,7 @@ func (ex *exchange) answer(status int) quota.Outcome {
 func (h *Handler) settle(ex *exchange, o quota.Outcome, u usage.Usage, cut bool) {
 	h.tr.settled(ex, u)
 	h.m.countTokens(ex.poolLabels(), ex.res, u)
-	ex.access.settled(u)
+	ex.access.tally.settled(u)
 	h.spend(ex, o, &u, cut)
 }
 
@@ -263,7 +263,7 @@ func (h *Handler) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut bool)
 	if ex.lease != nil {
 		if s := ex.lease.Settle(o); s.Charged {
 			h.m.countSpend(ex.poolLabels(), ex.res, s.Cost, s.Priced, u.Estimated)
-			ex.access.charged(s.Cost, s.Priced)
+			ex.access.tally.charged(s.Cost, s.Priced)
 		}
 		return
 	}
@@ -280,7 +280,7 @@ func (h *Handler) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut bool)
 	}
 	ex.shadowUsage = o.Usage // for the shadow lease's budgets, if there is one
 	h.m.countSpend(ex.poolLabels(), ex.res, cost, priced, u.Estimated)
-	ex.access.charged(cost, priced)
+	ex.access.tally.charged(cost, priced)
 }
 
 // settledBy is the usage u of ex's response as its lease is settled to
