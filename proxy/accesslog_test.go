@@ -138,8 +138,8 @@ func TestAccessLogLines(t *testing.T) {
 		t.Errorf("the refused line: %v", refused)
 	}
 	// Reconciled: the lines' tokens and cost are the counters'.
-	tokens := testutil.ToFloat64(p.handler.m.tokens.WithLabelValues(quota.DefaultAccount, quota.DefaultPool, "bulk", "import", "input", "false"))
-	spend := testutil.ToFloat64(p.handler.m.spend.WithLabelValues(quota.DefaultAccount, quota.DefaultPool, "bulk", "import", "false"))
+	tokens := testutil.ToFloat64(p.handler.m.spent.tokens.WithLabelValues(quota.DefaultAccount, quota.DefaultPool, "bulk", "import", "input", "false"))
+	spend := testutil.ToFloat64(p.handler.m.spent.spend.WithLabelValues(quota.DefaultAccount, quota.DefaultPool, "bulk", "import", "false"))
 	if logged := first["input_tokens"].(float64) + got[1]["input_tokens"].(float64); logged != tokens {
 		t.Errorf("the lines' input tokens sum to %v, meterproxy_tokens_total says %v", logged, tokens)
 	}

@@ -72,7 +72,7 @@ func (h *Handler) serveBatchCreate(w http.ResponseWriter, r *http.Request, ex *e
 	defer hold.Release() // unless the provider's answer bound it (or its failure spent it)
 	ex.batch = hold
 	l := ex.poolLabels()
-	h.m.admissions.WithLabelValues(l.Account, l.Pool, ex.res.Class.String(), admitBatch).Inc()
+	h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, ex.res.Class.String(), admitBatch).Inc()
 	setBody(r, body.Bytes())
 	h.forward(ex.rec, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex)
 	return true
@@ -113,16 +113,16 @@ func (h *Handler) batchRefused(r *http.Request, ex *exchange, err error) {
 		if e.Why != "" {
 			why = "meterproxy could not meter its requests: " + e.Why
 		}
-		h.m.admissions.WithLabelValues(l.Account, l.Pool, class, admitRefused).Inc()
+		h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitRefused).Inc()
 		h.refuse(ex, refusal{status: http.StatusBadRequest, reason: reasonBatchUnmetered, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: budget %s cannot hold this batch: %s", e.Budget, why)})
 		return
 	}
 	f, decided := reasonOf(err, ex.res.Class, r.Method+" "+r.URL.Path)
 	if !decided && r.Context().Err() != nil {
-		h.m.admissions.WithLabelValues(l.Account, l.Pool, class, admitCancelled).Inc()
+		h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitCancelled).Inc()
 		return
 	}
-	h.m.admissions.WithLabelValues(l.Account, l.Pool, class, admitRefused).Inc()
+	h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitRefused).Inc()
 	h.refuse(ex, f)
 }

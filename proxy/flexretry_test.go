@@ -153,10 +153,10 @@ func TestFlexRetry(t *testing.T) {
 			t.Errorf("a retry was sent as %s, want at flex", r.Body)
 		}
 	}
-	if n := testutil.ToFloat64(p.handler.m.flexRetries.WithLabelValues(quota.DefaultAccount, quota.DefaultPool)); n != unavailable {
+	if n := testutil.ToFloat64(p.handler.m.upstream.flexRetries.WithLabelValues(quota.DefaultAccount, quota.DefaultPool)); n != unavailable {
 		t.Errorf("meterproxy_flex_retries_total = %v, want %d", n, unavailable)
 	}
-	if n := testutil.ToFloat64(p.handler.m.upstream429); n != 0 {
+	if n := testutil.ToFloat64(p.handler.m.upstream.upstream429); n != 0 {
 		t.Errorf("meterproxy_upstream_429_total = %v, want 0", n)
 	}
 	for i, d := range clock.sleeps { // 500ms, 1s, 2s, each with equal jitter
@@ -240,7 +240,7 @@ func TestFlexMaxWait(t *testing.T) {
 			if tt.want429 == 0 && (waited > 5*time.Second+50*time.Millisecond || waited < 5*time.Second-50*time.Millisecond) {
 				t.Errorf("retried for %v (%v), want max_wait, 5s", waited, clock.sleeps)
 			}
-			if n := testutil.ToFloat64(p.handler.m.upstream429); n != tt.want429 {
+			if n := testutil.ToFloat64(p.handler.m.upstream.upstream429); n != tt.want429 {
 				t.Errorf("meterproxy_upstream_429_total = %v, want %v", n, tt.want429)
 			}
 			if tt.wantHold { // the limiter hears of it with its next store call

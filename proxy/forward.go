@@ -93,7 +93,7 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 		case flexRetryAfter:
 			drain(resp)
 			l := ex.poolLabels()
-			h.m.flexRetries.WithLabelValues(l.Account, l.Pool).Inc()
+			h.m.upstream.flexRetries.WithLabelValues(l.Account, l.Pool).Inc()
 			ex.tried.flexRetries++
 			if err := h.flexClock.sleep(r.Context(), wait); err != nil {
 				return nil, err
@@ -139,7 +139,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // meterproxy cut off itself.
 func (h *Handler) cutShort(r *http.Request, ex *exchange, side string) {
 	class := ex.res.Class.String()
-	h.m.cutShort.WithLabelValues(class, side).Inc()
+	h.m.outcomes.cutShort.WithLabelValues(class, side).Inc()
 	ex.cutBy(side)
 	if why := ex.rec.cutFor(); why != "" {
 		h.log.Warn("client_cut", slog.String("reason", why), slog.String("caller", ex.res.Caller),
@@ -173,8 +173,8 @@ func (h *Handler) endUpstream(ex *exchange) {
 	ex.upstream.once.Do(func() {
 		end := time.Now()
 		took := end.Sub(ex.upstream.start)
-		h.m.upstream.WithLabelValues(ex.res.Class.String()).Observe(took.Seconds())
-		h.m.little[ex.res.Class].add(end, took)
+		h.m.upstream.duration.WithLabelValues(ex.res.Class.String()).Observe(took.Seconds())
+		h.m.admission.little[ex.res.Class].add(end, took)
 		if ex.upstream.gauge != nil {
 			ex.upstream.gauge.Dec()
 		}

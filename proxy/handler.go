@@ -165,7 +165,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 // of the drain a request must be admitted to finish in time, with margin.
 func (h *Handler) ServiceTime() time.Duration {
 	var d time.Duration
-	for _, m := range h.m.little {
+	for _, m := range h.m.admission.little {
 		d = max(d, m.mean())
 	}
 	return 2 * d
@@ -230,7 +230,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ex.injected {
 		out = &stripWriter{ResponseWriter: ex.rec}
 	}
-	ex.upstream.gauge = h.m.callerInFlight.WithLabelValues(res.Caller)
+	ex.upstream.gauge = h.m.admission.callerInFlight.WithLabelValues(res.Caller)
 	ex.upstream.gauge.Inc() // down when the upstream's answer ends (endUpstream)
 	h.forward(out, r, ex)
 }
@@ -305,7 +305,7 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 		outcome = admitUpload
 	}
 	l := ex.poolLabels()
-	h.m.admissions.WithLabelValues(l.Account, l.Pool, ex.res.Class.String(), outcome).Inc()
+	h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, ex.res.Class.String(), outcome).Inc()
 	h.forward(ex.rec, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex)
 }
 
@@ -409,7 +409,7 @@ func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.
 func (h *Handler) admitExchange(ctx context.Context, ex *exchange, start time.Time, api string) (*quota.Lease, *refusal) {
 	res := ex.res
 	class, pool := res.Class.String(), ex.poolLabels()
-	waiting := h.m.callerWaiting.WithLabelValues(pool.Account, pool.Pool, class, res.Caller)
+	waiting := h.m.admission.callerWaiting.WithLabelValues(pool.Account, pool.Pool, class, res.Caller)
 	waiting.Inc()
 	span := h.tr.startAdmission(ex, start)
 	lease, err := h.admitter.Admit(ctx, ex.request())
@@ -419,26 +419,26 @@ func (h *Handler) admitExchange(ctx context.Context, ex *exchange, start time.Ti
 	wait := ex.access.waited.Seconds()
 	if err == nil {
 		admitted(span, lease, end)
-		h.m.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
+		h.m.admission.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
 		outcome := admitAdmitted
 		if lease.Held() {
 			outcome = admitHeld
 		}
 		at := quota.LabelsOf(lease.Account(), lease.Pool()) // where it was admitted: maybe not the account it waited at first
-		h.m.admissions.WithLabelValues(at.Account, at.Pool, class, outcome).Inc()
-		h.m.callerAdmissions.WithLabelValues(at.Account, at.Pool, class, res.Caller).Inc()
+		h.m.admission.admissions.WithLabelValues(at.Account, at.Pool, class, outcome).Inc()
+		h.m.admission.callerAdmissions.WithLabelValues(at.Account, at.Pool, class, res.Caller).Inc()
 		return lease, nil
 	}
 	f, decided := reasonOf(err, res.Class, api)
 	switch {
 	case !decided && ctx.Err() != nil: // the client left first
-		h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitCancelled).Inc()
+		h.m.admission.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitCancelled).Inc()
 		notAdmitted(span, err, nil, end)
 		return nil, nil
 	case ctx.Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
-		h.m.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
+		h.m.admission.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
 	}
-	h.m.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitRefused).Inc()
+	h.m.admission.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitRefused).Inc()
 	notAdmitted(span, err, &f, end)
 	return nil, &f
 }
@@ -544,7 +544,7 @@ func (h *Handler) refuse(ex *exchange, f refusal) {
 func (h *Handler) count(ex *exchange) {
 	h.logExchange(ex)
 	if ex.rec.negotiated != "" {
-		h.m.negotiations.WithLabelValues(ex.rec.negotiated).Inc()
+		h.m.outcomes.negotiations.WithLabelValues(ex.rec.negotiated).Inc()
 		h.tr.end(ex, outcomeRefused, statusCode(ex.rec.status), ex.rec.negotiated)
 		return
 	}
@@ -559,8 +559,8 @@ func (h *Handler) countAs(ex *exchange, outcome, code, reason string) {
 	class := ex.res.Class.String()
 	if outcome == outcomeRefused {
 		l := ex.poolLabels()
-		h.m.refusals.WithLabelValues(l.Account, l.Pool, class, reason).Inc()
+		h.m.outcomes.refusals.WithLabelValues(l.Account, l.Pool, class, reason).Inc()
 	}
-	h.m.requests.WithLabelValues(class, ex.res.Caller, outcome, code).Inc()
+	h.m.outcomes.requests.WithLabelValues(class, ex.res.Caller, outcome, code).Inc()
 	h.tr.end(ex, outcome, code, reason)
 }

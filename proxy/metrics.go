@@ -43,12 +43,38 @@ const (
 // pool's account and pool (quota.Labels: configured names, "default" and
 // "none").
 type metrics struct {
+	// outcomes count how requests ended; admission its decisions; spent
+	// what answers used and cost; upstream the upstream's side.
+	outcomes  outcomeMetrics
+	admission admissionMetrics
+	spent     spendMetrics
+	upstream  upstreamMetrics
+	// sockets are the socket layer's (socketset.go); realtime the
+	// Realtime sessions' (realtimesessions.go).
+	sockets  socketMetrics
+	realtime realtimeMetrics
+	// accessDropped counts access log lines dropped (accesslog.go).
+	accessDropped prometheus.Counter
+}
+
+// outcomeMetrics count how requests ended.
+type outcomeMetrics struct {
 	requests *prometheus.CounterVec
 	refusals *prometheus.CounterVec
 	// negotiations counts the front door's negotiations (negotiation.go),
 	// by reason.
 	negotiations *prometheus.CounterVec
-	admissions   *prometheus.CounterVec
+	cutShort     *prometheus.CounterVec
+	// background counts answered Responses requests with background:
+	// true, by class: generating after the answer, holding no slot.
+	background *prometheus.CounterVec
+	shadow     *prometheus.CounterVec
+}
+
+// admissionMetrics count admission's decisions and what waits for and
+// holds them.
+type admissionMetrics struct {
+	admissions *prometheus.CounterVec
 	// callerAdmissions and callerWaiting are each caller's share of a
 	// class: admitted, and waiting now.
 	callerAdmissions *prometheus.CounterVec
@@ -57,15 +83,22 @@ type metrics struct {
 	// replica between admission and the end of the response.
 	callerInFlight *prometheus.GaugeVec
 	queueWait      *prometheus.HistogramVec
-	upstream       *prometheus.HistogramVec
-	cutShort       *prometheus.CounterVec
-	tokens         *prometheus.CounterVec
+	// little measures in flight by Little's law, by class.
+	little [classify.NumClasses]*littleMeter
+}
+
+// spendMetrics count what answers used and cost.
+type spendMetrics struct {
+	tokens *prometheus.CounterVec
 	// spend is what responses cost in dollars; unpriced counts those no
 	// price matched (quota prices them).
 	spend, unpriced *prometheus.CounterVec
-	// background counts answered Responses requests with background:
-	// true, by class: generating after the answer, holding no slot.
-	background  *prometheus.CounterVec
+}
+
+// upstreamMetrics are the upstream's side: how long it took, what it
+// reported of its limits, and the requests moved for its sake.
+type upstreamMetrics struct {
+	duration    *prometheus.HistogramVec
 	upstream429 prometheus.Counter
 	// flexRetries counts flex requests retried for want of flex
 	// capacity, by account and pool (flexretry.go).
@@ -77,115 +110,105 @@ type metrics struct {
 	// limit, remaining and reset (s) the upstream reported, by account,
 	// pool and kind (requests, tokens).
 	upstreamLimit, upstreamRemaining, upstreamReset *prometheus.GaugeVec
-	// little measures in flight by Little's law, by class.
-	little [classify.NumClasses]*littleMeter
-	shadow *prometheus.CounterVec
-	// sockets are the socket layer's (socketset.go); realtime the
-	// Realtime sessions' (realtimesessions.go).
-	sockets  socketMetrics
-	realtime realtimeMetrics
-	// accessDropped counts access log lines dropped (accesslog.go).
-	accessDropped prometheus.Counter
 }
 
 // The admission families (queues, in flight, windows, the store) are
 // quota's: it registers them itself.
 func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []string, bodies *memBudget) *metrics {
 	f := promauto.With(reg)
-	m := &metrics{
-		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_requests_total",
-			Help: "Requests by class, caller, outcome (forwarded, refused, cancelled) and status code (none: the client left before any answer).",
-		}, []string{"class", "caller", "outcome", "code"}),
-		refusals: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_refusals_total",
-			Help: "Requests meterproxy answered itself, by account and pool (both none: before the request's model was known), class and reason.",
-		}, []string{"account", "pool", "class", "reason"}),
-		negotiations: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_negotiations_total",
-			Help: "Front-door answers that are protocol negotiation, not refusals of a request: an upgrade meterproxy does not meter, answered 426 (upgrade_required); a HEAD or GET without a configured key on a path no provider API has, answered 404 (not_an_api). Counted in neither meterproxy_requests_total nor meterproxy_refusals_total.",
-		}, []string{"reason"}),
-		admissions: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_admissions_total",
-			Help: "Admission decisions by account and pool (both none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).",
-		}, []string{"account", "pool", "class", "outcome"}),
-		callerAdmissions: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_caller_admissions_total",
-			Help: "Requests admitted (at once or after waiting), by the account and pool that admitted them, class and caller (configured names; every unknown caller as unknown): each caller's share of its class.",
-		}, []string{"account", "pool", "class", "caller"}),
-		callerWaiting: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meterproxy_caller_waiting",
-			Help: "Requests waiting for admission on this replica, by account and pool (the first the request may go to), class and caller (configured names; every unknown caller as unknown).",
-		}, []string{"account", "pool", "class", "caller"}),
-		callerInFlight: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meterproxy_caller_in_flight",
-			Help: "Admitted requests upstream on this replica now, by caller (configured names; every unknown caller as unknown); summed over replicas, the fleet's.",
-		}, []string{"caller"}),
-		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "meterproxy_queue_wait_seconds",
-			Help: "Time from arrival to admission decision, by class and outcome: admitted, or refused (queue full, max_wait, a cap, the store, shutdown); a client that left is in neither.",
-			// Refusals at max_wait are apart, so they never pull the
-			// admitted quantiles up to the bucket past max_wait.
-			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
-		}, []string{"class", "outcome"}),
-		upstream: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "meterproxy_upstream_duration_seconds",
-			Help:    "Upstream service time, from sending the request to the end of the upstream's answer (not the client's reading of it), by class.",
-			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300},
-		}, []string{"class"}),
-		tokens: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_tokens_total",
-			Help: "Tokens of successful responses by account, pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
-		}, []string{"account", "pool", "class", "caller", "kind", "estimated"}),
-		spend: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_spend_usd_total",
-			Help: "What successful responses cost in US dollars — their usage at the prices entry matching their model, at the service tier the response names — by account, pool, class, caller (configured names; every unknown caller as unknown) and whether the usage is an estimate (no usage in the response, or cut short).",
-		}, []string{"account", "pool", "class", "caller", "estimated"}),
-		unpriced: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_unpriced_requests_total",
-			Help: "Successful responses whose model no prices entry matches (counted at $0 in meterproxy_spend_usd_total), by account and pool.",
-		}, []string{"account", "pool"}),
-		background: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_background_responses_total",
-			Help: "Responses API requests with background: true answered 2xx, by class: the provider generates after the answer, so they hold no in-flight slot while it does and keep their admission charge.",
-		}, []string{"class"}),
-		shadow: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_shadow_decisions_total",
-			Help: "In mode: shadow, what admission would have decided for requests forwarded at once, by class and outcome.",
-		}, []string{"class", "outcome"}),
-		upstream429: f.NewCounter(prometheus.CounterOpts{
-			Name: "meterproxy_upstream_429_total",
-			Help: "Responses in which the upstream itself answered 429.",
-		}),
-		spills: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_account_spills_total",
-			Help: "Requests an account answered 429, or no connection to it could be made for, moved to another account their class may go to (upstream.accounts), by the account they left; the 429 or 502 did not reach the caller.",
-		}, []string{"account"}),
-		flexRetries: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_flex_retries_total",
-			Help: "Requests sent at the flex tier retried after the upstream's 429 Resource Unavailable (no flex capacity), by account and pool; not in meterproxy_upstream_429_total.",
-		}, []string{"account", "pool"}),
-		upstreamLimit: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meterproxy_upstream_limit",
-			Help: "The upstream's last reported limit of a pool's bucket (per minute), by account, pool and kind (requests, tokens).",
-		}, []string{"account", "pool", "kind"}),
-		upstreamRemaining: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meterproxy_upstream_remaining",
-			Help: "The upstream's last reported remaining of a pool's bucket, by account, pool and kind (requests, tokens).",
-		}, []string{"account", "pool", "kind"}),
-		upstreamReset: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "meterproxy_upstream_reset_seconds",
-			Help: "The upstream's last reported time until a pool's bucket is full again, by account, pool and kind (requests, tokens).",
-		}, []string{"account", "pool", "kind"}),
-		accessDropped: f.NewCounter(prometheus.CounterOpts{
-			Name: "meterproxy_access_log_dropped_total",
-			Help: "Access log lines dropped because the writer's queue was full (the file or stream it writes to is slower than the requests): the requests were served, and their lines lost.",
-		}),
-		cutShort: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "meterproxy_responses_cut_short_total",
-			Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",
-		}, []string{"class", "side"}),
-	}
+	m := &metrics{}
+	m.outcomes.requests = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_requests_total",
+		Help: "Requests by class, caller, outcome (forwarded, refused, cancelled) and status code (none: the client left before any answer).",
+	}, []string{"class", "caller", "outcome", "code"})
+	m.outcomes.refusals = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_refusals_total",
+		Help: "Requests meterproxy answered itself, by account and pool (both none: before the request's model was known), class and reason.",
+	}, []string{"account", "pool", "class", "reason"})
+	m.outcomes.negotiations = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_negotiations_total",
+		Help: "Front-door answers that are protocol negotiation, not refusals of a request: an upgrade meterproxy does not meter, answered 426 (upgrade_required); a HEAD or GET without a configured key on a path no provider API has, answered 404 (not_an_api). Counted in neither meterproxy_requests_total nor meterproxy_refusals_total.",
+	}, []string{"reason"})
+	m.admission.admissions = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_admissions_total",
+		Help: "Admission decisions by account and pool (both none for batch and upload), class and outcome (admitted, held, refused, cancelled, batch, upload).",
+	}, []string{"account", "pool", "class", "outcome"})
+	m.admission.callerAdmissions = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_caller_admissions_total",
+		Help: "Requests admitted (at once or after waiting), by the account and pool that admitted them, class and caller (configured names; every unknown caller as unknown): each caller's share of its class.",
+	}, []string{"account", "pool", "class", "caller"})
+	m.admission.callerWaiting = f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meterproxy_caller_waiting",
+		Help: "Requests waiting for admission on this replica, by account and pool (the first the request may go to), class and caller (configured names; every unknown caller as unknown).",
+	}, []string{"account", "pool", "class", "caller"})
+	m.admission.callerInFlight = f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meterproxy_caller_in_flight",
+		Help: "Admitted requests upstream on this replica now, by caller (configured names; every unknown caller as unknown); summed over replicas, the fleet's.",
+	}, []string{"caller"})
+	m.admission.queueWait = f.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "meterproxy_queue_wait_seconds",
+		Help: "Time from arrival to admission decision, by class and outcome: admitted, or refused (queue full, max_wait, a cap, the store, shutdown); a client that left is in neither.",
+		// Refusals at max_wait are apart, so they never pull the
+		// admitted quantiles up to the bucket past max_wait.
+		Buckets: []float64{.0005, .001, .005, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
+	}, []string{"class", "outcome"})
+	m.upstream.duration = f.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "meterproxy_upstream_duration_seconds",
+		Help:    "Upstream service time, from sending the request to the end of the upstream's answer (not the client's reading of it), by class.",
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300},
+	}, []string{"class"})
+	m.spent.tokens = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_tokens_total",
+		Help: "Tokens of successful responses by account, pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
+	}, []string{"account", "pool", "class", "caller", "kind", "estimated"})
+	m.spent.spend = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_spend_usd_total",
+		Help: "What successful responses cost in US dollars — their usage at the prices entry matching their model, at the service tier the response names — by account, pool, class, caller (configured names; every unknown caller as unknown) and whether the usage is an estimate (no usage in the response, or cut short).",
+	}, []string{"account", "pool", "class", "caller", "estimated"})
+	m.spent.unpriced = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_unpriced_requests_total",
+		Help: "Successful responses whose model no prices entry matches (counted at $0 in meterproxy_spend_usd_total), by account and pool.",
+	}, []string{"account", "pool"})
+	m.outcomes.background = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_background_responses_total",
+		Help: "Responses API requests with background: true answered 2xx, by class: the provider generates after the answer, so they hold no in-flight slot while it does and keep their admission charge.",
+	}, []string{"class"})
+	m.outcomes.shadow = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_shadow_decisions_total",
+		Help: "In mode: shadow, what admission would have decided for requests forwarded at once, by class and outcome.",
+	}, []string{"class", "outcome"})
+	m.upstream.upstream429 = f.NewCounter(prometheus.CounterOpts{
+		Name: "meterproxy_upstream_429_total",
+		Help: "Responses in which the upstream itself answered 429.",
+	})
+	m.upstream.spills = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_account_spills_total",
+		Help: "Requests an account answered 429, or no connection to it could be made for, moved to another account their class may go to (upstream.accounts), by the account they left; the 429 or 502 did not reach the caller.",
+	}, []string{"account"})
+	m.upstream.flexRetries = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_flex_retries_total",
+		Help: "Requests sent at the flex tier retried after the upstream's 429 Resource Unavailable (no flex capacity), by account and pool; not in meterproxy_upstream_429_total.",
+	}, []string{"account", "pool"})
+	m.upstream.upstreamLimit = f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meterproxy_upstream_limit",
+		Help: "The upstream's last reported limit of a pool's bucket (per minute), by account, pool and kind (requests, tokens).",
+	}, []string{"account", "pool", "kind"})
+	m.upstream.upstreamRemaining = f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meterproxy_upstream_remaining",
+		Help: "The upstream's last reported remaining of a pool's bucket, by account, pool and kind (requests, tokens).",
+	}, []string{"account", "pool", "kind"})
+	m.upstream.upstreamReset = f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "meterproxy_upstream_reset_seconds",
+		Help: "The upstream's last reported time until a pool's bucket is full again, by account, pool and kind (requests, tokens).",
+	}, []string{"account", "pool", "kind"})
+	m.accessDropped = f.NewCounter(prometheus.CounterOpts{
+		Name: "meterproxy_access_log_dropped_total",
+		Help: "Access log lines dropped because the writer's queue was full (the file or stream it writes to is slower than the requests): the requests were served, and their lines lost.",
+	})
+	m.outcomes.cutShort = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "meterproxy_responses_cut_short_total",
+		Help: "Forwarded responses whose body did not reach the client whole, by class and side that failed (client, upstream).",
+	}, []string{"class", "side"})
 	m.sockets = newSocketMetrics(f)
 	m.realtime = newRealtimeMetrics(f)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
@@ -198,15 +221,15 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 	}, func() float64 { return float64(bodies.limit) })
 	for _, c := range classify.Classes {
 		class := c.String()
-		m.little[c] = &littleMeter{now: time.Now}
+		m.admission.little[c] = &littleMeter{now: time.Now}
 		f.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "meterproxy_measured_in_flight",
 			Help:        "Requests genuinely in flight by Little's law, by class: upstream service time completed in the last 10 s ÷ 10 s (throughput × mean service time).",
 			ConstLabels: prometheus.Labels{"class": class},
-		}, m.little[c].value)
+		}, m.admission.little[c].value)
 	}
 	for _, r := range negotiationCodes {
-		m.negotiations.WithLabelValues(r.reason)
+		m.outcomes.negotiations.WithLabelValues(r.reason)
 	}
 	m.preinitAll(pools, callers)
 	return m
@@ -232,44 +255,44 @@ const poolNone = "none"
 // preinit creates every label combination so series exist from the start.
 func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) {
 	for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
-		m.callerInFlight.WithLabelValues(caller)
+		m.admission.callerInFlight.WithLabelValues(caller)
 		m.realtime.sessions.WithLabelValues(class, caller)
-		m.requests.WithLabelValues(class, caller, outcomeForwarded, "200")
-		m.requests.WithLabelValues(class, caller, outcomeRefused, "429")
-		m.requests.WithLabelValues(class, caller, outcomeRefused, "503")
-		m.requests.WithLabelValues(class, caller, outcomeCancelled, "none")
+		m.outcomes.requests.WithLabelValues(class, caller, outcomeForwarded, "200")
+		m.outcomes.requests.WithLabelValues(class, caller, outcomeRefused, "429")
+		m.outcomes.requests.WithLabelValues(class, caller, outcomeRefused, "503")
+		m.outcomes.requests.WithLabelValues(class, caller, outcomeCancelled, "none")
 	}
 	for _, p := range pools {
 		acct, pool := p.Account, p.Pool
-		m.unpriced.WithLabelValues(acct, pool)
-		m.flexRetries.WithLabelValues(acct, pool)
-		m.spills.WithLabelValues(acct)
+		m.spent.unpriced.WithLabelValues(acct, pool)
+		m.upstream.flexRetries.WithLabelValues(acct, pool)
+		m.upstream.spills.WithLabelValues(acct)
 		for _, r := range refusalCodes {
-			m.refusals.WithLabelValues(acct, pool, class, r.reason)
+			m.outcomes.refusals.WithLabelValues(acct, pool, class, r.reason)
 		}
 		for _, o := range []string{admitAdmitted, admitHeld, admitRefused, admitCancelled, admitBatch, admitUpload} {
-			m.admissions.WithLabelValues(acct, pool, class, o)
+			m.admission.admissions.WithLabelValues(acct, pool, class, o)
 		}
 		for _, caller := range slices.Concat(callers, []string{classify.UnknownCaller}) {
-			m.callerAdmissions.WithLabelValues(acct, pool, class, caller)
-			m.callerWaiting.WithLabelValues(acct, pool, class, caller)
+			m.admission.callerAdmissions.WithLabelValues(acct, pool, class, caller)
+			m.admission.callerWaiting.WithLabelValues(acct, pool, class, caller)
 			for _, kind := range []string{"input", "output"} {
-				m.tokens.WithLabelValues(acct, pool, class, caller, kind, "false")
-				m.tokens.WithLabelValues(acct, pool, class, caller, kind, "true")
+				m.spent.tokens.WithLabelValues(acct, pool, class, caller, kind, "false")
+				m.spent.tokens.WithLabelValues(acct, pool, class, caller, kind, "true")
 			}
-			m.spend.WithLabelValues(acct, pool, class, caller, "false")
-			m.spend.WithLabelValues(acct, pool, class, caller, "true")
+			m.spent.spend.WithLabelValues(acct, pool, class, caller, "false")
+			m.spent.spend.WithLabelValues(acct, pool, class, caller, "true")
 		}
 	}
-	m.queueWait.WithLabelValues(class, waitAdmitted)
-	m.queueWait.WithLabelValues(class, waitRefused)
-	m.upstream.WithLabelValues(class)
+	m.admission.queueWait.WithLabelValues(class, waitAdmitted)
+	m.admission.queueWait.WithLabelValues(class, waitRefused)
+	m.upstream.duration.WithLabelValues(class)
 	for _, o := range shadowOutcomes {
-		m.shadow.WithLabelValues(class, o)
+		m.outcomes.shadow.WithLabelValues(class, o)
 	}
-	m.cutShort.WithLabelValues(class, "client")
-	m.cutShort.WithLabelValues(class, "upstream")
-	m.background.WithLabelValues(class)
+	m.outcomes.cutShort.WithLabelValues(class, "client")
+	m.outcomes.cutShort.WithLabelValues(class, "upstream")
+	m.outcomes.background.WithLabelValues(class)
 	m.realtime.unheld.WithLabelValues(class)
 }
 
@@ -286,17 +309,17 @@ func statusCode(status int) string {
 // countTokens adds one response's usage to pool's count.
 func (m *metrics) countTokens(pool quota.Labels, res classify.Result, u usage.Usage) {
 	class, est := res.Class.String(), strconv.FormatBool(u.Estimated)
-	m.tokens.WithLabelValues(pool.Account, pool.Pool, class, res.Caller, "input", est).Add(float64(u.Input))
-	m.tokens.WithLabelValues(pool.Account, pool.Pool, class, res.Caller, "output", est).Add(float64(u.Output))
+	m.spent.tokens.WithLabelValues(pool.Account, pool.Pool, class, res.Caller, "input", est).Add(float64(u.Input))
+	m.spent.tokens.WithLabelValues(pool.Account, pool.Pool, class, res.Caller, "output", est).Add(float64(u.Output))
 }
 
 // countSpend counts a response's cost, or that no price matched its
 // model.
 func (m *metrics) countSpend(pool quota.Labels, res classify.Result, cost quota.Nanodollars, priced, estimated bool) {
 	if !priced {
-		m.unpriced.WithLabelValues(pool.Account, pool.Pool).Inc()
+		m.spent.unpriced.WithLabelValues(pool.Account, pool.Pool).Inc()
 	}
-	m.spend.WithLabelValues(pool.Account, pool.Pool, res.Class.String(), res.Caller, strconv.FormatBool(estimated)).Add(cost.Dollars())
+	m.spent.spend.WithLabelValues(pool.Account, pool.Pool, res.Class.String(), res.Caller, strconv.FormatBool(estimated)).Add(cost.Dollars())
 }
 
 // observeUpstream records what the upstream reported of pool's buckets;
@@ -309,10 +332,10 @@ func (m *metrics) observeUpstream(pool quota.Labels, o ratelimit.Observation) {
 		if !k.w.Known() {
 			continue
 		}
-		m.upstreamLimit.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(float64(k.w.Limit))
-		m.upstreamRemaining.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(float64(k.w.Remaining))
+		m.upstream.upstreamLimit.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(float64(k.w.Limit))
+		m.upstream.upstreamRemaining.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(float64(k.w.Remaining))
 		if k.w.Reset >= 0 {
-			m.upstreamReset.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(k.w.Reset.Seconds())
+			m.upstream.upstreamReset.WithLabelValues(pool.Account, pool.Pool, k.kind).Set(k.w.Reset.Seconds())
 		}
 	}
 }

@@ -283,8 +283,8 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 		// Admitted at once, after the fact: every turn is admitted or
 		// refused in meterproxy_admissions_total.
 		l := ex.poolLabels()
-		h.m.admissions.WithLabelValues(l.Account, l.Pool, class, admitAdmitted).Inc()
-		h.m.callerAdmissions.WithLabelValues(l.Account, l.Pool, class, ex.res.Caller).Inc()
+		h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitAdmitted).Inc()
+		h.m.admission.callerAdmissions.WithLabelValues(l.Account, l.Pool, class, ex.res.Caller).Inc()
 	}
 	h.m.realtime.unheld.WithLabelValues(class).Inc()
 	t := &socketTurn{s: s, ex: ex}

@@ -52,7 +52,7 @@ func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
 	end := make(chan ended, 1)
 	go func() {
 		lease, err := h.admitter.Admit(context.WithoutCancel(ctx), req)
-		h.m.shadow.WithLabelValues(c.String(), shadowOutcome(lease, err, c)).Inc()
+		h.m.outcomes.shadow.WithLabelValues(c.String(), shadowOutcome(lease, err, c)).Inc()
 		if lease == nil {
 			return
 		}

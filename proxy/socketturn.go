@@ -90,7 +90,7 @@ func (t *socketTurn) inFlight() {
 	ex := t.ex
 	t.meter = usage.NewMeter(ex.rt.api, "text/event-stream", ex.inputEstimate)
 	ex.upstream.start, ex.sent = time.Now(), time.Now()
-	ex.upstream.gauge = t.s.h.m.callerInFlight.WithLabelValues(ex.res.Caller)
+	ex.upstream.gauge = t.s.h.m.admission.callerInFlight.WithLabelValues(ex.res.Caller)
 	ex.upstream.gauge.Inc()
 	t.s.turns.Add(1)
 }
@@ -164,7 +164,7 @@ func (t *socketTurn) refused(status int, header http.Header) {
 		return
 	}
 	t.s.h.settle(t.ex, t.ex.answer(http.StatusOK), t.finish(false), true)
-	t.s.h.m.cutShort.WithLabelValues(t.ex.res.Class.String(), socketSideUpstream).Inc()
+	t.s.h.m.outcomes.cutShort.WithLabelValues(t.ex.res.Class.String(), socketSideUpstream).Inc()
 	t.ex.access.cut = cutByUpstream
 	t.end(outcomeForwarded, "200", "")
 }
@@ -191,7 +191,7 @@ func (t *socketTurn) cut(side string) {
 		if side != socketSideUpstream {
 			side = socketSideClient // meterproxy cut its client (a bound), as HTTP counts it
 		}
-		h.m.cutShort.WithLabelValues(ex.res.Class.String(), side).Inc()
+		h.m.outcomes.cutShort.WithLabelValues(ex.res.Class.String(), side).Inc()
 		ex.access.cut = side
 		t.end(outcomeForwarded, "200", "")
 	case side == socketSideUpstream:

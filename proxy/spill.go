@@ -56,7 +56,7 @@ func (h *Handler) spill(ex *exchange, resp *http.Response, err error, lease *quo
 	} else {
 		h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
 	}
-	h.m.spills.WithLabelValues(ex.account).Inc()
+	h.m.upstream.spills.WithLabelValues(ex.account).Inc()
 	ex.tried.spills++
 	ex.lease = lease
 	ex.at(lease.Account(), lease.Pool())

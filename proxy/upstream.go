@@ -192,7 +192,7 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 		return
 	}
 	if ex.background {
-		h.m.background.WithLabelValues(ex.res.Class.String()).Inc()
+		h.m.outcomes.background.WithLabelValues(ex.res.Class.String()).Inc()
 	}
 	meter := usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate)
 	resp.Body = &meteredBody{
@@ -331,7 +331,7 @@ func usageUnknown(ex *exchange, u usage.Usage, cut bool) bool {
 func (h *Handler) observe(resp *http.Response, now time.Time, ex *exchange) {
 	limited := resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable()
 	if limited {
-		h.m.upstream429.Inc()
+		h.m.upstream.upstream429.Inc()
 	}
 	if ex == nil || !ex.spent {
 		return
