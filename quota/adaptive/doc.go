@@ -9,7 +9,7 @@
 // (slow start), settles at the knee, then probes a step above and below,
 // keeping a step that pays; 429s, 5xx and timeouts back it off, and a rise
 // of latency per unit of work with no more work done cuts it to where the
-// knee moved. controller.go holds the rules, sample.go the measurement and
-// its judgements, mix.go why a measurement with token counts is judged in
-// two units.
+// knee moved. controller.go holds the rules, cut.go the two that bring
+// the bound down, sample.go the measurement and its judgements, mix.go why
+// a measurement with token counts is judged in two units.
 package adaptive
