@@ -70,6 +70,11 @@ type socketConn struct {
 // when the upgrade failed (Accept has answered).
 func (p *Provider) acceptSocket(w http.ResponseWriter, r *http.Request, kind SocketKind, subprotocols []string) (*socketConn, bool) {
 	p.socketUp() // before the handshake: a client that dialled may wait for it to close
+	// Its age counts from before the handshake too: a client's dial returns
+	// as soon as Accept has answered, and a test may move Config.Now at once
+	// (read after, the age started from the moved clock: TestSocketMaxAge
+	// waited for ever on a loaded machine).
+	opened := p.cfg.Now()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       subprotocols,
 		InsecureSkipVerify: true, // a test double: any Origin
@@ -81,7 +86,7 @@ func (p *Provider) acceptSocket(w http.ResponseWriter, r *http.Request, kind Soc
 	conn.SetReadLimit(p.cfg.WSMaxMessageBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	s := &socketConn{p: p, kind: kind, conn: conn, ctx: ctx, cancel: cancel, path: r.URL.Path,
-		header: r.Header.Clone(), opened: p.cfg.Now(), done: make(chan struct{})}
+		header: r.Header.Clone(), opened: opened, done: make(chan struct{})}
 	p.countSocket(kind, 1)
 	p.mu.Lock()
 	p.sockets[s] = struct{}{}
