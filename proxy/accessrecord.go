@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // AccessSchema is the version of the access log's schema (docs/records.md,
@@ -64,7 +64,7 @@ type accessState struct {
 	// counted cost (priced: a price matched).
 	metered, spent, priced bool
 	used                   usage.Usage
-	cost                   quota.Nanodollars
+	cost                   price.Nanodollars
 }
 
 // accessRecord is one access log line, a value handed to the writer
@@ -81,7 +81,7 @@ type accessRecord struct {
 	wait, ttfb, duration                   time.Duration
 	input, cachedInput, cacheWrite, output int64
 	reasoning, audioInput, audioOutput     int64
-	cost                                   quota.Nanodollars
+	cost                                   price.Nanodollars
 	spills, flexRetries                    int
 	bytesIn, bytesOut                      int64
 }
@@ -145,7 +145,7 @@ func (a *accessState) settled(u usage.Usage) {
 
 // charged records cost, which spend counted for ex (priced: a price
 // matched).
-func (a *accessState) charged(cost quota.Nanodollars, priced bool) {
+func (a *accessState) charged(cost price.Nanodollars, priced bool) {
 	if a.spent {
 		priced = priced && a.priced
 	}
