@@ -18,6 +18,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -54,7 +55,7 @@ func accessProxy(t *testing.T, upstream http.Handler, out accessOut, queue int) 
 	access := newAccessLog(out, queue, slog.New(slog.DiscardHandler))
 	p := newTestProxy(t, proxyOpts{upstream: upstream, environ: map[string]string{"IMPORT": "sk-import"}, access: access,
 		mutate: func(_ *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
-			q.Prices = []quota.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
+			q.Prices = []price.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
 			*callers = []classify.Caller{{Name: "import", KeyEnv: "IMPORT", Class: classify.Bulk}}
 		}})
 	t.Cleanup(func() { _ = access.Close() })

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // AccessSchema is the version of the access log's schema (docs/records.md,
@@ -84,7 +84,7 @@ type accessRecord struct {
 type accessTally struct {
 	metered, spent, priced bool
 	used                   usage.Usage
-	cost                   quota.Nanodollars
+	cost                   price.Nanodollars
 }
 
 // accessRoute is where a line's request went: who sent it, the account
@@ -171,7 +171,7 @@ func (a *accessTally) settled(u usage.Usage) {
 
 // charged records cost, which spend counted for ex (priced: a price
 // matched).
-func (a *accessTally) charged(cost quota.Nanodollars, priced bool) {
+func (a *accessTally) charged(cost price.Nanodollars, priced bool) {
 	if a.spent {
 		priced = priced && a.priced
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // Batch creation paths, canonical (no trailing slash).
@@ -83,7 +84,7 @@ func (h *Handler) serveBatchCreate(w http.ResponseWriter, r *http.Request, ex *e
 // when the proxy never saw it), or an Anthropic body's requests. A body
 // whose input file cannot be read is refused; a store that fails refuses
 // a budgeted caller only.
-func (h *Handler) batchFile(ctx context.Context, body []byte, openAI, budgeted bool) (*quota.BatchFile, *refusal) {
+func (h *Handler) batchFile(ctx context.Context, body []byte, openAI, budgeted bool) (*price.BatchFile, *refusal) {
 	if !openAI {
 		f := meterAnthropicBatch(body)
 		return &f, nil

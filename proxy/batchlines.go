@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/tidwall/gjson"
 )
 
@@ -98,7 +98,7 @@ func (s *lineSplitter) Close() error {
 // (/v1/files, purpose batch): each line's request body's model, output cap
 // and size (usage.ReadRequest, usage.EstimateInput), into a BatchFile.
 type fileMeter struct {
-	file  quota.BatchFile
+	file  price.BatchFile
 	lines int64
 	// unit names a request in a reason: "line" (an input file's), or
 	// "request" (a batch body's).
@@ -181,7 +181,7 @@ func topLevel(doc []byte, names ...string) ([]gjson.Result, error) {
 
 // meterAnthropicBatch meters an Anthropic batch's body, held whole:
 // {"requests": [{"custom_id", "params": {model, max_tokens, …}}, …]}.
-func meterAnthropicBatch(body []byte) quota.BatchFile {
+func meterAnthropicBatch(body []byte) price.BatchFile {
 	m := fileMeter{unit: "request"}
 	keys, err := topLevel(body, "requests")
 	if err != nil || !keys[0].IsArray() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // line is one batch input file line for model, capped at maxTokens
@@ -35,7 +35,7 @@ func form(purpose, file string) (body []byte, contentType string) {
 
 // meterUpload feeds body to an upload meter in reads of chunk bytes, as
 // the transport reads it, and returns what it metered.
-func meterUpload(t *testing.T, body []byte, contentType string, chunk int, budget *memBudget) (quota.BatchFile, bool) {
+func meterUpload(t *testing.T, body []byte, contentType string, chunk int, budget *memBudget) (price.BatchFile, bool) {
 	t.Helper()
 	m := newUploadMeter(contentType, budget)
 	if m == nil {
@@ -64,22 +64,22 @@ func TestUploadMeter(t *testing.T) {
 		purpose   string
 		file      string
 		memory    int64
-		want      []quota.BatchModel // nil: not kept
+		want      []price.BatchModel // nil: not kept
 		unmetered string
 	}{
-		{"three lines, two models", "batch", two, 64 << 20, []quota.BatchModel{
+		{"three lines, two models", "batch", two, 64 << 20, []price.BatchModel{
 			{Model: "gpt-4o", Lines: 2, Output: 100, Uncapped: 1},
 			{Model: "gpt-4o-mini", Lines: 1, Output: 50},
 		}, ""},
 		{"another purpose", "fine-tune", two, 64 << 20, nil, ""},
-		{"a line too long", "batch", line("gpt-4o", 10, maxBatchLine) + "\n" + line("gpt-4o", 10, 0), 64 << 20, []quota.BatchModel{
+		{"a line too long", "batch", line("gpt-4o", 10, maxBatchLine) + "\n" + line("gpt-4o", 10, 0), 64 << 20, []price.BatchModel{
 			{Model: "gpt-4o", Lines: 1, Output: 10},
 		}, "line 1 is"},
 		{"body twice", "batch", `{"body":{"model":"gpt-4o-mini","max_tokens":1},"body":{"model":"gpt-4o","max_tokens":100000}}`, 64 << 20,
-			[]quota.BatchModel{}, `line 1: a key is repeated: "body"`},
+			[]price.BatchModel{}, `line 1: a key is repeated: "body"`},
 		{"max_tokens twice", "batch", `{"body":{"model":"gpt-4o","max_tokens":1,"max_tokens":100000}}`, 64 << 20,
-			[]quota.BatchModel{}, "line 1:"},
-		{"no memory for a line", "batch", two, 1024, []quota.BatchModel{}, "no memory"},
+			[]price.BatchModel{}, "line 1:"},
+		{"no memory for a line", "batch", two, 1024, []price.BatchModel{}, "no memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

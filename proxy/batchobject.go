@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/tidwall/gjson"
 )
 
@@ -101,7 +101,7 @@ func (h *Handler) batchObject(b []byte) {
 	}
 	switch {
 	case o.Object == "batch" && o.Usage != nil && batchEnded(o.Status):
-		h.admitter.EndBatch(o.ID, &quota.PricedUsage{Input: o.Usage.InputTokens, CacheRead: o.Usage.InputTokensDetails.CachedTokens,
+		h.admitter.EndBatch(o.ID, &price.Usage{Input: o.Usage.InputTokens, CacheRead: o.Usage.InputTokensDetails.CachedTokens,
 			Output: o.Usage.OutputTokens})
 	case o.Object == "batch" && batchEnded(o.Status) && o.Status != "completed" && o.RequestCounts.Completed == 0:
 		h.admitter.EndBatch(o.ID, nil)
@@ -125,7 +125,7 @@ func batchEnded(status string) bool {
 // the end; results cut short, or with a line too long to read, end
 // nothing.
 func (h *Handler) meterResults(resp *http.Response, id string) {
-	var sum quota.PricedUsage
+	var sum price.Usage
 	whole := true
 	ls := newLineSplitter(h.bodies.budget, func(line []byte) {
 		r := gjson.GetBytes(line, "result")

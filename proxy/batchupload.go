@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // maxUploadParts bounds the parts of an upload's form the meter reads: a
@@ -35,7 +35,7 @@ type uploadMeter struct {
 	stopped bool // feed's alone: the transport's goroutine
 	done    chan struct{}
 	// Set before done closes.
-	file     quota.BatchFile
+	file     price.BatchFile
 	purpose  string
 	complete bool
 }
@@ -140,13 +140,13 @@ const meterWait = 5 * time.Second
 // result is the form's file as metered, and whether the whole form was
 // read with one file of purpose batch; it waits for the meter to finish,
 // within meterWait.
-func (m *uploadMeter) result() (quota.BatchFile, bool) {
+func (m *uploadMeter) result() (price.BatchFile, bool) {
 	t := time.NewTimer(meterWait)
 	defer t.Stop()
 	select {
 	case <-m.done:
 		return m.file, m.complete && m.purpose == "batch"
 	case <-t.C:
-		return quota.BatchFile{}, false
+		return price.BatchFile{}, false
 	}
 }

@@ -60,7 +60,7 @@ const longContextBeta = "context-1m"
 // longContext reports whether an Anthropic request asks for the long
 // context: an anthropic-beta header (comma-separated, any of its values)
 // naming longContextBeta. Its hidden input is then reserved at up to
-// quota.FallbackMaxInput rather than Claude's 200,000 (an unset
+// price.FallbackMaxInput rather than Claude's 200,000 (an unset
 // max_input).
 func longContext(h http.Header) bool {
 	for _, v := range h.Values("Anthropic-Beta") {

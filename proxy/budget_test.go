@@ -8,6 +8,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // usageUpstream answers every request 200 with a chat completion that
@@ -28,7 +29,7 @@ func budgetProxy(t *testing.T, bulkUSD float64, budget classify.Budget) *testPro
 	t.Helper()
 	return newTestProxy(t, proxyOpts{upstream: usageUpstream(), environ: map[string]string{"IMPORT": "sk-import"},
 		mutate: func(_ *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
-			q.Prices = []quota.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
+			q.Prices = []price.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
 			if bulkUSD > 0 {
 				q.Classes.Bulk.Budget = classify.Budget{USD: bulkUSD, Per: classify.PerDay}
 			}

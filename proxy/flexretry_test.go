@@ -11,6 +11,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
@@ -23,7 +24,7 @@ func flexProxy(t *testing.T, upstream http.Handler, provider Provider, mutate fu
 	return newTestProxy(t, proxyOpts{upstream: upstream, mutate: func(c *Config, q *quota.Config, cc *classify.Config, _ *[]classify.Caller) {
 		c.Upstream.Provider = provider
 		c.Upstream.APIKey = "sk-test" // the proxy's own key: its answers speak of this account (exchange.spent)
-		q.Classes.Bulk.ServiceTier, q.Classes.Bulk.FlexModels = quota.TierFlex, []string{"gpt-4o*"}
+		q.Classes.Bulk.ServiceTier, q.Classes.Bulk.FlexModels = price.TierFlex, []string{"gpt-4o*"}
 		if mutate != nil {
 			mutate(q, cc)
 		}
@@ -53,7 +54,7 @@ func TestFlexInjection(t *testing.T) {
 			"/v1/chat/completions", chat, ""},
 		{"interactive may set it too", "openai", func(q *quota.Config, c *classify.Config) {
 			c.DefaultClass = classify.Interactive
-			q.Classes.Interactive.ServiceTier, q.Classes.Interactive.FlexModels = quota.TierFlex, []string{"gpt-4o"}
+			q.Classes.Interactive.ServiceTier, q.Classes.Interactive.FlexModels = price.TierFlex, []string{"gpt-4o"}
 		}, "/v1/chat/completions", chat, "flex"},
 		{"an OpenAI-compatible server", ProviderAuto, nil, "/v1/chat/completions", chat, ""},
 		{"anthropic", ProviderAuto, nil, "/v1/messages", `{"model":"gpt-4o","max_tokens":5,"messages":[]}`, ""},
@@ -316,7 +317,7 @@ func TestFlexBudgetTier(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := flexProxy(t, fakeprovider.New(fakeprovider.Config{}), "openai", func(q *quota.Config, _ *classify.Config) {
-				q.Prices = []quota.Price{{Match: []string{"gpt-4o*"}, Input: 1, Output: 1000, Flex: &quota.TierPrice{Input: 0.5, Output: 500}}}
+				q.Prices = []price.Price{{Match: []string{"gpt-4o*"}, Input: 1, Output: 1000, Flex: &price.TierPrice{Input: 0.5, Output: 500}}}
 				q.Classes.Bulk.Budget = classify.Budget{USD: 0.75, Per: classify.PerDay}
 				q.Classes.Bulk.FlexFallback = tt.fallback
 			})

@@ -16,6 +16,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -267,7 +268,7 @@ func (h *Handler) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, *r
 	ex.pooled = true
 	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
 	if f, ok := h.flexFor(ex); ok {
-		if out, injected := usage.InjectServiceTier(payload, quota.TierFlex); injected {
+		if out, injected := usage.InjectServiceTier(payload, price.TierFlex); injected {
 			ex.flex, ex.tier = &flexSend{plain: payload, fallback: f.Fallback}, f.Tier
 			body.charge(int64(cap(out)))
 			payload = out

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -315,7 +316,7 @@ func (m *metrics) countTokens(pool quota.Labels, res classify.Result, u usage.Us
 
 // countSpend counts a response's cost, or that no price matched its
 // model.
-func (m *metrics) countSpend(pool quota.Labels, res classify.Result, cost quota.Nanodollars, priced, estimated bool) {
+func (m *metrics) countSpend(pool quota.Labels, res classify.Result, cost price.Nanodollars, priced, estimated bool) {
 	if !priced {
 		m.spent.unpriced.WithLabelValues(pool.Account, pool.Pool).Inc()
 	}

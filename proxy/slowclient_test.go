@@ -16,6 +16,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -52,7 +53,7 @@ func slowClientProxy(t *testing.T, up http.Handler, mutate func(*ServerConfig)) 
 	t.Helper()
 	return newTestProxy(t, proxyOpts{upstream: up, environ: map[string]string{"IMPORT": "sk-import"},
 		mutate: func(c *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
-			q.Prices = []quota.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
+			q.Prices = []price.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
 			*callers = []classify.Caller{{Name: "import", KeyEnv: "IMPORT", Class: classify.Bulk,
 				Budget: classify.Budget{USD: 1, Per: classify.PerDay}}}
 			if mutate != nil {

@@ -11,13 +11,14 @@ import (
 	"github.com/coder/websocket"
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 )
 
 // rtPrice prices gpt-realtime as OpenAI does: $4 in, $0.40 cached, $16
 // out per million text tokens; $32 in and $64 out per million audio
 // tokens.
-var rtPrice = quota.Price{Match: []string{"gpt-realtime*"}, Input: 4, CachedInput: 0.4, Output: 16, AudioInput: 32, AudioOutput: 64}
+var rtPrice = price.Price{Match: []string{"gpt-realtime*"}, Input: 4, CachedInput: 0.4, Output: 16, AudioInput: 32, AudioOutput: 64}
 
 // rtProxy is a test proxy in front of fp that spends its own account,
 // with callers alice (bulk, key sk-alice) and bob (interactive, key
@@ -34,7 +35,7 @@ func rtProxyLogged(t *testing.T, fp *fakeprovider.Provider, access *AccessLog, m
 	return newTestProxy(t, proxyOpts{upstream: fp, environ: map[string]string{"ALICE_KEY": "sk-alice", "BOB_KEY": "sk-bob"}, access: access,
 		mutate: func(c *Config, q *quota.Config, _ *classify.Config, callers *[]classify.Caller) {
 			c.Upstream.APIKey = "sk-test" // the proxy's own key: the sessions spend this account
-			q.Prices = []quota.Price{rtPrice}
+			q.Prices = []price.Price{rtPrice}
 			*callers = []classify.Caller{{Name: "alice", KeyEnv: "ALICE_KEY", Class: classify.Bulk},
 				{Name: "bob", KeyEnv: "BOB_KEY", Class: classify.Interactive, MayClaimInteractive: true}}
 			if mutate != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 )
 
@@ -72,7 +73,7 @@ func TestRealtimeBudgetAtHandshake(t *testing.T) {
 		// The response's worst case at what the proxy sees (the
 		// response.create alone, and max_output's 9 tokens) fits $0.01;
 		// what it costs (the conversation's 100 tokens of input) does not.
-		q.Prices = []quota.Price{{Match: []string{"gpt-realtime"}, Input: 50, Output: 1_000, MaxInput: 1000, MaxOutput: 9}}
+		q.Prices = []price.Price{{Match: []string{"gpt-realtime"}, Input: 50, Output: 1_000, MaxInput: 1000, MaxOutput: 9}}
 		(*callers)[0].Budget = classify.Budget{USD: 0.01, Per: classify.PerDay}
 	})
 	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")
@@ -121,7 +122,7 @@ func TestRealtimeBudgetAtHandshake(t *testing.T) {
 func TestRealtimeBudgetRunsOutMidSession(t *testing.T) {
 	fp := fakeprovider.New(fakeprovider.Config{})
 	p := rtProxy(t, fp, func(_ *Config, q *quota.Config, callers *[]classify.Caller) {
-		q.Prices = []quota.Price{{Match: []string{"gpt-realtime"}, Input: 50, Output: 1_000, MaxInput: 1000, MaxOutput: 9}}
+		q.Prices = []price.Price{{Match: []string{"gpt-realtime"}, Input: 50, Output: 1_000, MaxInput: 1000, MaxOutput: 9}}
 		(*callers)[0].Budget = classify.Budget{USD: 0.01, Per: classify.PerDay}
 	})
 	c := openRT(t, p, "sk-alice", "/v1/realtime?model=gpt-realtime")

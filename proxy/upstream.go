@@ -11,6 +11,7 @@ import (
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -270,7 +271,7 @@ func (h *Handler) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut bool)
 	if u == nil || !ex.spent {
 		return
 	}
-	var cost quota.Nanodollars
+	var cost price.Nanodollars
 	var priced bool
 	if ex.rt.unmetered() {
 		// No usage to price: its worst case, as its budgets are charged.
@@ -290,7 +291,7 @@ func (h *Handler) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut bool)
 // account.
 func (ex *exchange) settledBy(u usage.Usage, cut bool) *quota.Usage {
 	return &quota.Usage{
-		Priced: quota.PricedUsage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier,
+		Priced: price.Usage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier,
 			AudioInput: u.AudioInput, AudioOutput: u.AudioOutput},
 		Tokens: ex.settle.of(u), Settles: ex.settle != settleNone, Estimated: u.Estimated,
 		Worst: usageUnknown(ex, u, cut), Charged: ex.spent,

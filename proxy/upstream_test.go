@@ -5,6 +5,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // TestSettledBy: what the proxy reads off the wire for a lease's
@@ -35,7 +36,7 @@ func TestSettledBy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.ex.settledBy(tt.u, tt.cut)
-			tt.want.Priced = quota.PricedUsage{Input: 10, Output: 5}
+			tt.want.Priced = price.Usage{Input: 10, Output: 5}
 			if *got != tt.want {
 				t.Errorf("settledBy(%+v, cut %v) = %+v, want %+v", tt.u, tt.cut, *got, tt.want)
 			}

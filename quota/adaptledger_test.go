@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // TestLeaseAnswered: a released lease settled Measured counts in its
@@ -26,7 +27,7 @@ func TestLeaseAnswered(t *testing.T) {
 			time.Sleep(took) // the fake clock of the bubble: the request's duration
 			o := Outcome{Status: max(status, 0), Measured: status >= 0}
 			if output > 0 {
-				o.Usage = &Usage{Priced: PricedUsage{Output: output}}
+				o.Usage = &Usage{Priced: price.Usage{Output: output}}
 			}
 			if status >= 0 || output > 0 {
 				lease.Settle(o)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -79,14 +80,14 @@ type Request struct {
 	InputTokens, OutputTokens int64
 	// Generations is how many answers the request asks the model for (n,
 	// best_of; 0 counts as 1): a price's max_output caps each of them
-	// (Price.outputCap).
+	// (price.Price.OutputCap).
 	Generations int64
 	// HiddenInput says the provider may bill it input its body does not
 	// show (usage.Request.HiddenInput): its budgets reserve its input at
 	// its price's max_input, and cut that to what they have left rather
-	// than refuse it (Price.reservation, budgetcut.go). LongContext says
+	// than refuse it (reservation, budgetcut.go). LongContext says
 	// it asks for a context beyond its model family's (Anthropic's
-	// context-1m beta): an unset max_input is then FallbackMaxInput.
+	// context-1m beta): an unset max_input is then price.FallbackMaxInput.
 	HiddenInput, LongContext bool
 	// Tier is the service tier the request is sent at ("flex" or "").
 	Tier string
@@ -115,8 +116,8 @@ type Request struct {
 	pool string
 	// cost and priced are its worst case at its model's price, and
 	// whether a price matched its model; floor the least its budgets may
-	// cut the reservation of cost to (Price.reservation). Admit sets them.
-	cost, floor Nanodollars
+	// cut the reservation of cost to (reservation). Admit sets them.
+	cost, floor price.Nanodollars
 	priced      bool
 }
 
@@ -222,34 +223,34 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	price := cfg.priceOf(req.Model)
-	if price != nil {
-		req.cost, req.floor = price.reservation(req)
+	p := req.Model.priceIn(cfg.Prices)
+	if p != nil {
+		req.cost, req.floor = reservation(p, req)
 		req.priced = true
 	}
 	lease, err := admitThrough(ctx, a.gates, routes, req, cfg.Classes.maxWait(req.Class))
-	if err == nil && price != nil {
-		lease.price, lease.worst = price, req.cost
+	if err == nil && p != nil {
+		lease.price, lease.worst = p, req.cost
 	}
 	return lease, err
 }
 
 // WorstCase is the most req may cost at the prices in force
-// (Price.WorstCase), and whether a price matched its model: for a
+// (price.Price.WorstCase), and whether a price matched its model: for a
 // response that cannot say what it cost and that no Lease priced.
-func (a *Admitter) WorstCase(req Request) (Nanodollars, bool) {
-	p := a.cfg.Load().priceOf(req.Model)
+func (a *Admitter) WorstCase(req Request) (price.Nanodollars, bool) {
+	p := req.Model.priceIn(a.cfg.Load().Prices)
 	if p == nil {
 		return 0, false
 	}
-	return p.WorstCase(req.InputTokens, p.outputCap(req), req.Tier), true
+	return p.WorstCase(req.InputTokens, p.OutputCap(req.OutputTokens, req.Generations), req.Tier), true
 }
 
 // Cost prices usage u of a response for model m at the prices in force,
 // and reports whether a price matched m: for a response no Lease priced
 // (Lease.Settle prices the rest at the prices of their admission).
-func (a *Admitter) Cost(m Model, u PricedUsage) (Nanodollars, bool) {
-	p := a.cfg.Load().priceOf(m)
+func (a *Admitter) Cost(m Model, u price.Usage) (price.Nanodollars, bool) {
+	p := m.priceIn(a.cfg.Load().Prices)
 	if p == nil {
 		return 0, false
 	}

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // PutBatchFile keeps what the proxy metered of an input file as the
 // provider's file id: the file a batch may later name. Nothing is kept
 // for an empty id.
-func (a *Admitter) PutBatchFile(ctx context.Context, id string, f BatchFile) error {
+func (a *Admitter) PutBatchFile(ctx context.Context, id string, f price.BatchFile) error {
 	if id == "" {
 		return nil
 	}
@@ -19,7 +20,7 @@ func (a *Admitter) PutBatchFile(ctx context.Context, id string, f BatchFile) err
 
 // BatchFile returns what the proxy metered of input file id, and false
 // when it never saw it (or forgot it, 35 days after).
-func (a *Admitter) BatchFile(ctx context.Context, id string) (BatchFile, bool, error) {
+func (a *Admitter) BatchFile(ctx context.Context, id string) (price.BatchFile, bool, error) {
 	return a.backend.Batches.file(ctx, id)
 }
 
@@ -56,17 +57,17 @@ func (a *Admitter) ReserveBatch(ctx context.Context, req BatchRequest) (*BatchHo
 	}
 	l := LabelsOf(req.Account, req.Pool)
 	rec := batchRecord{Tokens: req.File.InputTokens(), Enqueued: BatchEnqueued{Account: l.Account, Pool: l.Pool, Class: req.Class.String()}}
-	var cost Nanodollars
+	var cost price.Nanodollars
 	for _, m := range req.File.Models {
 		rec.Models = append(rec.Models, m.Model)
-		p := cfg.priceOf(Model{Name: m.Model})
+		p := cfg.Prices.For(m.Model, false)
 		if p == nil {
 			if err := unpriced(bs, m.Model); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		cost = addMoney(cost, p.batchWorst(m))
+		cost = cost.Plus(p.BatchWorst(m))
 	}
 	r := gateRequest{Caller: req.Caller, Class: req.Class, Cost: cost, Priced: true, Generates: true}
 	return a.budgets.reserveBatch(ctx, r, time.Now().Add(cfg.Classes.maxWait(req.Class)), rec)
@@ -79,20 +80,20 @@ func (a *Admitter) ReserveBatch(ctx context.Context, req BatchRequest) (*BatchHo
 // the budget periods it was reserved in, and its tokens leave the
 // enqueued. A batch not created through the proxy, or ended already, is
 // left alone. The store hears of it from the budget loop.
-func (a *Admitter) EndBatch(id string, u *PricedUsage) {
+func (a *Admitter) EndBatch(id string, u *price.Usage) {
 	if id == "" {
 		return
 	}
-	a.budgets.endBatch(id, func(rec batchRecord) Nanodollars {
+	a.budgets.endBatch(id, func(rec batchRecord) price.Nanodollars {
 		if u == nil {
 			return 0
 		}
 		bu := *u
-		bu.Tier = TierBatch
+		bu.Tier = price.TierBatch
 		cfg := a.cfg.Load()
-		cost, priced := Nanodollars(0), false
+		cost, priced := price.Nanodollars(0), false
 		for _, m := range rec.Models {
-			if p := cfg.priceOf(Model{Name: m}); p != nil {
+			if p := cfg.Prices.For(m, false); p != nil {
 				cost, priced = max(cost, p.Cost(bu)), true
 			}
 		}

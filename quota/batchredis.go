@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 //go:embed batch.lua
@@ -39,7 +41,7 @@ func newRedisBatches(client redis.UniversalClient, cfg StoreConfig, replica stri
 func (s *redisBatches) key(name string) string { return "{" + s.prefix + ":budget}:" + name }
 
 // maxStoredJSON bounds what is read back of a file or a record: each is a
-// few hundred bytes (MaxBatchModels models at most).
+// few hundred bytes (price.MaxBatchModels models at most).
 const maxStoredJSON = 64 << 10
 
 func (s *redisBatches) put(ctx context.Context, key string, v any) error {
@@ -67,12 +69,12 @@ func (s *redisBatches) get(ctx context.Context, key string, v any) (bool, error)
 	return true, json.Unmarshal(b, v)
 }
 
-func (s *redisBatches) putFile(ctx context.Context, id string, f BatchFile) error {
+func (s *redisBatches) putFile(ctx context.Context, id string, f price.BatchFile) error {
 	return s.put(ctx, s.key("file:"+id), f)
 }
 
-func (s *redisBatches) file(ctx context.Context, id string) (BatchFile, bool, error) {
-	var f BatchFile
+func (s *redisBatches) file(ctx context.Context, id string) (price.BatchFile, bool, error) {
+	var f price.BatchFile
 	ok, err := s.get(ctx, s.key("file:"+id), &f)
 	return f, ok, err
 }
@@ -85,15 +87,15 @@ func (s *redisBatches) record(ctx context.Context, id string) (batchRecord, bool
 
 // batchArgs is batch.lua's one argument.
 type batchArgs struct {
-	Op      string      `json:"op"`
-	Record  string      `json:"record,omitempty"`
-	TTLS    int64       `json:"ttl_s"`
-	Pending string      `json:"pending,omitempty"`
-	Field   string      `json:"field"`
-	Cost    Nanodollars `json:"cost"`
-	Where   string      `json:"where"`
-	Tokens  int64       `json:"tokens"`
-	ExpireS []int64     `json:"expire_s"`
+	Op      string            `json:"op"`
+	Record  string            `json:"record,omitempty"`
+	TTLS    int64             `json:"ttl_s"`
+	Pending string            `json:"pending,omitempty"`
+	Field   string            `json:"field"`
+	Cost    price.Nanodollars `json:"cost"`
+	Where   string            `json:"where"`
+	Tokens  int64             `json:"tokens"`
+	ExpireS []int64           `json:"expire_s"`
 }
 
 // call runs batch.lua's op for rec.
@@ -128,7 +130,7 @@ func (s *redisBatches) bind(ctx context.Context, rec batchRecord, pending string
 	return s.call(ctx, batchArgs{Op: "bind", Record: string(b), Pending: "r:" + s.replica + ":" + pending}, rec)
 }
 
-func (s *redisBatches) end(ctx context.Context, rec batchRecord, cost Nanodollars) error {
+func (s *redisBatches) end(ctx context.Context, rec batchRecord, cost price.Nanodollars) error {
 	return s.call(ctx, batchArgs{Op: "end", Cost: cost}, rec)
 }
 

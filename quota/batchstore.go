@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // batchTTL is how long a store keeps a metered file and a batch's record:
@@ -21,7 +23,7 @@ type batchRecord struct {
 	// day it was created, where it settles whenever it ends.
 	Keys []batchKey `json:"keys,omitempty"`
 	// Reserved is what it reserved on each.
-	Reserved Nanodollars `json:"reserved"`
+	Reserved price.Nanodollars `json:"reserved"`
 	// Models are its requests' models: its usage is priced at the dearest.
 	Models []string `json:"models,omitempty"`
 	// Tokens are its input estimates, counted as enqueued at Enqueued.
@@ -61,10 +63,10 @@ type BatchEnqueued struct {
 // is safe for concurrent use.
 type batchStore interface {
 	// putFile keeps f as file id's.
-	putFile(ctx context.Context, id string, f BatchFile) error
+	putFile(ctx context.Context, id string, f price.BatchFile) error
 	// file returns file id's, and false when the proxy never metered it
 	// (or forgot it, batchTTL after).
-	file(ctx context.Context, id string) (BatchFile, bool, error)
+	file(ctx context.Context, id string) (price.BatchFile, bool, error)
 	// bind records rec and moves the reservation pending (a budget
 	// store reservation id, held on rec.Keys) to the batch, where no
 	// replica's death reaps it; a reservation already reaped is charged
@@ -77,7 +79,7 @@ type batchStore interface {
 	// end ends rec's batch once: its reservation is replaced by cost on
 	// each of its periods, its tokens leave the enqueued, and its record
 	// goes. Ending a batch that is not recorded does nothing.
-	end(ctx context.Context, rec batchRecord, cost Nanodollars) error
+	end(ctx context.Context, rec batchRecord, cost price.Nanodollars) error
 	// enqueued returns the tokens enqueued, by where.
 	enqueued(ctx context.Context) ([]BatchEnqueued, error)
 }
@@ -96,7 +98,7 @@ type memBatches struct {
 	now     func() time.Time
 
 	mu       sync.Mutex
-	files    map[string]memEntry[BatchFile]
+	files    map[string]memEntry[price.BatchFile]
 	records  map[string]memEntry[batchRecord]
 	queued   map[BatchEnqueued]int64
 	ttlAfter time.Duration
@@ -109,7 +111,7 @@ type memEntry[T any] struct {
 }
 
 func newMemBatches(budgets *memBudgets) *memBatches {
-	return &memBatches{budgets: budgets, now: time.Now, files: map[string]memEntry[BatchFile]{},
+	return &memBatches{budgets: budgets, now: time.Now, files: map[string]memEntry[price.BatchFile]{},
 		records: map[string]memEntry[batchRecord]{}, queued: map[BatchEnqueued]int64{}, ttlAfter: batchTTL}
 }
 
@@ -141,14 +143,14 @@ func lookup[T any](m map[string]memEntry[T], id string, now time.Time) (T, bool)
 	return e.v, true
 }
 
-func (m *memBatches) putFile(_ context.Context, id string, f BatchFile) error {
+func (m *memBatches) putFile(_ context.Context, id string, f price.BatchFile) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keep(m.files, id, f, m.now(), m.ttlAfter)
 	return nil
 }
 
-func (m *memBatches) file(_ context.Context, id string) (BatchFile, bool, error) {
+func (m *memBatches) file(_ context.Context, id string) (price.BatchFile, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := lookup(m.files, id, m.now())
@@ -174,7 +176,7 @@ func (m *memBatches) record(_ context.Context, id string) (batchRecord, bool, er
 	return r, ok, nil
 }
 
-func (m *memBatches) end(_ context.Context, rec batchRecord, cost Nanodollars) error {
+func (m *memBatches) end(_ context.Context, rec batchRecord, cost price.Nanodollars) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.records[rec.ID]; !ok {
@@ -220,7 +222,7 @@ func (m *memBudgets) move(keys []budgetKey, from, to string) {
 
 // settleHeld replaces reservation id by cost on each of keys where it is
 // held, and does nothing where it is not: settling twice charges once.
-func (m *memBudgets) settleHeld(keys []budgetKey, id string, cost Nanodollars) {
+func (m *memBudgets) settleHeld(keys []budgetKey, id string, cost price.Nanodollars) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -228,7 +230,7 @@ func (m *memBudgets) settleHeld(keys []budgetKey, id string, cost Nanodollars) {
 		if r, ok := b.res[id]; ok {
 			delete(b.res, id)
 			b.use.Reserved = max(b.use.Reserved-r, 0)
-			b.use.Spent = addMoney(b.use.Spent, cost)
+			b.use.Spent = b.use.Spent.Plus(cost)
 		}
 	}
 	m.dirty = true

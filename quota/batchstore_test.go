@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
@@ -43,7 +44,7 @@ func TestBatchStore(t *testing.T) {
 			if _, ok, err := batches.file(ctx, "file-1"); ok || err != nil {
 				t.Fatalf("a file never kept: %v %v", ok, err)
 			}
-			f := BatchFile{Models: []BatchModel{{Model: "gpt-4o", Lines: 2, Input: 40, Output: 10, Uncapped: 1}}}
+			f := price.BatchFile{Models: []price.BatchModel{{Model: "gpt-4o", Lines: 2, Input: 40, Output: 10, Uncapped: 1}}}
 			if err := batches.putFile(ctx, "file-1", f); err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +62,7 @@ func TestBatchStore(t *testing.T) {
 				}
 			}
 			checkEnqueued(t, batches, 40)
-			spent := Nanodollars(25)
+			spent := price.Nanodollars(25)
 			if other != nil {
 				// r1 falls silent: its request's reservation is reaped
 				// (charged in full), its batch's is not.
@@ -112,31 +113,31 @@ func checkEnqueued(t *testing.T, s batchStore, want int64) {
 // its input at the dearest input price, the caps it set, and max_output
 // for each request that set none.
 func TestBatchWorstCase(t *testing.T) {
-	p := Price{Input: 2, CacheWrite: 4, Output: 10, MaxOutput: 1000}
+	p := price.Price{Input: 2, CacheWrite: 4, Output: 10, MaxOutput: 1000}
 	tests := []struct {
 		name string
-		m    BatchModel
-		want Nanodollars
+		m    price.BatchModel
+		want price.Nanodollars
 	}{
 		// 1000 × $2 (cache writes) + 500 × $5 = 4,500,000 nanodollars.
-		{"capped", BatchModel{Lines: 5, Input: 1000, Output: 500}, 4_500_000},
+		{"capped", price.BatchModel{Lines: 5, Input: 1000, Output: 500}, 4_500_000},
 		// 1000 × $2 + (500 + 2 × 1000) × $5 = 14,500,000.
-		{"two uncapped", BatchModel{Lines: 7, Input: 1000, Output: 500, Uncapped: 2}, 14_500_000},
-		{"saturated", BatchModel{Lines: 1, Input: 1 << 62, Uncapped: 1 << 62}, p.WorstCase(maxPricedTokens, maxPricedTokens, TierBatch)},
+		{"two uncapped", price.BatchModel{Lines: 7, Input: 1000, Output: 500, Uncapped: 2}, 14_500_000},
+		{"saturated", price.BatchModel{Lines: 1, Input: 1 << 62, Uncapped: 1 << 62}, p.WorstCase(1<<48, 1<<48, price.TierBatch)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := p.batchWorst(tt.m); got != tt.want {
-				t.Errorf("batchWorst(%+v) = %d, want %d", tt.m, got, tt.want)
+			if got := p.BatchWorst(tt.m); got != tt.want {
+				t.Errorf("BatchWorst(%+v) = %d, want %d", tt.m, got, tt.want)
 			}
 		})
 	}
-	var f BatchFile
-	for i := range MaxBatchModels + 1 {
+	var f price.BatchFile
+	for i := range price.MaxBatchModels + 1 {
 		f.Add(string(rune('a'+i)), 1, 0)
 	}
-	if len(f.Models) != MaxBatchModels || f.Unmetered == "" {
-		t.Errorf("a file of %d models: %d counted, unmetered %q; want %d and unmetered", MaxBatchModels+1, len(f.Models), f.Unmetered, MaxBatchModels)
+	if len(f.Models) != price.MaxBatchModels || f.Unmetered == "" {
+		t.Errorf("a file of %d models: %d counted, unmetered %q; want %d and unmetered", price.MaxBatchModels+1, len(f.Models), f.Unmetered, price.MaxBatchModels)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // BatchRequest is a batch about to be created, as the proxy metered it.
@@ -18,7 +19,7 @@ type BatchRequest struct {
 	Account, Pool string
 	// File is its requests as the proxy metered them; nil when the proxy
 	// never saw them (an input file uploaded around it).
-	File *BatchFile
+	File *price.BatchFile
 }
 
 // BatchUnmeteredError refuses a budgeted caller's batch whose requests
@@ -127,7 +128,7 @@ func (g *budgetGate) budgetedBy(caller string, class classify.Class) []namedBudg
 
 // endBatch hands the loop the end of batch id: its record read, its
 // reservation replaced by what cost says it cost (given its record), once.
-func (g *budgetGate) endBatch(id string, cost func(batchRecord) Nanodollars) {
+func (g *budgetGate) endBatch(id string, cost func(batchRecord) price.Nanodollars) {
 	g.enqueue(budgetSettle{job: func(ctx context.Context) error {
 		rec, ok, err := g.batches.record(ctx, id)
 		if err != nil || !ok {

@@ -1,6 +1,10 @@
 package quota
 
-import "context"
+import (
+	"context"
+
+	"github.com/meterproxy/meterproxy/quota/price"
+)
 
 // A request whose input is hidden (Request.HiddenInput) reserves its
 // worst case at its model's max_input: often more than a small budget has
@@ -17,7 +21,7 @@ import "context"
 // budgetCut is a reservation as budgetGate.Start asks for it: cost, from
 // full (the request's worst case) down to floor.
 type budgetCut struct {
-	full, floor, cost Nanodollars
+	full, floor, cost price.Nanodollars
 }
 
 // newBudgetCut is r's reservation, uncut. A Floor of 0 or above Cost
@@ -65,9 +69,26 @@ func (c *budgetCut) reset() { c.cost = c.full }
 
 // unspent is what a budget of limit has not spent; 0 when it spent it
 // all.
-func unspent(limit, spent Nanodollars) Nanodollars {
+func unspent(limit, spent price.Nanodollars) price.Nanodollars {
 	if spent < limit {
 		return limit - spent
 	}
 	return 0
+}
+
+// reservation is what r's budgets reserve for it at p: cost, its worst
+// case (price.Price.WorstCase) at its output cap as p bounds it
+// (OutputCap), at its input estimate or, when its input is hidden, at the
+// model's max_input (InputLimit, or the estimate, if larger); and floor, its
+// worst case at the input its body shows, the least a reservation cut to
+// what its budgets have left may hold (see the top of this file). floor is cost for a
+// request whose input is not hidden.
+func reservation(p *price.Price, r Request) (cost, floor price.Nanodollars) {
+	output := p.OutputCap(r.OutputTokens, r.Generations)
+	floor = p.WorstCase(r.InputTokens, output, r.Tier)
+	if !r.HiddenInput {
+		return floor, floor
+	}
+	input := max(r.InputTokens, p.InputLimit(r.Model.Name, r.LongContext))
+	return p.WorstCase(input, output, r.Tier), floor
 }

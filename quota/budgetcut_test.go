@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // hiddenReq is a request of caller import (a $1 daily budget; bulk's is
 // $1.50) whose worst case is cost and whose body shows floor of it.
-func hiddenReq(cost, floor Nanodollars) gateRequest {
+func hiddenReq(cost, floor price.Nanodollars) gateRequest {
 	return gateRequest{Caller: "import", Class: classify.Bulk, Cost: cost, Floor: floor, Priced: true, Generates: true}
 }
 
@@ -147,7 +148,7 @@ func TestBudgetGateHiddenInputBound(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					cost := Nanodollars(40+i*3/2) * cent
+					cost := price.Nanodollars(40+i*3/2) * cent
 					spent.Add(int64(cost))
 					served.Add(1)
 					p.Settle(cost)
@@ -155,15 +156,15 @@ func TestBudgetGateHiddenInputBound(t *testing.T) {
 			}
 			wg.Wait()
 			waitSettled(t, g)
-			t.Logf("%d served, %s spent; %d refused", served.Load(), Nanodollars(spent.Load()), exceeded.Load())
-			if s := Nanodollars(spent.Load()); s > 100*cent+70*cent || s < 99*cent {
+			t.Logf("%d served, %s spent; %d refused", served.Load(), price.Nanodollars(spent.Load()), exceeded.Load())
+			if s := price.Nanodollars(spent.Load()); s > 100*cent+70*cent || s < 99*cent {
 				t.Errorf("%s spent of a $1 budget by requests of at most 70¢ (a floor of 1¢): want $0.99 at least and at most $1.70", s)
 			}
 			if exceeded.Load()+served.Load() != 20 {
 				t.Errorf("%d served and %d refused as exceeded of 20", served.Load(), exceeded.Load())
 			}
-			if u := importUse(t, g); u.Spent != Nanodollars(spent.Load()) || u.Reserved != 0 {
-				t.Errorf("the store holds %+v, want the %s spent, nothing reserved", u, Nanodollars(spent.Load()))
+			if u := importUse(t, g); u.Spent != price.Nanodollars(spent.Load()) || u.Reserved != 0 {
+				t.Errorf("the store holds %+v, want the %s spent, nothing reserved", u, price.Nanodollars(spent.Load()))
 			}
 		})
 	}
@@ -196,7 +197,7 @@ func waitSettled(t *testing.T, g *budgetGate) {
 // usage if dearer, even when the budget cut the reservation.
 func TestAdmitterReservesMaxInput(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Prices = []Price{
+	cfg.Prices = []price.Price{
 		{Match: []string{"gpt-4o*"}, Input: 2.5, Output: 10},
 		{Match: []string{"claude*"}, Input: 3, Output: 15},
 		{Match: []string{"set"}, Input: 1, Output: 1, MaxInput: 1000},
@@ -205,32 +206,32 @@ func TestAdmitterReservesMaxInput(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		req    Request
-		worst  Nanodollars
-		usage  PricedUsage
-		charge Nanodollars
+		worst  price.Nanodollars
+		usage  price.Usage
+		charge price.Nanodollars
 	}{
 		{"gpt-4o, input shown", Request{Model: Model{Name: "gpt-4o"}, InputTokens: 100, OutputTokens: 50},
-			750_000, PricedUsage{Input: 50_000}, 125_000_000}, // the usage is dearer than the worst case
+			750_000, price.Usage{Input: 50_000}, 125_000_000}, // the usage is dearer than the worst case
 		{"gpt-4o, hidden: 128,000", Request{Model: Model{Name: "gpt-4o-mini"}, InputTokens: 100, OutputTokens: 50, HiddenInput: true},
-			320_500_000, PricedUsage{Input: 100}, 320_500_000},
+			320_500_000, price.Usage{Input: 100}, 320_500_000},
 		{"claude, hidden: 200,000", Request{Model: Model{Name: "claude-sonnet-4-5"}, InputTokens: 10, OutputTokens: 100, HiddenInput: true},
-			601_500_000, PricedUsage{}, 601_500_000},
+			601_500_000, price.Usage{}, 601_500_000},
 		{"claude, hidden, long context: 2^20", Request{Model: Model{Name: "claude-sonnet-4-5"}, InputTokens: 10, OutputTokens: 100, HiddenInput: true, LongContext: true},
-			3_147_228_000, PricedUsage{}, 3_147_228_000},
+			3_147_228_000, price.Usage{}, 3_147_228_000},
 		{"max_input set", Request{Model: Model{Name: "set"}, InputTokens: 10, OutputTokens: 10, HiddenInput: true},
-			1_010_000, PricedUsage{}, 1_010_000},
+			1_010_000, price.Usage{}, 1_010_000},
 		{"an estimate above max_input", Request{Model: Model{Name: "set"}, InputTokens: 5000, OutputTokens: 10, HiddenInput: true},
-			5_010_000, PricedUsage{}, 5_010_000},
+			5_010_000, price.Usage{}, 5_010_000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := runAdmitter(t, cfg, callers)
-				reserved := func() Nanodollars {
+				reserved := func() price.Nanodollars {
 					time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
 					synctest.Wait()
 					for _, b := range a.State().Budgets {
 						if b.Budget == "caller:import" {
-							return dollarsToMoney(b.Reserved)
+							return price.FromDollars(b.Reserved)
 						}
 					}
 					t.Fatal("no caller:import budget in the state")
@@ -275,13 +276,13 @@ func TestDefaultMaxInput(t *testing.T) {
 		{"o3-pro", false, 200_000},
 		{"o4-mini", false, 200_000},
 		{"claude-sonnet-4-5", false, 200_000},
-		{"claude-sonnet-4-5", true, FallbackMaxInput},
-		{"gpt-4-turbo", false, FallbackMaxInput},
-		{"my-deployment", false, FallbackMaxInput},
-		{"", false, FallbackMaxInput},
+		{"claude-sonnet-4-5", true, price.FallbackMaxInput},
+		{"gpt-4-turbo", false, price.FallbackMaxInput},
+		{"my-deployment", false, price.FallbackMaxInput},
+		{"", false, price.FallbackMaxInput},
 	} {
-		if got := DefaultMaxInput(tt.model, tt.long); got != tt.want {
-			t.Errorf("DefaultMaxInput(%q, %v) = %d, want %d", tt.model, tt.long, got, tt.want)
+		if got := price.DefaultMaxInput(tt.model, tt.long); got != tt.want {
+			t.Errorf("price.DefaultMaxInput(%q, %v) = %d, want %d", tt.model, tt.long, got, tt.want)
 		}
 	}
 }

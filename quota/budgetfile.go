@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // budgetSaveEvery is how often an in-process budget store writes its
@@ -33,9 +35,9 @@ type spendFile struct {
 
 // spendEntry is one budget period in a spend file.
 type spendEntry struct {
-	Budget string      `json:"budget"`
-	Period string      `json:"period"`
-	Spent  Nanodollars `json:"spent_nanodollars"`
+	Budget string            `json:"budget"`
+	Period string            `json:"period"`
+	Spent  price.Nanodollars `json:"spent_nanodollars"`
 }
 
 // spendFileVersion is the format written; another is refused at load.
@@ -65,7 +67,7 @@ func (m *memBudgets) load(path string) error {
 	defer m.mu.Unlock()
 	for _, e := range data.Budgets {
 		b := m.slot(budgetKey{Budget: e.Budget, Period: e.Period})
-		b.use.Spent = addMoney(b.use.Spent, e.Spent)
+		b.use.Spent = b.use.Spent.Plus(e.Spent)
 	}
 	return nil
 }
@@ -83,7 +85,7 @@ func (m *memBudgets) save(path string) error {
 	}
 	data := spendFile{Version: spendFileVersion}
 	for s, b := range m.slots {
-		data.Budgets = append(data.Budgets, spendEntry{Budget: s.budget, Period: s.period, Spent: addMoney(b.use.Spent, b.use.Reserved)})
+		data.Budgets = append(data.Budgets, spendEntry{Budget: s.budget, Period: s.period, Spent: b.use.Spent.Plus(b.use.Reserved)})
 	}
 	m.dirty = false
 	m.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 var _ callerGate = (*budgetGate)(nil)
@@ -145,7 +146,7 @@ func (g *budgetGate) State() []BudgetState {
 type budgetSettle struct {
 	keys []budgetKey
 	id   string
-	cost Nanodollars
+	cost price.Nanodollars
 	job  func(context.Context) error
 }
 
@@ -191,7 +192,7 @@ func periods(bs []namedBudget, now time.Time) []budgetKey {
 	keys := make([]budgetKey, len(bs))
 	for i, b := range bs {
 		period, resets := b.Per.Window(now)
-		keys[i] = budgetKey{Budget: b.name, Period: period, Limit: dollarsToMoney(b.USD), Resets: resets}
+		keys[i] = budgetKey{Budget: b.name, Period: period, Limit: price.FromDollars(b.USD), Resets: resets}
 	}
 	return keys
 }
@@ -323,7 +324,7 @@ func (g *budgetGate) reserve(ctx context.Context, set *budgetSet, keys []budgetK
 // release, hands the loop the settle, once.
 func (g *budgetGate) reservedPass(keys []budgetKey, id string, held bool) gatePass {
 	var once sync.Once
-	settle := func(cost Nanodollars) {
+	settle := func(cost price.Nanodollars) {
 		once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, cost: cost}) })
 	}
 	return gatePass{held: held, heldBy: HeldByBudget, release: func() { settle(0) }, settle: settle}

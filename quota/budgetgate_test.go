@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -35,7 +36,7 @@ func startBudgetGate(t *testing.T, store budgetStore, alive func(context.Context
 	return g
 }
 
-const cent = Nanodollars(10_000_000)
+const cent = price.Nanodollars(10_000_000)
 
 // TestBudgetGateNeverOverspends: 30 requests at once of up to 7¢ each on
 // a $1 budget, each settling at 5¢ (a reservation of its worst case, a
@@ -77,7 +78,7 @@ func TestBudgetGateNeverOverspends(t *testing.T) {
 							return
 						}
 						admitted.Add(1)
-						if now := Nanodollars(spent.Add(int64(5 * cent))); now > 100*cent {
+						if now := price.Nanodollars(spent.Add(int64(5 * cent))); now > 100*cent {
 							t.Errorf("%s spent on a $1 budget", now)
 						}
 						p.Settle(5 * cent)
@@ -90,9 +91,9 @@ func TestBudgetGateNeverOverspends(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%d admitted, %s spent; %d refused as exceeded", admitted.Load(), use[0].Spent, exceeded.Load())
-			if use[0].Spent != Nanodollars(spent.Load()) || use[0].Reserved != 0 || use[0].Spent <= 100*cent-7*cent || exceeded.Load() != 30 {
+			if use[0].Spent != price.Nanodollars(spent.Load()) || use[0].Reserved != 0 || use[0].Spent <= 100*cent-7*cent || exceeded.Load() != 30 {
 				t.Errorf("the store holds %+v; the requests spent %s; %d refused; want it all settled, more than $0.93 spent and all 30 refused at the end",
-					use[0], Nanodollars(spent.Load()), exceeded.Load())
+					use[0], price.Nanodollars(spent.Load()), exceeded.Load())
 			}
 		})
 	}
@@ -102,7 +103,7 @@ func TestBudgetGateNeverOverspends(t *testing.T) {
 func TestBudgetGateRules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := startBudgetGate(t, newMemBudgets(), nil)
-		start := func(caller string, class classify.Class, cost Nanodollars, priced bool, wait time.Duration) (gatePass, error) {
+		start := func(caller string, class classify.Class, cost price.Nanodollars, priced bool, wait time.Duration) (gatePass, error) {
 			return g.Start(t.Context(), gateRequest{Caller: caller, Class: class, Cost: cost, Priced: priced, Model: "gpt-x", Generates: true}, time.Now().Add(wait))
 		}
 		// No budget: passes, holding nothing.
@@ -283,16 +284,16 @@ meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
 func TestAdmitterSpends(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
-		cfg.Prices = []Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
+		cfg.Prices = []price.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
 		a := runAdmitter(t, cfg, []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}})
 		req := Request{Class: classify.Bulk, Caller: "import", Model: Model{Name: "gpt-4o"}, InputTokens: 1000, OutputTokens: 500}
 		// The worst case: 1000 × $2.50/M + 500 × $10/M = $0.0075.
-		spent := func() Nanodollars {
+		spent := func() price.Nanodollars {
 			time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
 			synctest.Wait()
 			for _, b := range a.State().Budgets {
 				if b.Budget == "caller:import" {
-					return dollarsToMoney(b.Spent)
+					return price.FromDollars(b.Spent)
 				}
 			}
 			t.Fatal("no caller:import budget in the state")
@@ -302,7 +303,7 @@ func TestAdmitterSpends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: PricedUsage{Input: 1000, Output: 100}, Charged: true}}); !got.Priced || got.Cost != 3_500_000 {
+		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: price.Usage{Input: 1000, Output: 100}, Charged: true}}); !got.Priced || got.Cost != 3_500_000 {
 			t.Errorf("Settle: %s %v, want $0.0035", got.Cost, got.Priced)
 		}
 		l.Release()
@@ -313,7 +314,7 @@ func TestAdmitterSpends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: PricedUsage{Input: 100}, Worst: true, Charged: true}}); got.Cost != 7_500_000 {
+		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: price.Usage{Input: 100}, Worst: true, Charged: true}}); got.Cost != 7_500_000 {
 			t.Errorf("Settle at the worst case: %s, want the worst case $0.0075", got.Cost)
 		}
 		l.Release()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 //go:embed budget.lua
@@ -56,18 +58,18 @@ var errBudgetTimeout = errors.New("quota: redis budget call exceeded store.budge
 
 // maxScriptMoney is the most any amount sent to budget.lua may be: Lua's
 // doubles hold integers exactly up to 2^53, and sums of two must too.
-const maxScriptMoney = Nanodollars(1 << 52)
+const maxScriptMoney = price.Nanodollars(1 << 52)
 
 // budgetArgs is budget.lua's one argument.
 type budgetArgs struct {
-	Op      string        `json:"op"`
-	ID      string        `json:"id"`
-	Replica string        `json:"replica"`
-	Cost    Nanodollars   `json:"cost"`
-	Limits  []Nanodollars `json:"limits"`
-	ExpireS []int64       `json:"expire_s"`
-	TTLMs   int64         `json:"ttl_ms"`
-	ClockMs int64         `json:"clock_ms"`
+	Op      string              `json:"op"`
+	ID      string              `json:"id"`
+	Replica string              `json:"replica"`
+	Cost    price.Nanodollars   `json:"cost"`
+	Limits  []price.Nanodollars `json:"limits"`
+	ExpireS []int64             `json:"expire_s"`
+	TTLMs   int64               `json:"ttl_ms"`
+	ClockMs int64               `json:"clock_ms"`
 	// Force makes a reserve whatever the budgets have left (force).
 	Force bool `json:"force,omitempty"`
 }
@@ -84,12 +86,12 @@ type budgetReply struct {
 const budgetKeyTTL = 35 * 24 * time.Hour
 
 // call runs op on keys, for reservation id.
-func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	return s.callArgs(ctx, budgetArgs{Op: op}, keys, id, cost)
 }
 
 // callArgs runs args' op (and flags) on keys, for reservation id.
-func (s *redisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+func (s *redisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errBudgetTimeout)
 	defer cancel()
 	now := time.Now()
@@ -128,24 +130,24 @@ func (s *redisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []bud
 		if err1 != nil || err2 != nil {
 			return budgetAnswer{}, fmt.Errorf("budget.lua reply %q: not integers", raw)
 		}
-		ans.Use[i] = budgetUse{Spent: Nanodollars(spent), Reserved: Nanodollars(held)}
+		ans.Use[i] = budgetUse{Spent: price.Nanodollars(spent), Reserved: price.Nanodollars(held)}
 	}
 	return ans, nil
 }
 
 // reserve implements budgetStore.
-func (s *redisBudgets) reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+func (s *redisBudgets) reserve(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	return s.call(ctx, "reserve", keys, s.replica+":"+id, cost)
 }
 
 // force implements budgetStore.
-func (s *redisBudgets) force(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error {
+func (s *redisBudgets) force(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	_, err := s.callArgs(ctx, budgetArgs{Op: "reserve", Force: true}, keys, s.replica+":"+id, cost)
 	return err
 }
 
 // settle implements budgetStore.
-func (s *redisBudgets) settle(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error {
+func (s *redisBudgets) settle(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	_, err := s.call(ctx, "settle", keys, s.replica+":"+id, cost)
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // budgetKey is one budget's current period, as the store keys its spend.
@@ -13,7 +15,7 @@ type budgetKey struct {
 	// Period is the period's name (classify.BudgetPeriod.Window).
 	Period string `json:"period"`
 	// Limit is the budget: the most its period may spend.
-	Limit Nanodollars `json:"limit"`
+	Limit price.Nanodollars `json:"limit"`
 	// Resets is when the period ends: the store keeps its spend a while
 	// after.
 	Resets time.Time `json:"-"`
@@ -38,8 +40,8 @@ const (
 // budgetUse is a budget period's spend: settled, and held by reservations
 // not settled yet.
 type budgetUse struct {
-	Spent    Nanodollars `json:"spent"`
-	Reserved Nanodollars `json:"reserved"`
+	Spent    price.Nanodollars `json:"spent"`
+	Reserved price.Nanodollars `json:"reserved"`
 }
 
 // budgetAnswer is the answer to a reservation: its outcome, which budget
@@ -62,16 +64,16 @@ type budgetStore interface {
 	// to the request), if it fits each (see budgetOutcome); nothing is
 	// reserved unless the outcome is budgetReserved. A reservation id
 	// already holds answers budgetReserved and changes nothing.
-	reserve(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error)
+	reserve(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error)
 	// force reserves cost on every key under id whatever the keys have
 	// left, past their limits if need be: the reservation of a cost
 	// already spent, which no budget may refuse (budgetGate.charge). A
 	// reservation id already holds changes nothing.
-	force(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error
+	force(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error
 	// settle ends reservation id and adds cost to each key's spend; a
 	// cost of 0 releases it. A reservation the store does not hold
 	// (settled already, or never made) changes nothing.
-	settle(ctx context.Context, keys []budgetKey, id string, cost Nanodollars) error
+	settle(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error
 	// read returns each key's use.
 	read(ctx context.Context, keys []budgetKey) ([]budgetUse, error)
 }
@@ -79,11 +81,11 @@ type budgetStore interface {
 // fits says what a reservation of cost may get from a budget whose period
 // stands at u: the judgement both stores make, memory here and Redis in
 // budget.lua.
-func (u budgetUse) fits(cost, limit Nanodollars) budgetOutcome {
+func (u budgetUse) fits(cost, limit price.Nanodollars) budgetOutcome {
 	switch {
-	case addMoney(u.Spent, cost) > limit:
+	case u.Spent.Plus(cost) > limit:
 		return budgetExceeded
-	case addMoney(addMoney(u.Spent, u.Reserved), cost) > limit:
+	case u.Spent.Plus(u.Reserved).Plus(cost) > limit:
 		return budgetWait
 	}
 	return budgetReserved
@@ -92,7 +94,7 @@ func (u budgetUse) fits(cost, limit Nanodollars) budgetOutcome {
 // judge is the outcome of a reservation of cost over keys at uses: the
 // worst of the keys' (exceeded before wait), and the first key that gave
 // it.
-func judge(keys []budgetKey, uses []budgetUse, cost Nanodollars) (budgetOutcome, int) {
+func judge(keys []budgetKey, uses []budgetUse, cost price.Nanodollars) (budgetOutcome, int) {
 	out, refused := budgetReserved, 0
 	for i, k := range keys {
 		if o := uses[i].fits(cost, k.Limit); o > out {
@@ -109,7 +111,7 @@ type budgetSlot struct{ budget, period string }
 // reservations by id.
 type memBudget struct {
 	use budgetUse
-	res map[string]Nanodollars
+	res map[string]price.Nanodollars
 }
 
 var _ budgetStore = (*memBudgets)(nil)
@@ -131,14 +133,14 @@ func (m *memBudgets) slot(k budgetKey) *memBudget {
 	s := budgetSlot{k.Budget, k.Period}
 	b := m.slots[s]
 	if b == nil {
-		b = &memBudget{res: map[string]Nanodollars{}}
+		b = &memBudget{res: map[string]price.Nanodollars{}}
 		m.slots[s] = b
 	}
 	return b
 }
 
 // reserve implements budgetStore.
-func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cost Nanodollars) (budgetAnswer, error) {
+func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uses := make([]budgetUse, len(keys))
@@ -157,7 +159,7 @@ func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cos
 		for i, k := range keys {
 			b := m.slot(k)
 			b.res[id] = cost
-			b.use.Reserved = addMoney(b.use.Reserved, cost)
+			b.use.Reserved = b.use.Reserved.Plus(cost)
 			uses[i] = b.use
 		}
 		m.dirty = true
@@ -166,7 +168,7 @@ func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cos
 }
 
 // force implements budgetStore.
-func (m *memBudgets) force(_ context.Context, keys []budgetKey, id string, cost Nanodollars) error {
+func (m *memBudgets) force(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -177,7 +179,7 @@ func (m *memBudgets) force(_ context.Context, keys []budgetKey, id string, cost 
 	for _, k := range keys {
 		b := m.slot(k)
 		b.res[id] = cost
-		b.use.Reserved = addMoney(b.use.Reserved, cost)
+		b.use.Reserved = b.use.Reserved.Plus(cost)
 	}
 	m.dirty = true
 	return nil
@@ -185,7 +187,7 @@ func (m *memBudgets) force(_ context.Context, keys []budgetKey, id string, cost 
 
 // settle implements budgetStore. A reservation it does not hold (settled
 // already) changes nothing.
-func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, cost Nanodollars) error {
+func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -196,7 +198,7 @@ func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, cost
 		if r, ok := b.res[id]; ok {
 			delete(b.res, id)
 			b.use.Reserved = max(b.use.Reserved-r, 0)
-			b.use.Spent = addMoney(b.use.Spent, cost)
+			b.use.Spent = b.use.Spent.Plus(cost)
 			m.dirty = true
 		}
 	}

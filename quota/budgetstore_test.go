@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
@@ -17,7 +18,7 @@ type budgetStep struct {
 	op      string // reserve, force or settle
 	keys    []int  // indexes into the test's budgets
 	id      string
-	cost    Nanodollars // reserve: the worst case; settle: the real cost (0: a release)
+	cost    price.Nanodollars // reserve: the worst case; settle: the real cost (0: a release)
 	want    budgetOutcome
 	refused int
 	use     []budgetUse // each of keys' use after the step
@@ -230,7 +231,7 @@ func TestBudgetFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 	ctx := t.Context()
-	for i, cost := range []Nanodollars{100, 200} {
+	for i, cost := range []price.Nanodollars{100, 200} {
 		if _, err := m.reserve(ctx, keys, fmt.Sprint(i), cost); err != nil {
 			t.Fatal(err)
 		}

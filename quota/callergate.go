@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // callerGate is one per-caller limit a request passes before it waits
@@ -29,15 +30,15 @@ type gateRequest struct {
 	Caller string
 	Class  classify.Class
 	// Cost is the most the request may cost at the price of its model
-	// (Price.WorstCase); Priced says a price matched it (else Cost is 0).
-	Cost   Nanodollars
+	// (price.Price.WorstCase); Priced says a price matched it (else Cost is 0).
+	Cost   price.Nanodollars
 	Priced bool
 	// Floor is the least a budget may cut the reservation of Cost to when
 	// Cost does not fit what it has left: the worst case at the input the
 	// request's body shows, for one whose input is hidden
 	// (Request.HiddenInput; budgetcut.go). At or above Cost, or 0, the
 	// reservation is never cut.
-	Floor Nanodollars
+	Floor price.Nanodollars
 	// Model is the request's model, named in a refusal for a model no
 	// price matches ("" when it names none). Generates says the request
 	// may cost this account money (Request.Free); one that does not (a
@@ -58,7 +59,7 @@ type gatePass struct {
 	// settle charges the request's real cost to what the gate reserved
 	// for it (once: a release after it charges nothing more); nil when
 	// the gate reserved nothing. Release still gives the place back.
-	settle func(Nanodollars)
+	settle func(price.Nanodollars)
 	// held says the request waited at the gate; heldBy names the gate
 	// (HeldByCap, HeldByBudget).
 	held   bool
@@ -75,7 +76,7 @@ func (p gatePass) Release() {
 
 // Settle charges cost to p's reservations, once; it does nothing for a
 // pass that reserved nothing. Release still gives p's place back.
-func (p gatePass) Settle(cost Nanodollars) {
+func (p gatePass) Settle(cost price.Nanodollars) {
 	if p.settle != nil {
 		p.settle(cost)
 	}
@@ -119,7 +120,7 @@ func (ch gateChain) Start(ctx context.Context, r gateRequest, until time.Time) (
 		for _, p := range passes {
 			p.Release()
 		}
-	}, settle: func(cost Nanodollars) {
+	}, settle: func(cost price.Nanodollars) {
 		for _, p := range passes {
 			p.Settle(cost)
 		}

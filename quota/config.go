@@ -8,6 +8,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/quota/adaptive"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // Config is the admission configuration: the account, its partition between
@@ -16,9 +17,9 @@ import (
 type Config struct {
 	Account AccountConfig `koanf:"account"`
 	Classes ClassesConfig `koanf:"classes"`
-	// Prices price the models they match, first match wins (PriceFor); a
+	// Prices price the models they match, first match wins (price.Table.For); a
 	// model none matches costs 0. Reloadable, like the rest.
-	Prices []Price     `koanf:"prices"`
+	Prices price.Table `koanf:"prices"`
 	Store  StoreConfig `koanf:"store"`
 	// Accounts are upstream.accounts, when set: several provider accounts,
 	// each with its own Account section (accounts.go); Account is then
@@ -227,7 +228,7 @@ func DefaultConfig() Config {
 			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000, Fairness: FairCallers},
 			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: FairCallers},
 		},
-		Prices: []Price{},
+		Prices: []price.Price{},
 		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond,
 			BudgetTimeout: time.Second, Heartbeat: time.Second},
 	}
@@ -256,7 +257,7 @@ func (c Config) Validate() error {
 	checkMinInFlight(bad, "account", a.MinInFlight, a.MaxInFlight)
 	c.validateModels(bad)
 	c.validateAccounts(bad)
-	c.validatePrices(bad)
+	c.Prices.Validate(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
 	checkFraction(bad, "classes.interactive.reserve", ic.Reserve)

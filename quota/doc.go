@@ -33,10 +33,10 @@
 // before it waits, and its Lease settles what it cost; batches reserve at
 // creation and settle when the provider ends them (EndBatch).
 //
-// Prices say what a request costs in dollars: PriceFor finds the Price of
-// a model (first match in Config.Prices), whose Cost prices a response's
-// PricedUsage at the tier it names and whose WorstCase bounds what a
-// request could cost, both in Nanodollars.
+// What a request costs in dollars is package quota/price's: Config.Prices
+// is its price.Table, whose For finds the Price of a model; a Lease
+// settles a response's Cost at it. Model-name patterns (account.models,
+// prices, flex_models) are package quota/glob's.
 //
 // With store.redis the limits are the fleet's, kept in Redis at one script
 // call per batch of waiters, and store.on_error says what happens when

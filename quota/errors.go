@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 var (
@@ -61,9 +62,9 @@ type BudgetExceededError struct {
 	// Budget names the budget: "caller:<name>" or "class:<class>".
 	Budget string
 	// Limit and Spent are the budget and what its period spent so far.
-	Limit, Spent Nanodollars
+	Limit, Spent price.Nanodollars
 	// Cost is the request's worst case.
-	Cost Nanodollars
+	Cost price.Nanodollars
 	// Resets is when the budget's period ends.
 	Resets time.Time
 }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
+	"github.com/meterproxy/meterproxy/quota/glob"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // FlexConfig is a class's use of the flex service tier (OpenAI's flex
@@ -31,7 +33,7 @@ type FlexConfig struct {
 type Flex struct {
 	// Fallback is the class's flex_fallback.
 	Fallback bool
-	// Tier is the tier admission reserves its budgets at: TierFlex, or ""
+	// Tier is the tier admission reserves its budgets at: price.TierFlex, or ""
 	// (the default tier, the dearer) when the request may fall back to it,
 	// so a fallback never costs more than was reserved.
 	Tier string
@@ -39,7 +41,7 @@ type Flex struct {
 
 // flexTiers are the values classes.<class>.service_tier may take: "" is
 // unset.
-var flexTiers = []string{TierFlex}
+var flexTiers = []string{price.TierFlex}
 
 // flex is class cl's flex configuration.
 func (c ClassesConfig) flex(cl classify.Class) FlexConfig {
@@ -61,14 +63,14 @@ func (c ClassesConfig) flex(cl classify.Class) FlexConfig {
 // then.
 func (c Config) FlexFor(cl classify.Class, m func() Model) (Flex, bool) {
 	f := c.Classes.flex(cl)
-	if f.ServiceTier != TierFlex {
+	if f.ServiceTier != price.TierFlex {
 		return Flex{}, false
 	}
 	match, ok := m().matcher()
 	if !ok || !slices.ContainsFunc(f.FlexModels, match) {
 		return Flex{}, false
 	}
-	tier := TierFlex
+	tier := price.TierFlex
 	if f.FlexFallback {
 		tier = ""
 	}
@@ -88,12 +90,12 @@ func (f FlexConfig) check(bad func(string, string, ...any), key string) {
 	if err := configcheck.OneOf(f.ServiceTier, flexTiers...); f.ServiceTier != "" && err != nil {
 		bad(key+".service_tier", "%v (or unset: the caller's tier)", err)
 	}
-	if f.ServiceTier != TierFlex {
+	if f.ServiceTier != price.TierFlex {
 		if len(f.FlexModels) > 0 || f.FlexFallback {
-			bad(key+".service_tier", "must be %q when %s or %s is set", TierFlex, configcheck.Ref(key+".flex_models"), configcheck.Ref(key+".flex_fallback"))
+			bad(key+".service_tier", "must be %q when %s or %s is set", price.TierFlex, configcheck.Ref(key+".flex_models"), configcheck.Ref(key+".flex_fallback"))
 		}
 		return
 	}
-	var patterns firstMatch
-	patterns.check(bad, key+".flex_models", f.FlexModels)
+	var patterns glob.FirstMatch
+	patterns.Check(bad, key+".flex_models", f.FlexModels)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/glob"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // TestFlexFor: a class that sets service_tier: flex sends its requests
@@ -16,7 +18,7 @@ import (
 // model no pattern matches, and no model at all are not sent at flex.
 func TestFlexFor(t *testing.T) {
 	c := DefaultConfig()
-	c.Classes.Bulk.ServiceTier = TierFlex
+	c.Classes.Bulk.ServiceTier = price.TierFlex
 	c.Classes.Bulk.FlexModels = []string{"gpt-4o*", "o4-mini*"}
 	fallback := c
 	fallback.Classes.Bulk.FlexFallback = true
@@ -28,14 +30,14 @@ func TestFlexFor(t *testing.T) {
 		want  Flex
 		ok    bool
 	}{
-		{"bulk, a flex model", c, classify.Bulk, Model{Name: "gpt-4o-2024-08-06"}, Flex{Tier: TierFlex}, true},
-		{"bulk, the other pattern", c, classify.Bulk, Model{Name: "o4-mini"}, Flex{Tier: TierFlex}, true},
+		{"bulk, a flex model", c, classify.Bulk, Model{Name: "gpt-4o-2024-08-06"}, Flex{Tier: price.TierFlex}, true},
+		{"bulk, the other pattern", c, classify.Bulk, Model{Name: "o4-mini"}, Flex{Tier: price.TierFlex}, true},
 		{"bulk with fallback reserves at the default tier", fallback, classify.Bulk, Model{Name: "gpt-4o"}, Flex{Fallback: true}, true},
 		{"bulk, a model flex_models does not list", c, classify.Bulk, Model{Name: "gpt-4.1"}, Flex{}, false},
 		{"model fields match case-sensitively", c, classify.Bulk, Model{Name: "GPT-4o"}, Flex{}, false},
-		{"an Azure deployment matches regardless of case", c, classify.Bulk, Model{Name: "GPT-4o-EU", Deployment: true}, Flex{Tier: TierFlex}, true},
+		{"an Azure deployment matches regardless of case", c, classify.Bulk, Model{Name: "GPT-4o-EU", Deployment: true}, Flex{Tier: price.TierFlex}, true},
 		{"no model", c, classify.Bulk, Model{}, Flex{}, false},
-		{"a model longer than any pattern is matched against", c, classify.Bulk, Model{Name: "gpt-4o" + strings.Repeat("x", maxModelName)}, Flex{}, false},
+		{"a model longer than any pattern is matched against", c, classify.Bulk, Model{Name: "gpt-4o" + strings.Repeat("x", glob.MaxName)}, Flex{}, false},
 		{"interactive does not set it", c, classify.Interactive, Model{Name: "gpt-4o"}, Flex{}, false},
 		{"nothing set", DefaultConfig(), classify.Bulk, Model{Name: "gpt-4o"}, Flex{}, false},
 	}
@@ -52,7 +54,7 @@ func TestFlexFor(t *testing.T) {
 // TestFlexForInteractive: either class may set the tier.
 func TestFlexForInteractive(t *testing.T) {
 	c := DefaultConfig()
-	c.Classes.Interactive.ServiceTier = TierFlex
+	c.Classes.Interactive.ServiceTier = price.TierFlex
 	c.Classes.Interactive.FlexModels = []string{"o3"}
 	if _, ok := c.FlexFor(classify.Interactive, model("o3")); !ok {
 		t.Error("interactive with service_tier: flex: o3 is not sent at flex")
@@ -127,7 +129,7 @@ func TestLeaseUntil(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Classes.Bulk.MaxWait = 30 * time.Second
-		cfg.Classes.Bulk.ServiceTier, cfg.Classes.Bulk.FlexModels = TierFlex, []string{"gpt-4o*"}
+		cfg.Classes.Bulk.ServiceTier, cfg.Classes.Bulk.FlexModels = price.TierFlex, []string{"gpt-4o*"}
 		a := runAdmitter(t, cfg, nil)
 		for _, tt := range []struct {
 			class classify.Class
@@ -143,7 +145,7 @@ func TestLeaseUntil(t *testing.T) {
 			}
 			lease.Release()
 		}
-		if f, ok := a.FlexFor(classify.Bulk, model("gpt-4o")); !ok || f.Tier != TierFlex {
+		if f, ok := a.FlexFor(classify.Bulk, model("gpt-4o")); !ok || f.Tier != price.TierFlex {
 			t.Errorf("Admitter.FlexFor(bulk, gpt-4o) = %+v, %v", f, ok)
 		}
 		called := false

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // signals are how the rest of a limiter tells its admission loop that
@@ -97,8 +98,8 @@ type Lease struct {
 	// price is its model's price at admission; nil when none matched.
 	// worst is its worst case at that price, what its budgets reserved
 	// unless they cut it (budgetcut.go).
-	price *Price
-	worst Nanodollars
+	price *price.Price
+	worst price.Nanodollars
 	// until is when its class's max_wait, counted from when it asked for
 	// admission, ends (Until).
 	until time.Time
@@ -128,7 +129,7 @@ func (s *Lease) Until() time.Time { return s.until }
 // its model (else the cost is 0). A request released without it charges
 // its budgets nothing (it never reached the upstream, or the upstream
 // refused it). Settle calls it.
-func (s *Lease) spend(u PricedUsage) (Nanodollars, bool) {
+func (s *Lease) spend(u price.Usage) (price.Nanodollars, bool) {
 	if s.price == nil {
 		s.gate.Settle(0)
 		return 0, false
@@ -146,9 +147,9 @@ func (s *Lease) spend(u PricedUsage) (Nanodollars, bool) {
 // Responses answer, which comes before its generation, and a response
 // cut before its usage came (Usage.Worst). Without a price it is spend
 // of nothing.
-func (s *Lease) spendWorst(u PricedUsage) (Nanodollars, bool) {
+func (s *Lease) spendWorst(u price.Usage) (price.Nanodollars, bool) {
 	if s.price == nil {
-		return s.spend(PricedUsage{})
+		return s.spend(price.Usage{})
 	}
 	cost := max(s.worst, s.price.Cost(u))
 	s.gate.Settle(cost)

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/meterproxy/meterproxy/quota/glob"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // ModelPool is one entry of account.models: the models it matches draw on
@@ -51,15 +52,6 @@ const DefaultPool = "default"
 // poolName is what a pool's name must look like: it goes into Redis keys
 // and metric labels.
 var poolName = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
-
-// maxPattern bounds a match pattern's length, and maxModelName the model
-// names matched against them: a longer one (from a hostile path or body)
-// draws on the account without being matched, so matching costs at most
-// maxPattern × maxModelName steps per pattern.
-const (
-	maxPattern   = 256
-	maxModelName = 512
-)
 
 // Pool is the Config the pool named name enforces: the account's classes
 // and store, and the pool's own numbers; the account's for "" or a name
@@ -110,14 +102,22 @@ func (c Config) PoolFor(m Model) string {
 // deployment case-insensitively — and false when no pattern is: m has no
 // name, or one longer than any pattern is worth matching against.
 func (m Model) matcher() (func(pattern string) bool, bool) {
-	if m.Name == "" || len(m.Name) > maxModelName {
-		return nil, false
+	return glob.Matcher(m.Name, m.Deployment)
+}
+
+// priceIn is m's entry in t (price.Table.For), nil when none matches.
+func (m Model) priceIn(t price.Table) *price.Price { return t.For(m.Name, m.Deployment) }
+
+// PriceGaps lists the traffic no price covers (price.Table.Gaps): the
+// account.models patterns no one price pattern covers, then the account's
+// own pool unless a price matches every model or account.models leaves
+// the account none. A check-config warning each.
+func (c Config) PriceGaps() []price.Gap {
+	pools := make([][]string, len(c.Account.Models))
+	for i, m := range c.Account.Models {
+		pools[i] = m.Match
 	}
-	match := globMatch
-	if m.Deployment {
-		match = globMatchFold
-	}
-	return func(p string) bool { return match(p, m.Name) }, true
+	return c.Prices.Gaps(pools)
 }
 
 // validateModels checks account.models: names, patterns (none empty,
@@ -125,7 +125,7 @@ func (m Model) matcher() (func(pattern string) bool, bool) {
 // pool's numbers as the account's are checked.
 func (c Config) validateModels(bad func(string, string, ...any)) {
 	seen := map[string]int{}
-	var patterns firstMatch
+	var patterns glob.FirstMatch
 	for i, m := range c.Account.Models {
 		key := fmt.Sprintf("%s.models[%d]", c.acctKey(), i)
 		switch {
@@ -139,107 +139,9 @@ func (c Config) validateModels(bad func(string, string, ...any)) {
 			}
 			seen[m.Name] = i
 		}
-		patterns.check(bad, key+".match", m.Match)
+		patterns.Check(bad, key+".match", m.Match)
 		checkAllowance(bad, key, AccountConfig{RequestsPerMinute: m.RequestsPerMinute, AdaptiveInFlight: m.AdaptiveInFlight}.requestsPerMinute(), m.TokensPerMinute, m.OutputTokensPerMinute, m.MaxInFlight, c.Account.ExpectedReplicas)
 		checkMaxCharge(bad, key, m.MaxRequestTokens, m.TokensPerMinute)
 		checkMinInFlight(bad, key, m.MinInFlight, m.MaxInFlight)
 	}
-}
-
-// firstMatch is the patterns of a first-match-wins list (account.models,
-// prices) checked so far, each with its key. The zero value is an empty
-// list.
-type firstMatch []struct{ key, pattern string }
-
-// check checks the match list under key (account.models[0].match): not
-// empty, each pattern valid (checkPattern) and not covered by one before
-// it in the list, which would leave it nothing to match; and adds them.
-func (f *firstMatch) check(bad func(string, string, ...any), key string, match []string) {
-	if len(match) == 0 {
-		bad(key, "must list at least one model name or pattern")
-	}
-	for j, p := range match {
-		pkey := fmt.Sprintf("%s[%d]", key, j)
-		if err := checkPattern(p); err != "" {
-			bad(pkey, "%s, got %q", err, p)
-			continue
-		}
-		for _, e := range *f {
-			if globCovers(e.pattern, p) {
-				bad(pkey, "%q can never match: %s (%q) matches every model it does, and the first match wins", p, e.key, e.pattern)
-				break
-			}
-		}
-		*f = append(*f, struct{ key, pattern string }{pkey, p})
-	}
-}
-
-// checkPattern says what is wrong with a match pattern, or "".
-func checkPattern(p string) string {
-	switch {
-	case p == "":
-		return "must not be empty"
-	case len(p) > maxPattern:
-		return fmt.Sprintf("must be at most %d bytes", maxPattern)
-	case !utf8.ValidString(p):
-		return "must be UTF-8"
-	case strings.IndexFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
-		return "must not hold spaces or control characters"
-	}
-	return ""
-}
-
-// globMatch reports whether s matches pattern p, in which * stands for any
-// run of characters (none included) and every other byte for itself. It
-// backtracks only to the last star, so it is linear in len(p)·len(s) at
-// worst.
-func globMatch(p, s string) bool {
-	return globMatchFn(p, s, func(pc, sc byte, _ bool) bool { return pc == sc })
-}
-
-// globMatchFold is globMatch with ASCII letters compared
-// case-insensitively, for Azure deployments.
-func globMatchFold(p, s string) bool {
-	return globMatchFn(p, s, func(pc, sc byte, _ bool) bool { return lowerASCII(pc) == lowerASCII(sc) })
-}
-
-// lowerASCII is c in lower case when it is an ASCII letter, else c.
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
-// globCovers reports whether every string q matches also matches p: p
-// matches q's text when q's stars are symbols only p's stars may stand
-// for.
-func globCovers(p, q string) bool {
-	return globMatchFn(p, q, func(pc, sc byte, _ bool) bool { return pc == sc && sc != '*' })
-}
-
-// globMatchFn is the matcher both use: a * in p takes any run of s;
-// another byte of p must equal the byte of s (eq).
-func globMatchFn(p, s string, eq func(pc, sc byte, star bool) bool) bool {
-	pi, si := 0, 0
-	star, mark := -1, 0
-	for si < len(s) {
-		switch {
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, si
-			pi++
-		case pi < len(p) && eq(p[pi], s[si], false):
-			pi++
-			si++
-		case star >= 0:
-			mark++
-			pi, si = star+1, mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }

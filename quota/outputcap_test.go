@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // TestReservationClampsToMaxOutput: a request asking for more output than
@@ -14,13 +15,13 @@ import (
 // budget's room for nothing); a price without max_output, or a request
 // within it, reserves what it asks.
 func TestReservationClampsToMaxOutput(t *testing.T) {
-	capped := Price{Match: []string{"capped"}, Input: 1, Output: 10, MaxOutput: 16_384}
-	unset := Price{Match: []string{"unset"}, Input: 1, Output: 10}
+	capped := price.Price{Match: []string{"capped"}, Input: 1, Output: 10, MaxOutput: 16_384}
+	unset := price.Price{Match: []string{"unset"}, Input: 1, Output: 10}
 	for _, tt := range []struct {
 		name  string
-		price Price
+		price price.Price
 		req   Request
-		want  Nanodollars // 100 input at $1/M (100,000) + output at $10/M
+		want  price.Nanodollars // 100 input at $1/M (100,000) + output at $10/M
 	}{
 		{"above max_output", capped, Request{InputTokens: 100, OutputTokens: 1_000_000}, 100_000 + 163_840_000},
 		{"within max_output", capped, Request{InputTokens: 100, OutputTokens: 1000}, 100_000 + 10_000_000},
@@ -28,11 +29,11 @@ func TestReservationClampsToMaxOutput(t *testing.T) {
 		{"n=3 within max_output each", capped, Request{InputTokens: 100, OutputTokens: 30_000, Generations: 3}, 100_000 + 300_000_000},
 		{"no cap: max_output", capped, Request{InputTokens: 100}, 100_000 + 163_840_000},
 		{"max_output unset: what it asks", unset, Request{InputTokens: 100, OutputTokens: 1_000_000}, 100_000 + 10_000_000_000},
-		{"hidden input, above max_output", Price{Input: 1, Output: 10, MaxOutput: 16_384, MaxInput: 1000},
+		{"hidden input, above max_output", price.Price{Input: 1, Output: 10, MaxOutput: 16_384, MaxInput: 1000},
 			Request{InputTokens: 100, OutputTokens: 1_000_000, HiddenInput: true}, 1_000_000 + 163_840_000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got, _ := tt.price.reservation(tt.req); got != tt.want {
+			if got, _ := reservation(&tt.price, tt.req); got != tt.want {
 				t.Errorf("reservation = %s, want %s", got, tt.want)
 			}
 		})
@@ -44,10 +45,10 @@ func TestReservationClampsToMaxOutput(t *testing.T) {
 // reserves 16,384 tokens' worth, and Admitter.WorstCase agrees.
 func TestAdmitterReservesAtMaxOutput(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Prices = []Price{{Match: []string{"capped"}, Input: 1, Output: 10, MaxOutput: 16_384}}
+	cfg.Prices = []price.Price{{Match: []string{"capped"}, Input: 1, Output: 10, MaxOutput: 16_384}}
 	callers := []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}}
 	req := Request{Model: Model{Name: "capped"}, Class: classify.Bulk, Caller: "import", InputTokens: 100, OutputTokens: 1_000_000}
-	const want Nanodollars = 100_000 + 163_840_000 // $0.16: a million tokens would be $10, ten times the budget
+	const want price.Nanodollars = 100_000 + 163_840_000 // $0.16: a million tokens would be $10, ten times the budget
 	synctest.Test(t, func(t *testing.T) {
 		a := runAdmitter(t, cfg, callers)
 		if got, _ := a.WorstCase(req); got != want {
@@ -61,8 +62,8 @@ func TestAdmitterReservesAtMaxOutput(t *testing.T) {
 		time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
 		synctest.Wait()
 		for _, b := range a.State().Budgets {
-			if b.Budget == "caller:import" && dollarsToMoney(b.Reserved) != want {
-				t.Errorf("reserved %s, want %s", dollarsToMoney(b.Reserved), want)
+			if b.Budget == "caller:import" && price.FromDollars(b.Reserved) != want {
+				t.Errorf("reserved %s, want %s", price.FromDollars(b.Reserved), want)
 			}
 		}
 	})

@@ -1,5 +1,7 @@
 package quota
 
+import "github.com/meterproxy/meterproxy/quota/price"
+
 // Settlement: how a lease's request ended, as the proxy read it off the
 // wire (Outcome), and what that means for the pool's windows and
 // in-flight bound, the caller's budgets and the adaptive bound's
@@ -33,7 +35,7 @@ type Outcome struct {
 type Usage struct {
 	// Priced is the usage as prices count it (its Output counts for
 	// account.output_tokens_per_minute and as the adaptive bound's work).
-	Priced PricedUsage
+	Priced price.Usage
 	// Tokens is what the answer cost in tokens as its provider charges
 	// them, and Settles whether the provider gives back what the
 	// admission charge overestimated at all (OpenAI does not: max_tokens
@@ -57,7 +59,7 @@ type Usage struct {
 // charged them (its outcome's usage was Charged, and it was the lease's
 // first), so that what the proxy counts of spend is what was charged.
 type Settled struct {
-	Cost    Nanodollars
+	Cost    price.Nanodollars
 	Priced  bool
 	Charged bool
 }
@@ -129,7 +131,7 @@ func (s *Lease) charge(u *Usage) Settled {
 	if u == nil || !u.Charged {
 		return Settled{}
 	}
-	var cost Nanodollars
+	var cost price.Nanodollars
 	var priced bool
 	if u.Worst {
 		cost, priced = s.spendWorst(u.Priced)

@@ -5,19 +5,20 @@ import (
 	"testing"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // settleLease is a lease charged cost tokens in a pool of 60,000 tokens
 // and 6,000 output tokens a minute, priced at $1 per million input and
 // $2 per million output tokens with a worst case of worst, whose budget
 // settlement is recorded in *charged (-1: none).
-func settleLease(cost int64, worst Nanodollars, charged *Nanodollars) *Lease {
+func settleLease(cost int64, worst price.Nanodollars, charged *price.Nanodollars) *Lease {
 	limits := &atomic.Pointer[limitSet]{}
 	limits.Store(&limitSet{enforced: Limits{AccountTPM: 60000, OutputTPM: 6000}})
 	g := &ledger{limits: limits, sig: &signals{arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}}
 	*charged = -1
-	return &Lease{leases: g, class: classify.Interactive, cost: cost, price: &Price{Input: 1, Output: 2}, worst: worst,
-		gate: gatePass{settle: func(c Nanodollars) { *charged = c }}}
+	return &Lease{leases: g, class: classify.Interactive, cost: cost, price: &price.Price{Input: 1, Output: 2}, worst: worst,
+		gate: gatePass{settle: func(c price.Nanodollars) { *charged = c }}}
 }
 
 // TestSettlePolicy pins what a lease's one settlement (Lease.Settle)
@@ -32,19 +33,19 @@ func settleLease(cost int64, worst Nanodollars, charged *Nanodollars) *Lease {
 // answer charges no budget; a shadow lease charges its budgets alone;
 // and a lease settles once.
 func TestSettlePolicy(t *testing.T) {
-	const cost, worst, priced = 30015, Nanodollars(90_000_000), Nanodollars(1_200_000) // 1,000 input and 100 output tokens
+	const cost, worst, priced = 30015, price.Nanodollars(90_000_000), price.Nanodollars(1_200_000) // 1,000 input and 100 output tokens
 	reported := func(tokens int64) *Usage {
-		return &Usage{Priced: PricedUsage{Input: 1000, Output: 100}, Tokens: tokens, Settles: true, Charged: true}
+		return &Usage{Priced: price.Usage{Input: 1000, Output: 100}, Tokens: tokens, Settles: true, Charged: true}
 	}
 	estimated := func(tokens int64) *Usage { u := reported(tokens); u.Estimated = true; return u }
 	tests := []struct {
 		name       string
 		o          Outcome
-		correction int64       // to the window: settled minus charged
-		output     int64       // counted for output_tokens_per_minute
-		answer     int32       // 1 + the status the adaptive bound counts (0: none)
-		work       int64       // output counted as the adaptive bound's work
-		charged    Nanodollars // to the budgets (-1: nothing settled)
+		correction int64             // to the window: settled minus charged
+		output     int64             // counted for output_tokens_per_minute
+		answer     int32             // 1 + the status the adaptive bound counts (0: none)
+		work       int64             // output counted as the adaptive bound's work
+		charged    price.Nanodollars // to the budgets (-1: nothing settled)
 	}{
 		{"refused 429: charge given back", Outcome{Status: 429, Measured: true}, -cost, 0, 430, 0, -1},
 		{"refused 400 with a caller's own key", Outcome{Status: 400}, -cost, 0, 0, 0, -1},
@@ -55,7 +56,7 @@ func TestSettlePolicy(t *testing.T) {
 		{"reported usage settles up", Outcome{Status: 200, Measured: true, Usage: reported(30100)}, 30100 - cost, 100, 201, 100, priced},
 		{"estimate below the charge keeps the charge", Outcome{Status: 200, Measured: true, Usage: estimated(115)}, 0, 100, 201, 100, priced},
 		{"estimate above the charge settles up", Outcome{Status: 200, Measured: true, Usage: estimated(30100)}, 30100 - cost, 100, 201, 100, priced},
-		{"a provider that settles nothing", Outcome{Status: 200, Measured: true, Usage: &Usage{Tokens: 15, Priced: PricedUsage{Output: 100}, Charged: true}}, 0, 100, 201, 100, 200_000},
+		{"a provider that settles nothing", Outcome{Status: 200, Measured: true, Usage: &Usage{Tokens: 15, Priced: price.Usage{Output: 100}, Charged: true}}, 0, 100, 201, 100, 200_000},
 		{"cut before its usage: the worst case", Outcome{Status: 200, Measured: true, Usage: func() *Usage { u := estimated(115); u.Worst = true; return u }()}, 0, 100, 201, 100, worst},
 		{"not measured: no work", Outcome{Status: 200, Usage: reported(15)}, 15 - cost, 100, 0, 0, priced},
 		{"cut before any answer", Outcome{Measured: true, Usage: estimated(115)}, 0, 100, 1, 0, priced},
@@ -64,7 +65,7 @@ func TestSettlePolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var charged Nanodollars
+			var charged price.Nanodollars
 			s := settleLease(cost, worst, &charged)
 			got := s.Settle(tt.o)
 			g := s.leases

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // Requests nobody can hold: a Realtime response the provider's voice
@@ -30,8 +31,8 @@ func (a *Admitter) Unheld(req Request) *Lease {
 	pool := a.routing.Load().accounts[req.Account].PoolFor(req.Model)
 	l := a.pool(PoolID(req.Account, pool))
 	s := &Lease{leases: &l.leases, class: req.Class, account: req.Account, pool: pool}
-	if price := cfg.priceOf(req.Model); price != nil {
-		s.price, s.worst = price, price.WorstCase(req.InputTokens, price.outputCap(req), req.Tier)
+	if p := req.Model.priceIn(cfg.Prices); p != nil {
+		s.price, s.worst = p, p.WorstCase(req.InputTokens, p.OutputCap(req.OutputTokens, req.Generations), req.Tier)
 	}
 	if !req.Free {
 		s.gate = a.budgets.chargePass(req.Caller, req.Class)
@@ -50,7 +51,7 @@ func (a *Admitter) Unheld(req Request) *Lease {
 // are admitted each as any other.
 func (a *Admitter) CheckBudgets(ctx context.Context, req Request) error {
 	r := req.gate()
-	r.Priced = a.cfg.Load().priceOf(req.Model) != nil
+	r.Priced = req.Model.priceIn(a.cfg.Load().Prices) != nil
 	return a.budgets.check(ctx, r)
 }
 
@@ -95,7 +96,7 @@ func (g *budgetGate) chargePass(caller string, class classify.Class) gatePass {
 	keys := periods(bs, g.now())
 	id := g.nextID()
 	var once sync.Once
-	return gatePass{settle: func(cost Nanodollars) {
+	return gatePass{settle: func(cost price.Nanodollars) {
 		once.Do(func() {
 			if cost > 0 {
 				g.charge(keys, id, cost)
@@ -110,7 +111,7 @@ func (g *budgetGate) chargePass(caller string, class classify.Class) gatePass {
 // nothing, so a charge whose answer was lost is made once). Until it is
 // settled the reservation is this replica's (held): a replica that stops
 // before has it charged in full, which is its cost.
-func (g *budgetGate) charge(keys []budgetKey, id string, cost Nanodollars) {
+func (g *budgetGate) charge(keys []budgetKey, id string, cost price.Nanodollars) {
 	g.held.Add(1)
 	reserved := false // the loop's alone
 	g.enqueue(budgetSettle{job: func(ctx context.Context) error {

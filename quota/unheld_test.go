@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // TestUnheld: a request nobody held is granted at once though its pool's
@@ -19,7 +20,7 @@ func TestUnheld(t *testing.T) {
 		cfg := smallConfig()
 		cfg.Account.MaxInFlight = 1
 		cfg.Account.TokensPerMinute = 60_000 // 1,000 a second
-		cfg.Prices = []Price{{Match: []string{"gpt-realtime"}, Input: 4, Output: 16}}
+		cfg.Prices = []price.Price{{Match: []string{"gpt-realtime"}, Input: 4, Output: 16}}
 		a := runAdmitter(t, cfg, []classify.Caller{{Name: "voice", Class: classify.Interactive,
 			Budget: classify.Budget{USD: 0.01, Per: classify.PerMonth}}})
 		req := Request{Class: classify.Interactive, Caller: "voice", Model: Model{Name: "gpt-realtime"}, InputTokens: 100, OutputTokens: 100, Tokens: 100}
@@ -36,7 +37,7 @@ func TestUnheld(t *testing.T) {
 		}
 		// 2,000 input and 400 output tokens: $0.008 + $0.0064, past the
 		// $0.01 budget.
-		if got := u.Settle(Outcome{Status: 200, Usage: &Usage{Priced: PricedUsage{Input: 2000, Output: 400}, Tokens: 2400, Settles: true, Charged: true}}); !got.Priced || got.Cost != 14_400_000 {
+		if got := u.Settle(Outcome{Status: 200, Usage: &Usage{Priced: price.Usage{Input: 2000, Output: 400}, Tokens: 2400, Settles: true, Charged: true}}); !got.Priced || got.Cost != 14_400_000 {
 			t.Errorf("Settle: %s %v, want $0.0144", got.Cost, got.Priced)
 		}
 		u.Release()

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // pricesSection is check-config's account of prices: the table of what
@@ -25,7 +26,7 @@ func pricesSection(q quota.Config) string {
 	for i, p := range q.Prices {
 		maxOutput := strconv.FormatInt(p.MaxOutput, 10)
 		if p.MaxOutput == 0 {
-			maxOutput = fmt.Sprintf("%d (default)", quota.DefaultMaxOutput)
+			maxOutput = fmt.Sprintf("%d (default)", price.DefaultMaxOutput)
 		}
 		maxInput := strconv.FormatInt(p.MaxInput, 10)
 		if p.MaxInput == 0 {
@@ -38,10 +39,10 @@ func pricesSection(q quota.Config) string {
 			rows = append(rows, []string{"  audio tokens", usd(in), usd(e.CachedInput), "", usd(out), "", ""})
 		}
 		if p.Flex != nil {
-			rows = append(rows, priceRow("  at service_tier flex", p.Effective(quota.TierFlex), "", ""))
+			rows = append(rows, priceRow("  at service_tier flex", p.Effective(price.TierFlex), "", ""))
 		}
 		if p.Batch != nil {
-			rows = append(rows, priceRow("  in a batch", p.Effective(quota.TierBatch), "", ""))
+			rows = append(rows, priceRow("  in a batch", p.Effective(price.TierBatch), "", ""))
 		}
 	}
 	out := table(rows)
@@ -55,7 +56,7 @@ func pricesSection(q quota.Config) string {
 }
 
 // priceRow is one row of the prices table.
-func priceRow(label string, t quota.TierPrice, maxOutput, maxInput string) []string {
+func priceRow(label string, t price.TierPrice, maxOutput, maxInput string) []string {
 	return []string{label, usd(t.Input), usd(t.CachedInput), usd(t.CacheWrite), usd(t.Output), maxOutput, maxInput}
 }
 

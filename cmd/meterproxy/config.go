@@ -23,6 +23,7 @@ import (
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // Config is the whole configuration file. Each section belongs to the
@@ -43,7 +44,7 @@ type Config struct {
 	Account quota.AccountConfig `koanf:"account"`
 	// Prices are what models cost, in USD per million tokens, first match
 	// wins; a model none matches costs $0.
-	Prices []quota.Price `koanf:"prices"`
+	Prices price.Table `koanf:"prices"`
 	// Classes are the two classes, interactive and bulk: their parts of
 	// the account, how long their requests may wait, their budgets.
 	Classes quota.ClassesConfig `koanf:"classes"`

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // issuePricesYAML is issue 25's prices block, and a pool for gpt-4o.
@@ -31,21 +31,22 @@ func TestLoadConfigPrices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []quota.Price{
+	want := price.Table{
 		{Match: []string{"gpt-4o", "gpt-4o-2024-*"}, Input: 2.50, CachedInput: 1.25, Output: 10.00,
-			Flex: &quota.TierPrice{Input: 1.25, CachedInput: 0.625, Output: 5.00}},
+			Flex: &price.TierPrice{Input: 1.25, CachedInput: 0.625, Output: 5.00}},
 		{Match: []string{"claude-sonnet-4*"}, Input: 3.00, CacheWrite: 3.75, CacheRead: 0.30, Output: 15.00, MaxOutput: 64000, MaxInput: 1_000_000},
 	}
 	if !reflect.DeepEqual(cfg.Prices, want) {
 		t.Fatalf("prices = %+v, want %+v", cfg.Prices, want)
 	}
 	q := cfg.quota()
-	p, ok := q.PriceFor(quota.Model{Name: "gpt-4o-2024-08-06"})
+	p := q.Prices.For("gpt-4o-2024-08-06", false)
+	ok := p != nil
 	// 1000 input at 1.25 + 100 output at 5.00, flex: 1,250,000 + 500,000.
-	if cost := p.Cost(quota.PricedUsage{Input: 1000, Output: 100, Tier: quota.TierFlex}); !ok || cost != 1_750_000 {
+	if cost := p.Cost(price.Usage{Input: 1000, Output: 100, Tier: price.TierFlex}); !ok || cost != 1_750_000 {
 		t.Errorf("gpt-4o-2024-08-06 at flex: priced %v, cost %s; want $0.00175", ok, cost)
 	}
-	if _, ok := q.PriceFor(quota.Model{Name: "gpt-4o-mini"}); ok {
+	if q.Prices.For("gpt-4o-mini", false) != nil {
 		t.Error("gpt-4o-mini has a price; none matches it")
 	}
 }
@@ -132,8 +133,8 @@ func FuzzPricesConfig(f *testing.F) {
 		}
 		q := cfg.quota()
 		for i, p := range q.Prices {
-			for _, tier := range []string{"", quota.TierFlex} {
-				u := quota.PricedUsage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300, Tier: tier, AudioInput: 100, AudioOutput: 200}
+			for _, tier := range []string{"", price.TierFlex} {
+				u := price.Usage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300, Tier: tier, AudioInput: 100, AudioOutput: 200}
 				cost, worst := p.Cost(u), p.WorstCase(u.Input, u.Output, tier)
 				if cost < 0 || cost > worst {
 					t.Fatalf("prices[%d] %+v at %q: cost %d, worst case %d", i, p, tier, cost, worst)
@@ -143,10 +144,10 @@ func FuzzPricesConfig(f *testing.F) {
 				}
 			}
 			for _, m := range p.Match { // a model this entry matches is priced by it or an earlier one
-				got, ok := q.PriceFor(quota.Model{Name: strings.ReplaceAll(m, "*", "x")})
-				j := slices.IndexFunc(q.Prices, func(e quota.Price) bool { return reflect.DeepEqual(e, got) })
-				if !ok || j < 0 || j > i {
-					t.Fatalf("model %q of prices[%d] %v is priced by %v (%v)", m, i, p.Match, got.Match, ok)
+				got := q.Prices.For(strings.ReplaceAll(m, "*", "x"), false)
+				j := slices.IndexFunc(q.Prices, func(e price.Price) bool { return got != nil && reflect.DeepEqual(e, *got) })
+				if got == nil || j < 0 || j > i {
+					t.Fatalf("model %q of prices[%d] %v is priced by %v", m, i, p.Match, got)
 				}
 			}
 		}

@@ -1,11 +1,11 @@
-package quota
+package price
 
 import "math/bits"
 
-// PricedUsage is what one response used, as Price.Cost prices it. Counts
+// Usage is what one response used, as Price.Cost prices it. Counts
 // are tokens; a negative count is 0 and a count above 2^48 is 2^48. The
 // zero value costs nothing.
-type PricedUsage struct {
+type Usage struct {
 	// Input is every input token, the cache's included (as OpenAI's
 	// prompt_tokens; Anthropic's input_tokens plus its cache reads and
 	// writes).
@@ -33,7 +33,7 @@ type PricedUsage struct {
 // below maxMoney, where it saturates, and never negative, whatever p and
 // u hold (an unvalidated price is clamped to [0, 10,000] dollars per
 // million tokens, NaN to the most).
-func (p Price) Cost(u PricedUsage) Nanodollars {
+func (p Price) Cost(u Usage) Nanodollars {
 	r := p.rates(u.Tier)
 	input, output := tokens(u.Input), tokens(u.Output)
 	read, write := cachedParts(input, tokens(u.CacheRead), tokens(u.CacheWrite))

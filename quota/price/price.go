@@ -1,9 +1,11 @@
-package quota
+package price
 
 import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/meterproxy/meterproxy/quota/glob"
 )
 
 // Price is one entry of the prices list: what the models it matches cost,
@@ -53,7 +55,7 @@ type Price struct {
 	// MaxInput is the most input tokens the model reads in one request:
 	// the input a budget reserves for a request whose body does not show
 	// all it is billed for (a previous_response_id, an image, a server
-	// tool; WorstCase at Request.HiddenInput). 0 (unset) means
+	// tool; WorstCase at quota.Request.HiddenInput). 0 (unset) means
 	// DefaultMaxInput of the request's model: its family's context window
 	// (see "Prices"), else 1,048,576.
 	MaxInput int64 `koanf:"max_input"`
@@ -122,28 +124,23 @@ const maxPrice = 10_000
 // the proxy reports), low enough that their 128-bit sums never overflow.
 const maxPricedTokens = 1 << 48
 
-// PriceFor returns the first prices entry one of whose patterns matches m,
-// and true; false when none does, or m has no name or one longer than any
-// pattern is worth matching against (as PoolFor's pools). Safe for
-// concurrent use, as Config is a value.
-func (c Config) PriceFor(m Model) (Price, bool) {
-	if p := c.priceOf(m); p != nil {
-		return *p, true
-	}
-	return Price{}, false
-}
+// Table is the prices list, config key prices: first match wins (For).
+type Table []Price
 
-// priceOf is PriceFor's entry in place, nil when none matches: a request
-// keeps a pointer into the configuration of its admission, which no
-// reload changes (a reload stores a new Config), and allocates nothing.
-func (c *Config) priceOf(m Model) *Price {
-	match, ok := m.matcher()
+// For returns the first entry one of whose patterns matches model — an
+// Azure deployment (deployment) regardless of case, a model field exactly
+// — in place; nil when none does, or model is empty or longer than any
+// pattern is worth matching against (glob.MaxName). A request keeps a
+// pointer into the configuration of its admission, which no reload
+// changes (a reload stores a new table), and For allocates nothing.
+func (t Table) For(model string, deployment bool) *Price {
+	match, ok := glob.Matcher(model, deployment)
 	if !ok {
 		return nil
 	}
-	for i := range c.Prices {
-		if slices.ContainsFunc(c.Prices[i].Match, match) {
-			return &c.Prices[i]
+	for i := range t {
+		if slices.ContainsFunc(t[i].Match, match) {
+			return &t[i]
 		}
 	}
 	return nil
@@ -244,23 +241,23 @@ func rate(usd float64) uint64 {
 	}
 }
 
-// outputCap is r's output cap (Request.OutputTokens) as its budgets
-// reserve it: at most p's max_output per answer it asks for
-// (Request.Generations), when p sets max_output — the model generates no
-// more, whatever max_tokens asks, and a request asking a million tokens
-// of a model that stops at 16,384 must not hold the budget a million
-// tokens would cost. A price without max_output bounds nothing:
-// DefaultMaxOutput is a guess, below what newer models generate. 0 (no
-// cap) stays 0, which WorstCase reads as maxOutput.
-func (p Price) outputCap(r Request) int64 {
-	if r.OutputTokens <= 0 || p.MaxOutput <= 0 {
-		return r.OutputTokens
+// OutputCap is a request's output cap (output, its max_tokens) as its
+// budgets reserve it: at most p's max_output per answer it asks for
+// (generations), when p sets max_output — the model generates no more,
+// whatever max_tokens asks, and a request asking a million tokens of a
+// model that stops at 16,384 must not hold the budget a million tokens
+// would cost. A price without max_output bounds nothing: DefaultMaxOutput
+// is a guess, below what newer models generate. 0 (no cap) stays 0, which
+// WorstCase reads as maxOutput.
+func (p Price) OutputCap(output, generations int64) int64 {
+	if output <= 0 || p.MaxOutput <= 0 {
+		return output
 	}
-	each, n := min(p.MaxOutput, maxPricedTokens), max(r.Generations, 1)
+	each, n := min(p.MaxOutput, maxPricedTokens), max(generations, 1)
 	if n > maxPricedTokens/each {
-		return r.OutputTokens // past any count WorstCase prices: it saturates there
+		return output // past any count WorstCase prices: it saturates there
 	}
-	return min(r.OutputTokens, n*each)
+	return min(output, n*each)
 }
 
 // maxOutput is the output WorstCase reserves for a request that sets no

@@ -1,4 +1,4 @@
-package quota
+package price
 
 import "strings"
 
@@ -46,28 +46,11 @@ func DefaultMaxInput(model string, longContext bool) int64 {
 	return FallbackMaxInput
 }
 
-// maxInput is the input a budget reserves for a request to m whose input
-// is hidden: MaxInput, or DefaultMaxInput while it is 0.
-func (p Price) maxInput(m Model, longContext bool) int64 {
+// InputLimit is the input a budget reserves for a request to model whose
+// input is hidden: MaxInput, or DefaultMaxInput while it is 0.
+func (p Price) InputLimit(model string, longContext bool) int64 {
 	if p.MaxInput <= 0 {
-		return DefaultMaxInput(m.Name, longContext)
+		return DefaultMaxInput(model, longContext)
 	}
 	return min(p.MaxInput, maxPricedTokens)
-}
-
-// reservation is what r's budgets reserve for it at p: cost, its worst
-// case (WorstCase) at its output cap as p bounds it (outputCap), at its
-// input estimate or, when its input is hidden,
-// at the model's max_input (or the estimate, if larger); and floor, its
-// worst case at the input its body shows, the least a reservation cut to
-// what its budgets have left may hold (budgetcut.go). floor is cost for a
-// request whose input is not hidden.
-func (p Price) reservation(r Request) (cost, floor Nanodollars) {
-	output := p.outputCap(r)
-	floor = p.WorstCase(r.InputTokens, output, r.Tier)
-	if !r.HiddenInput {
-		return floor, floor
-	}
-	input := max(r.InputTokens, p.maxInput(r.Model, r.LongContext))
-	return p.WorstCase(input, output, r.Tier), floor
 }

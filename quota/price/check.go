@@ -1,25 +1,27 @@
-package quota
+package price
 
 import (
 	"fmt"
 
 	"github.com/meterproxy/meterproxy/internal/configcheck"
+	"github.com/meterproxy/meterproxy/quota/glob"
 )
 
-// unpricedMetric counts requests to models no price matches; PriceGap's
+// unpricedMetric counts requests to models no price matches; Gap's
 // warning names it.
 const unpricedMetric = "meterproxy_unpriced_requests_total"
 
-// validatePrices checks prices: each entry's patterns as account.models'
-// are checked (none empty, none an earlier one covers: it could never
-// match), its prices (audio's too) and its flex and batch prices finite
+// Validate checks the prices list, each problem under its key
+// (prices[0].input) through bad, as quota's Config.Validate reports them:
+// each entry's patterns as account.models' are checked (none empty, none
+// an earlier one covers: it could never match), its prices (audio's too) and its flex and batch prices finite
 // and within [0, maxPrice], cached input in one word only, max_output and
 // max_input.
-func (c Config) validatePrices(bad func(string, string, ...any)) {
-	var patterns firstMatch
-	for i, p := range c.Prices {
+func (t Table) Validate(bad func(string, string, ...any)) {
+	var patterns glob.FirstMatch
+	for i, p := range t {
 		key := fmt.Sprintf("prices[%d]", i)
-		patterns.check(bad, key+".match", p.Match)
+		patterns.Check(bad, key+".match", p.Match)
 		checkTierPrice(bad, key, TierPrice{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheRead: p.CacheRead, Output: p.Output})
 		for _, a := range []struct {
 			name string
@@ -61,9 +63,9 @@ func checkTierPrice(bad func(string, string, ...any), key string, t TierPrice) {
 	}
 }
 
-// PriceGap is a part of the traffic no price covers, so that it would
+// Gap is a part of the traffic no price covers, so that it would
 // cost $0: a check-config warning, not an error.
-type PriceGap struct {
+type Gap struct {
 	// Key is the account.models pattern no one prices pattern covers
 	// ("account.models[0].match[1]"), or "account" for the account's own
 	// pool when no price matches every model.
@@ -73,7 +75,7 @@ type PriceGap struct {
 }
 
 // String is the warning, "key: what".
-func (g PriceGap) String() string {
+func (g Gap) String() string {
 	what := fmt.Sprintf("no price covers %q", g.Pattern)
 	if g.Key == "account" {
 		what = `no price matches every model ("*"), and pool default (the account) takes every model account.models does not`
@@ -81,21 +83,22 @@ func (g PriceGap) String() string {
 	return fmt.Sprintf("%s: %s: requests to models no price matches cost $0 and are counted in %s", g.Key, what, unpricedMetric)
 }
 
-// PriceGaps lists the traffic no price covers, in the configuration's
-// order: each account.models pattern that no one prices pattern covers
-// (globCovers: a pattern covered only by several together is listed
-// too), then the account's own pool unless a price matches every model
-// or account.models leaves the account none. It is empty while prices is:
-// spend is then not metered at all, and every request costs $0 alike.
-func (c Config) PriceGaps() []PriceGap {
-	if len(c.Prices) == 0 {
+// Gaps lists the traffic no price covers, in the configuration's order:
+// each pattern of account.models (pools, each entry's match list) that no
+// one prices pattern covers (glob.Covers: a pattern covered only by
+// several together is listed too), then the account's own pool unless a
+// price matches every model or account.models leaves the account none. It
+// is empty while t is: spend is then not metered at all, and every
+// request costs $0 alike.
+func (t Table) Gaps(pools [][]string) []Gap {
+	if len(t) == 0 {
 		return nil
 	}
-	var gaps []PriceGap
+	var gaps []Gap
 	covered := func(q string) bool {
-		for _, p := range c.Prices {
+		for _, p := range t {
 			for _, pattern := range p.Match {
-				if globCovers(pattern, q) {
+				if glob.Covers(pattern, q) {
 					return true
 				}
 			}
@@ -103,16 +106,16 @@ func (c Config) PriceGaps() []PriceGap {
 		return false
 	}
 	poolsTakeAll := false
-	for i, m := range c.Account.Models {
-		for j, q := range m.Match {
-			poolsTakeAll = poolsTakeAll || globCovers(q, "*")
+	for i, match := range pools {
+		for j, q := range match {
+			poolsTakeAll = poolsTakeAll || glob.Covers(q, "*")
 			if !covered(q) {
-				gaps = append(gaps, PriceGap{Key: fmt.Sprintf("account.models[%d].match[%d]", i, j), Pattern: q})
+				gaps = append(gaps, Gap{Key: fmt.Sprintf("account.models[%d].match[%d]", i, j), Pattern: q})
 			}
 		}
 	}
 	if !poolsTakeAll && !covered("*") {
-		gaps = append(gaps, PriceGap{Key: "account", Pattern: "*"})
+		gaps = append(gaps, Gap{Key: "account", Pattern: "*"})
 	}
 	return gaps
 }

@@ -1,8 +1,10 @@
-package quota
+package price
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/quota/glob"
 )
 
 // issuePrices are issue 25's two entries, and a narrower gpt-4o-mini
@@ -16,12 +18,15 @@ func issuePrices() []Price {
 	}
 }
 
-// TestPriceFor: the first entry that matches wins; a deployment matches
+// TestPriceFor: Table.For: the first entry that matches wins; a deployment matches
 // regardless of case, a model field exactly; no model, an over-long one
 // or one nothing matches has no price.
 func TestPriceFor(t *testing.T) {
-	c := DefaultConfig()
-	c.Prices = issuePrices()
+	prices := Table(issuePrices())
+	type Model struct { // quota.Model's fields
+		Name       string
+		Deployment bool
+	}
 	tests := []struct {
 		model Model
 		want  int // the entry; -1: none
@@ -37,19 +42,19 @@ func TestPriceFor(t *testing.T) {
 		{Model{Name: "GPT-4O", Deployment: true}, 1},
 		{Model{Name: "Gpt-4o-Mini-EU", Deployment: true}, 0},
 		{Model{Name: ""}, -1},
-		{Model{Name: "gpt-4o-mini" + strings.Repeat("x", maxModelName)}, -1}, // longer than any pattern is matched against
+		{Model{Name: "gpt-4o-mini" + strings.Repeat("x", glob.MaxName)}, -1}, // longer than any pattern is matched against
 	}
 	for _, tt := range tests {
-		got, ok := c.PriceFor(tt.model)
+		got := prices.For(tt.model.Name, tt.model.Deployment)
 		switch {
-		case tt.want < 0 && ok:
-			t.Errorf("PriceFor(%+v) = %v, want none", tt.model, got.Match)
-		case tt.want >= 0 && (!ok || got.Match[0] != c.Prices[tt.want].Match[0]):
-			t.Errorf("PriceFor(%+v) = %v, %v, want prices[%d] %v", tt.model, got.Match, ok, tt.want, c.Prices[tt.want].Match)
+		case tt.want < 0 && got != nil:
+			t.Errorf("For(%+v) = %v, want none", tt.model, got.Match)
+		case tt.want >= 0 && (got == nil || got.Match[0] != prices[tt.want].Match[0]):
+			t.Errorf("For(%+v) = %v, want prices[%d] %v", tt.model, got, tt.want, prices[tt.want].Match)
 		}
 	}
-	c.Prices = append(c.Prices, Price{Match: []string{"*"}})
-	if _, ok := c.PriceFor(Model{Name: "claude-opus-4"}); !ok {
+	prices = append(prices, Price{Match: []string{"*"}})
+	if prices.For("claude-opus-4", false) == nil {
 		t.Error(`a "*" entry does not price a model no other entry matches`)
 	}
 }

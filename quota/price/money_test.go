@@ -1,4 +1,4 @@
-package quota
+package price
 
 import (
 	"math"
@@ -17,18 +17,18 @@ func TestMoney(t *testing.T) {
 		{200, 200e9, "$200.00"}, {1e-10, 0, "$0.00"}, {-1, 0, "$0.00"},
 		{math.Inf(1), maxMoney, maxMoney.String()}, {math.NaN(), maxMoney, maxMoney.String()},
 	} {
-		got := dollarsToMoney(c.usd)
+		got := FromDollars(c.usd)
 		if got != c.want || got.String() != c.text {
-			t.Errorf("dollarsToMoney(%g) = %d (%s), want %d (%s)", c.usd, got, got, c.want, c.text)
+			t.Errorf("FromDollars(%g) = %d (%s), want %d (%s)", c.usd, got, got, c.want, c.text)
 		}
 	}
 	if got := Nanodollars(-1_250_000_000).String(); got != "-$1.25" {
 		t.Errorf("String of -1.25 dollars = %q", got)
 	}
-	if got := addMoney(maxMoney, maxMoney); got != maxMoney {
-		t.Errorf("addMoney(max, max) = %d, want %d", got, maxMoney)
+	if got := maxMoney.Plus(maxMoney); got != maxMoney {
+		t.Errorf("max.Plus(max) = %d, want %d", got, maxMoney)
 	}
-	if got := addMoney(-5, 7); got != 7 {
-		t.Errorf("addMoney(-5, 7) = %d, want 7", got)
+	if got := Nanodollars(-5).Plus(7); got != 7 {
+		t.Errorf("Nanodollars(-5).Plus(7) = %d, want 7", got)
 	}
 }

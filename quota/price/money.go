@@ -1,4 +1,4 @@
-package quota
+package price
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // Redis with HINCRBY as in process — whatever the order requests settle
 // in: a $1 budget is 1e9, a request of 100 tokens at $2.50 per million
 // 250,000, and an int64 holds $9.2e9. Arithmetic on it saturates
-// (addMoney) and never goes below 0.
+// (Plus) and never goes below 0.
 type Nanodollars int64
 
 // maxMoney is the most any amount may hold: far above any budget, with
@@ -34,9 +34,9 @@ func (n Nanodollars) String() string {
 	return sign + "$" + s
 }
 
-// dollarsToMoney converts a configured amount in dollars, finite and ≥ 0,
+// FromDollars converts a configured amount in dollars, finite and ≥ 0,
 // to Nanodollars, rounding to the nearest and saturating at maxMoney.
-func dollarsToMoney(usd float64) Nanodollars {
+func FromDollars(usd float64) Nanodollars {
 	n := math.Round(usd * 1e9)
 	if !(n < float64(maxMoney)) { // NaN too
 		return maxMoney
@@ -44,8 +44,8 @@ func dollarsToMoney(usd float64) Nanodollars {
 	return Nanodollars(max(n, 0))
 }
 
-// addMoney is a + b, each clamped to [0, maxMoney], saturating at maxMoney.
-func addMoney(a, b Nanodollars) Nanodollars {
-	a, b = min(max(a, 0), maxMoney), min(max(b, 0), maxMoney)
-	return min(a+b, maxMoney)
+// Plus is n + b, each clamped to [0, maxMoney], saturating at maxMoney.
+func (n Nanodollars) Plus(b Nanodollars) Nanodollars {
+	n, b = min(max(n, 0), maxMoney), min(max(b, 0), maxMoney)
+	return min(n+b, maxMoney)
 }

@@ -1,8 +1,10 @@
-package quota
+package price
 
 import (
 	"math"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // TestPriceCost prices usage at issue 25's entries, each case worked by
@@ -16,61 +18,61 @@ func TestPriceCost(t *testing.T) {
 	tests := []struct {
 		name  string
 		price Price
-		usage PricedUsage
+		usage Usage
 		want  Nanodollars
 	}{
 		// 600 uncached × 2.50 = 1,500,000; 400 cached × 1.25 = 500,000;
 		// 500 out × 10.00 = 5,000,000: $0.007.
-		{"gpt-4o, default tier", gpt4o, PricedUsage{Input: 1000, CacheRead: 400, Output: 500}, 7_000_000},
+		{"gpt-4o, default tier", gpt4o, Usage{Input: 1000, CacheRead: 400, Output: 500}, 7_000_000},
 		// The tier the response names: 600 × 1.25 = 750,000; 400 × 0.625
 		// = 250,000; 500 × 5.00 = 2,500,000: half, $0.0035.
-		{"gpt-4o, flex", gpt4o, PricedUsage{Input: 1000, CacheRead: 400, Output: 500, Tier: "flex"}, 3_500_000},
-		{"gpt-4o, FLEX", gpt4o, PricedUsage{Input: 1000, CacheRead: 400, Output: 500, Tier: "FLEX"}, 3_500_000},
+		{"gpt-4o, flex", gpt4o, Usage{Input: 1000, CacheRead: 400, Output: 500, Tier: "flex"}, 3_500_000},
+		{"gpt-4o, FLEX", gpt4o, Usage{Input: 1000, CacheRead: 400, Output: 500, Tier: "FLEX"}, 3_500_000},
 		// Any other tier is the default's.
-		{"gpt-4o, priority", gpt4o, PricedUsage{Input: 1000, CacheRead: 400, Output: 500, Tier: "priority"}, 7_000_000},
-		{"gpt-4o, default", gpt4o, PricedUsage{Input: 1000, CacheRead: 400, Output: 500, Tier: "default"}, 7_000_000},
+		{"gpt-4o, priority", gpt4o, Usage{Input: 1000, CacheRead: 400, Output: 500, Tier: "priority"}, 7_000_000},
+		{"gpt-4o, default", gpt4o, Usage{Input: 1000, CacheRead: 400, Output: 500, Tier: "default"}, 7_000_000},
 		// cache_write unset is the input price: 1000 written × 2.50 =
 		// 2,500,000; at flex the flex input, 1.25: 1,250,000.
-		{"gpt-4o, cache writes at input", gpt4o, PricedUsage{Input: 1000, CacheWrite: 1000}, 2_500_000},
-		{"gpt-4o, flex cache writes at flex input", gpt4o, PricedUsage{Input: 1000, CacheWrite: 1000, Tier: "flex"}, 1_250_000},
+		{"gpt-4o, cache writes at input", gpt4o, Usage{Input: 1000, CacheWrite: 1000}, 2_500_000},
+		{"gpt-4o, flex cache writes at flex input", gpt4o, Usage{Input: 1000, CacheWrite: 1000, Tier: "flex"}, 1_250_000},
 		// Reasoning tokens are inside Output: 2000 × 10.00 = 20,000,000.
-		{"gpt-4o, output only", gpt4o, PricedUsage{Output: 2000}, 20_000_000},
+		{"gpt-4o, output only", gpt4o, Usage{Output: 2000}, 20_000_000},
 		// Anthropic: 100 after the breakpoint, 2000 written, 10000 read:
 		// Input 12,100. 100 × 3.00 = 300,000; 2000 × 3.75 = 7,500,000;
 		// 10,000 × 0.30 = 3,000,000; 300 out × 15.00 = 4,500,000: $0.0153.
-		{"sonnet, cache write and read", sonnet, PricedUsage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300}, 15_300_000},
+		{"sonnet, cache write and read", sonnet, Usage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300}, 15_300_000},
 		// No flex block: flex is priced at the default tier.
-		{"sonnet, flex without a flex block", sonnet, PricedUsage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300, Tier: "flex"}, 15_300_000},
+		{"sonnet, flex without a flex block", sonnet, Usage{Input: 12_100, CacheRead: 10_000, CacheWrite: 2000, Output: 300, Tier: "flex"}, 15_300_000},
 		// Parts above the whole: writes kept (80 × 3.75 = 300,000), reads
 		// cut to the 20 left (× 0.30 = 6,000), no uncached input.
-		{"sonnet, parts clamped", sonnet, PricedUsage{Input: 100, CacheRead: 50, CacheWrite: 80}, 306_000},
-		{"sonnet, parts without input", sonnet, PricedUsage{CacheRead: 50, CacheWrite: 80}, 0},
-		{"negative counts", sonnet, PricedUsage{Input: -5, CacheRead: -1, CacheWrite: -1, Output: -1}, 0},
+		{"sonnet, parts clamped", sonnet, Usage{Input: 100, CacheRead: 50, CacheWrite: 80}, 306_000},
+		{"sonnet, parts without input", sonnet, Usage{CacheRead: 50, CacheWrite: 80}, 0},
+		{"negative counts", sonnet, Usage{Input: -5, CacheRead: -1, CacheWrite: -1, Output: -1}, 0},
 		// 1 token × 0.0001 = 0.1 nanodollar, rounded up; 25 tokens 2.5,
 		// up to 3.
-		{"rounded up", tiny, PricedUsage{Input: 1}, 1},
-		{"rounded up, 2.5", tiny, PricedUsage{Input: 25}, 3},
-		{"exact", tiny, PricedUsage{Input: 30}, 3},
+		{"rounded up", tiny, Usage{Input: 1}, 1},
+		{"rounded up, 2.5", tiny, Usage{Input: 25}, 3},
+		{"exact", tiny, Usage{Input: 30}, 3},
 		// 2^48 tokens × 10,000 × 1000 = 2.8e21 nanodollars: saturated.
-		{"saturates", dear, PricedUsage{Input: 1 << 48, Output: 1 << 48}, maxMoney},
-		{"counts above 2^48", dear, PricedUsage{Input: math.MaxInt64, Output: math.MaxInt64}, maxMoney},
+		{"saturates", dear, Usage{Input: 1 << 48, Output: 1 << 48}, maxMoney},
+		{"counts above 2^48", dear, Usage{Input: math.MaxInt64, Output: math.MaxInt64}, maxMoney},
 		// 2^40 tokens × 10,000 × 1000 = 1.0995e19: above maxMoney too.
-		{"2^40 at the dearest", dear, PricedUsage{Output: 1 << 40}, maxMoney},
+		{"2^40 at the dearest", dear, Usage{Output: 1 << 40}, maxMoney},
 		// 2^30 × 10,000 × 1000 = 10,737,418,240,000,000: exact.
-		{"2^30 at the dearest", dear, PricedUsage{Output: 1 << 30}, 10_737_418_240_000_000},
-		{"nothing", gpt4o, PricedUsage{}, 0},
+		{"2^30 at the dearest", dear, Usage{Output: 1 << 30}, 10_737_418_240_000_000},
+		{"nothing", gpt4o, Usage{}, 0},
 		// gpt-realtime: text $4 in, $0.40 cached, $16 out; audio $32 in,
 		// $64 out. 1000 in (200 cached, 300 of the rest audio): 500 ×
 		// 4.00 = 2,000,000 + 300 × 32.00 = 9,600,000 + 200 × 0.40 =
 		// 80,000; 100 out (80 audio): 20 × 16.00 = 320,000 + 80 × 64.00 =
 		// 5,120,000: $0.01712.
-		{"realtime audio", realtime, PricedUsage{Input: 1000, CacheRead: 200, AudioInput: 300, Output: 100, AudioOutput: 80}, 17_120_000},
+		{"realtime audio", realtime, Usage{Input: 1000, CacheRead: 200, AudioInput: 300, Output: 100, AudioOutput: 80}, 17_120_000},
 		// Audio parts above their wholes are cut to them: 800 uncached
 		// audio × 32.00 = 25,600,000 + 80,000 cached; 100 audio out ×
 		// 64.00 = 6,400,000.
-		{"realtime audio clamped", realtime, PricedUsage{Input: 1000, CacheRead: 200, AudioInput: 5000, Output: 100, AudioOutput: 500}, 32_080_000},
+		{"realtime audio clamped", realtime, Usage{Input: 1000, CacheRead: 200, AudioInput: 5000, Output: 100, AudioOutput: 500}, 32_080_000},
 		// Without audio prices, audio costs the text prices.
-		{"audio at text prices", gpt4o, PricedUsage{Input: 1000, CacheRead: 400, AudioInput: 300, Output: 500, AudioOutput: 100}, 7_000_000},
+		{"audio at text prices", gpt4o, Usage{Input: 1000, CacheRead: 400, AudioInput: 300, Output: 500, AudioOutput: 100}, 7_000_000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,7 +171,7 @@ func FuzzPriceCost(f *testing.F) {
 		if hasFlex {
 			p.Flex = &TierPrice{Input: fin, CachedInput: fcached, CacheWrite: fwrite, CacheRead: fread, Output: fout}
 		}
-		u := PricedUsage{Input: input, CacheRead: cacheRead, CacheWrite: cacheWrite, Output: output}
+		u := Usage{Input: input, CacheRead: cacheRead, CacheWrite: cacheWrite, Output: output}
 		if !hasFlex { // the flex prices' arguments price audio instead
 			p.AudioInput, p.AudioOutput = fin, fout
 			u.AudioInput, u.AudioOutput = more, maxOutput
@@ -181,16 +183,16 @@ func FuzzPriceCost(f *testing.F) {
 		if cost < 0 || cost > maxMoney || worst < 0 || worst > maxMoney {
 			t.Fatalf("Cost %d, WorstCase %d: out of [0, %d]", cost, worst, maxMoney)
 		}
-		c := DefaultConfig()
-		c.Prices = []Price{p}
-		if c.Validate() != nil {
+		var problems configcheck.Problems
+		Table{p}.Validate(problems.Add)
+		if problems.Err() != nil {
 			return
 		}
 		if cost > worst {
 			t.Fatalf("Cost(%+v) = %d above WorstCase %d", u, cost, worst)
 		}
 		d := min(max(more, 0), maxPricedTokens)
-		grown := []PricedUsage{u, u, u, u}
+		grown := []Usage{u, u, u, u}
 		grown[0].Input = addTokens(u.Input, d)
 		grown[1].Output = addTokens(u.Output, d)
 		if consistent(u) {
@@ -214,7 +216,7 @@ func addTokens(a, d int64) int64 { return min(max(a, 0)+d, maxPricedTokens) }
 // and its cached parts within its input: usage as a provider reports it.
 // Cost grows with cache reads or writes added to such usage (and to its
 // input); with parts that exceed the whole, the cut falls elsewhere.
-func consistent(u PricedUsage) bool {
+func consistent(u Usage) bool {
 	in := func(n int64) bool { return n >= 0 && n <= maxPricedTokens }
 	return in(u.Input) && in(u.CacheRead) && in(u.CacheWrite) && in(u.Output) && u.CacheRead+u.CacheWrite <= u.Input
 }
@@ -222,7 +224,7 @@ func consistent(u PricedUsage) bool {
 // checkArithmetic holds Cost's 128-bit integer arithmetic to the same
 // sum in floating point: Σ tokens × rate / 1e6 nanodollars, to within the
 // round-up and float error, unless it saturates.
-func checkArithmetic(t *testing.T, p Price, u PricedUsage, cost Nanodollars) {
+func checkArithmetic(t *testing.T, p Price, u Usage, cost Nanodollars) {
 	t.Helper()
 	r := p.rates(u.Tier)
 	input, output := tokens(u.Input), tokens(u.Output)

@@ -1,9 +1,11 @@
-package quota
+package price
 
 import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // TestPricesValidate: every problem of the prices list is refused, naming
@@ -44,9 +46,9 @@ func TestPricesValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultConfig()
-			c.Prices = tt.prices
-			err := c.Validate()
+			var problems configcheck.Problems
+			Table(tt.prices).Validate(problems.Add)
+			err := problems.Err()
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused a valid config: %v", err)
@@ -70,14 +72,14 @@ func TestPricesValidate(t *testing.T) {
 // model or the pools leave the account nothing; nothing while no price is
 // configured.
 func TestPriceGaps(t *testing.T) {
-	pools := []ModelPool{
-		{Name: "gpt-4o", Match: []string{"gpt-4o", "gpt-4o-2024-*"}},
-		{Name: "mini", Match: []string{"gpt-4o-mini*", "gpt-4.1-nano*"}},
-		{Name: "claude", Match: []string{"claude-*"}},
+	pools := [][]string{ // account.models' match lists
+		{"gpt-4o", "gpt-4o-2024-*"},
+		{"gpt-4o-mini*", "gpt-4.1-nano*"},
+		{"claude-*"},
 	}
 	tests := []struct {
 		name   string
-		pools  []ModelPool
+		pools  [][]string
 		prices []Price
 		want   []string // the gaps' keys
 	}{
@@ -86,15 +88,13 @@ func TestPriceGaps(t *testing.T) {
 			[]string{"account.models[1].match[1]", "account.models[2].match[0]", "account"}},
 		{"a catch-all price", pools, append(issuePrices(), Price{Match: []string{"*"}}), nil},
 		{"covered by a wider price", pools[:1], []Price{{Match: []string{"gpt-*"}}}, []string{"account"}},
-		{"pools take every model", []ModelPool{{Name: "all", Match: []string{"*"}}}, []Price{{Match: []string{"x"}}},
+		{"pools take every model", [][]string{{"*"}}, []Price{{Match: []string{"x"}}},
 			[]string{"account.models[0].match[0]"}},
 		{"no pools", nil, []Price{{Match: []string{"x"}}}, []string{"account"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultConfig()
-			c.Account.Models, c.Prices = tt.pools, tt.prices
-			gaps := c.PriceGaps()
+			gaps := Table(tt.prices).Gaps(tt.pools)
 			var keys []string
 			for _, g := range gaps {
 				keys = append(keys, g.Key)
@@ -107,9 +107,7 @@ func TestPriceGaps(t *testing.T) {
 			}
 		})
 	}
-	c := DefaultConfig()
-	c.Account.Models, c.Prices = pools, issuePrices()
-	if got, want := c.PriceGaps()[0].String(), `account.models[1].match[1]: no price covers "gpt-4.1-nano*": requests to models no price matches cost $0`; !strings.HasPrefix(got, want) {
+	if got, want := Table(issuePrices()).Gaps(pools)[0].String(), `account.models[1].match[1]: no price covers "gpt-4.1-nano*": requests to models no price matches cost $0`; !strings.HasPrefix(got, want) {
 		t.Errorf("warning %q, want it to start %q", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package quota
+package price
 
 import "fmt"
 
@@ -7,8 +7,8 @@ import "fmt"
 // proxy meters what it forwards to a batch — an OpenAI input file's lines
 // as they stream through /v1/files, an Anthropic batch's requests from its
 // body — into a BatchFile, and a budgeted caller's batch reserves the
-// file's worst case at the batch price (Admitter.ReserveBatch) until the
-// batch reports what it used (Admitter.EndBatch).
+// file's worst case at the batch price (quota's Admitter.ReserveBatch)
+// until the batch reports what it used (Admitter.EndBatch).
 
 // MaxBatchModels is the most distinct models a BatchFile counts apart: a
 // batch is for one model (OpenAI requires it), and a file naming more is
@@ -98,10 +98,10 @@ func sumTokens(a, b int64) int64 {
 	return min(max(a, 0)+min(max(b, 0), maxPricedTokens), maxPricedTokens)
 }
 
-// batchWorst is the most m's requests could cost at p's batch prices:
+// BatchWorst is the most m's requests could cost at p's batch prices:
 // their input at the dearest input price, the caps they set and
 // max_output for each that set none at the output price.
-func (p Price) batchWorst(m BatchModel) Nanodollars {
+func (p Price) BatchWorst(m BatchModel) Nanodollars {
 	each, uncapped := p.maxOutput(), int64(maxPricedTokens)
 	if m.Uncapped <= maxPricedTokens/each {
 		uncapped = max(m.Uncapped, 0) * each
