@@ -116,7 +116,7 @@ const DefaultMaxOutput = 4096
 // leaves room for dearer models while refusing a price in the wrong unit
 // (per billion tokens, or cents) or with a misplaced decimal point; and
 // it bounds a rate at 1e13 nanodollars per million tokens, so that Cost
-// sums exactly in 128 bits (pricecost.go).
+// sums exactly in 128 bits (cost.go).
 const maxPrice = 10_000
 
 // maxPricedTokens is the most tokens of one kind Cost and WorstCase
