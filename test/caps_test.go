@@ -55,8 +55,15 @@ func TestCallerCapsOnTheFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("4 s fleet runs; skipped with -short")
 	}
-	t.Run("one pool", func(t *testing.T) { runCallerCaps(t, false) })
-	t.Run("across pools", func(t *testing.T) { runCallerCaps(t, true) })
+	for _, run := range []struct {
+		name        string
+		acrossPools bool
+	}{{"one pool", false}, {"across pools", true}} {
+		t.Run(run.name, func(t *testing.T) {
+			t.Parallel() // a fake and a fleet each: the two runs side by side
+			runCallerCaps(t, run.acrossPools)
+		})
+	}
 }
 
 // runCallerCaps is TestCallerCapsOnTheFleet's run, with a second pool

@@ -134,6 +134,7 @@ func TestPoolsPerModel(t *testing.T) {
 	)
 	for _, replicas := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) {
+			t.Parallel() // a fake and proxies each, their own key prefix: side by side
 			fake := fakeprovider.New(fakeprovider.Config{RPM: 60000, RecordBodies: true, Latency: 20 * time.Millisecond,
 				Models: []fakeprovider.ModelLimits{{Name: "gpt-4o", RPM: bigRPM}, {Name: "gpt-4o-mini", RPM: smallRPM}}})
 			up := startUpstream(t, fake)

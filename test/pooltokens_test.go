@@ -186,6 +186,7 @@ func TestPoolTokensREADMEExamples(t *testing.T) {
 		{"azure", "Azure OpenAI, one pool per deployment"},
 	} {
 		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel() // a fake and a proxy each: the two examples side by side
 			example := limitsYAML(t, limits, "## Limits per model", ex.after)
 			fake := fakeprovider.New(fakeprovider.Config{Latency: 10 * time.Millisecond, RecordBodies: true})
 			up := startUpstream(t, fake)

@@ -22,11 +22,13 @@ import (
 var tierTargets = []string{"test", "test-load", "test-faults"}
 
 // tierRun is one `go test` a tier runs on this package: the build tags it
-// sets and the -run pattern it selects by (nil: every test).
+// sets, the -run pattern it selects by (nil: every test) and the -skip
+// pattern it leaves out by (nil: none).
 type tierRun struct {
 	target string
 	tags   []string
 	run    *regexp.Regexp
+	skip   *regexp.Regexp
 }
 
 // TestEveryTestHasATier: each Test function of this package is run by one
@@ -73,7 +75,7 @@ func (r tierRun) runs(expr constraint.Expr, name string) bool {
 	if expr != nil && !expr.Eval(func(tag string) bool { return slices.Contains(r.tags, tag) }) {
 		return false
 	}
-	return r.run == nil || r.run.MatchString(name)
+	return (r.run == nil || r.run.MatchString(name)) && (r.skip == nil || !r.skip.MatchString(name))
 }
 
 // tierRuns is every `go test` of this package that `make -n` prints for
@@ -126,7 +128,7 @@ func parseGoTest(t *testing.T, target, line string) (r tierRun, ok bool) {
 	for j := i + 1; j < len(words); j++ {
 		flag, value, hasValue := strings.Cut(words[j], "=")
 		switch flag {
-		case "-tags", "-run":
+		case "-tags", "-run", "-skip":
 			if !hasValue && j+1 < len(words) {
 				j++
 				value = words[j]
@@ -135,9 +137,14 @@ func parseGoTest(t *testing.T, target, line string) (r tierRun, ok bool) {
 				r.tags = strings.Split(value, ",")
 				continue
 			}
-			r.run, err = regexp.Compile(value)
+			re, err := regexp.Compile(value)
 			if err != nil {
-				t.Fatalf("make %s: -run %q: %v", target, value, err)
+				t.Fatalf("make %s: %s %q: %v", target, flag, value, err)
+			}
+			if flag == "-run" {
+				r.run = re
+			} else {
+				r.skip = re
 			}
 		case "./...", "./test", "./test/":
 			ok = true

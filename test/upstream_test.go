@@ -26,7 +26,10 @@ func TestBulkHeldOnUpstreamHeaders(t *testing.T) {
 		{"openai", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
 		{"anthropic", "/v1/messages", `{"model":"c","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`},
 	} {
-		t.Run(tc.name, func(t *testing.T) { runUpstreamHold(t, tc.path, tc.body) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a fake and a proxy each: the two dialects' runs side by side
+			runUpstreamHold(t, tc.path, tc.body)
+		})
 	}
 }
 
