@@ -8,7 +8,9 @@ import (
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
-// ServerConfig is the listening side. The YAML keys are the koanf tags.
+// ServerConfig is the listening side. The YAML keys are the koanf tags,
+// BodyLimits' and SocketLimits' among them: squashed, they are server's
+// own (server.max_body_bytes).
 type ServerConfig struct {
 	// Listen is where callers connect, the proxy's address, e.g. ":8080".
 	Listen string `koanf:"listen"`
@@ -18,6 +20,40 @@ type ServerConfig struct {
 	// ShutdownGrace is how long admitted and held requests may take to
 	// finish after SIGTERM.
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
+	// BodyLimits bound the request bodies a client sends and the memory
+	// they hold.
+	BodyLimits `koanf:",squash,flatten"`
+	// MaxConcurrentStreams bounds the HTTP/2 (h2c) streams one client
+	// connection may have open at once.
+	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
+	// MaxUnknownCallerStreams bounds the requests of unknown callers
+	// (classify.unknown_callers: forward) one HTTP/2 connection may have
+	// in progress at once; past it they get a 429 (too_many_streams). A
+	// connection is tied to no caller before its first request, so its
+	// streams are counted as they come (connstreams.go).
+	MaxUnknownCallerStreams int `koanf:"max_unknown_caller_streams"`
+	// WriteStallTimeout bounds how long one write of an answer to its
+	// client may block, at least 1s: renewed before every write, so a
+	// stream that keeps flowing runs as long as it needs, and a client
+	// that stops reading is cut this long after its last write went
+	// through. The
+	// request's slot is not held meanwhile: it is released when the
+	// upstream's answer ends (readahead.go).
+	WriteStallTimeout time.Duration `koanf:"write_stall_timeout"`
+	// SocketLimits bound the WebSockets a client opens and the messages
+	// it sends on them.
+	SocketLimits `koanf:",squash,flatten"`
+	// AdminToken, when set, is the bearer token /admin/* and
+	// /debug/pprof/* require. Without it, never expose AdminListen.
+	AdminToken string `koanf:"admin_token"`
+}
+
+// BodyLimits are the server keys that bound request bodies: the size of
+// one, read whole or streamed, the time to read it, and the memory all of
+// them hold at once. Its keys are server's own: ServerConfig embeds it
+// squashed (for the decoder, mapstructure) and flattened (for the map of
+// the defaults, fatih/structs), and reaches its fields by promotion.
+type BodyLimits struct {
 	// MaxBodyBytes bounds a request body that is read whole before
 	// admission (every request but batches and uploads); larger ones get a
 	// 413.
@@ -36,23 +72,12 @@ type ServerConfig struct {
 	// from the handler's start; for a streamed upload it bounds each wait
 	// for more bytes. Past it the request gets a 408.
 	BodyReadTimeout time.Duration `koanf:"body_read_timeout"`
-	// MaxConcurrentStreams bounds the HTTP/2 (h2c) streams one client
-	// connection may have open at once.
-	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
-	// MaxUnknownCallerStreams bounds the requests of unknown callers
-	// (classify.unknown_callers: forward) one HTTP/2 connection may have
-	// in progress at once; past it they get a 429 (too_many_streams). A
-	// connection is tied to no caller before its first request, so its
-	// streams are counted as they come (connstreams.go).
-	MaxUnknownCallerStreams int `koanf:"max_unknown_caller_streams"`
-	// WriteStallTimeout bounds how long one write of an answer to its
-	// client may block, at least 1s: renewed before every write, so a
-	// stream that keeps flowing runs as long as it needs, and a client
-	// that stops reading is cut this long after its last write went
-	// through. The
-	// request's slot is not held meanwhile: it is released when the
-	// upstream's answer ends (readahead.go).
-	WriteStallTimeout time.Duration `koanf:"write_stall_timeout"`
+}
+
+// SocketLimits are the server keys that bound WebSockets: a message's
+// size, a client's message rate, the sockets a caller holds open and how
+// long one may idle. Its keys are server's own, as BodyLimits' are.
+type SocketLimits struct {
 	// MaxSocketMessageBytes bounds one WebSocket message either way (a
 	// Responses WebSocket's response.create, an event the upstream
 	// sends), counted after permessage-deflate decompression; a larger
@@ -72,9 +97,6 @@ type ServerConfig struct {
 	// SocketIdleTimeout closes a WebSocket (1001) on which no message went
 	// either way for this long while no turn was in flight.
 	SocketIdleTimeout time.Duration `koanf:"socket_idle_timeout"`
-	// AdminToken, when set, is the bearer token /admin/* and
-	// /debug/pprof/* require. Without it, never expose AdminListen.
-	AdminToken string `koanf:"admin_token"`
 }
 
 // UpstreamConfig is the provider side.
@@ -149,14 +171,16 @@ func DefaultServerConfig() ServerConfig {
 		// about the account. The chart sets the pod's address explicitly.
 		AdminListen:   "127.0.0.1:9090",
 		ShutdownGrace: 30 * time.Second,
-		// Anthropic documents 32 MB for Messages; chat bodies are far smaller.
-		MaxBodyBytes: 32 << 20,
-		// Anthropic's Files API takes 500 MB, OpenAI's files 512 MB.
-		MaxUploadBytes: 512 << 20,
-		// Eight bodies of the largest size, or thousands of chat turns.
-		MaxBodyMemoryBytes: 256 << 20,
-		// A 32 MiB body at 10 Mbit/s takes 27 s.
-		BodyReadTimeout: time.Minute,
+		BodyLimits: BodyLimits{
+			// Anthropic documents 32 MB for Messages; chat bodies are far smaller.
+			MaxBodyBytes: 32 << 20,
+			// Anthropic's Files API takes 500 MB, OpenAI's files 512 MB.
+			MaxUploadBytes: 512 << 20,
+			// Eight bodies of the largest size, or thousands of chat turns.
+			MaxBodyMemoryBytes: 256 << 20,
+			// A 32 MiB body at 10 Mbit/s takes 27 s.
+			BodyReadTimeout: time.Minute,
+		},
 		// RFC 9113 recommends at least 100; Go's default is 250.
 		MaxConcurrentStreams: 100,
 		// An SDK's connection pool rarely multiplexes more on one
@@ -167,15 +191,17 @@ func DefaultServerConfig() ServerConfig {
 		// that a client that never reads holds its answer's memory
 		// briefly.
 		WriteStallTimeout: 30 * time.Second,
-		// Far above an agent's turns, room for a Realtime session's
-		// audio (an append every 20 ms is 50 a second).
-		MaxSocketMessagesPerSecond: 100,
-		// A fleet of agents under one key runs one socket each; an unknown
-		// caller no key names gets no more, all of them together.
-		MaxSocketsPerCaller: 128,
-		// An agent waits on its user between turns; the provider closes
-		// a socket at 60 minutes whatever it does.
-		SocketIdleTimeout: 15 * time.Minute,
+		SocketLimits: SocketLimits{
+			// Far above an agent's turns, room for a Realtime session's
+			// audio (an append every 20 ms is 50 a second).
+			MaxSocketMessagesPerSecond: 100,
+			// A fleet of agents under one key runs one socket each; an unknown
+			// caller no key names gets no more, all of them together.
+			MaxSocketsPerCaller: 128,
+			// An agent waits on its user between turns; the provider closes
+			// a socket at 60 minutes whatever it does.
+			SocketIdleTimeout: 15 * time.Minute,
+		},
 	}
 }
 

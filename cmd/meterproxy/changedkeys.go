@@ -3,13 +3,16 @@ package main
 import (
 	"reflect"
 	"strings"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // changedKeys names the configuration keys in which a and b differ, as a
 // user writes them (koanf tags, dotted: "server.shutdown_grace"), under
-// prefix. Structs are walked field by field; anything else — a list, a
-// map, a duration — is one key, compared whole. Values are never
-// returned, only keys, so a changed secret is named but not shown.
+// prefix. Structs are walked field by field (a squashed one's fields as
+// the enclosing struct's own); anything else — a list, a map, a
+// duration — is one key, compared whole. Values are never returned,
+// only keys, so a changed secret is named but not shown.
 func changedKeys(prefix string, a, b reflect.Value) []string {
 	if a.Kind() != reflect.Struct {
 		if reflect.DeepEqual(a.Interface(), b.Interface()) {
@@ -24,7 +27,12 @@ func changedKeys(prefix string, a, b reflect.Value) []string {
 		if !f.IsExported() {
 			continue
 		}
-		name := strings.Split(f.Tag.Get("koanf"), ",")[0]
+		tag := f.Tag.Get("koanf")
+		if configcheck.Squashed(tag) { // its keys are the enclosing struct's
+			keys = append(keys, changedKeys(prefix, a.Field(i), b.Field(i))...)
+			continue
+		}
+		name := strings.Split(tag, ",")[0]
 		if name == "-" {
 			continue
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +191,63 @@ func TestAdminDefaultsToLoopback(t *testing.T) {
 	host, _, err := net.SplitHostPort(defaultConfig().Server.AdminListen)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		t.Errorf("server.admin_listen defaults to %q, want a loopback address", defaultConfig().Server.AdminListen)
+	}
+}
+
+// TestServerKeys: every server key, as a user writes it in the file or
+// in the environment, sets its field, and a reload names each change by
+// that key. The keys are a user contract; how the section's fields are
+// grouped in Go is not.
+func TestServerKeys(t *testing.T) {
+	keys := []struct{ key, value string }{
+		{"listen", ":18080"},
+		{"admin_listen", "127.0.0.1:19090"},
+		{"shutdown_grace", "31s"},
+		{"max_body_bytes", "1000"},
+		{"max_upload_bytes", "2000"},
+		{"max_body_memory_bytes", "3000"},
+		{"body_read_timeout", "2m"},
+		{"max_concurrent_streams", "101"},
+		{"max_unknown_caller_streams", "9"},
+		{"write_stall_timeout", "31s"},
+		{"max_socket_message_bytes", "500"},
+		{"max_socket_messages_per_second", "99"},
+		{"max_sockets_per_caller", "127"},
+		{"socket_idle_timeout", "16m"},
+		{"admin_token", "token"},
+	}
+	want := defaultConfig().Server
+	want.Listen, want.AdminListen, want.ShutdownGrace = ":18080", "127.0.0.1:19090", 31*time.Second
+	want.MaxBodyBytes, want.MaxUploadBytes, want.MaxBodyMemoryBytes, want.BodyReadTimeout = 1000, 2000, 3000, 2*time.Minute
+	want.MaxConcurrentStreams, want.MaxUnknownCallerStreams, want.WriteStallTimeout = 101, 9, 31*time.Second
+	want.MaxSocketMessageBytes, want.MaxSocketMessagesPerSecond, want.MaxSocketsPerCaller, want.SocketIdleTimeout = 500, 99, 127, 16*time.Minute
+	want.AdminToken = "token"
+
+	yaml, environ, changed := "server:\n", []string(nil), []string(nil)
+	for _, k := range keys {
+		yaml += "  " + k.key + ": " + strconv.Quote(k.value) + "\n"
+		environ = append(environ, "METERPROXY_SERVER_"+strings.ToUpper(k.key)+"="+k.value)
+		changed = append(changed, "server."+k.key)
+	}
+	for _, tt := range []struct {
+		name    string
+		path    string
+		environ []string
+	}{
+		{"file", writeConfig(t, yaml), nil},
+		{"environment", "", environ},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig(tt.path, tt.environ, lookupIn(tt.environ))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Server, want) {
+				t.Errorf("server =\n%+v\nwant\n%+v", cfg.Server, want)
+			}
+			if got := changedKeys("server", reflect.ValueOf(defaultConfig().Server), reflect.ValueOf(cfg.Server)); !slices.Equal(got, changed) {
+				t.Errorf("changed keys %v, want %v", got, changed)
+			}
+		})
 	}
 }

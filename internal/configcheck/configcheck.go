@@ -134,3 +134,13 @@ func SetOptional[T ~string](dst *T, b []byte, values ...T) error {
 	}
 	return SetOneOf(dst, b, values...)
 }
+
+// Squashed reports whether a koanf struct tag's options name squash: the
+// decoder then reads the field's keys as the enclosing struct's own, so
+// whatever names keys by walking the config structs (the reference,
+// internal/docgen; the keys a reload changed) walks such a field's struct
+// in place, under the enclosing struct's prefix.
+func Squashed(tag string) bool {
+	_, opts, _ := strings.Cut(tag, ",")
+	return slices.Contains(strings.Split(opts, ","), "squash")
+}

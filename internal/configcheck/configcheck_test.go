@@ -67,3 +67,16 @@ func TestSetOptional(t *testing.T) {
 		t.Errorf("c: %q %v, want refused and unchanged", v, err)
 	}
 }
+
+// TestSquashed: a tag squashes when one of its options, after the name,
+// is squash.
+func TestSquashed(t *testing.T) {
+	for tag, want := range map[string]bool{
+		",squash": true, ",squash,flatten": true, ",flatten,squash": true,
+		"": false, "squash": false, "listen": false, "listen,omitempty": false, ",squashed": false,
+	} {
+		if got := Squashed(tag); got != want {
+			t.Errorf("Squashed(%q) = %v, want %v", tag, got, want)
+		}
+	}
+}

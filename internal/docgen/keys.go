@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
 // Key is one configuration key: a koanf tag's path from the top of the
@@ -50,20 +51,36 @@ var durationType = reflect.TypeFor[time.Duration]()
 
 // walk adds the keys of struct type t, at value v, under prefix.
 func (w *walker) walk(t reflect.Type, v reflect.Value, prefix string) {
+	w.walkLevel(t, v, prefix, levelTags(t, map[string]string{}))
+}
+
+// levelTags adds to tags (Go field name to key) the keys of t's fields,
+// those of the structs squashed into it with them: the keys of one level
+// of the file, which a doc comment may name each other by.
+func levelTags(t reflect.Type, tags map[string]string) map[string]string {
+	for f := range t.Fields() {
+		switch tag := f.Tag.Get("koanf"); {
+		case f.Anonymous && configcheck.Squashed(tag):
+			levelTags(f.Type, tags)
+		case tag != "" && tag != "-" && !configcheck.Squashed(tag):
+			tags[f.Name] = tag
+		}
+	}
+	return tags
+}
+
+// walkLevel adds the keys of struct type t, at value v, under prefix,
+// whose level's keys are tags (levelTags): t is the section at prefix or
+// a struct squashed into it.
+func (w *walker) walkLevel(t reflect.Type, v reflect.Value, prefix string, tags map[string]string) {
 	docs, err := w.src.FieldDocs(t.PkgPath(), t.Name())
 	if err != nil {
 		w.errs = append(w.errs, err)
 		return
 	}
-	tags := map[string]string{} // Go field name to key, relative to t
 	for f := range t.Fields() {
-		if tag := f.Tag.Get("koanf"); tag != "" && tag != "-" && !squashed(tag) {
-			tags[f.Name] = tag
-		}
-	}
-	for f := range t.Fields() {
-		if f.Anonymous && squashed(f.Tag.Get("koanf")) { // its keys are t's, documented where it is declared
-			w.walk(f.Type, v.FieldByIndex(f.Index), prefix)
+		if f.Anonymous && configcheck.Squashed(f.Tag.Get("koanf")) { // its keys are t's, documented where it is declared
+			w.walkLevel(f.Type, v.FieldByIndex(f.Index), prefix, tags)
 			continue
 		}
 		tag, ok := tags[f.Name]
@@ -95,13 +112,6 @@ func (w *walker) walk(t reflect.Type, v reflect.Value, prefix string) {
 			w.keys = append(w.keys, k)
 		}
 	}
-}
-
-// squashed reports whether a koanf tag embeds its struct's keys in the
-// enclosing struct's (",squash", as mapstructure decodes it).
-func squashed(tag string) bool {
-	_, opts, _ := strings.Cut(tag, ",")
-	return slices.Contains(strings.Split(opts, ","), "squash")
 }
 
 // goName is a Go identifier a doc comment may name a sibling field by:

@@ -39,25 +39,37 @@ type anthropicInput struct {
 	uncached, cacheWrite, cacheRead int64
 }
 
-// anthropicBody reads a Messages response: its usage, its model, and
+// anthropicReader reads Anthropic Messages responses.
+type anthropicReader struct{}
+
+// body reads a Messages response: its usage, its model, and
 // what its content blocks generated for the estimate when it has none.
 // The members are read in one pass; of a member repeated, the last
 // counts.
-func (m *Meter) anthropicBody(body []byte) {
+func (r anthropicReader) body(t *tally, body []byte) {
 	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
 		case "usage":
-			m.anthropicUsage(value)
+			r.usage(t, value)
 		case modelMember:
-			m.noteModel(value)
+			t.noteModel(value)
 		case "content":
 			value.ForEach(func(_, block gjson.Result) bool {
-				m.text += anthropicGenerated(block)
+				t.text += anthropicGenerated(block)
 				return true
 			})
 		}
 		return true
 	})
+}
+
+// tail reads a Messages response too large to keep: its usage (and with
+// it the service tier) and its model, and all its bytes as generated
+// text.
+func (r anthropicReader) tail(t *tally, d *window) {
+	r.usage(t, tailUsage(d.tail(), 1))
+	t.noteModel(modelIn(d, 1, modelMember))
+	t.text = d.size
 }
 
 // anthropicGenerated returns the bytes of text a content block, or a
@@ -80,8 +92,8 @@ func anthropicGenerated(block gjson.Result) int64 {
 	return n
 }
 
-// anthropicEvent reads one event of a Messages stream.
-func (m *Meter) anthropicEvent(name, data []byte) {
+// event reads one event of a Messages stream.
+func (r anthropicReader) event(t *tally, name, data []byte) {
 	if len(name) == 0 && !bytes.Contains(data, anthropicMessagePrefix) && !bytes.Contains(data, anthropicBlockDeltaKey) {
 		return
 	}
@@ -90,49 +102,54 @@ func (m *Meter) anthropicEvent(name, data []byte) {
 		gjson.Get(view(data), "message").ForEach(func(key, value gjson.Result) bool {
 			switch key.Str {
 			case "usage":
-				m.anthropicUsage(value)
+				r.usage(t, value)
 			case modelMember:
-				m.noteModel(value)
+				t.noteModel(value)
 			}
 			return true
 		})
 	case anthropicMessageDelta:
-		m.anthropicUsage(gjson.Get(view(data), "usage"))
+		r.usage(t, gjson.Get(view(data), "usage"))
 	case anthropicBlockDelta:
-		m.text += anthropicGenerated(gjson.Get(view(data), "delta"))
+		t.text += anthropicGenerated(gjson.Get(view(data), "delta"))
 	case anthropicMessageStop:
-		m.terminal = true
+		t.terminal = true
 	}
 }
 
-// anthropicLongEvent reads a Messages event of type t whose data outgrew
-// its window: a usage from its end (message_start's is in its message: at
-// depth 2) and message_start's model from its start, a content block
-// delta's bytes as text.
-func (m *Meter) anthropicLongEvent(t string, d *window) {
-	switch t {
+// longEvent reads a Messages event whose data outgrew its window: a
+// usage from its end (message_start's is in its message: at depth 2) and
+// message_start's model from its start, a content block delta's bytes as
+// text.
+func (r anthropicReader) longEvent(t *tally, name []byte, d *window) {
+	switch eventType(name, d.start()) {
 	case anthropicMessageStart:
-		m.anthropicUsage(tailUsage(d.tail(), 2))
-		m.noteModel(modelIn(d, 2, "message."+modelMember))
+		r.usage(t, tailUsage(d.tail(), 2))
+		t.noteModel(modelIn(d, 2, "message."+modelMember))
 	case anthropicMessageDelta:
-		m.anthropicUsage(tailUsage(d.tail(), 1))
+		r.usage(t, tailUsage(d.tail(), 1))
 	case anthropicBlockDelta:
-		m.text += d.size
+		t.text += d.size
 	case anthropicMessageStop:
-		m.terminal = true
+		t.terminal = true
 	}
 }
 
-// anthropicUsage records a usage object of the Messages shape: each count
+// usage records a usage object of the Messages shape: each count
 // present replaces the one recorded before, and so does the service tier.
-func (m *Meter) anthropicUsage(u gjson.Result) {
+// The parts recorded before are read back from the tally, its cache
+// parts and its input less them: only usage records a Messages
+// response's input, as the sum of the parts, with the parts as its cache
+// parts.
+func (anthropicReader) usage(t *tally, u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
-	in, haveIn := m.anthropic, false
+	in := anthropicInput{uncached: t.in - t.cache.read - t.cache.write, cacheWrite: t.cache.write, cacheRead: t.cache.read}
+	haveIn := false
 	u.ForEach(func(key, v gjson.Result) bool {
 		if key.Str == tierMember {
-			m.noteTier(v)
+			t.noteTier(v)
 			return true
 		}
 		if v.Type != gjson.Number {
@@ -146,13 +163,12 @@ func (m *Meter) anthropicUsage(u gjson.Result) {
 		case "cache_read_input_tokens":
 			in.cacheRead, haveIn = count(v), true
 		case "output_tokens":
-			m.setOut(count(v))
+			t.setOut(count(v))
 		}
 		return true
 	})
 	if haveIn {
-		m.anthropic = in
-		m.setIn(in.uncached + in.cacheWrite + in.cacheRead)
-		m.cache = cacheParts{read: in.cacheRead, write: in.cacheWrite}
+		t.setIn(in.uncached + in.cacheWrite + in.cacheRead)
+		t.cache = cacheParts{read: in.cacheRead, write: in.cacheWrite}
 	}
 }

@@ -85,36 +85,17 @@ const (
 // goroutine at a time; make it with NewMeter. The zero Meter reads nothing
 // and reports an estimate of 0.
 type Meter struct {
-	api           API
+	// read is the reader of the response's API (nil when mode is
+	// modeNone), mode how the body is read.
+	read          reader
 	mode          mode
 	inputEstimate int64
 
 	sse  sseReader
 	body window
 
-	// What the response reported so far. in and out are valid when haveIn
-	// and haveOut are set.
-	in, out         int64
-	haveIn, haveOut bool
-	// anthropic holds the Anthropic input parts, each replaced on its own.
-	anthropic anthropicInput
-	// cache is the reported cache parts of in, bounded by it only when the
-	// usage is made (each part arrives on its own). tier is the last valid
-	// service tier the response named (noteTier).
-	cache cacheParts
-	tier  string
-	// model is the last model the response named (noteModel); reasoning
-	// the reported reasoning part of out, bounded by it when the usage is
-	// made.
-	model     string
-	reasoning int64
-	// audio is the reported audio parts of in and out (realtime.go).
-	audio audioParts
-	// terminal says the stream's last event arrived.
-	terminal bool
-	// text counts bytes of generated text seen in a stream or a whole
-	// answer, for the estimate when no usage arrives.
-	text int64
+	// got is what the response reported so far.
+	got tally
 
 	finished bool
 	result   Usage
@@ -126,12 +107,12 @@ type Meter struct {
 // response's Content-Type: text/event-stream is read as server-sent events,
 // anything else as one JSON document. inputEstimate is the request's
 // estimated input tokens (see EstimateInput), reported when the response
-// has no usage. Responses of Other are not read: their usage is always the
-// estimate.
+// has no usage. Responses of Other (and of a value no API constant
+// names) are not read: their usage is always the estimate.
 func NewMeter(api API, contentType string, inputEstimate int64) *Meter {
-	m := &Meter{api: api, inputEstimate: max(inputEstimate, 0)}
+	m := &Meter{read: readerFor(api), inputEstimate: max(inputEstimate, 0)}
 	switch {
-	case api == Other:
+	case m.read == nil:
 		m.mode = modeNone
 	case isEventStream(contentType):
 		m.mode = modeSSE
@@ -201,12 +182,12 @@ func (m *Meter) Finish(complete bool) Usage {
 			m.sse.end(m)
 		}
 		m.result = m.streamUsage()
-		m.cut = !m.terminal
+		m.cut = !m.got.terminal
 	case modeJSON:
 		if body, whole := m.body.whole(); whole {
-			m.readBody(body)
+			m.read.body(&m.got, body)
 		} else {
-			m.readTail(&m.body)
+			m.read.tail(&m.got, &m.body)
 		}
 		m.result = m.bodyUsage(complete)
 		m.cut = !complete
@@ -228,22 +209,23 @@ func (m *Meter) Cut() bool { return m.cut }
 // Terminal reports whether the stream's terminal event has been read
 // whole: from then on its usage is what it reported (Finish). False for
 // anything but a stream.
-func (m *Meter) Terminal() bool { return m.terminal }
+func (m *Meter) Terminal() bool { return m.got.terminal }
 
 // streamUsage is the usage of a stream that ended.
 func (m *Meter) streamUsage() Usage {
-	if m.terminal && (m.haveIn || m.haveOut) {
-		return m.reported()
+	got := &m.got
+	if got.terminal && (got.haveIn || got.haveOut) {
+		return got.reported()
 	}
-	u := m.estimate(ceilQuarter(m.text))
-	if m.haveIn {
-		u.Input = m.in
-		c := m.cache.within(m.in)
+	u := m.estimate(ceilQuarter(got.text))
+	if got.haveIn {
+		u.Input = got.in
+		c := got.cache.within(got.in)
 		u.CacheRead, u.CacheWrite = c.read, c.write
 	}
-	if m.haveOut {
-		u.Output = max(u.Output, m.out)
-		u.Reasoning = min(m.reasoning, u.Output)
+	if got.haveOut {
+		u.Output = max(u.Output, got.out)
+		u.Reasoning = min(got.reasoning, u.Output)
 	}
 	return u
 }
@@ -251,111 +233,29 @@ func (m *Meter) streamUsage() Usage {
 // bodyUsage is the usage of a JSON body that ended: what it reported when
 // it ended cleanly, else the estimate.
 func (m *Meter) bodyUsage(complete bool) Usage {
-	if complete && (m.haveIn || m.haveOut) {
-		return m.reported()
+	if complete && (m.got.haveIn || m.got.haveOut) {
+		return m.got.reported()
 	}
-	return m.estimate(ceilQuarter(m.text))
-}
-
-// reported is the usage the response reported: its counts (0 for one it
-// left out), its cache parts within its input, its reasoning within its
-// output, its tier and model.
-func (m *Meter) reported() Usage {
-	c := m.cache.within(m.in)
-	return Usage{Input: m.in, Output: m.out, Reasoning: min(m.reasoning, m.out), CacheRead: c.read, CacheWrite: c.write,
-		AudioInput: min(m.audio.in, m.in-c.read-c.write), AudioOutput: min(m.audio.out, m.out), Tier: m.tier, Model: m.model}
+	return m.estimate(ceilQuarter(m.got.text))
 }
 
 // estimate is the estimated usage of output tokens: the input estimate,
 // nothing cached, no reasoning apart, the tier and model the response
 // named if it named them.
 func (m *Meter) estimate(output int64) Usage {
-	return Usage{Input: m.inputEstimate, Output: output, Tier: m.tier, Model: m.model, Estimated: true}
+	return Usage{Input: m.inputEstimate, Output: output, Tier: m.got.tier, Model: m.got.model, Estimated: true}
 }
 
-// event implements eventHandler: one SSE event of the stream, read whole
-// when it was kept whole, else from its start and end (longEvent).
+// event implements eventHandler: one SSE event of the stream, read by
+// the API's reader whole when it was kept whole, else from its start and
+// end (reader.longEvent).
 func (m *Meter) event(name []byte, d *window) {
-	data, whole := d.whole()
-	if !whole {
-		m.longEvent(name, d)
-		return
-	}
-	switch m.api {
-	case ChatCompletions, Completions:
-		m.chatEvent(data)
-	case Responses:
-		m.responsesEvent(name, data)
-	case Messages:
-		m.anthropicEvent(name, data)
-	case Realtime:
-		m.realtimeEvent(data)
-	}
-	// Embeddings are never streamed: nothing to read.
-}
-
-// longEvent reads an event whose data outgrew its window: its type from
-// the event: field or the first bytes of its data, a usage from its last
-// bytes, and, when it is a delta, all its bytes as generated text (an
-// upper bound of the text in them).
-func (m *Meter) longEvent(name []byte, d *window) {
-	switch m.api {
-	case ChatCompletions, Completions:
-		m.text += d.size
-		m.chatUsageHighWater(tailUsage(d.tail(), 1))
-		m.noteTier(tierIn(d, 1, tierMember))
-		m.noteModel(modelIn(d, 1, modelMember))
-	case Responses:
-		m.responsesLongEvent(eventType(name, d.start()), d)
-	case Messages:
-		m.anthropicLongEvent(eventType(name, d.start()), d)
-	case Realtime:
-		m.realtimeLongEvent(eventType(name, d.start()), d)
+	if data, whole := d.whole(); whole {
+		m.read.event(&m.got, name, data)
+	} else {
+		m.read.longEvent(&m.got, name, d)
 	}
 }
-
-// readTail reads the usage of a JSON body too large to keep, from the
-// last bytes d kept (and its service tier and model from there, or its
-// first bytes);
-// of an API with output, all the bytes of the body count as generated text
-// for the estimate when it has none.
-func (m *Meter) readTail(d *window) {
-	tail := d.tail()
-	switch m.api {
-	case ChatCompletions, Completions:
-		m.chatUsage(tailUsage(tail, 1))
-		m.noteTier(tierIn(d, 1, tierMember))
-	case Embeddings:
-		m.embeddingsUsage(tailUsage(tail, 1))
-		m.noteModel(modelIn(d, 1, modelMember))
-		return
-	case Responses:
-		m.responsesUsage(tailUsage(tail, 1))
-		m.noteTier(tierIn(d, 1, tierMember))
-	case Messages:
-		m.anthropicUsage(tailUsage(tail, 1))
-	}
-	m.noteModel(modelIn(d, 1, modelMember))
-	m.text = d.size
-}
-
-// readBody reads the usage of a whole JSON body.
-func (m *Meter) readBody(body []byte) {
-	switch m.api {
-	case ChatCompletions, Completions:
-		m.chatBody(body)
-	case Embeddings:
-		m.embeddingsBody(body)
-	case Responses:
-		m.responsesBody(body)
-	case Messages:
-		m.anthropicBody(body)
-	}
-}
-
-// setIn and setOut record reported counts, replacing earlier ones.
-func (m *Meter) setIn(n int64)  { m.in, m.haveIn = n, true }
-func (m *Meter) setOut(n int64) { m.out, m.haveOut = n, true }
 
 // maxCount bounds a reported count: far above any real one, low enough that
 // sums of a few never overflow.

@@ -38,10 +38,6 @@ func modelByte(c byte) bool {
 	return c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '@' || c == '+'
 }
 
-// noteModel records the model v names (ServedModel); the last one named
-// wins.
-func (m *Meter) noteModel(v gjson.Result) { m.model = ServedModel(v, m.model) }
-
 // ServedModel is the model v names, as a served model is kept: its first
 // maxServedModel bytes, each byte outside modelByte replaced by '_'; kept
 // when v names none — it is not a string, or is the empty string (Azure's

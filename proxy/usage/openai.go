@@ -14,31 +14,36 @@ import (
 // where prompt_tokens includes cached tokens (prompt_tokens_details; see
 // cache.go) and completion_tokens includes reasoning tokens
 // (completion_tokens_details.reasoning_tokens). Embeddings have no
-// completion_tokens. A chat completion, and each chunk of a stream, names
-// its service tier (tier.go) and its model (model.go) at the top level.
+// completion_tokens (embeddings.go). A chat completion, and each chunk of
+// a stream, names its service tier (tier.go) and its model (model.go) at
+// the top level.
 
 var (
 	doneData = []byte("[DONE]")
 	usageKey = []byte(`"usage"`)
 )
 
-// chatBody reads a chat completion response (or a legacy completion): its
+// chatReader reads Chat Completions responses, and legacy completions,
+// whose bodies and chunks are alike.
+type chatReader struct{}
+
+// body reads a chat completion response (or a legacy completion): its
 // usage, its service tier, its model, and what its choices generated for
 // the estimate when it has none. The
 // members are read in one pass; of a member repeated, the last counts, as
 // when the usage of a long body is read from its end (lastMember).
-func (m *Meter) chatBody(body []byte) {
+func (chatReader) body(t *tally, body []byte) {
 	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
 		case "usage":
-			m.chatUsage(value)
+			chatNames.record(t, value)
 		case tierMember:
-			m.noteTier(value)
+			t.noteTier(value)
 		case modelMember:
-			m.noteModel(value)
+			t.noteModel(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
-				m.text += choiceGenerated(choice, "message")
+				t.text += choiceGenerated(choice, "message")
 				return true
 			})
 		}
@@ -46,28 +51,16 @@ func (m *Meter) chatBody(body []byte) {
 	})
 }
 
-// embeddingsBody reads an embeddings response: input tokens only, and
-// its model, in one pass.
-func (m *Meter) embeddingsBody(body []byte) {
-	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
-		switch key.Str {
-		case "usage":
-			m.embeddingsUsage(value)
-		case modelMember:
-			m.noteModel(value)
-		}
-		return true
-	})
+// tail reads a chat completion too large to keep: its usage, service
+// tier and model, and all its bytes as generated text.
+func (chatReader) tail(t *tally, d *window) {
+	chatNames.record(t, tailUsage(d.tail(), 1))
+	t.noteTier(tierIn(d, 1, tierMember))
+	t.noteModel(modelIn(d, 1, modelMember))
+	t.text = d.size
 }
 
-// embeddingsUsage records an embeddings usage object: input tokens only.
-func (m *Meter) embeddingsUsage(u gjson.Result) {
-	if in := u.Get("prompt_tokens"); u.IsObject() && in.Type == gjson.Number {
-		m.setIn(count(in))
-	}
-}
-
-// chatEvent reads one event of a chat completions stream (or a legacy
+// event reads one event of a chat completions stream (or a legacy
 // completions one, whose chunks are alike). The usage is on
 // the chunk whose usage is not null: after the last choice with
 // stream_options.include_usage, or on every chunk (cumulative) with vLLM's
@@ -76,27 +69,37 @@ func (m *Meter) embeddingsUsage(u gjson.Result) {
 // and the model.
 // Nearly every chunk matters (its text counts for the estimate), so each
 // is read in one pass.
-func (m *Meter) chatEvent(data []byte) {
+func (r chatReader) event(t *tally, _, data []byte) {
 	if bytes.Equal(bytes.TrimSpace(data), doneData) {
-		m.terminal = true
+		t.terminal = true
 		return
 	}
 	gjson.Parse(view(data)).ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
 		case "usage":
-			m.chatUsageHighWater(value)
+			r.usageHighWater(t, value)
 		case tierMember:
-			m.noteTier(value)
+			t.noteTier(value)
 		case modelMember:
-			m.noteModel(value)
+			t.noteModel(value)
 		case "choices":
 			value.ForEach(func(_, choice gjson.Result) bool {
-				m.text += choiceGenerated(choice, "delta")
+				t.text += choiceGenerated(choice, "delta")
 				return true
 			})
 		}
 		return true
 	})
+}
+
+// longEvent reads a chunk whose data outgrew its window: all its bytes
+// as generated text, its usage from its end, its service tier and model
+// from its ends.
+func (r chatReader) longEvent(t *tally, _ []byte, d *window) {
+	t.text += d.size
+	r.usageHighWater(t, tailUsage(d.tail(), 1))
+	t.noteTier(tierIn(d, 1, tierMember))
+	t.noteModel(modelIn(d, 1, modelMember))
 }
 
 // choiceGenerated returns the bytes of text one choice generated: its
@@ -168,13 +171,10 @@ var (
 	responsesNames = usageNames{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"}
 )
 
-// chatUsage records a usage object of the chat completions shape (usage).
-func (m *Meter) chatUsage(u gjson.Result) { m.usage(u, &chatNames) }
-
-// usage records a usage object whose members are named as names says,
+// record records a usage object whose members are named as names says,
 // its cache parts and reasoning replacing those recorded before, in one
 // pass over its members (of a member repeated, the last counts).
-func (m *Meter) usage(u gjson.Result, names *usageNames) {
+func (names *usageNames) record(t *tally, u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
@@ -184,11 +184,11 @@ func (m *Meter) usage(u gjson.Result, names *usageNames) {
 		switch key.Str {
 		case names.in:
 			if v.Type == gjson.Number {
-				m.setIn(count(v))
+				t.setIn(count(v))
 			}
 		case names.out:
 			if v.Type == gjson.Number {
-				m.setOut(count(v))
+				t.setOut(count(v))
 			}
 		case names.inDetails:
 			cache = openAICache(v)
@@ -197,24 +197,24 @@ func (m *Meter) usage(u gjson.Result, names *usageNames) {
 		}
 		return true
 	})
-	m.cache, m.reasoning = cache, reasoning
+	t.cache, t.reasoning = cache, reasoning
 }
 
-// chatUsageHighWater records a streamed usage object, keeping the highest
+// usageHighWater records a streamed usage object, keeping the highest
 // count of each kind seen, cache parts and reasoning included: with continuous usage
 // every chunk carries the running total, so the latest is the largest and
 // none may be added up.
-func (m *Meter) chatUsageHighWater(u gjson.Result) {
-	in, out, cache, reasoning, haveIn, haveOut := m.in, m.out, m.cache, m.reasoning, m.haveIn, m.haveOut
-	m.chatUsage(u)
+func (chatReader) usageHighWater(t *tally, u gjson.Result) {
+	in, out, cache, reasoning, haveIn, haveOut := t.in, t.out, t.cache, t.reasoning, t.haveIn, t.haveOut
+	chatNames.record(t, u)
 	if haveIn {
-		m.in = max(m.in, in)
+		t.in = max(t.in, in)
 	}
 	if haveOut {
-		m.out = max(m.out, out)
+		t.out = max(t.out, out)
 	}
-	m.cache = m.cache.highWater(cache)
-	m.reasoning = max(m.reasoning, reasoning)
+	t.cache = t.cache.highWater(cache)
+	t.reasoning = max(t.reasoning, reasoning)
 }
 
 // reasoningTokens is an OpenAI output details object's reasoning_tokens

@@ -33,28 +33,44 @@ const (
 	realtimeBetaAudioDelta = "response.audio.delta"
 )
 
-// realtimeEvent reads one event of a Realtime response.
-func (m *Meter) realtimeEvent(data []byte) {
-	switch t := gjson.Get(view(data), "type").Str; {
-	case t == realtimeDone:
-		m.terminal = true
-		m.realtimeUsage(gjson.Get(view(data), "response.usage"))
-	case isRealtimeDelta(t):
-		m.text += strLen(gjson.Get(view(data), "delta"))
+// realtimeReader reads the events of Realtime responses
+// (Meter.WriteEvent). A JSON body, which Realtime never sends, is not
+// read whole; of one too large to keep, its model and its size as
+// generated text are.
+type realtimeReader struct{}
+
+// body reads nothing: a Realtime response is events (WriteEvent).
+func (realtimeReader) body(*tally, []byte) {}
+
+// tail reads the model of a JSON body too large to keep, and all its
+// bytes as generated text.
+func (realtimeReader) tail(t *tally, d *window) {
+	t.noteModel(modelIn(d, 1, modelMember))
+	t.text = d.size
+}
+
+// event reads one event of a Realtime response, its type from its data.
+func (r realtimeReader) event(t *tally, _, data []byte) {
+	switch et := gjson.Get(view(data), "type").Str; {
+	case et == realtimeDone:
+		t.terminal = true
+		r.usage(t, gjson.Get(view(data), "response.usage"))
+	case isRealtimeDelta(et):
+		t.text += strLen(gjson.Get(view(data), "delta"))
 	}
 }
 
-// realtimeLongEvent reads a Realtime event of type t whose data outgrew
-// its window: response.done's usage from the end of the response it
-// carries (a member of the data's response object: depth 2), a delta's
-// bytes as text.
-func (m *Meter) realtimeLongEvent(t string, d *window) {
-	switch {
-	case t == realtimeDone:
-		m.terminal = true
-		m.realtimeUsage(tailUsage(d.tail(), 2))
-	case isRealtimeDelta(t):
-		m.text += d.size
+// longEvent reads a Realtime event whose data outgrew its window:
+// response.done's usage from the end of the response it carries (a
+// member of the data's response object: depth 2), a delta's bytes as
+// text.
+func (r realtimeReader) longEvent(t *tally, name []byte, d *window) {
+	switch et := eventType(name, d.start()); {
+	case et == realtimeDone:
+		t.terminal = true
+		r.usage(t, tailUsage(d.tail(), 2))
+	case isRealtimeDelta(et):
+		t.text += d.size
 	}
 }
 
@@ -65,21 +81,21 @@ func isRealtimeDelta(t string) bool {
 		t != realtimeAudioDelta && t != realtimeBetaAudioDelta
 }
 
-// realtimeUsage records a usage object of the Realtime shape, its cache
+// usage records a usage object of the Realtime shape, its cache
 // parts replacing those recorded before.
-func (m *Meter) realtimeUsage(u gjson.Result) {
+func (r realtimeReader) usage(t *tally, u gjson.Result) {
 	if !u.IsObject() {
 		return
 	}
-	m.inputOutput(u)
+	r.inputOutput(t, u)
 	in := u.Get("input_token_details")
-	m.cache = openAICache(in)
-	m.audio = audioParts{in: max(audioTokens(in)-audioTokens(in.Get("cached_tokens_details")), 0),
+	t.cache = openAICache(in)
+	t.audio = audioParts{in: max(audioTokens(in)-audioTokens(in.Get("cached_tokens_details")), 0),
 		out: audioTokens(u.Get("output_token_details"))}
 }
 
 // audioParts are the audio parts of a usage's input (not read from the
-// cache) and output, as reported; Meter.reported bounds them by their
+// cache) and output, as reported; tally.reported bounds them by their
 // wholes.
 type audioParts struct {
 	in, out int64
@@ -95,11 +111,11 @@ func audioTokens(details gjson.Result) int64 {
 
 // inputOutput records a Realtime usage object's input_tokens and
 // output_tokens, where numbers.
-func (m *Meter) inputOutput(u gjson.Result) {
+func (realtimeReader) inputOutput(t *tally, u gjson.Result) {
 	if in := u.Get("input_tokens"); in.Type == gjson.Number {
-		m.setIn(count(in))
+		t.setIn(count(in))
 	}
 	if out := u.Get("output_tokens"); out.Type == gjson.Number {
-		m.setOut(count(out))
+		t.setOut(count(out))
 	}
 }

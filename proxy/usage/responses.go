@@ -46,27 +46,40 @@ const (
 
 var responsesPrefix = []byte(`"response.`)
 
-// responsesBody reads a Responses API response: its usage, its service
+// responsesReader reads Responses API responses, over HTTP and, event
+// by event, over a WebSocket (Meter.WriteEvent).
+type responsesReader struct{}
+
+// body reads a Responses API response: its usage, its service
 // tier, its model, and what its output items generated for the estimate
 // when it has none. The members are read in one pass; of a member repeated, the last
 // counts, as when the usage of a long body is read from its end.
-func (m *Meter) responsesBody(body []byte) {
+func (responsesReader) body(t *tally, body []byte) {
 	gjson.Parse(view(body)).ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
 		case "usage":
-			m.responsesUsage(value)
+			responsesNames.record(t, value)
 		case tierMember:
-			m.noteTier(value)
+			t.noteTier(value)
 		case modelMember:
-			m.noteModel(value)
+			t.noteModel(value)
 		case "output":
 			value.ForEach(func(_, item gjson.Result) bool {
-				m.text += responsesGenerated(item)
+				t.text += responsesGenerated(item)
 				return true
 			})
 		}
 		return true
 	})
+}
+
+// tail reads a Responses API response too large to keep: its usage,
+// service tier and model, and all its bytes as generated text.
+func (responsesReader) tail(t *tally, d *window) {
+	responsesNames.record(t, tailUsage(d.tail(), 1))
+	t.noteTier(tierIn(d, 1, tierMember))
+	t.noteModel(modelIn(d, 1, modelMember))
+	t.text = d.size
 }
 
 // responsesGenerated returns the bytes of text one output item of a
@@ -91,37 +104,37 @@ func responsesGenerated(item gjson.Result) int64 {
 	return n
 }
 
-// responsesEvent reads one event of a Responses API stream. The event type
+// event reads one event of a Responses API stream. The event type
 // is the event: field, or the data's "type" when that field is missing.
-func (m *Meter) responsesEvent(name, data []byte) {
+func (r responsesReader) event(t *tally, name, data []byte) {
 	if len(name) == 0 && !bytes.Contains(data, responsesPrefix) {
 		return
 	}
-	switch t := eventType(name, data); t {
+	switch et := eventType(name, data); et {
 	case responsesCompleted, responsesIncomplete, responsesFailed:
-		m.terminal = true
-		m.responsesObject(gjson.Get(view(data), "response"))
+		t.terminal = true
+		r.object(t, gjson.Get(view(data), "response"))
 	case responsesCreated, responsesInProgress:
-		m.responsesObject(gjson.Get(view(data), "response"))
+		r.object(t, gjson.Get(view(data), "response"))
 	default:
-		if isResponsesDelta(t) {
-			m.text += strLen(gjson.Get(view(data), "delta"))
+		if isResponsesDelta(et) {
+			t.text += strLen(gjson.Get(view(data), "delta"))
 		}
 	}
 }
 
-// responsesObject reads the response object a stream event repeats, in
+// object reads the response object a stream event repeats, in
 // one pass over its members: its usage (on a terminal event; null before),
 // its service tier and its model.
-func (m *Meter) responsesObject(resp gjson.Result) {
+func (responsesReader) object(t *tally, resp gjson.Result) {
 	resp.ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
 		case "usage":
-			m.responsesUsage(value)
+			responsesNames.record(t, value)
 		case tierMember:
-			m.noteTier(value)
+			t.noteTier(value)
 		case modelMember:
-			m.noteModel(value)
+			t.noteModel(value)
 		}
 		return true
 	})
@@ -133,22 +146,22 @@ func isResponsesDelta(t string) bool {
 	return strings.HasPrefix(t, responsesEventPrefix) && strings.HasSuffix(t, responsesDeltaSuffix) && t != responsesAudioDelta
 }
 
-// responsesLongEvent reads a Responses event of type t whose data outgrew
-// its window: a terminal event's usage from the end of the response it
-// repeats (a member of the data's response object: depth 2), the service
-// tier and model of that response likewise, a delta's bytes as text.
-func (m *Meter) responsesLongEvent(t string, d *window) {
-	switch {
-	case t == responsesCompleted || t == responsesIncomplete || t == responsesFailed:
-		m.terminal = true
-		m.responsesUsage(tailUsage(d.tail(), 2))
-		m.noteTier(tierIn(d, 2, responsesTierPath))
-		m.noteModel(modelIn(d, 2, responsesModelPath))
-	case t == responsesCreated || t == responsesInProgress:
-		m.noteTier(tierIn(d, 2, responsesTierPath))
-		m.noteModel(modelIn(d, 2, responsesModelPath))
-	case isResponsesDelta(t):
-		m.text += d.size
+// longEvent reads a Responses event whose data outgrew its window: a
+// terminal event's usage from the end of the response it repeats (a
+// member of the data's response object: depth 2), the service tier and
+// model of that response likewise, a delta's bytes as text.
+func (responsesReader) longEvent(t *tally, name []byte, d *window) {
+	switch et := eventType(name, d.start()); {
+	case et == responsesCompleted || et == responsesIncomplete || et == responsesFailed:
+		t.terminal = true
+		responsesNames.record(t, tailUsage(d.tail(), 2))
+		t.noteTier(tierIn(d, 2, responsesTierPath))
+		t.noteModel(modelIn(d, 2, responsesModelPath))
+	case et == responsesCreated || et == responsesInProgress:
+		t.noteTier(tierIn(d, 2, responsesTierPath))
+		t.noteModel(modelIn(d, 2, responsesModelPath))
+	case isResponsesDelta(et):
+		t.text += d.size
 	}
 }
 
@@ -160,6 +173,3 @@ func eventType(name, data []byte) string {
 	}
 	return gjson.Get(view(data), "type").Str
 }
-
-// responsesUsage records a usage object of the Responses shape (usage).
-func (m *Meter) responsesUsage(u gjson.Result) { m.usage(u, &responsesNames) }

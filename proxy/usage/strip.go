@@ -57,19 +57,26 @@ const (
 	destDrop
 )
 
+// stripLine is the stripper's view of the current line: its kind, where
+// its bytes go, whether it has any content (else it is the blank line
+// ending the event), and its content while that is needed to classify it
+// or to read a data line. The zero value is a line of which nothing has
+// arrived.
+type stripLine struct {
+	kind    lineKind
+	dest    dest
+	started bool
+	text    []byte
+}
+
 // stripper is the writer StripUsageChunk returns.
 type stripper struct {
 	w     io.Writer
 	split lineSplitter
 	ev    stripEvent
 
-	// The current line: its kind, where its bytes go, whether it has any
-	// content (else it is the blank line ending the event), and its content
-	// while that is needed to classify it or to read a data line.
-	kind    lineKind
-	dest    dest
-	started bool
-	text    []byte
+	// line is the current line.
+	line stripLine
 	// endDest is where the previous line's end went, for the LF of a CRLF
 	// that arrives in the next Write.
 	endDest dest
@@ -124,15 +131,15 @@ func (s *stripper) piece(text []byte, i, j int, end lineEnd) {
 		return
 	}
 	if len(text) > 0 {
-		s.started = true
+		s.line.started = true
 	}
 	if s.ev != evPass {
 		s.classify(text, end == lineDone)
 	}
 	if s.ev == evPass {
-		s.dest = destForward
+		s.line.dest = destForward
 	}
-	s.route(s.dest, i, j)
+	s.route(s.line.dest, i, j)
 	if len(s.held) > maxHold {
 		s.pass()
 	}
@@ -145,32 +152,32 @@ func (s *stripper) piece(text []byte, i, j int, end lineEnd) {
 // where its bytes go, and passing the event on once it cannot be the usage
 // chunk. done says text ends the line.
 func (s *stripper) classify(text []byte, done bool) {
-	if !s.started {
+	if !s.line.started {
 		if done && s.ev != evCand {
-			s.dest = destForward // the blank line of an event that passes
+			s.line.dest = destForward // the blank line of an event that passes
 		}
 		return
 	}
 	line := text
-	if s.kind == kindUnknown || s.kind == kindData {
+	if s.line.kind == kindUnknown || s.line.kind == kindData {
 		// A line that comes whole in one piece is read where it is.
-		if len(s.text) > 0 || !done {
-			s.text = append(s.text, text...)
-			line = s.text
+		if len(s.line.text) > 0 || !done {
+			s.line.text = append(s.line.text, text...)
+			line = s.line.text
 		}
 	}
-	if s.kind == kindUnknown {
-		s.kind = lineKindOf(line, done)
+	if s.line.kind == kindUnknown {
+		s.line.kind = lineKindOf(line, done)
 		switch {
-		case s.kind == kindComment && s.ev == evFresh:
-			s.dest = destForward
-		case s.kind == kindOther && s.ev != evCand:
+		case s.line.kind == kindComment && s.ev == evFresh:
+			s.line.dest = destForward
+		case s.line.kind == kindOther && s.ev != evCand:
 			s.pass()
-		case s.kind == kindData && s.ev == evCand:
+		case s.line.kind == kindData && s.ev == evCand:
 			s.pass() // a second data line: the event's data is not the chunk
 		}
 	}
-	if s.kind == kindData && s.ev != evPass {
+	if s.line.kind == kindData && s.ev != evPass {
 		value := dataValue(line)
 		if !mayBeChunk(value) || done && !isUsageChunk(value) {
 			s.pass()
@@ -180,7 +187,7 @@ func (s *stripper) classify(text []byte, done bool) {
 
 // lineEnd ends the current line, and the event at a blank line.
 func (s *stripper) lineEnd() {
-	blank := !s.started
+	blank := !s.line.started
 	switch {
 	case blank && s.ev == evCand:
 		s.held, s.endDest = s.held[:0], destDrop
@@ -189,7 +196,7 @@ func (s *stripper) lineEnd() {
 		s.endDest = destForward
 	default:
 		if s.ev != evPass {
-			switch s.kind {
+			switch s.line.kind {
 			case kindData: // classify found the usage chunk
 				s.ev = evCand
 			case kindMeta:
@@ -198,19 +205,19 @@ func (s *stripper) lineEnd() {
 				}
 			}
 		}
-		s.endDest = s.dest
+		s.endDest = s.line.dest
 	}
 	if blank {
 		s.ev, s.held = evFresh, shrink(s.held)
 	}
-	s.kind, s.dest, s.started, s.text = kindUnknown, destHold, false, shrink(s.text)
+	s.line = stripLine{kind: kindUnknown, dest: destHold, text: shrink(s.line.text)}
 }
 
 // pass gives up holding the current event: what is held is written, and
 // the rest of the event passes on as it arrives.
 func (s *stripper) pass() {
 	s.flushHeld()
-	s.ev, s.dest = evPass, destForward
+	s.ev, s.line.dest = evPass, destForward
 }
 
 // route sends p[i:j] to d.

@@ -147,8 +147,8 @@ func TestStripUsageChunkBounded(t *testing.T) {
 	long := []byte(`data: {"choices":[],"pad":"` + strings.Repeat("x", 2*maxHold))
 	for i := 0; i < len(long); i += 4096 {
 		_, _ = s.Write(long[i:min(i+4096, len(long))])
-		if len(s.held) > maxHold+4096 || len(s.text) > maxHold+4096 {
-			t.Fatalf("holding %d bytes, text %d", len(s.held), len(s.text))
+		if len(s.held) > maxHold+4096 || len(s.line.text) > maxHold+4096 {
+			t.Fatalf("holding %d bytes, text %d", len(s.held), len(s.line.text))
 		}
 	}
 	if out.Len()+len(s.held) != len(long) || out.Len() < len(long)-4096 {

@@ -39,23 +39,24 @@ func validTier(s string) bool {
 	return true
 }
 
-// noteTier records the service tier v names; the last one named wins. A
-// missing or null v names none and changes nothing; a valid string
-// replaces the tier; anything else (too long, a character outside the
+// servedTier is the service tier kept once v names one, kept the tier
+// kept before: a missing or null v names none and leaves kept; a valid
+// string replaces it; anything else (too long, a character outside the
 // set, not a string) names a tier the meter will not report, and leaves
-// none. The tier is copied (v may view a reused buffer; see ownTier) only
-// when it changes, so a stream naming the same tier on every chunk
-// allocates at most once.
-func (m *Meter) noteTier(v gjson.Result) {
+// none (""). The tier is copied (v may view a reused buffer; see ownTier)
+// only when it differs from kept, so a stream naming the same tier on
+// every chunk allocates at most once.
+func servedTier(v gjson.Result, kept string) string {
 	switch {
 	case v.Type == gjson.Null: // also what gjson returns for a missing member
-		return
+		return kept
 	case v.Type == gjson.String && validTier(v.Str):
-		if v.Str != m.tier {
-			m.tier = ownTier(v.Str)
+		if v.Str != kept {
+			return ownTier(v.Str)
 		}
+		return kept
 	default:
-		m.tier = ""
+		return ""
 	}
 }
 

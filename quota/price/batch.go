@@ -97,18 +97,3 @@ func (f BatchFile) InputTokens() int64 {
 func sumTokens(a, b int64) int64 {
 	return min(max(a, 0)+min(max(b, 0), maxPricedTokens), maxPricedTokens)
 }
-
-// BatchWorst is the most m's requests could cost at p's batch prices:
-// their input at the dearest input price, the caps they set and
-// max_output for each that set none at the output price.
-func (p Price) BatchWorst(m BatchModel) Nanodollars {
-	each, uncapped := p.maxOutput(), int64(maxPricedTokens)
-	if m.Uncapped <= maxPricedTokens/each {
-		uncapped = max(m.Uncapped, 0) * each
-	}
-	out := sumTokens(m.Output, uncapped)
-	if out == 0 {
-		out = 1 // WorstCase reads 0 as "no cap": max_output, more than none
-	}
-	return p.WorstCase(m.Input, out, TierBatch)
-}

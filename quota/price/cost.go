@@ -67,6 +67,21 @@ func (p Price) WorstCase(input, output int64, tier string) Nanodollars {
 	return s.nanodollars()
 }
 
+// BatchWorst is the most m's requests could cost at p's batch prices:
+// their input at the dearest input price, the caps they set and
+// max_output for each that set none at the output price.
+func (p Price) BatchWorst(m BatchModel) Nanodollars {
+	each, uncapped := p.maxOutput(), int64(maxPricedTokens)
+	if m.Uncapped <= maxPricedTokens/each {
+		uncapped = max(m.Uncapped, 0) * each
+	}
+	out := sumTokens(m.Output, uncapped)
+	if out == 0 {
+		out = 1 // WorstCase reads 0 as "no cap": max_output, more than none
+	}
+	return p.WorstCase(m.Input, out, TierBatch)
+}
+
 // tokens is n within [0, maxPricedTokens].
 func tokens(n int64) uint64 { return uint64(min(max(n, 0), maxPricedTokens)) }
 

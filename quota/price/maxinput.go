@@ -45,12 +45,3 @@ func DefaultMaxInput(model string, longContext bool) int64 {
 	}
 	return FallbackMaxInput
 }
-
-// InputLimit is the input a budget reserves for a request to model whose
-// input is hidden: MaxInput, or DefaultMaxInput while it is 0.
-func (p Price) InputLimit(model string, longContext bool) int64 {
-	if p.MaxInput <= 0 {
-		return DefaultMaxInput(model, longContext)
-	}
-	return min(p.MaxInput, maxPricedTokens)
-}

@@ -260,6 +260,15 @@ func (p Price) OutputCap(output, generations int64) int64 {
 	return min(output, n*each)
 }
 
+// InputLimit is the input a budget reserves for a request to model whose
+// input is hidden: MaxInput, or DefaultMaxInput while it is 0.
+func (p Price) InputLimit(model string, longContext bool) int64 {
+	if p.MaxInput <= 0 {
+		return DefaultMaxInput(model, longContext)
+	}
+	return min(p.MaxInput, maxPricedTokens)
+}
+
 // maxOutput is the output WorstCase reserves for a request that sets no
 // max_tokens: MaxOutput, or DefaultMaxOutput while it is 0.
 func (p Price) maxOutput() int64 {
