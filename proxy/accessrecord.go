@@ -28,7 +28,7 @@ const (
 
 // outcomeNegotiated is the access log's outcome of a front-door
 // negotiation (426 upgrade_required, 404 not_an_api), which
-// meterproxy_requests_total does not count (Handler.count).
+// meterproxy_requests_total does not count (records.count).
 const outcomeNegotiated = "negotiated"
 
 // Who cut an answer short (accessState.cut).

@@ -36,13 +36,13 @@ func TestFlexForAsksQuota(t *testing.T) {
 	} {
 		ex := carried()
 		tt.change(ex)
-		got, ok := h.flexFor(ex)
+		got, ok := h.metering.flexFor(ex)
 		want, wantOK := p.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
 		if got != want || ok != wantOK {
 			t.Errorf("%s: the proxy says %+v, %v; quota %+v, %v", tt.name, got, ok, want, wantOK)
 		}
 	}
-	if _, ok := h.flexFor(carried()); !ok {
+	if _, ok := h.metering.flexFor(carried()); !ok {
 		t.Fatal("an OpenAI chat completion for gpt-4o from bulk is not sent at flex")
 	}
 	shadow := *h.live.Load()
@@ -59,7 +59,7 @@ func TestFlexForAsksQuota(t *testing.T) {
 	} {
 		ex := carried()
 		tt.change(ex)
-		if f, ok := h.flexFor(ex); ok {
+		if f, ok := h.metering.flexFor(ex); ok {
 			t.Errorf("%s: sent at flex (%+v); it cannot carry the tier", tt.name, f)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/meterproxy/meterproxy/quota"
 	"github.com/tidwall/gjson"
 )
 
@@ -30,17 +29,6 @@ type flexSend struct {
 	// Unavailable, max_wait having passed without capacity and no
 	// fallback: not the account's rate limit (see observe).
 	unavailable bool
-}
-
-// flexFor says whether ex's request is sent at the flex tier, and how.
-// Which requests are is quota's to decide, by class and model
-// (quota.Config.FlexFor); the proxy only says which requests can carry
-// a tier (flexCarried), and asks quota of those.
-func (h *Handler) flexFor(ex *exchange) (quota.Flex, bool) {
-	if !flexCarried(ex) {
-		return quota.Flex{}, false
-	}
-	return h.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
 }
 
 // flexCarried reports whether ex's request can be sent at the flex tier

@@ -111,7 +111,7 @@ type fakeTime struct {
 
 func (f *fakeTime) install(t *testing.T, h *Handler) {
 	t.Helper()
-	fr := &h.flexClock
+	fr := &h.retry.flexClock
 	f.now = time.Now()
 	fr.now = func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
 	fr.sleep = func(_ context.Context, d time.Duration) error {

@@ -259,7 +259,7 @@ func (r *realtimeMeter) limits(m *socketMessage) {
 		return
 	}
 	if obs, ok := readRateLimits(m.data()); ok {
-		s.h.heed(s.ex, obs, http.StatusOK, false, refillOf(s.ex.live.Refill, s.ex.dialect, nil), time.Now())
+		s.sk.metering.heed(s.ex, obs, http.StatusOK, false, refillOf(s.ex.live.Refill, s.ex.dialect, nil), time.Now())
 	}
 }
 
@@ -268,7 +268,7 @@ func (r *realtimeMeter) limits(m *socketMessage) {
 // least the conversation so far, nothing charged before its
 // response.done settles its tokens into the window.
 func (r *realtimeMeter) unheldTurn() *socketTurn {
-	s, h := r.s, r.s.h
+	s, sk := r.s, r.s.sk
 	ex := s.requestExchange()
 	ex.model, ex.hiddenInput, ex.pooled = s.ex.model, true, true
 	r.mu.Lock()
@@ -278,15 +278,15 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 	ex.at(s.ex.account, s.ex.pool)
 	class := ex.res.Class.String()
 	if !ex.live.Shadow {
-		ex.lease = h.admitter.Unheld(ex.request())
+		ex.lease = sk.admitter.Unheld(ex.request())
 		ex.at(ex.lease.Account(), ex.lease.Pool()) // quota's pick, as for any lease
 		// Admitted at once, after the fact: every turn is admitted or
 		// refused in meterproxy_admissions_total.
 		l := ex.poolLabels()
-		h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitAdmitted).Inc()
-		h.m.admission.callerAdmissions.WithLabelValues(l.Account, l.Pool, class, ex.res.Caller).Inc()
+		sk.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitAdmitted).Inc()
+		sk.m.admission.callerAdmissions.WithLabelValues(l.Account, l.Pool, class, ex.res.Caller).Inc()
 	}
-	h.m.realtime.unheld.WithLabelValues(class).Inc()
+	sk.m.realtime.unheld.WithLabelValues(class).Inc()
 	t := &socketTurn{s: s, ex: ex}
 	t.inFlight()
 	return t
@@ -319,7 +319,7 @@ func (r *realtimeMeter) checkBudget() {
 	req.Free = false
 	r.checks.Go(func() {
 		for {
-			err := s.h.admitter.CheckBudgets(s.work, req)
+			err := s.sk.admitter.CheckBudgets(s.work, req)
 			close(read)
 			if e, ok := errors.AsType[*quota.BudgetExceededError](err); ok {
 				r.overBudget(e)
@@ -357,7 +357,7 @@ func (r *realtimeMeter) overBudget(e *quota.BudgetExceededError) {
 		message: fmt.Sprintf("meterproxy: budget %s is spent (%s of %s this period) and the server's voice detection went on creating responses, "+
 			"which meterproxy cannot hold: the session is closed; the budget resets at %s", e.Budget, e.Spent, e.Limit, e.Resets.UTC().Format(time.RFC3339))}
 	_ = s.tell(realtimeSocket{}.errorEvent(f, ""))
-	s.h.log.Info("realtime_budget_spent", slog.String("caller", s.ex.res.Caller), slog.String("budget", e.Budget))
+	s.sk.log.Info("realtime_budget_spent", slog.String("caller", s.ex.res.Caller), slog.String("budget", e.Budget))
 	s.finish(socketSideProxy, websocket.StatusPolicyViolation, closeBudgetSpent)
 }
 
