@@ -128,17 +128,17 @@ type accounts struct {
 // newExchange is the exchange of a request on rt from res under live,
 // answered through rec: its endpoint resolved against the provider, and
 // spending this account when the proxy holds its key or the caller is a
-// configured one (exchange.spent).
+// configured one (destination.spent).
 func (a *accounts) newExchange(live *Live, res classify.Result, rt route, rec *recorder) *exchange {
-	return &exchange{res: res, endpoint: a.provider.resolve(rt), live: live, spent: a.holdsKeys || res.Known, rec: rec}
+	return &exchange{res: res, endpoint: a.provider.resolve(rt), live: live, dest: destination{spent: a.holdsKeys || res.Known}, rec: rec}
 }
 
 // of is the account quota admitted ex's request at, or for one
 // forwarded without a lease (shadow mode, batches and uploads) the first
 // its class goes to.
 func (a *accounts) of(ex *exchange) string {
-	if ex.lease != nil {
-		return ex.lease.Account()
+	if ex.tally.lease != nil {
+		return ex.tally.lease.Account()
 	}
 	return a.admitter.HomeAccount(ex.res.Class)
 }

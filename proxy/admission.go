@@ -38,25 +38,25 @@ func (mt *metering) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, 
 	if bad != nil {
 		return nil, bad
 	}
-	ex.access.bytesIn, ex.access.stream = int64(len(payload)), fields.Stream || ex.socket // as the client sent it
+	ex.access.bytesIn, ex.access.stream = int64(len(payload)), fields.Stream || ex.ask.socket // as the client sent it
 	// Only a stream can want its usage injected: a plain request is not
 	// walked again for it.
 	if ex.live.InjectStreamUsage && ex.rt.api == usage.ChatCompletions && fields.Stream {
-		if payload, ex.injected = usage.InjectStreamUsage(payload); ex.injected {
+		if payload, ex.ask.injected = usage.InjectStreamUsage(payload); ex.ask.injected {
 			body.charge(int64(cap(payload)))
 		}
 	}
-	ex.inputEstimate = usage.EstimateInput(payload)
-	ex.background = ex.rt.api == usage.Responses && fields.Background
-	ex.hiddenInput, ex.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(hdr)
-	ex.model, ex.outputCap, ex.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
+	ex.ask.inputEstimate = usage.EstimateInput(payload)
+	ex.ask.background = ex.rt.api == usage.Responses && fields.Background
+	ex.ask.hiddenInput, ex.ask.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(hdr)
+	ex.ask.model, ex.ask.outputCap, ex.ask.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
 	home := mt.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
-	ex.at(home, mt.admitter.PoolAt(home, func() quota.Model { return ex.model }))
-	ex.pooled = true
-	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, fields)
+	ex.at(home, mt.admitter.PoolAt(home, func() quota.Model { return ex.ask.model }))
+	ex.dest.pooled = true
+	ex.ask.cost, ex.ask.settle = ex.dialect.charge(ex.ask.inputEstimate, fields)
 	if f, ok := mt.flexFor(ex); ok {
 		if out, injected := usage.InjectServiceTier(payload, price.TierFlex); injected {
-			ex.flex, ex.tier = &flexSend{plain: payload, fallback: f.Fallback}, f.Tier
+			ex.dest.flex, ex.dest.tier = &flexSend{plain: payload, fallback: f.Fallback}, f.Tier
 			body.charge(int64(cap(out)))
 			payload = out
 		}
@@ -73,7 +73,7 @@ func (mt *metering) flexFor(ex *exchange) (quota.Flex, bool) {
 	if !flexCarried(ex) {
 		return quota.Flex{}, false
 	}
-	return mt.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
+	return mt.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.ask.model })
 }
 
 // admitExchange waits for ex's admission (quota.Admitter.Admit) while ctx
@@ -158,5 +158,5 @@ func (mt *metering) shadowAdmit(ctx context.Context, ex *exchange) func() {
 		}
 		lease.Release()
 	}()
-	return func() { end <- ended{time.Since(start), ex.shadowUsage} }
+	return func() { end <- ended{time.Since(start), ex.tally.shadowUsage} }
 }

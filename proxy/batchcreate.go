@@ -55,17 +55,17 @@ func (b *batches) open(w http.ResponseWriter, r *http.Request, ex *exchange) (do
 		return nil, false
 	}
 	done = sb.stop
-	ex.upload = sb
+	ex.upload.body = sb
 	if r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == openAIFilesPath && ex.rt.family == familyOpenAI {
 		if sb.meter = newUploadMeter(r.Header.Get("Content-Type"), b.bodies.budget); sb.meter != nil {
-			ex.uploadMeter = sb.meter
+			ex.upload.meter = sb.meter
 			done = func() {
 				sb.meter.stop()
 				sb.stop()
 			}
 		}
 	}
-	ex.at(b.accounts.of(ex), ex.pool)
+	ex.at(b.accounts.of(ex), ex.dest.pool)
 	outcome := admitBatch
 	if ex.rt.kind == routeUpload {
 		outcome = admitUpload
@@ -116,15 +116,15 @@ func (b *batches) create(w http.ResponseWriter, r *http.Request, ex *exchange) (
 		model = file.Models[0].Model
 	}
 	ex.at(account, b.admitter.PoolAt(account, func() quota.Model { return quota.Model{Name: model} }))
-	ex.pooled = true
+	ex.dest.pooled = true
 	hold, err := b.admitter.ReserveBatch(r.Context(), quota.BatchRequest{Caller: ex.res.Caller, Class: ex.res.Class,
-		Account: account, Pool: ex.pool, File: file})
+		Account: account, Pool: ex.dest.pool, File: file})
 	if err != nil {
 		body.release()
 		b.refused(r, ex, err)
 		return nil, true
 	}
-	ex.batch = hold
+	ex.tally.batch = hold
 	l := ex.poolLabels()
 	b.m.admission.admissions.WithLabelValues(l.Account, l.Pool, ex.res.Class.String(), admitBatch).Inc()
 	setBody(r, body.Bytes())

@@ -43,10 +43,10 @@ func readSmall(resp *http.Response, limit int64) []byte {
 func (b *batches) answer(resp *http.Response, ex *exchange) {
 	path := strings.TrimSuffix(resp.Request.URL.Path, "/")
 	switch {
-	case ex.uploadMeter != nil:
+	case ex.upload.meter != nil:
 		b.keepFile(resp, ex)
-	case ex.batch != nil:
-		ex.batch.Bind(gjson.GetBytes(readSmall(resp, maxBatchObject), "id").Str)
+	case ex.tally.batch != nil:
+		ex.tally.batch.Bind(gjson.GetBytes(readSmall(resp, maxBatchObject), "id").Str)
 	case ex.rt.family == familyAnthropic && strings.HasSuffix(path, "/results"):
 		b.meterResults(resp, strings.TrimSuffix(strings.TrimPrefix(path, anthropicBatchesPath+"/"), "/results"))
 	case strings.HasPrefix(path, openAIBatchesPath+"/") || strings.HasPrefix(path, anthropicBatchesPath+"/"):
@@ -59,7 +59,7 @@ func (b *batches) answer(resp *http.Response, ex *exchange) {
 // after finds it.
 func (b *batches) keepFile(resp *http.Response, ex *exchange) {
 	id := gjson.GetBytes(readSmall(resp, maxBatchObject), "id").Str
-	f, ok := ex.uploadMeter.result()
+	f, ok := ex.upload.meter.result()
 	if !ok || id == "" {
 		return
 	}

@@ -20,7 +20,7 @@ func TestFlexForAsksQuota(t *testing.T) {
 	p := flexProxy(t, http.NotFoundHandler(), "openai", nil)
 	h := p.handler
 	carried := func() *exchange {
-		ex := &exchange{live: h.live.Load(), res: classify.Result{Class: classify.Bulk}, model: quota.Model{Name: "gpt-4o"}}
+		ex := &exchange{live: h.live.Load(), res: classify.Result{Class: classify.Bulk}, ask: asked{model: quota.Model{Name: "gpt-4o"}}}
 		ex.dialect, ex.rt.api = dialectOpenAI, usage.ChatCompletions
 		return ex
 	}
@@ -30,14 +30,14 @@ func TestFlexForAsksQuota(t *testing.T) {
 	}{
 		{"openai chat, a flex model", func(*exchange) {}},
 		{"azure responses", func(ex *exchange) { ex.dialect, ex.rt.api = dialectAzure, usage.Responses }},
-		{"a model flex_models does not list", func(ex *exchange) { ex.model = quota.Model{Name: "gpt-4.1"} }},
+		{"a model flex_models does not list", func(ex *exchange) { ex.ask.model = quota.Model{Name: "gpt-4.1"} }},
 		{"interactive", func(ex *exchange) { ex.res.Class = classify.Interactive }},
-		{"no model", func(ex *exchange) { ex.model = quota.Model{} }},
+		{"no model", func(ex *exchange) { ex.ask.model = quota.Model{} }},
 	} {
 		ex := carried()
 		tt.change(ex)
 		got, ok := h.metering.flexFor(ex)
-		want, wantOK := p.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
+		want, wantOK := p.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.ask.model })
 		if got != want || ok != wantOK {
 			t.Errorf("%s: the proxy says %+v, %v; quota %+v, %v", tt.name, got, ok, want, wantOK)
 		}
@@ -51,7 +51,7 @@ func TestFlexForAsksQuota(t *testing.T) {
 		name   string
 		change func(*exchange)
 	}{
-		{"a WebSocket turn", func(ex *exchange) { ex.socket = true }},
+		{"a WebSocket turn", func(ex *exchange) { ex.ask.socket = true }},
 		{"mode: shadow", func(ex *exchange) { ex.live = &shadow }},
 		{"anthropic", func(ex *exchange) { ex.dialect, ex.rt.api = dialectAnthropic, usage.Messages }},
 		{"an OpenAI-compatible server", func(ex *exchange) { ex.dialect = dialectCompatible }},

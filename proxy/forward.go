@@ -16,12 +16,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// upstreamEnd is what ends with the upstream's answer to an exchange,
-// whatever its client's pace (endUpstream).
-type upstreamEnd struct {
+// upstreamTrip is an exchange's request's trip upstream: when it went,
+// how to stop it, and what ends with the upstream's answer, whatever its
+// client's pace (endUpstream).
+type upstreamTrip struct {
 	once sync.Once
-	// start is when forward sent the request.
-	start time.Time
+	// start is when forward sent the request; sent is when it last went
+	// upstream (a spill sends it again): the provider's headers on its
+	// response describe the account as of then.
+	start, sent time.Time
+	// stop cancels the upstream request (set by rewrite).
+	stop func()
 	// gauge is the caller's meterproxy_caller_in_flight series, raised
 	// when the request went upstream; nil for a batch or an upload.
 	gauge prometheus.Gauge
@@ -42,12 +47,12 @@ type upstreamEnd struct {
 // memory budget) is logged.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	ex.upstream.start = time.Now()
-	ex.sent = ex.upstream.start
+	ex.upstream.sent = ex.upstream.start
 	defer func() {
 		p := recover()
 		h.metering.endUpstream(ex) // when no answer came, or none was read ahead
-		if ex.stopUpstream != nil {
-			ex.stopUpstream()
+		if ex.upstream.stop != nil {
+			ex.upstream.stop()
 		}
 		if p == nil {
 			return
@@ -90,7 +95,7 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return resp, err
 	}
-	tried := []string{ex.account}
+	tried := []string{ex.dest.account}
 	flex := newFlexTry(ex)
 	out := r
 	for {
@@ -100,7 +105,7 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 			drain(resp)
 			l := ex.poolLabels()
 			h.m.upstream.flexRetries.WithLabelValues(l.Account, l.Pool).Inc()
-			ex.tried.flexRetries++
+			ex.trace.tried.flexRetries++
 			if err := h.retry.flexClock.sleep(r.Context(), wait); err != nil {
 				return nil, err
 			}
@@ -110,8 +115,8 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 			continue
 		case flexFallBack:
 			drain(resp)
-			ex.tried.fallback = true
-			out = withBody(r, ex.flex.plain)
+			ex.trace.tried.fallback = true
+			out = withBody(r, ex.dest.flex.plain)
 			continue
 		}
 		now := time.Now()
@@ -126,11 +131,11 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		h.accounts.spill(ex, resp, err, lease)
-		tried = append(tried, ex.account)
+		tried = append(tried, ex.dest.account)
 		if r, err = h.accounts.retarget(r, ex); err != nil {
 			return nil, err
 		}
-		ex.sent = time.Now()
+		ex.upstream.sent = time.Now()
 		flex, out = newFlexTry(ex), r
 	}
 }
@@ -164,7 +169,7 @@ func (h *Handler) readAhead(resp *http.Response, ex *exchange) {
 		return
 	}
 	resp.Body = newReadAhead(resp.Body, h.bodies.budget, ex.res.Class == classify.Interactive, aheadHooks{
-		stop: ex.stopUpstream, ended: func() { h.metering.endUpstream(ex) }, cut: ex.rec.starve, grace: h.aheadGrace})
+		stop: ex.upstream.stop, ended: func() { h.metering.endUpstream(ex) }, cut: ex.rec.starve, grace: h.aheadGrace})
 }
 
 // modifyResponse meters the tokens of successful answers as the body
@@ -177,7 +182,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	h.meter(resp, ex)
 	providerID(resp.Header)
 	_, metered := resp.Body.(*meteredBody)
-	if ex != nil && ex.lease != nil {
+	if ex != nil && ex.tally.lease != nil {
 		h.readAhead(resp, ex)
 	}
 	if metered {
@@ -191,7 +196,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 // (settle).
 func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if ex != nil && ex.rt.streamed() && success && ex.spent {
+	if ex != nil && ex.rt.streamed() && success && ex.dest.spent {
 		h.batches.answer(resp, ex)
 	}
 	if ex == nil || !success {
@@ -200,15 +205,15 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	if ex.rt.api == usage.Other {
 		var u *usage.Usage // nothing to read of its usage
 		if ex.rt.unmetered() {
-			u = &usage.Usage{Input: ex.inputEstimate, Estimated: true}
+			u = &usage.Usage{Input: ex.ask.inputEstimate, Estimated: true}
 		}
 		h.metering.spend(ex, ex.answer(resp.StatusCode), u, false)
 		return
 	}
-	if ex.background {
+	if ex.ask.background {
 		h.m.outcomes.background.WithLabelValues(ex.res.Class.String()).Inc()
 	}
-	meter := usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.inputEstimate)
+	meter := usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.ask.inputEstimate)
 	resp.Body = &meteredBody{
 		ReadCloser: resp.Body,
 		meter:      meter,
@@ -217,12 +222,12 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	}
 }
 
-// rewrite sends the request to its account (exchange.account), with the
+// rewrite sends the request to its account (destination.account), with the
 // account's key when the proxy holds one.
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeOf(pr.In.Context())
-	ex.in = pr.In
-	acct := h.accounts.get(ex.account)
+	ex.dest.in = pr.In
+	acct := h.accounts.get(ex.dest.account)
 	pr.SetURL(acct.target)
 	pr.Out.Header.Del(ex.live.ClassHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
@@ -235,18 +240,18 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	// The answer is read ahead of the client (readahead.go), which stops
 	// it by cancelling the request.
 	ctx, cancel := context.WithCancel(pr.Out.Context())
-	pr.Out, ex.stopUpstream = pr.Out.WithContext(ctx), cancel
+	pr.Out, ex.upstream.stop = pr.Out.WithContext(ctx), cancel
 }
 
 // upstreamError answers when the upstream could not be reached or did not
 // answer in time; a client that left gets nothing.
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeOf(r.Context())
-	if ex.upload != nil && ex.upload.err() != nil {
-		err = ex.upload.err() // the client's side failed, not the upstream
+	if ex.upload.body != nil && ex.upload.body.err() != nil {
+		err = ex.upload.body.err() // the client's side failed, not the upstream
 	}
-	if ex.batch != nil && !neverSent(err) {
-		ex.batch.Bind("") // the provider may have created it, under an id never seen: spent in full
+	if ex.tally.batch != nil && !neverSent(err) {
+		ex.tally.batch.Bind("") // the provider may have created it, under an id never seen: spent in full
 	}
 	f, clientSide := bodyRefusal(err, true) // only a streamed body is still read here
 	if r.Context().Err() != nil && !clientSide {
@@ -258,10 +263,10 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	default:
 		f = transportRefusal(err)
 	}
-	if ex.lease != nil {
+	if ex.tally.lease != nil {
 		// No answer: a failure for the adaptive bound (of this account's
 		// requests only), and a request that never left cost nothing.
-		ex.lease.Settle(quota.Outcome{Unsent: neverSent(err), Measured: ex.spent && !clientSide})
+		ex.tally.lease.Settle(quota.Outcome{Unsent: neverSent(err), Measured: ex.dest.spent && !clientSide})
 	}
 	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	ex.refuse(f)

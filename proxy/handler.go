@@ -28,7 +28,7 @@ type Handler struct {
 	// live is the part of the configuration a reload replaces.
 	live atomic.Pointer[Live]
 	rp   *httputil.ReverseProxy
-	// retry is the forward path's retry loop's (roundTrip).
+	// retry is what the retry loop (roundTrip) sends through.
 	retry    retryPath
 	metering *metering
 	records  *records
@@ -134,14 +134,14 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	mt := &metering{shared: sh, maxHold: cfg.Upstream.MaxHold}
 	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}}
 	door := frontDoor{maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams}
-	h := &Handler{shared: sh, metering: mt, records: rs, door: door, accounts: accts,
+	sk := &sockets{shared: sh, metering: mt, records: rs, accounts: accts, door: door,
+		open: newSocketSet(), bounds: newSocketBounds(cfg.Server), sessions: newSessionSet(), writeStall: cfg.Server.WriteStallTimeout,
+		// A redirect is never followed: it could take the key elsewhere.
+		client: &http.Client{Transport: d.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	h := &Handler{shared: sh, metering: mt, records: rs, door: door, accounts: accts, sockets: sk,
 		batches:    &batches{shared: sh, accounts: accts, maxUpload: cfg.Server.MaxUploadBytes},
+		retry:      retryPath{transport: sh.tr.transport(d.Transport), flexClock: realFlexClock()},
 		writeStall: cfg.Server.WriteStallTimeout, aheadGrace: aheadGrace,
-		sockets: &sockets{shared: sh, metering: mt, records: rs, accounts: accts, door: door,
-			open: newSocketSet(), bounds: newSocketBounds(cfg.Server), sessions: newSessionSet(), writeStall: cfg.Server.WriteStallTimeout,
-			// A redirect is never followed: it could take the key elsewhere.
-			client: &http.Client{Transport: d.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}},
-		retry: retryPath{transport: sh.tr.transport(d.Transport), flexClock: realFlexClock()},
 	}
 	h.live.Store(&d.Live)
 	if h.retry.transport == nil {
@@ -201,7 +201,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, bad := inspect(r)
 	ex := h.accounts.newExchange(live, res, rt, newRecorder(w, h.writeStall))
 	h.records.begin(ex, w, r, start)
-	ex.span = h.tr.requestSpan(r.Context(), ex)
+	ex.trace.span = h.tr.requestSpan(r.Context(), ex)
 	defer h.records.count(ex) // last: after the response's own counts (forward), even when it panics
 	leave, ok := h.door.screen(w, r, ex, bad, err)
 	defer leave()
@@ -236,13 +236,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		ex.lease, ex.pool = lease, lease.Pool()
-		defer func() { ex.lease.Release() }() // spill may have moved it to another account's lease
+		ex.tally.lease, ex.dest.pool = lease, lease.Pool()
+		defer func() { ex.tally.lease.Release() }() // spill may have moved it to another account's lease
 	}
-	ex.at(h.accounts.of(ex), ex.pool)
+	ex.at(h.accounts.of(ex), ex.dest.pool)
 	setBody(r, payload)
 	var out http.ResponseWriter = ex.rec
-	if ex.injected {
+	if ex.ask.injected {
 		out = &stripWriter{ResponseWriter: ex.rec}
 	}
 	ex.upstream.gauge = h.m.admission.callerInFlight.WithLabelValues(res.Caller)

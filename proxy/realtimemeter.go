@@ -94,10 +94,10 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 			message: "meterproxy: " + err.Error()}, "")
 		return false
 	}
-	if ev.namesModel && !sameModel(r.s.ex.model, ev.model) {
+	if ev.namesModel && !sameModel(r.s.ex.ask.model, ev.model) {
 		r.s.tellRefusal(refusal{status: http.StatusBadRequest, reason: reasonBadRequest, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: this session is metered and priced for model %q, which its handshake named; a session.update may not name another",
-				bounded(r.s.ex.model.Name, maxSessionModel))}, ev.eventID)
+				bounded(r.s.ex.ask.model.Name, maxSessionModel))}, ev.eventID)
 		return false
 	}
 	if !ev.create {
@@ -142,9 +142,9 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 // its budgets reserve it at the model's max_input, cut to what they have
 // left), its output cap, its charge as ex's dialect charges.
 func (r *realtimeMeter) prepare(ex *exchange, data []byte, maxOutput, conversation int64) {
-	ex.model, ex.hiddenInput, ex.pooled = r.s.ex.model, true, true
-	ex.inputEstimate, ex.outputCap = max(usage.EstimateInput(data), conversation), maxOutput
-	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, usage.Request{Model: ex.model.Name, MaxOutput: maxOutput})
+	ex.ask.model, ex.ask.hiddenInput, ex.dest.pooled = r.s.ex.ask.model, true, true
+	ex.ask.inputEstimate, ex.ask.outputCap = max(usage.EstimateInput(data), conversation), maxOutput
+	ex.ask.cost, ex.ask.settle = ex.dialect.charge(ex.ask.inputEstimate, usage.Request{Model: ex.ask.model.Name, MaxOutput: maxOutput})
 }
 
 // upstream reads an upstream event into the response it is about.
@@ -255,7 +255,7 @@ func (r *realtimeMeter) failed(ev realtimeServer) {
 // reserve. Only a session that spends this account is read.
 func (r *realtimeMeter) limits(m *socketMessage) {
 	s := r.s
-	if !s.ex.spent {
+	if !s.ex.dest.spent {
 		return
 	}
 	if obs, ok := readRateLimits(m.data()); ok {
@@ -270,16 +270,16 @@ func (r *realtimeMeter) limits(m *socketMessage) {
 func (r *realtimeMeter) unheldTurn() *socketTurn {
 	s, sk := r.s, r.s.sk
 	ex := s.requestExchange()
-	ex.model, ex.hiddenInput, ex.pooled = s.ex.model, true, true
+	ex.ask.model, ex.ask.hiddenInput, ex.dest.pooled = s.ex.ask.model, true, true
 	r.mu.Lock()
-	ex.inputEstimate = r.context
+	ex.ask.inputEstimate = r.context
 	r.mu.Unlock()
-	ex.settle = settleTotal // charged nothing before: the window takes what it reports
-	ex.at(s.ex.account, s.ex.pool)
+	ex.ask.settle = settleTotal // charged nothing before: the window takes what it reports
+	ex.at(s.ex.dest.account, s.ex.dest.pool)
 	class := ex.res.Class.String()
 	if !ex.live.Shadow {
-		ex.lease = sk.admitter.Unheld(ex.request())
-		ex.at(ex.lease.Account(), ex.lease.Pool()) // quota's pick, as for any lease
+		ex.tally.lease = sk.admitter.Unheld(ex.request())
+		ex.at(ex.tally.lease.Account(), ex.tally.lease.Pool()) // quota's pick, as for any lease
 		// Admitted at once, after the fact: every turn is admitted or
 		// refused in meterproxy_admissions_total.
 		l := ex.poolLabels()
@@ -300,7 +300,7 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 // settles, so a response never closes its session by its own spend.
 func (r *realtimeMeter) checkBudget() {
 	s := r.s
-	if s.ex.live.Shadow || !s.ex.spent {
+	if s.ex.live.Shadow || !s.ex.dest.spent {
 		return
 	}
 	r.mu.Lock()

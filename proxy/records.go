@@ -22,7 +22,7 @@ type records struct {
 // (the caller's X-Request-Id when sane, else a new one) answers in w's
 // X-Request-Id, and goes upstream (rewrite, sockets.dial).
 func (rs *records) begin(ex *exchange, w http.ResponseWriter, r *http.Request, start time.Time) {
-	ex.in, ex.access.start, ex.access.requestID = r, start, rs.ids.of(r.Header)
+	ex.dest.in, ex.access.start, ex.access.requestID = r, start, rs.ids.of(r.Header)
 	w.Header()[requestIDHeader] = []string{ex.access.requestID}
 }
 
@@ -48,7 +48,7 @@ func (rs *records) logExchange(ex *exchange) {
 		return
 	}
 	kind, outcome, reason := kindRequest, outcomeNegotiated, ex.rec.negotiated
-	if ex.socket {
+	if ex.ask.socket {
 		kind = kindSession
 	}
 	if reason == "" {

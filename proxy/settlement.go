@@ -31,8 +31,8 @@ func (mt *metering) began(resp *http.Response, ex *exchange, now time.Time) {
 		return
 	}
 	ex.access.answered(resp.Header, now)
-	if success := resp.StatusCode >= 200 && resp.StatusCode < 300; !success && ex.lease != nil {
-		ex.lease.Settle(ex.answer(resp.StatusCode))
+	if success := resp.StatusCode >= 200 && resp.StatusCode < 300; !success && ex.tally.lease != nil {
+		ex.tally.lease.Settle(ex.answer(resp.StatusCode))
 	}
 }
 
@@ -58,14 +58,14 @@ func (mt *metering) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut boo
 	if u != nil {
 		o.Usage = ex.settledBy(*u, cut)
 	}
-	if ex.lease != nil {
-		if s := ex.lease.Settle(o); s.Charged {
+	if ex.tally.lease != nil {
+		if s := ex.tally.lease.Settle(o); s.Charged {
 			mt.m.countSpend(ex.poolLabels(), ex.res, s.Cost, s.Priced, u.Estimated)
 			ex.access.tally.charged(s.Cost, s.Priced)
 		}
 		return
 	}
-	if u == nil || !ex.spent {
+	if u == nil || !ex.dest.spent {
 		return
 	}
 	var cost price.Nanodollars
@@ -74,9 +74,9 @@ func (mt *metering) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut boo
 		// No usage to price: its worst case, as its budgets are charged.
 		cost, priced = mt.admitter.WorstCase(ex.request())
 	} else {
-		cost, priced = mt.admitter.Cost(ex.model, o.Usage.Priced)
+		cost, priced = mt.admitter.Cost(ex.ask.model, o.Usage.Priced)
 	}
-	ex.shadowUsage = o.Usage // for the shadow lease's budgets, if there is one
+	ex.tally.shadowUsage = o.Usage // for the shadow lease's budgets, if there is one
 	mt.m.countSpend(ex.poolLabels(), ex.res, cost, priced, u.Estimated)
 	ex.access.tally.charged(cost, priced)
 }
@@ -89,7 +89,7 @@ func (mt *metering) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut boo
 // Headers that say nothing known change nothing.
 //
 // Only a response to a request that spent this account (see
-// exchange.spent) is read: in pass-through mode anyone may send another
+// destination.spent) is read: in pass-through mode anyone may send another
 // account's key, and that account's exhaustion is not ours to act on. And
 // no response holds bulk longer than upstream.max_hold.
 //
@@ -101,7 +101,7 @@ func (mt *metering) observe(resp *http.Response, now time.Time, ex *exchange) {
 	if limited {
 		mt.m.upstream.upstream429.Inc()
 	}
-	if ex == nil || !ex.spent {
+	if ex == nil || !ex.dest.spent {
 		return
 	}
 	obs := ratelimit.Parse(resp.Header, now)
@@ -123,7 +123,7 @@ func (mt *metering) heed(ex *exchange, obs ratelimit.Observation, status int, li
 		return
 	}
 	mt.last.set(ex.poolLabels(), ex.stateName(), obs, status, now)
-	hold, _ := obs.BelowReserve(mt.admitter.HeaderReserve(ex.account), refill) // 0 when above
+	hold, _ := obs.BelowReserve(mt.admitter.HeaderReserve(ex.dest.account), refill) // 0 when above
 	hold = min(hold, mt.maxHold)
 	// The observation is dated when the request was sent, not when its
 	// response came back: the provider debited the account in the order
@@ -133,8 +133,8 @@ func (mt *metering) heed(ex *exchange, obs ratelimit.Observation, status int, li
 	// set). Holds still end when the response said, counted from its
 	// receipt.
 	at := now
-	if !ex.sent.IsZero() && ex.sent.Before(now) {
-		at = ex.sent
+	if !ex.upstream.sent.IsZero() && ex.upstream.sent.Before(now) {
+		at = ex.upstream.sent
 	}
 	lead := now.Sub(at)
 	if hold > 0 {
@@ -143,7 +143,7 @@ func (mt *metering) heed(ex *exchange, obs ratelimit.Observation, status int, li
 	if throttle > 0 {
 		throttle += lead
 	}
-	mt.admitter.Observe(ex.account, ex.pool, at, hold, throttle)
+	mt.admitter.Observe(ex.dest.account, ex.dest.pool, at, hold, throttle)
 }
 
 // endUpstream runs once, when the upstream's answer to ex has ended (its
@@ -163,8 +163,8 @@ func (mt *metering) endUpstream(ex *exchange) {
 		if ex.upstream.gauge != nil {
 			ex.upstream.gauge.Dec()
 		}
-		if ex.lease != nil {
-			ex.lease.Release()
+		if ex.tally.lease != nil {
+			ex.tally.lease.Release()
 		}
 	})
 }

@@ -127,9 +127,9 @@ func (sk *sockets) serve(w http.ResponseWriter, r *http.Request, api socketAPI, 
 	// No write deadline on the handshake's answer: one set before the
 	// connection is hijacked would stay on it.
 	ex := sk.accounts.newExchange(live, res, rt, newRecorder(w, 0))
-	ex.socket = true
+	ex.ask.socket = true
 	sk.records.begin(ex, w, r, time.Now())
-	ex.span = sk.tr.requestSpan(r.Context(), ex)
+	ex.trace.span = sk.tr.requestSpan(r.Context(), ex)
 	opened := false
 	defer func() {
 		if !opened {
@@ -191,7 +191,7 @@ var socketHeaders = []string{
 // query joined to the account's URL. On failure it has answered r: the
 // upstream's own answer to the handshake passed on, or 502/504.
 func (sk *sockets) dial(r *http.Request, ex *exchange) (*websocket.Conn, error) {
-	acct := sk.accounts.get(ex.account)
+	acct := sk.accounts.get(ex.dest.account)
 	out := &http.Request{URL: &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}, Header: r.Header.Clone()}
 	(&httputil.ProxyRequest{In: r, Out: out}).SetURL(acct.target)
 	hdr := out.Header
@@ -253,7 +253,7 @@ func (sk *sockets) passRefusal(ex *exchange, resp *http.Response) {
 // in flight (socketMeter.closed).
 func (sk *sockets) run(ctx context.Context, api socketAPI, ex *exchange, client, upstream *websocket.Conn) {
 	s := &socket{sk: sk, api: api, ex: ex, client: client, upstream: upstream,
-		quiet: make(chan struct{}, 1), drain: make(chan struct{}), queue: make(chan *socketMessage, socketQueue)}
+		socketWatch: socketWatch{quiet: make(chan struct{}, 1), drain: make(chan struct{})}, queue: make(chan *socketMessage, socketQueue)}
 	s.work, s.stopWork = context.WithCancel(ctx)
 	s.io, s.stopIO = context.WithCancel(ctx)
 	defer s.stopWork()

@@ -44,8 +44,8 @@ func (realtimeSocket) open(sk *sockets, r *http.Request, ex *exchange) (func(), 
 	if f != nil {
 		return nil, f
 	}
-	ex.model, ex.pooled = m, true
-	ex.at(ex.account, sk.admitter.PoolAt(ex.account, func() quota.Model { return m }))
+	ex.ask.model, ex.dest.pooled = m, true
+	ex.at(ex.dest.account, sk.admitter.PoolAt(ex.dest.account, func() quota.Model { return m }))
 	shadow := ex.live.Shadow
 	exit := func() {}
 	if !shadow {
@@ -72,7 +72,7 @@ func (realtimeSocket) open(sk *sockets, r *http.Request, ex *exchange) (func(), 
 // spends another account (a caller's own key).
 func sessionBudgets(ctx context.Context, admitter *quota.Admitter, ex *exchange) *refusal {
 	req := ex.request()
-	req.Free = !ex.spent
+	req.Free = !ex.dest.spent
 	err := admitter.CheckBudgets(ctx, req)
 	if err == nil {
 		return nil

@@ -44,20 +44,8 @@ type socket struct {
 	client   *websocket.Conn
 	upstream *websocket.Conn
 	meter    socketMeter
-	// work ends when the socket starts to end: a turn waiting for
-	// admission stops waiting. io ends once both sides are closed: reads
-	// and writes stop (coder/websocket closes a connection whose
-	// operation's context ends, without a close frame, so the close
-	// codes go first).
-	work, io         context.Context
-	stopWork, stopIO context.CancelFunc
-	// turns counts the turns in flight; quiet has room for one signal
-	// that one ended. active is when the last message went either way
-	// (unix ns). drain is closed when the proxy drains.
-	turns  atomic.Int64
-	quiet  chan struct{}
-	active atomic.Int64
-	drain  chan struct{}
+	socketLife
+	socketWatch
 	// queue carries the client's messages to the dispatcher.
 	queue chan *socketMessage
 	// served is the model the upstream says serves the socket's turns,
@@ -66,6 +54,27 @@ type socket struct {
 	served atomic.Pointer[string]
 	end    sync.Once
 	side   string
+}
+
+// socketLife is how a socket's work ends: work ends when the socket
+// starts to end, and a turn waiting for admission stops waiting; io ends
+// once both sides are closed, and reads and writes stop (coder/websocket
+// closes a connection whose operation's context ends, without a close
+// frame, so the close codes go first).
+type socketLife struct {
+	work, io         context.Context
+	stopWork, stopIO context.CancelFunc
+}
+
+// socketWatch is what a socket's watcher (watch) watches: turns counts
+// the turns in flight, and quiet has room for one signal that one ended;
+// active is when the last message went either way (unix ns); drain is
+// closed when the proxy drains.
+type socketWatch struct {
+	turns  atomic.Int64
+	quiet  chan struct{}
+	active atomic.Int64
+	drain  chan struct{}
 }
 
 // Close reasons meterproxy gives.

@@ -61,8 +61,8 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 		s.refuseTurn(ex, *bad, lane)
 		return nil
 	}
-	account := s.ex.account
-	ex.at(account, sk.admitter.PoolAt(account, func() quota.Model { return ex.model }))
+	account := s.ex.dest.account
+	ex.at(account, sk.admitter.PoolAt(account, func() quota.Model { return ex.ask.model }))
 	t := &socketTurn{s: s, ex: ex}
 	if ex.live.Shadow {
 		t.shadowEnd = sk.metering.shadowAdmit(ctx, ex)
@@ -76,7 +76,7 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 			s.countTurn(ex, outcomeCancelled, "none", "")
 			return nil
 		}
-		ex.lease = lease
+		ex.tally.lease = lease
 		ex.at(lease.Account(), lease.Pool())
 	}
 	t.inFlight()
@@ -88,8 +88,8 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 // until it ends.
 func (t *socketTurn) inFlight() {
 	ex := t.ex
-	t.meter = usage.NewMeter(ex.rt.api, "text/event-stream", ex.inputEstimate)
-	ex.upstream.start, ex.sent = time.Now(), time.Now()
+	t.meter = usage.NewMeter(ex.rt.api, "text/event-stream", ex.ask.inputEstimate)
+	ex.upstream.start, ex.upstream.sent = time.Now(), time.Now()
 	ex.upstream.gauge = t.s.sk.m.admission.callerInFlight.WithLabelValues(ex.res.Caller)
 	ex.upstream.gauge.Inc()
 	t.s.turns.Add(1)
@@ -99,7 +99,7 @@ func (t *socketTurn) inFlight() {
 // the handshake's caller, class, route and configuration, generating as
 // its API's POST does (the handshake was a GET), not yet read or pooled.
 func (s *socket) requestExchange() *exchange {
-	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
+	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, dest: destination{spent: s.ex.dest.spent}, ask: asked{socket: true}}
 	ex.rt.generates = !ex.rt.free
 	s.sk.records.beginTurn(ex, s)
 	return ex

@@ -27,7 +27,7 @@ import (
 // Resource Unavailable is flexTry's: it says nothing of the account.
 // tried are the accounts tried so far.
 func (a *accounts) spillTo(r *http.Request, ex *exchange, resp *http.Response, err error, tried []string) *quota.Lease {
-	if ex.lease == nil || !movable(r, resp, err, ex) || !a.admitter.Others(ex.res.Class, tried) {
+	if ex.tally.lease == nil || !movable(r, resp, err, ex) || !a.admitter.Others(ex.res.Class, tried) {
 		return nil
 	}
 	// The refusing account's lease is settled: its measurement counts the
@@ -37,8 +37,8 @@ func (a *accounts) spillTo(r *http.Request, ex *exchange, resp *http.Response, e
 	if err == nil {
 		o.Status = resp.StatusCode
 	}
-	ex.lease.Settle(o)
-	lease, aerr := a.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
+	ex.tally.lease.Settle(o)
+	lease, aerr := a.admitter.Readmit(r.Context(), ex.tally.lease, ex.request(), tried)
 	if aerr != nil {
 		return nil // passed on: a 429 already observed, or the failure the handler answers and logs
 	}
@@ -54,11 +54,11 @@ func (a *accounts) spill(ex *exchange, resp *http.Response, err error, lease *qu
 	if resp != nil {
 		drain(resp)
 	} else {
-		a.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
+		a.log.Warn("account_unreachable", slog.String("account", ex.dest.account), slog.String("error", err.Error()))
 	}
-	a.m.upstream.spills.WithLabelValues(ex.account).Inc()
-	ex.tried.spills++
-	ex.lease = lease
+	a.m.upstream.spills.WithLabelValues(ex.dest.account).Inc()
+	ex.trace.tried.spills++
+	ex.tally.lease = lease
 	ex.at(lease.Account(), lease.Pool())
 }
 
@@ -81,8 +81,8 @@ func (a *accounts) retarget(r *http.Request, ex *exchange) (*http.Request, error
 	if err != nil {
 		return nil, err
 	}
-	acct := a.get(ex.account)
-	(&httputil.ProxyRequest{In: ex.in, Out: r2}).SetURL(acct.target)
+	acct := a.get(ex.dest.account)
+	(&httputil.ProxyRequest{In: ex.dest.in, Out: r2}).SetURL(acct.target)
 	if acct.key != "" {
 		replaceCredential(r2.Header, ex.credential(), acct.key)
 	}
