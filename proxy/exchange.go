@@ -142,6 +142,13 @@ func (ex *exchange) at(account, pool string) {
 	ex.dest.account, ex.dest.pool, ex.dest.labels = account, pool, quota.LabelsOf(account, pool)
 }
 
+// admitted says the request holds lease, and goes to the account and
+// pool quota admitted it at.
+func (ex *exchange) admitted(lease *quota.Lease) {
+	ex.tally.lease = lease
+	ex.at(lease.Account(), lease.Pool())
+}
+
 // poolLabels are the exchange's account and pool as metrics label them
 // (noPool until its pool is known); ex may be nil.
 func (ex *exchange) poolLabels() quota.Labels {

@@ -135,7 +135,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}}
 	door := frontDoor{maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams}
 	sk := &sockets{shared: sh, metering: mt, records: rs, accounts: accts, door: door,
-		open: newSocketSet(), bounds: newSocketBounds(cfg.Server), sessions: newSessionSet(), writeStall: cfg.Server.WriteStallTimeout,
+		set: newSocketSet(), bounds: newSocketBounds(cfg.Server), sessions: newSessionSet(), writeStall: cfg.Server.WriteStallTimeout,
 		// A redirect is never followed: it could take the key elsewhere.
 		client: &http.Client{Transport: d.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	h := &Handler{shared: sh, metering: mt, records: rs, door: door, accounts: accts, sockets: sk,

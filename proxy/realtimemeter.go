@@ -278,8 +278,7 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 	ex.at(s.ex.dest.account, s.ex.dest.pool)
 	class := ex.res.Class.String()
 	if !ex.live.Shadow {
-		ex.tally.lease = sk.admitter.Unheld(ex.request())
-		ex.at(ex.tally.lease.Account(), ex.tally.lease.Pool()) // quota's pick, as for any lease
+		ex.admitted(sk.admitter.Unheld(ex.request())) // at quota's pick, as for any lease
 		// Admitted at once, after the fact: every turn is admitted or
 		// refused in meterproxy_admissions_total.
 		l := ex.poolLabels()

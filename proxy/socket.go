@@ -141,7 +141,7 @@ func (sk *sockets) serve(w http.ResponseWriter, r *http.Request, api socketAPI, 
 	if !ok {
 		return
 	}
-	exit, ok := sk.open.enter(res.Caller, sk.bounds.perCaller)
+	exit, ok := sk.set.enter(res.Caller, sk.bounds.perCaller)
 	if !ok {
 		ex.refuse(tooManySockets(sk.bounds.perCaller))
 		return
@@ -263,10 +263,10 @@ func (sk *sockets) run(ctx context.Context, api socketAPI, ex *exchange, client,
 	upstream.SetReadLimit(limit)
 	s.touch()
 	s.meter = api.meter(s)
-	if !sk.open.add(s) {
+	if !sk.set.add(s) {
 		s.finish(socketSideProxy, websocket.StatusGoingAway, closeShuttingDown)
 	}
-	defer sk.open.remove(s)
+	defer sk.set.remove(s)
 	class := ex.res.Class.String()
 	open := sk.m.sockets.open.WithLabelValues(api.name(), class)
 	open.Inc()

@@ -287,4 +287,4 @@ func (s *socket) watch() {
 }
 
 // draining reports whether the proxy drains: no new turn is admitted.
-func (s *socket) draining() bool { return s.sk.open.draining.Load() }
+func (s *socket) draining() bool { return s.sk.set.draining.Load() }

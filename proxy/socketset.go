@@ -45,9 +45,9 @@ type sockets struct {
 	records  *records
 	accounts *accounts
 	door     frontDoor
-	// open are the sockets open, bounded by bounds; client dials their
+	// set are the sockets open, bounded by bounds; client dials their
 	// upstreams through the shared transport.
-	open   *socketSet
+	set    *socketSet
 	bounds socketBounds
 	client *http.Client
 	// sessions counts the Realtime sessions open (realtimesessions.go).
@@ -117,7 +117,7 @@ func (ss *socketSet) remove(s *socket) {
 
 // drain drains the open sockets (Handler.DrainSockets).
 func (sk *sockets) drain(ctx context.Context) {
-	ss := sk.open
+	ss := sk.set
 	ss.mu.Lock()
 	ss.draining.Store(true)
 	for s := range ss.open {

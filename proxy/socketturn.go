@@ -76,8 +76,7 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 			s.countTurn(ex, outcomeCancelled, "none", "")
 			return nil
 		}
-		ex.tally.lease = lease
-		ex.at(lease.Account(), lease.Pool())
+		ex.admitted(lease)
 	}
 	t.inFlight()
 	return t

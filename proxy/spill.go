@@ -58,8 +58,7 @@ func (a *accounts) spill(ex *exchange, resp *http.Response, err error, lease *qu
 	}
 	a.m.upstream.spills.WithLabelValues(ex.dest.account).Inc()
 	ex.trace.tried.spills++
-	ex.tally.lease = lease
-	ex.at(lease.Account(), lease.Pool())
+	ex.admitted(lease)
 }
 
 // movable reports whether the outcome of sending r to its account lets
