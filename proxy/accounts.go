@@ -146,7 +146,8 @@ func (a *accounts) of(ex *exchange) string {
 // get is where requests admitted at the account named name go.
 func (a *accounts) get(name string) upstreamAccount { return (*a.byName.Load())[name] }
 
-// reconfigure applies a reloaded upstream.accounts (Handler.ReconfigureAccounts).
+// reconfigure applies a reloaded upstream.accounts, keeping the accounts
+// it removes (Handler.ReconfigureAccounts).
 func (a *accounts) reconfigure(cfg UpstreamConfig, keys map[string]string) error {
 	next, err := newUpstreamAccounts(cfg, keys)
 	if err != nil {

@@ -76,15 +76,15 @@ func (b *batches) open(w http.ResponseWriter, r *http.Request, ex *exchange) (do
 }
 
 // create readies a batch's creation to go upstream through the proxy's
-// budgets, and reports whether it is one it creates (create):  an OpenAI batch (POST /v1/batches, a small
-// body naming an input file the proxy metered as it was uploaded), and a
-// budgeted caller's Anthropic batch (POST /v1/messages/batches, whose
-// requests are in its body, metered here). Their body is read whole, as a
-// metered request's is (server.max_body_bytes): the batch's worst case
-// must be reserved before the provider accepts it; done is to be called
-// once it was forwarded (nil when it was answered here: refused). An
-// unbudgeted caller's Anthropic batch streams through unread (create
-// false).
+// budgets, and reports whether it is one it creates (create): an OpenAI
+// batch (POST /v1/batches, a small body naming an input file the proxy
+// metered as it was uploaded), and a budgeted caller's Anthropic batch
+// (POST /v1/messages/batches, whose requests are in its body, metered
+// here). Their body is read whole, as a metered request's is
+// (server.max_body_bytes): the batch's worst case must be reserved before
+// the provider accepts it. done is to be called once it was forwarded;
+// nil when it was answered here (refused). An unbudgeted caller's
+// Anthropic batch streams through unread (create false).
 func (b *batches) create(w http.ResponseWriter, r *http.Request, ex *exchange) (done func(), create bool) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	openAI := path == openAIBatchesPath && ex.rt.family == familyOpenAI
