@@ -28,7 +28,7 @@ const (
 
 // outcomeNegotiated is the access log's outcome of a front-door
 // negotiation (426 upgrade_required, 404 not_an_api), which
-// meterproxy_requests_total does not count (Handler.count).
+// meterproxy_requests_total does not count (records.count).
 const outcomeNegotiated = "negotiated"
 
 // Who cut an answer short (accessState.cut).
@@ -130,14 +130,14 @@ func recordOf(ex *exchange, kind, outcome string, status int, reason string, end
 	rec := accessRecord{
 		time: a.start, kind: kind, requestID: a.requestID, session: a.session, providerID: a.providerID,
 		route: accessRoute{caller: ex.res.Caller, class: ex.res.Class.String(), account: l.Account, pool: l.Pool,
-			model: ex.model.Name, api: ex.rt.api.String()},
+			model: ex.ask.model.Name, api: ex.rt.api.String()},
 		answer:  accessAnswer{outcome: outcome, reason: reason, cut: a.cut, status: status, stream: a.stream},
 		timing:  accessTiming{wait: a.waited, duration: end.Sub(a.start)},
 		tally:   a.tally,
-		traffic: accessTraffic{spills: ex.tried.spills, flexRetries: ex.tried.flexRetries, bytesIn: a.bytesIn, bytesOut: a.bytesOut},
+		traffic: accessTraffic{spills: ex.trace.tried.spills, flexRetries: ex.trace.tried.flexRetries, bytesIn: a.bytesIn, bytesOut: a.bytesOut},
 	}
-	if ex.in != nil {
-		rec.route.method, rec.route.path = ex.in.Method, ex.in.URL.Path
+	if ex.dest.in != nil {
+		rec.route.method, rec.route.path = ex.dest.in.Method, ex.dest.in.URL.Path
 	}
 	if len(rec.route.path) > maxAccessPath {
 		rec.route.path = rec.route.path[:maxAccessPath]
@@ -145,8 +145,8 @@ func recordOf(ex *exchange, kind, outcome string, status int, reason string, end
 	if !a.firstByte.IsZero() && !ex.upstream.start.IsZero() {
 		rec.timing.ttfb = a.firstByte.Sub(ex.upstream.start)
 	}
-	if ex.upload != nil {
-		rec.traffic.bytesIn = ex.upload.read.Load()
+	if ex.upload.body != nil {
+		rec.traffic.bytesIn = ex.upload.body.read.Load()
 	}
 	if ex.rec != nil && kind == kindRequest {
 		rec.traffic.bytesOut = ex.rec.written

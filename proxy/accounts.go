@@ -3,7 +3,9 @@ package proxy
 import (
 	"fmt"
 	"net/url"
+	"sync/atomic"
 
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
 )
 
@@ -107,35 +109,55 @@ func (c Config) validateAccountEndpoints(bad func(string, string, ...any)) {
 	}
 }
 
-// accountOf is the account quota admitted ex's request at, or for one
-// forwarded without a lease (shadow mode, batches and uploads) the first
-// its class goes to.
-func (h *Handler) accountOf(ex *exchange) string {
-	if ex.lease != nil {
-		return ex.lease.Account()
-	}
-	return h.admitter.HomeAccount(ex.res.Class)
+// accounts is the part of the handler that says where requests go: the
+// provider account each is admitted at (of), each account's URL and key
+// (get, reconfigure), the endpoint and spending of a new exchange
+// (newExchange), and the forward path's moves to another account
+// (spill.go). Safe for concurrent use.
+type accounts struct {
+	shared
+	// byName are where requests go, by the account quota admitted them at
+	// (reconfigure replaces it).
+	byName atomic.Pointer[map[string]upstreamAccount]
+	// holdsKeys says the proxy injects a key of its own into every
+	// request (upstream.api_key, or several accounts).
+	holdsKeys bool
+	provider  upstreamProvider
 }
 
-// account is where requests admitted at the account named name go.
-func (h *Handler) account(name string) upstreamAccount { return (*h.accounts.Load())[name] }
+// newExchange is the exchange of a request on rt from res under live,
+// answered through rec: its endpoint resolved against the provider, and
+// spending this account when the proxy holds its key or the caller is a
+// configured one (destination.spent).
+func (a *accounts) newExchange(live *Live, res classify.Result, rt route, rec *recorder) *exchange {
+	return &exchange{res: res, endpoint: a.provider.resolve(rt), live: live, dest: destination{spent: a.holdsKeys || res.Known}, rec: rec}
+}
 
-// ReconfigureAccounts applies a reloaded upstream.accounts: each account's
-// URL and key (keys by account name, from their api_key_env) from the
-// next request on. Call it before the Admitter's Reconfigure, so that no
-// request is admitted at an account the handler does not know yet. An
-// account removed stays known: a request admitted there before the
-// reload is still sent there, as its admission said.
-func (h *Handler) ReconfigureAccounts(cfg UpstreamConfig, keys map[string]string) error {
+// of is the account quota admitted ex's request at, or for one
+// forwarded without a lease (shadow mode, batches and uploads) the first
+// its class goes to.
+func (a *accounts) of(ex *exchange) string {
+	if ex.tally.lease != nil {
+		return ex.tally.lease.Account()
+	}
+	return a.admitter.HomeAccount(ex.res.Class)
+}
+
+// get is where requests admitted at the account named name go.
+func (a *accounts) get(name string) upstreamAccount { return (*a.byName.Load())[name] }
+
+// reconfigure applies a reloaded upstream.accounts, keeping the accounts
+// it removes (Handler.ReconfigureAccounts).
+func (a *accounts) reconfigure(cfg UpstreamConfig, keys map[string]string) error {
 	next, err := newUpstreamAccounts(cfg, keys)
 	if err != nil {
 		return err
 	}
-	for name, a := range *h.accounts.Load() {
+	for name, acct := range *a.byName.Load() {
 		if _, ok := next[name]; !ok {
-			next[name] = a
+			next[name] = acct
 		}
 	}
-	h.accounts.Store(&next)
+	a.byName.Store(&next)
 	return nil
 }

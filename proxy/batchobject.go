@@ -35,37 +35,37 @@ func readSmall(resp *http.Response, limit int64) []byte {
 	return b
 }
 
-// batchAnswer reads a successful answer of the batch and file endpoints,
+// answer reads a successful answer of the batch and file endpoints,
 // and reports whether it wrapped the body: an upload's answer names the
 // file the meter read (kept for the batches that name it), a creation's
 // the batch its reservation goes to, a batch object its status and usage
 // (ended: settled), an Anthropic batch's results their usage.
-func (h *Handler) batchAnswer(resp *http.Response, ex *exchange) {
+func (b *batches) answer(resp *http.Response, ex *exchange) {
 	path := strings.TrimSuffix(resp.Request.URL.Path, "/")
 	switch {
-	case ex.uploadMeter != nil:
-		h.keepBatchFile(resp, ex)
-	case ex.batch != nil:
-		ex.batch.Bind(gjson.GetBytes(readSmall(resp, maxBatchObject), "id").Str)
+	case ex.upload.meter != nil:
+		b.keepFile(resp, ex)
+	case ex.tally.batch != nil:
+		ex.tally.batch.Bind(gjson.GetBytes(readSmall(resp, maxBatchObject), "id").Str)
 	case ex.rt.family == familyAnthropic && strings.HasSuffix(path, "/results"):
-		h.meterResults(resp, strings.TrimSuffix(strings.TrimPrefix(path, anthropicBatchesPath+"/"), "/results"))
+		b.meterResults(resp, strings.TrimSuffix(strings.TrimPrefix(path, anthropicBatchesPath+"/"), "/results"))
 	case strings.HasPrefix(path, openAIBatchesPath+"/") || strings.HasPrefix(path, anthropicBatchesPath+"/"):
-		h.batchObject(readSmall(resp, maxBatchObject))
+		b.object(readSmall(resp, maxBatchObject))
 	}
 }
 
-// keepBatchFile keeps what the meter read of an upload as the file the
+// keepFile keeps what the meter read of an upload as the file the
 // answer names, before the answer goes on: a batch created on it right
 // after finds it.
-func (h *Handler) keepBatchFile(resp *http.Response, ex *exchange) {
+func (b *batches) keepFile(resp *http.Response, ex *exchange) {
 	id := gjson.GetBytes(readSmall(resp, maxBatchObject), "id").Str
-	f, ok := ex.uploadMeter.result()
+	f, ok := ex.upload.meter.result()
 	if !ok || id == "" {
 		return
 	}
 	ctx := context.WithoutCancel(resp.Request.Context())
-	if err := h.admitter.PutBatchFile(ctx, id, f); err != nil {
-		h.log.Warn("budget_store_failed", slog.String("error", err.Error()))
+	if err := b.admitter.PutBatchFile(ctx, id, f); err != nil {
+		b.log.Warn("budget_store_failed", slog.String("error", err.Error()))
 	}
 }
 
@@ -89,24 +89,24 @@ type openAIBatchObject struct {
 	ProcessingStatus string `json:"processing_status"`
 }
 
-// batchObject ends the batch a batch object (OpenAI's or Anthropic's)
+// object ends the batch a batch object (OpenAI's or Anthropic's)
 // reports ended: at the usage it reports; with none, at nothing if no
 // request of it ran (failed, expired, cancelled, or Anthropic's batch
 // ended without a success). One that ran requests and reports no usage
 // keeps its reservation (Anthropic's until its results are read).
-func (h *Handler) batchObject(b []byte) {
+func (b *batches) object(obj []byte) {
 	var o openAIBatchObject
-	if b == nil || json.Unmarshal(b, &o) != nil {
+	if obj == nil || json.Unmarshal(obj, &o) != nil {
 		return
 	}
 	switch {
 	case o.Object == "batch" && o.Usage != nil && batchEnded(o.Status):
-		h.admitter.EndBatch(o.ID, &price.Usage{Input: o.Usage.InputTokens, CacheRead: o.Usage.InputTokensDetails.CachedTokens,
+		b.admitter.EndBatch(o.ID, &price.Usage{Input: o.Usage.InputTokens, CacheRead: o.Usage.InputTokensDetails.CachedTokens,
 			Output: o.Usage.OutputTokens})
 	case o.Object == "batch" && batchEnded(o.Status) && o.Status != "completed" && o.RequestCounts.Completed == 0:
-		h.admitter.EndBatch(o.ID, nil)
-	case o.Type == "message_batch" && o.ProcessingStatus == "ended" && gjson.GetBytes(b, "request_counts.succeeded").Int() == 0:
-		h.admitter.EndBatch(o.ID, nil)
+		b.admitter.EndBatch(o.ID, nil)
+	case o.Type == "message_batch" && o.ProcessingStatus == "ended" && gjson.GetBytes(obj, "request_counts.succeeded").Int() == 0:
+		b.admitter.EndBatch(o.ID, nil)
 	}
 }
 
@@ -124,10 +124,10 @@ func batchEnded(status string) bool {
 // as they pass, and ends batch id at that usage once they were read to
 // the end; results cut short, or with a line too long to read, end
 // nothing.
-func (h *Handler) meterResults(resp *http.Response, id string) {
+func (b *batches) meterResults(resp *http.Response, id string) {
 	var sum price.Usage
 	whole := true
-	ls := newLineSplitter(h.bodies.budget, func(line []byte) {
+	ls := newLineSplitter(b.bodies.budget, func(line []byte) {
 		r := gjson.GetBytes(line, "result")
 		if r.Get("type").Str != "succeeded" {
 			return
@@ -144,7 +144,7 @@ func (h *Handler) meterResults(resp *http.Response, id string) {
 	}, func(int64) { whole = false })
 	resp.Body = &meteredLines{ReadCloser: resp.Body, lines: ls, done: func(complete bool) {
 		if complete && whole && ls.failed == nil {
-			h.admitter.EndBatch(id, &sum)
+			b.admitter.EndBatch(id, &sum)
 		}
 	}}
 }

@@ -46,7 +46,7 @@ func TestCutStreamChargesItsWorstCase(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newTestProxy(t, proxyOpts{upstream: fakeprovider.New(fakeprovider.Config{}), mutate: func(c *Config, q *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
-				c.Upstream.APIKey = "sk-test" // the proxy's own key: its answers spend this account (exchange.spent)
+				c.Upstream.APIKey = "sk-test" // the proxy's own key: its answers spend this account (destination.spent)
 				q.Prices = []price.Price{worstPrice}
 				q.Classes.Interactive.Budget = classify.Budget{USD: 100, Per: classify.PerDay}
 				q.Classes.Bulk.Budget = classify.Budget{USD: 100, Per: classify.PerDay}

@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"io"
+	"sync"
 	"sync/atomic"
+
+	"github.com/meterproxy/meterproxy/proxy/usage"
 )
 
 // delivery follows a metered stream's terminal event ([DONE],
@@ -57,4 +60,46 @@ func (b *passedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.taken += int64(n)
 	return n, err
+}
+
+// meteredBody feeds a copy of every byte read to a usage.Meter, and reports
+// the usage once: at EOF (complete) or at Close before EOF (cut short).
+// The meter holds at most about 65 KiB of the body however large it is and
+// however slowly the client reads it (see usage.Meter), so the bodies in
+// flight cost at most the in-flight bound times that.
+//
+// It tells end when the stream's terminal event has been read (delivery).
+type meteredBody struct {
+	io.ReadCloser
+	meter *usage.Meter
+	end   *delivery
+	read  int64
+	done  func(usage.Usage)
+	once  sync.Once
+}
+
+// Read implements io.Reader.
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		_, _ = b.meter.Write(p[:n]) // never fails
+		b.read += int64(n)
+		if b.meter.Terminal() {
+			b.end.sawTerminal(b.read)
+		}
+	}
+	if err == io.EOF {
+		b.finish(true)
+	}
+	return n, err
+}
+
+// Close implements io.Closer.
+func (b *meteredBody) Close() error {
+	b.finish(false)
+	return b.ReadCloser.Close()
+}
+
+func (b *meteredBody) finish(complete bool) {
+	b.once.Do(func() { b.done(b.meter.Finish(complete)) })
 }

@@ -13,7 +13,7 @@
 // they arrive. Every request ends as exactly one of forwarded (the
 // upstream answered), refused (meterproxy answered with a provider-shaped
 // JSON error) or cancelled (the client left first), and is counted so,
-// once, when the handler ends (Handler.count).
+// once, when the handler ends (records.count).
 //
 // A WebSocket upgrade on the Responses API's paths is no such request: it
 // opens a socket (socket.go) relayed message by message, on which each

@@ -20,7 +20,7 @@ func TestFlexForAsksQuota(t *testing.T) {
 	p := flexProxy(t, http.NotFoundHandler(), "openai", nil)
 	h := p.handler
 	carried := func() *exchange {
-		ex := &exchange{live: h.live.Load(), res: classify.Result{Class: classify.Bulk}, model: quota.Model{Name: "gpt-4o"}}
+		ex := &exchange{live: h.live.Load(), res: classify.Result{Class: classify.Bulk}, ask: asked{model: quota.Model{Name: "gpt-4o"}}}
 		ex.dialect, ex.rt.api = dialectOpenAI, usage.ChatCompletions
 		return ex
 	}
@@ -30,19 +30,19 @@ func TestFlexForAsksQuota(t *testing.T) {
 	}{
 		{"openai chat, a flex model", func(*exchange) {}},
 		{"azure responses", func(ex *exchange) { ex.dialect, ex.rt.api = dialectAzure, usage.Responses }},
-		{"a model flex_models does not list", func(ex *exchange) { ex.model = quota.Model{Name: "gpt-4.1"} }},
+		{"a model flex_models does not list", func(ex *exchange) { ex.ask.model = quota.Model{Name: "gpt-4.1"} }},
 		{"interactive", func(ex *exchange) { ex.res.Class = classify.Interactive }},
-		{"no model", func(ex *exchange) { ex.model = quota.Model{} }},
+		{"no model", func(ex *exchange) { ex.ask.model = quota.Model{} }},
 	} {
 		ex := carried()
 		tt.change(ex)
-		got, ok := h.flexFor(ex)
-		want, wantOK := p.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
+		got, ok := h.metering.flexFor(ex)
+		want, wantOK := p.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.ask.model })
 		if got != want || ok != wantOK {
 			t.Errorf("%s: the proxy says %+v, %v; quota %+v, %v", tt.name, got, ok, want, wantOK)
 		}
 	}
-	if _, ok := h.flexFor(carried()); !ok {
+	if _, ok := h.metering.flexFor(carried()); !ok {
 		t.Fatal("an OpenAI chat completion for gpt-4o from bulk is not sent at flex")
 	}
 	shadow := *h.live.Load()
@@ -51,7 +51,7 @@ func TestFlexForAsksQuota(t *testing.T) {
 		name   string
 		change func(*exchange)
 	}{
-		{"a WebSocket turn", func(ex *exchange) { ex.socket = true }},
+		{"a WebSocket turn", func(ex *exchange) { ex.ask.socket = true }},
 		{"mode: shadow", func(ex *exchange) { ex.live = &shadow }},
 		{"anthropic", func(ex *exchange) { ex.dialect, ex.rt.api = dialectAnthropic, usage.Messages }},
 		{"an OpenAI-compatible server", func(ex *exchange) { ex.dialect = dialectCompatible }},
@@ -59,7 +59,7 @@ func TestFlexForAsksQuota(t *testing.T) {
 	} {
 		ex := carried()
 		tt.change(ex)
-		if f, ok := h.flexFor(ex); ok {
+		if f, ok := h.metering.flexFor(ex); ok {
 			t.Errorf("%s: sent at flex (%+v); it cannot carry the tier", tt.name, f)
 		}
 	}

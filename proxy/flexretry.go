@@ -12,7 +12,6 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/meterproxy/meterproxy/quota"
 	"github.com/tidwall/gjson"
 )
 
@@ -32,17 +31,6 @@ type flexSend struct {
 	unavailable bool
 }
 
-// flexFor says whether ex's request is sent at the flex tier, and how.
-// Which requests are is quota's to decide, by class and model
-// (quota.Config.FlexFor); the proxy only says which requests can carry
-// a tier (flexCarried), and asks quota of those.
-func (h *Handler) flexFor(ex *exchange) (quota.Flex, bool) {
-	if !flexCarried(ex) {
-		return quota.Flex{}, false
-	}
-	return h.admitter.FlexFor(ex.res.Class, func() quota.Model { return ex.model })
-}
-
 // flexCarried reports whether ex's request can be sent at the flex tier
 // at all. Only OpenAI's own API and Azure OpenAI have the tier, for Chat
 // Completions and Responses over HTTP: never Anthropic (it has none),
@@ -51,7 +39,7 @@ func (h *Handler) flexFor(ex *exchange) (quota.Flex, bool) {
 // from, over HTTP only: flexTry). Under mode: shadow nothing forwarded
 // is changed.
 func flexCarried(ex *exchange) bool {
-	return !ex.live.Shadow && !ex.socket && (ex.dialect == dialectOpenAI || ex.dialect == dialectAzure) &&
+	return !ex.live.Shadow && !ex.ask.socket && (ex.dialect == dialectOpenAI || ex.dialect == dialectAzure) &&
 		(ex.rt.api == usage.ChatCompletions || ex.rt.api == usage.Responses)
 }
 
@@ -100,7 +88,7 @@ const (
 
 // flexTry is the retry loop's flex state at one account, afresh at each
 // account the request goes to (a spill): a request sent at flex
-// (exchange.flex) whose answer is flex's 429 Resource Unavailable
+// (destination.flex) whose answer is flex's 429 Resource Unavailable
 // (flexUnavailable) is retried at flex with backoff until its class's
 // max_wait ends (until: quota.Lease.Until); then it is resent at the
 // default tier with flex_fallback, or the 429 is passed on. The retried
@@ -116,8 +104,8 @@ type flexTry struct {
 // newFlexTry is the flex state of ex at its lease's account.
 func newFlexTry(ex *exchange) flexTry {
 	t := flexTry{backoff: flexBackoffFirst}
-	if ex.lease != nil {
-		t.until = ex.lease.Until()
+	if ex.tally.lease != nil {
+		t.until = ex.tally.lease.Until()
 	}
 	return t
 }
@@ -125,7 +113,7 @@ func newFlexTry(ex *exchange) flexTry {
 // next is what the answer to ex's request at flex — resp, or err — calls
 // for, and the wait before a retry, at c's time.
 func (t *flexTry) next(ex *exchange, resp *http.Response, err error, c flexClock) (flexStep, time.Duration) {
-	if ex.flex == nil || t.fellBack || err != nil || !flexUnavailable(resp) {
+	if ex.dest.flex == nil || t.fellBack || err != nil || !flexUnavailable(resp) {
 		return flexDone, 0
 	}
 	now := c.now()
@@ -138,8 +126,8 @@ func (t *flexTry) next(ex *exchange, resp *http.Response, err error, c flexClock
 	// of it.
 	left := t.until.Sub(now)
 	if left <= 0 {
-		if !ex.flex.fallback {
-			ex.flex.unavailable = true
+		if !ex.dest.flex.fallback {
+			ex.dest.flex.unavailable = true
 			return flexDone, 0
 		}
 		t.fellBack = true

@@ -23,7 +23,7 @@ func flexProxy(t *testing.T, upstream http.Handler, provider Provider, mutate fu
 	t.Helper()
 	return newTestProxy(t, proxyOpts{upstream: upstream, mutate: func(c *Config, q *quota.Config, cc *classify.Config, _ *[]classify.Caller) {
 		c.Upstream.Provider = provider
-		c.Upstream.APIKey = "sk-test" // the proxy's own key: its answers speak of this account (exchange.spent)
+		c.Upstream.APIKey = "sk-test" // the proxy's own key: its answers speak of this account (destination.spent)
 		q.Classes.Bulk.ServiceTier, q.Classes.Bulk.FlexModels = price.TierFlex, []string{"gpt-4o*"}
 		if mutate != nil {
 			mutate(q, cc)
@@ -111,7 +111,7 @@ type fakeTime struct {
 
 func (f *fakeTime) install(t *testing.T, h *Handler) {
 	t.Helper()
-	fr := &h.flexClock
+	fr := &h.retry.flexClock
 	f.now = time.Now()
 	fr.now = func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
 	fr.sleep = func(_ context.Context, d time.Duration) error {

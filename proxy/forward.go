@@ -1,21 +1,32 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httputil"
 	"sync"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// upstreamEnd is what ends with the upstream's answer to an exchange,
-// whatever its client's pace (endUpstream).
-type upstreamEnd struct {
+// upstreamTrip is an exchange's request's trip upstream: when it went,
+// how to stop it, and what ends with the upstream's answer, whatever its
+// client's pace (endUpstream).
+type upstreamTrip struct {
 	once sync.Once
-	// start is when forward sent the request.
-	start time.Time
+	// start is when forward sent the request; sent is when it last went
+	// upstream (a spill sends it again): the provider's headers on its
+	// response describe the account as of then.
+	start, sent time.Time
+	// stop cancels the upstream request (set by rewrite).
+	stop func()
 	// gauge is the caller's meterproxy_caller_in_flight series, raised
 	// when the request went upstream; nil for a batch or an upload.
 	gauge prometheus.Gauge
@@ -36,12 +47,12 @@ type upstreamEnd struct {
 // memory budget) is logged.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	ex.upstream.start = time.Now()
-	ex.sent = ex.upstream.start
+	ex.upstream.sent = ex.upstream.start
 	defer func() {
 		p := recover()
-		h.endUpstream(ex) // when no answer came, or none was read ahead
-		if ex.stopUpstream != nil {
-			ex.stopUpstream()
+		h.metering.endUpstream(ex) // when no answer came, or none was read ahead
+		if ex.upstream.stop != nil {
+			ex.upstream.stop()
 		}
 		if p == nil {
 			return
@@ -78,24 +89,24 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange) 
 func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 	ex := exchangeOf(r.Context())
 	if ex == nil {
-		resp, err := h.upstream.RoundTrip(r)
+		resp, err := h.retry.transport.RoundTrip(r)
 		if err == nil {
-			h.observe(resp, time.Now(), nil)
+			h.metering.observe(resp, time.Now(), nil)
 		}
 		return resp, err
 	}
-	tried := []string{ex.account}
+	tried := []string{ex.dest.account}
 	flex := newFlexTry(ex)
 	out := r
 	for {
-		resp, err := h.upstream.RoundTrip(out)
-		switch step, wait := flex.next(ex, resp, err, h.flexClock); step {
+		resp, err := h.retry.transport.RoundTrip(out)
+		switch step, wait := flex.next(ex, resp, err, h.retry.flexClock); step {
 		case flexRetryAfter:
 			drain(resp)
 			l := ex.poolLabels()
 			h.m.upstream.flexRetries.WithLabelValues(l.Account, l.Pool).Inc()
-			ex.tried.flexRetries++
-			if err := h.flexClock.sleep(r.Context(), wait); err != nil {
+			ex.trace.tried.flexRetries++
+			if err := h.retry.flexClock.sleep(r.Context(), wait); err != nil {
 				return nil, err
 			}
 			if out, err = rewind(r); err != nil {
@@ -104,27 +115,27 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 			continue
 		case flexFallBack:
 			drain(resp)
-			ex.tried.fallback = true
-			out = withBody(r, ex.flex.plain)
+			ex.trace.tried.fallback = true
+			out = withBody(r, ex.dest.flex.plain)
 			continue
 		}
 		now := time.Now()
 		if err == nil {
-			h.observe(resp, now, ex)
+			h.metering.observe(resp, now, ex)
 		}
-		lease := h.spillTo(r, ex, resp, err, tried)
+		lease := h.accounts.spillTo(r, ex, resp, err, tried)
 		if lease == nil {
 			if err == nil {
-				h.began(resp, ex, now)
+				h.metering.began(resp, ex, now)
 			}
 			return resp, err
 		}
-		h.spill(ex, resp, err, lease)
-		tried = append(tried, ex.account)
-		if r, err = h.retarget(r, ex); err != nil {
+		h.accounts.spill(ex, resp, err, lease)
+		tried = append(tried, ex.dest.account)
+		if r, err = h.accounts.retarget(r, ex); err != nil {
 			return nil, err
 		}
-		ex.sent = time.Now()
+		ex.upstream.sent = time.Now()
 		flex, out = newFlexTry(ex), r
 	}
 }
@@ -154,32 +165,139 @@ func (h *Handler) cutShort(r *http.Request, ex *exchange, side string) {
 // (cutBodyMemory).
 func (h *Handler) readAhead(resp *http.Response, ex *exchange) {
 	if resp.Body == nil || resp.Body == http.NoBody {
-		h.endUpstream(ex)
+		h.metering.endUpstream(ex)
 		return
 	}
 	resp.Body = newReadAhead(resp.Body, h.bodies.budget, ex.res.Class == classify.Interactive, aheadHooks{
-		stop: ex.stopUpstream, ended: func() { h.endUpstream(ex) }, cut: ex.rec.starve, grace: h.aheadGrace})
+		stop: ex.upstream.stop, ended: func() { h.metering.endUpstream(ex) }, cut: ex.rec.starve, grace: h.aheadGrace})
 }
 
-// endUpstream runs once, when the upstream's answer to ex has ended (its
-// body whole or broken off, or no answer at all), before the client may
-// have read it: the upstream's service time is measured
-// (meterproxy_upstream_duration_seconds, the Little's-law meter), the
-// caller's meterproxy_caller_in_flight comes down, and the lease is
-// released — its slot, its caller's gates, and the adaptive bound's
-// latency, admission to now. Its usage was settled before, as its body
-// ended (meteredBody).
-func (h *Handler) endUpstream(ex *exchange) {
-	ex.upstream.once.Do(func() {
-		end := time.Now()
-		took := end.Sub(ex.upstream.start)
-		h.m.upstream.duration.WithLabelValues(ex.res.Class.String()).Observe(took.Seconds())
-		h.m.admission.little[ex.res.Class].add(end, took)
-		if ex.upstream.gauge != nil {
-			ex.upstream.gauge.Dec()
+// modifyResponse meters the tokens of successful answers as the body
+// passes (the retry loop, roundTrip, observed the answer and settled one
+// that is not a success before passing it on); an admitted
+// request's answer is read ahead of its client (Handler.readAhead), and
+// a metered one's delivery followed (passedBody).
+func (h *Handler) modifyResponse(resp *http.Response) error {
+	ex := exchangeOf(resp.Request.Context())
+	h.meter(resp, ex)
+	providerID(resp.Header)
+	_, metered := resp.Body.(*meteredBody)
+	if ex != nil && ex.tally.lease != nil {
+		h.readAhead(resp, ex)
+	}
+	if metered {
+		resp.Body = &passedBody{ReadCloser: resp.Body, d: &ex.delivery, rec: ex.rec}
+	}
+	return nil
+}
+
+// meter is modifyResponse's metering: the settlement of a success that
+// is not metered, the meter on a metered one's body, whose end settles it
+// (settle).
+func (h *Handler) meter(resp *http.Response, ex *exchange) {
+	success := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if ex != nil && ex.rt.streamed() && success && ex.dest.spent {
+		h.batches.answer(resp, ex)
+	}
+	if ex == nil || !success {
+		return
+	}
+	if ex.rt.api == usage.Other {
+		var u *usage.Usage // nothing to read of its usage
+		if ex.rt.unmetered() {
+			u = &usage.Usage{Input: ex.ask.inputEstimate, Estimated: true}
 		}
-		if ex.lease != nil {
-			ex.lease.Release()
-		}
-	})
+		h.metering.spend(ex, ex.answer(resp.StatusCode), u, false)
+		return
+	}
+	if ex.ask.background {
+		h.m.outcomes.background.WithLabelValues(ex.res.Class.String()).Inc()
+	}
+	meter := usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.ask.inputEstimate)
+	resp.Body = &meteredBody{
+		ReadCloser: resp.Body,
+		meter:      meter,
+		end:        &ex.delivery,
+		done:       func(u usage.Usage) { h.metering.settle(ex, ex.answer(resp.StatusCode), u, meter.Cut()) },
+	}
+}
+
+// rewrite sends the request to its account (destination.account), with the
+// account's key when the proxy holds one.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	ex := exchangeOf(pr.In.Context())
+	ex.dest.in = pr.In
+	acct := h.accounts.get(ex.dest.account)
+	pr.SetURL(acct.target)
+	pr.Out.Header.Del(ex.live.ClassHeader)
+	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
+	pr.Out.Header[requestIDHeader] = []string{ex.access.requestID}
+	// An uncompressed body, so usage parsing never sees gzip.
+	pr.Out.Header.Set("Accept-Encoding", "identity")
+	if acct.key != "" {
+		replaceCredential(pr.Out.Header, ex.credential(), acct.key)
+	}
+	// The answer is read ahead of the client (readahead.go), which stops
+	// it by cancelling the request.
+	ctx, cancel := context.WithCancel(pr.Out.Context())
+	pr.Out, ex.upstream.stop = pr.Out.WithContext(ctx), cancel
+}
+
+// upstreamError answers when the upstream could not be reached or did not
+// answer in time; a client that left gets nothing.
+func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	ex := exchangeOf(r.Context())
+	if ex.upload.body != nil && ex.upload.body.err() != nil {
+		err = ex.upload.body.err() // the client's side failed, not the upstream
+	}
+	if ex.tally.batch != nil && !neverSent(err) {
+		ex.tally.batch.Bind("") // the provider may have created it, under an id never seen: spent in full
+	}
+	f, clientSide := bodyRefusal(err, true) // only a streamed body is still read here
+	if r.Context().Err() != nil && !clientSide {
+		return // nothing is written: it counts as cancelled
+	}
+	switch {
+	case clientSide:
+		closeUnread(w, r)
+	default:
+		f = transportRefusal(err)
+	}
+	if ex.tally.lease != nil {
+		// No answer: a failure for the adaptive bound (of this account's
+		// requests only), and a request that never left cost nothing.
+		ex.tally.lease.Settle(quota.Outcome{Unsent: neverSent(err), Measured: ex.dest.spent && !clientSide})
+	}
+	h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	ex.refuse(f)
+}
+
+// transportRefusal is the answer to a request whose upstream exchange
+// failed with err before any answer: 504 when it timed out, else 502.
+func transportRefusal(err error) refusal {
+	if isTimeout(err) {
+		return refusal{status: http.StatusGatewayTimeout, reason: reasonTimeout, kind: "api_error",
+			message: "meterproxy: the upstream did not answer in time", retry: true}
+	}
+	return refusal{status: http.StatusBadGateway, reason: reasonUnreachable, kind: "api_error",
+		message: "meterproxy: the upstream could not be reached", retry: true}
+}
+
+// neverSent reports whether a transport error says the request never
+// left: no connection to the upstream could be made (the dial or the
+// name lookup failed). Only then is its token charge given back. Any
+// other failure — a timeout, a connection that broke after the request
+// was written — may have reached the provider, which charges a request
+// as it arrives, so the charge stands.
+func neverSent(err error) bool {
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
+		return true
+	}
+	_, ok := errors.AsType[*net.DNSError](err)
+	return ok
+}
+
+func isTimeout(err error) bool {
+	ne, ok := errors.AsType[net.Error](err)
+	return (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -8,6 +8,15 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
+// frontDoor is the part of the handler that screens a request before
+// anything reads it (screen), an HTTP request's and a WebSocket
+// handshake's alike.
+type frontDoor struct {
+	// maxUnknownStreams is server.max_unknown_caller_streams
+	// (enterUnknown).
+	maxUnknownStreams int
+}
+
 // allowedMethods are the methods the providers' APIs use. Anything else
 // (CONNECT, TRACE, …) is answered 405 and never forwarded.
 const allowedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
@@ -80,26 +89,26 @@ func inspect(r *http.Request) (route, *refusal) {
 // connection's bound (enterUnknown) — and reports whether it goes on.
 // leave gives its place on its connection back; it must run when
 // ServeHTTP ends.
-func (h *Handler) screen(w http.ResponseWriter, r *http.Request, ex *exchange, bad *refusal, err error) (leave func(), ok bool) {
+func (d frontDoor) screen(w http.ResponseWriter, r *http.Request, ex *exchange, bad *refusal, err error) (leave func(), ok bool) {
 	switch {
 	case bad != nil:
 		closeUnread(w, r)
-		h.refuse(ex, *bad)
+		ex.refuse(*bad)
 		return func() {}, false
 	case errors.Is(err, classify.ErrUnknownCaller) && isProbe(r):
 		closeUnread(w, r)
-		h.refuse(ex, notAnAPI())
+		ex.refuse(notAnAPI())
 		return func() {}, false
 	case errors.Is(err, classify.ErrUnknownCaller):
 		closeUnread(w, r)
-		h.refuse(ex, refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
+		ex.refuse(refusal{status: http.StatusUnauthorized, reason: reasonUnknownCaller,
 			kind: "authentication_error", message: "meterproxy: the API key is not one of the configured callers"})
 		return func() {}, false
 	case !ex.res.Known:
-		leave, ok := enterUnknown(r, h.maxUnknownStreams)
+		leave, ok := enterUnknown(r, d.maxUnknownStreams)
 		if !ok {
 			closeUnread(w, r)
-			h.refuse(ex, tooManyStreams(h.maxUnknownStreams))
+			ex.refuse(tooManyStreams(d.maxUnknownStreams))
 		}
 		return leave, ok
 	}

@@ -12,7 +12,7 @@ import (
 // Counted as refusals, each start of either fired the class alerts
 // (InteractiveRefused). They are counted in meterproxy_negotiations_total
 // by reason, and in neither meterproxy_requests_total nor
-// meterproxy_refusals_total (Handler.count).
+// meterproxy_refusals_total (records.count).
 const (
 	// negotiationUpgrade: an upgrade (a WebSocket, h2c) meterproxy does
 	// not meter, answered 426 (upgradeRequired).

@@ -54,20 +54,8 @@ type readAhead struct {
 	src         io.ReadCloser // the upstream's body, metered
 	budget      *memBudget
 	interactive bool
-	// stop cancels the upstream request: a read the pump waits in ends.
-	stop func()
-	// ended runs once on the pump's goroutine when the upstream's body
-	// has ended (whole, failed, or abandoned by Close or a cut) and src
-	// is closed; cut runs on it before, when it cuts the client off.
-	ended, cut func()
-
-	// grace is how long a client behind may take nothing while the
-	// budget is full (aheadGrace).
-	grace time.Duration
-
-	ready chan struct{} // the pump's word that there is more to read
-	taken chan struct{} // the client's word that it took some, or Close's
-	done  chan struct{} // closed when the pump returns
+	aheadHooks
+	aheadSignals
 
 	mu     sync.Mutex
 	chunks [][]byte // each filled to its length; the client reads from chunks[0][off:]
@@ -80,17 +68,29 @@ type readAhead struct {
 	closed bool
 }
 
-// aheadHooks are what a readAhead calls: stop, ended and cut (see
-// readAhead), and its grace.
+// aheadHooks are what a readAhead calls, and its grace.
 type aheadHooks struct {
+	// stop cancels the upstream request: a read the pump waits in ends.
+	// ended runs once on the pump's goroutine when the upstream's body
+	// has ended (whole, failed, or abandoned by Close or a cut) and src
+	// is closed; cut runs on it before, when it cuts the client off.
 	stop, ended, cut func()
-	grace            time.Duration
+	// grace is how long a client behind may take nothing while the
+	// budget is full (aheadGrace).
+	grace time.Duration
+}
+
+// aheadSignals are how a readAhead's pump and its client tell each other.
+type aheadSignals struct {
+	ready chan struct{} // the pump's word that there is more to read
+	taken chan struct{} // the client's word that it took some, or Close's
+	done  chan struct{} // closed when the pump returns
 }
 
 // newReadAhead returns src read ahead within budget, its pump started.
 func newReadAhead(src io.ReadCloser, budget *memBudget, interactive bool, hooks aheadHooks) *readAhead {
-	b := &readAhead{src: src, budget: budget, interactive: interactive, stop: hooks.stop, ended: hooks.ended, cut: hooks.cut,
-		grace: hooks.grace, ready: make(chan struct{}, 1), taken: make(chan struct{}, 1), done: make(chan struct{})}
+	b := &readAhead{src: src, budget: budget, interactive: interactive, aheadHooks: hooks,
+		aheadSignals: aheadSignals{ready: make(chan struct{}, 1), taken: make(chan struct{}, 1), done: make(chan struct{})}}
 	go b.pump()
 	return b
 }

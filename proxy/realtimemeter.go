@@ -94,10 +94,10 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 			message: "meterproxy: " + err.Error()}, "")
 		return false
 	}
-	if ev.namesModel && !sameModel(r.s.ex.model, ev.model) {
+	if ev.namesModel && !sameModel(r.s.ex.ask.model, ev.model) {
 		r.s.tellRefusal(refusal{status: http.StatusBadRequest, reason: reasonBadRequest, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: this session is metered and priced for model %q, which its handshake named; a session.update may not name another",
-				bounded(r.s.ex.model.Name, maxSessionModel))}, ev.eventID)
+				bounded(r.s.ex.ask.model.Name, maxSessionModel))}, ev.eventID)
 		return false
 	}
 	if !ev.create {
@@ -142,9 +142,9 @@ func (r *realtimeMeter) client(ctx context.Context, m *socketMessage) bool {
 // its budgets reserve it at the model's max_input, cut to what they have
 // left), its output cap, its charge as ex's dialect charges.
 func (r *realtimeMeter) prepare(ex *exchange, data []byte, maxOutput, conversation int64) {
-	ex.model, ex.hiddenInput, ex.pooled = r.s.ex.model, true, true
-	ex.inputEstimate, ex.outputCap = max(usage.EstimateInput(data), conversation), maxOutput
-	ex.cost, ex.settle = ex.dialect.charge(ex.inputEstimate, usage.Request{Model: ex.model.Name, MaxOutput: maxOutput})
+	ex.ask.model, ex.ask.hiddenInput, ex.dest.pooled = r.s.ex.ask.model, true, true
+	ex.ask.inputEstimate, ex.ask.outputCap = max(usage.EstimateInput(data), conversation), maxOutput
+	ex.ask.cost, ex.ask.settle = ex.dialect.charge(ex.ask.inputEstimate, usage.Request{Model: ex.ask.model.Name, MaxOutput: maxOutput})
 }
 
 // upstream reads an upstream event into the response it is about.
@@ -255,11 +255,11 @@ func (r *realtimeMeter) failed(ev realtimeServer) {
 // reserve. Only a session that spends this account is read.
 func (r *realtimeMeter) limits(m *socketMessage) {
 	s := r.s
-	if !s.ex.spent {
+	if !s.ex.dest.spent {
 		return
 	}
 	if obs, ok := readRateLimits(m.data()); ok {
-		s.h.heed(s.ex, obs, http.StatusOK, false, refillOf(s.ex.live.Refill, s.ex.dialect, nil), time.Now())
+		s.sk.metering.heed(s.ex, obs, http.StatusOK, false, refillOf(s.ex.live.Refill, s.ex.dialect, nil), time.Now())
 	}
 }
 
@@ -268,25 +268,24 @@ func (r *realtimeMeter) limits(m *socketMessage) {
 // least the conversation so far, nothing charged before its
 // response.done settles its tokens into the window.
 func (r *realtimeMeter) unheldTurn() *socketTurn {
-	s, h := r.s, r.s.h
+	s, sk := r.s, r.s.sk
 	ex := s.requestExchange()
-	ex.model, ex.hiddenInput, ex.pooled = s.ex.model, true, true
+	ex.ask.model, ex.ask.hiddenInput, ex.dest.pooled = s.ex.ask.model, true, true
 	r.mu.Lock()
-	ex.inputEstimate = r.context
+	ex.ask.inputEstimate = r.context
 	r.mu.Unlock()
-	ex.settle = settleTotal // charged nothing before: the window takes what it reports
-	ex.at(s.ex.account, s.ex.pool)
+	ex.ask.settle = settleTotal // charged nothing before: the window takes what it reports
+	ex.at(s.ex.dest.account, s.ex.dest.pool)
 	class := ex.res.Class.String()
 	if !ex.live.Shadow {
-		ex.lease = h.admitter.Unheld(ex.request())
-		ex.at(ex.lease.Account(), ex.lease.Pool()) // quota's pick, as for any lease
+		ex.admitted(sk.admitter.Unheld(ex.request())) // at quota's pick, as for any lease
 		// Admitted at once, after the fact: every turn is admitted or
 		// refused in meterproxy_admissions_total.
 		l := ex.poolLabels()
-		h.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitAdmitted).Inc()
-		h.m.admission.callerAdmissions.WithLabelValues(l.Account, l.Pool, class, ex.res.Caller).Inc()
+		sk.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitAdmitted).Inc()
+		sk.m.admission.callerAdmissions.WithLabelValues(l.Account, l.Pool, class, ex.res.Caller).Inc()
 	}
-	h.m.realtime.unheld.WithLabelValues(class).Inc()
+	sk.m.realtime.unheld.WithLabelValues(class).Inc()
 	t := &socketTurn{s: s, ex: ex}
 	t.inFlight()
 	return t
@@ -300,7 +299,7 @@ func (r *realtimeMeter) unheldTurn() *socketTurn {
 // settles, so a response never closes its session by its own spend.
 func (r *realtimeMeter) checkBudget() {
 	s := r.s
-	if s.ex.live.Shadow || !s.ex.spent {
+	if s.ex.live.Shadow || !s.ex.dest.spent {
 		return
 	}
 	r.mu.Lock()
@@ -319,7 +318,7 @@ func (r *realtimeMeter) checkBudget() {
 	req.Free = false
 	r.checks.Go(func() {
 		for {
-			err := s.h.admitter.CheckBudgets(s.work, req)
+			err := s.sk.admitter.CheckBudgets(s.work, req)
 			close(read)
 			if e, ok := errors.AsType[*quota.BudgetExceededError](err); ok {
 				r.overBudget(e)
@@ -357,7 +356,7 @@ func (r *realtimeMeter) overBudget(e *quota.BudgetExceededError) {
 		message: fmt.Sprintf("meterproxy: budget %s is spent (%s of %s this period) and the server's voice detection went on creating responses, "+
 			"which meterproxy cannot hold: the session is closed; the budget resets at %s", e.Budget, e.Spent, e.Limit, e.Resets.UTC().Format(time.RFC3339))}
 	_ = s.tell(realtimeSocket{}.errorEvent(f, ""))
-	s.h.log.Info("realtime_budget_spent", slog.String("caller", s.ex.res.Caller), slog.String("budget", e.Budget))
+	s.sk.log.Info("realtime_budget_spent", slog.String("caller", s.ex.res.Caller), slog.String("budget", e.Budget))
 	s.finish(socketSideProxy, websocket.StatusPolicyViolation, closeBudgetSpent)
 }
 

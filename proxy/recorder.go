@@ -12,7 +12,7 @@ import (
 
 // recorder is every answer's writer: it remembers what was written to the
 // client, and whether meterproxy refused the request, so the request is
-// counted as exactly one outcome (Handler.count). It keeps
+// counted as exactly one outcome (records.count). It keeps
 // http.ResponseController working through Unwrap, which ReverseProxy uses
 // to flush streams and the body reader to set deadlines.
 //
@@ -34,7 +34,7 @@ type recorder struct {
 	// refused is the reason meterproxy answered instead of the upstream
 	// (set by refuse); negotiated the reason of a front-door answer that
 	// is protocol negotiation instead (refusal.negotiation), counted
-	// apart (Handler.count).
+	// apart (records.count).
 	refused, negotiated string
 	// clientFailed is set when writing or flushing to the client failed:
 	// a response cut short then was cut by the client, even before its

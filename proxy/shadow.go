@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
@@ -27,48 +26,6 @@ const (
 // shadowOutcomes name a refusal as meterproxy_refusals_total's reason does.
 var shadowOutcomes = []string{shadowAdmitted, shadowHeld, shadowQueueFull, shadowMaxWait, shadowCallerCap, shadowTooLarge, shadowUnfinished, shadowOther,
 	shadowBudget, shadowUnpriced, shadowUnmetered}
-
-// shadowAdmit asks admission, beside a request that is forwarded at once
-// (mode: shadow), what it would have decided, and records it. The
-// decision runs to its end whatever the response does — a request that
-// would have waited is recorded admitted after its hold, or refused at
-// max_wait, though its real response ended long before — so shadow mode
-// counts what enforcement would have: a fast upstream must not hide the
-// 429s an operator runs shadow mode to learn about. Call the returned
-// func when the response ends. A shadow slot is held as enforcement would
-// have held the request's: from its grant for as long as the real
-// exchange took, so the counts admission decides on follow the traffic.
-// Only a shutdown (the admitter closed) leaves a decision unfinished. The
-// real response's priced usage (shadowUsage) is charged to the shadow
-// lease's budgets, so that they fill as enforcement's would.
-func (h *Handler) shadowAdmit(ctx context.Context, ex *exchange) func() {
-	req := ex.request()
-	c := req.Class
-	start := time.Now()
-	type ended struct {
-		took  time.Duration
-		usage *quota.Usage // the response's, when it was metered
-	}
-	end := make(chan ended, 1)
-	go func() {
-		lease, err := h.admitter.Admit(context.WithoutCancel(ctx), req)
-		h.m.outcomes.shadow.WithLabelValues(c.String(), shadowOutcome(lease, err, c)).Inc()
-		if lease == nil {
-			return
-		}
-		granted := time.Now()
-		e := <-end
-		if e.usage != nil {
-			lease.Settle(quota.Outcome{Usage: e.usage, Shadow: true})
-		}
-		if rest := time.Until(granted.Add(e.took)); rest > 0 {
-			time.AfterFunc(rest, lease.Release)
-			return
-		}
-		lease.Release()
-	}()
-	return func() { end <- ended{time.Since(start), ex.shadowUsage} }
-}
 
 // shadowOutcome is what admission decided, as
 // meterproxy_shadow_decisions_total names it: a refusal by its reason

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -17,7 +18,7 @@ import (
 
 // The socket layer: an API spoken over a WebSocket (the Responses API's
 // WebSocket mode) is opened at a handshake classified and authenticated
-// as an HTTP request is (serveSocket), relayed message by message both
+// as an HTTP request is (sockets.serve), relayed message by message both
 // ways (socketrelay.go, bounded by socketmsg.go), and metered by its
 // API's socketMeter, whose hooks see every message and make turns of the
 // requests among them (socketturn.go): each admitted, charged and
@@ -33,7 +34,7 @@ type socketAPI interface {
 	// socket and before the upstream's is dialled: a refusal to answer
 	// it with, or leave, which the handshake calls once the socket has
 	// ended (or never opened).
-	open(h *Handler, r *http.Request, ex *exchange) (leave func(), f *refusal)
+	open(sk *sockets, r *http.Request, ex *exchange) (leave func(), f *refusal)
 	// errorEvent is f as the error event that answers a client's request
 	// named ref (a Responses lane, a Realtime client event's id; "" for
 	// none).
@@ -112,48 +113,48 @@ func inspectSocket(r *http.Request) (route, *refusal) {
 	return inspect(&plain)
 }
 
-// serveSocket answers a WebSocket handshake r for api: refused as an HTTP
+// serve answers a WebSocket handshake r for api: refused as an HTTP
 // request would be (the front door, an unknown caller, too many sockets
 // of its caller) before anything is dialled; else the upstream socket is
 // opened at the caller's class's home account with the caller's request
 // headers (its key replaced as for HTTP), and only then is the client's
 // accepted: a failed dial answers as a failed HTTP request does (502,
 // 504, or the upstream's own refusal passed on). An open socket is relayed
-// until either side ends it (runSocket); its handshake is not a request
+// until either side ends it (run); its handshake is not a request
 // of meterproxy_requests_total — its turns are.
-func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, api socketAPI, live *Live, res classify.Result, classifyErr error) {
+func (sk *sockets) serve(w http.ResponseWriter, r *http.Request, api socketAPI, live *Live, res classify.Result, classifyErr error) {
 	rt, bad := inspectSocket(r)
 	// No write deadline on the handshake's answer: one set before the
 	// connection is hijacked would stay on it.
-	ex := &exchange{res: res, endpoint: h.provider.resolve(rt), live: live, spent: h.holdsKeys || res.Known, socket: true,
-		rec: newRecorder(w, 0)}
-	h.begin(ex, w, r, time.Now())
-	ex.span = h.tr.requestSpan(r.Context(), ex)
+	ex := sk.accounts.newExchange(live, res, rt, newRecorder(w, 0))
+	ex.ask.socket = true
+	sk.records.begin(ex, w, r, time.Now())
+	ex.trace.span = sk.tr.requestSpan(r.Context(), ex)
 	opened := false
 	defer func() {
 		if !opened {
-			h.count(ex)
+			sk.records.count(ex)
 		}
 	}()
-	leave, ok := h.screen(w, r, ex, bad, classifyErr)
+	leave, ok := sk.door.screen(w, r, ex, bad, classifyErr)
 	defer leave()
 	if !ok {
 		return
 	}
-	exit, ok := h.sockets.enter(res.Caller, h.socketBounds.perCaller)
+	exit, ok := sk.set.enter(res.Caller, sk.bounds.perCaller)
 	if !ok {
-		h.refuse(ex, tooManySockets(h.socketBounds.perCaller))
+		ex.refuse(tooManySockets(sk.bounds.perCaller))
 		return
 	}
 	defer exit()
-	ex.at(h.admitter.HomeAccount(res.Class), "")
-	leaveAPI, f := api.open(h, r, ex)
+	ex.at(sk.admitter.HomeAccount(res.Class), "")
+	leaveAPI, f := api.open(sk, r, ex)
 	if f != nil {
-		h.refuse(ex, *f)
+		ex.refuse(*f)
 		return
 	}
 	defer leaveAPI()
-	up, err := h.dialSocket(r, ex)
+	up, err := sk.dial(r, ex)
 	if err != nil {
 		return // answered
 	}
@@ -166,7 +167,7 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, api socket
 		return
 	}
 	opened = true
-	h.runSocket(context.WithoutCancel(r.Context()), api, ex, cc, up)
+	sk.run(context.WithoutCancel(r.Context()), api, ex, cc, up)
 }
 
 // neverCompress is the compression threshold of both sides of a socket:
@@ -183,14 +184,14 @@ var socketHeaders = []string{
 	"Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Extensions", "Sec-Websocket-Protocol", "Sec-Websocket-Accept",
 }
 
-// dialSocket opens the upstream socket for handshake r at ex's account,
+// dial opens the upstream socket for handshake r at ex's account,
 // through the shared transport (its pool for sockets): r's headers
 // forwarded as an HTTP request's are (the class header and hop-by-hop
 // ones dropped, the account's key in place of the caller's), r's path and
 // query joined to the account's URL. On failure it has answered r: the
 // upstream's own answer to the handshake passed on, or 502/504.
-func (h *Handler) dialSocket(r *http.Request, ex *exchange) (*websocket.Conn, error) {
-	acct := h.account(ex.account)
+func (sk *sockets) dial(r *http.Request, ex *exchange) (*websocket.Conn, error) {
+	acct := sk.accounts.get(ex.dest.account)
 	out := &http.Request{URL: &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}, Header: r.Header.Clone()}
 	(&httputil.ProxyRequest{In: r, Out: out}).SetURL(acct.target)
 	hdr := out.Header
@@ -203,7 +204,7 @@ func (h *Handler) dialSocket(r *http.Request, ex *exchange) (*websocket.Conn, er
 		replaceCredential(hdr, ex.credential(), acct.key)
 	}
 	up, resp, err := websocket.Dial(r.Context(), out.URL.String(), &websocket.DialOptions{
-		HTTPClient: h.socketClient, HTTPHeader: hdr,
+		HTTPClient: sk.client, HTTPHeader: hdr,
 		CompressionMode: websocket.CompressionNoContextTakeover, CompressionThreshold: neverCompress,
 	})
 	if resp != nil && resp.Body != nil {
@@ -214,12 +215,12 @@ func (h *Handler) dialSocket(r *http.Request, ex *exchange) (*websocket.Conn, er
 	}
 	switch {
 	case resp != nil && resp.StatusCode != http.StatusSwitchingProtocols:
-		h.passRefusal(ex, resp)
+		sk.passRefusal(ex, resp)
 	case r.Context().Err() != nil: // the client left: nothing is written, it counts as cancelled
 	default:
 		f := transportRefusal(err)
-		h.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		h.refuse(ex, f)
+		sk.log.Warn("upstream_failed", slog.String("reason", f.reason), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		ex.refuse(f)
 	}
 	return nil, err
 }
@@ -229,8 +230,8 @@ func (h *Handler) dialSocket(r *http.Request, ex *exchange) (*websocket.Conn, er
 // HTTP path passes on any answer: its status, its headers but hop-by-hop
 // ones, the start of its body the dial kept. Its rate-limit headers are
 // read as any answer's are (observe).
-func (h *Handler) passRefusal(ex *exchange, resp *http.Response) {
-	h.observe(resp, time.Now(), ex)
+func (sk *sockets) passRefusal(ex *exchange, resp *http.Response) {
+	sk.metering.observe(resp, time.Now(), ex)
 	ex.access.answered(resp.Header, time.Now())
 	dst := ex.rec.Header()
 	for k, vs := range resp.Header {
@@ -246,4 +247,37 @@ func (h *Handler) passRefusal(ex *exchange, resp *http.Response) {
 	if resp.Body != nil {
 		_, _ = io.Copy(ex.rec, resp.Body) // at most the 1 KiB the dial kept
 	}
+}
+
+// run relays an open socket until it ends, then settles what was
+// in flight (socketMeter.closed).
+func (sk *sockets) run(ctx context.Context, api socketAPI, ex *exchange, client, upstream *websocket.Conn) {
+	s := &socket{sk: sk, api: api, ex: ex, client: client, upstream: upstream,
+		socketWatch: socketWatch{quiet: make(chan struct{}, 1), drain: make(chan struct{})}, queue: make(chan *socketMessage, socketQueue)}
+	s.work, s.stopWork = context.WithCancel(ctx)
+	s.io, s.stopIO = context.WithCancel(ctx)
+	defer s.stopWork()
+	defer s.stopIO()
+	limit := sk.bounds.maxMessage
+	client.SetReadLimit(limit)
+	upstream.SetReadLimit(limit)
+	s.touch()
+	s.meter = api.meter(s)
+	if !sk.set.add(s) {
+		s.finish(socketSideProxy, websocket.StatusGoingAway, closeShuttingDown)
+	}
+	defer sk.set.remove(s)
+	class := ex.res.Class.String()
+	open := sk.m.sockets.open.WithLabelValues(api.name(), class)
+	open.Inc()
+	defer open.Dec()
+	var wg sync.WaitGroup
+	wg.Go(s.readClient)
+	wg.Go(s.dispatch)
+	wg.Go(s.readUpstream)
+	wg.Go(s.watch)
+	wg.Wait()
+	s.meter.closed(s.side)
+	sk.records.logSession(ex, s.side) // after its turns in flight settled and logged (closed)
+	sk.m.sockets.closed.WithLabelValues(api.name(), s.side).Inc()
 }

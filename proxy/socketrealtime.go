@@ -39,26 +39,26 @@ func (realtimeSocket) meter(s *socket) socketMeter {
 // under its caller's and class's max_sessions, and asks its budgets
 // whether anything is left (none are asked in mode shadow). A refusal
 // answers the handshake as an HTTP request's would be.
-func (realtimeSocket) open(h *Handler, r *http.Request, ex *exchange) (func(), *refusal) {
+func (realtimeSocket) open(sk *sockets, r *http.Request, ex *exchange) (func(), *refusal) {
 	m, f := sessionModel(ex.rt, r.URL.Query())
 	if f != nil {
 		return nil, f
 	}
-	ex.model, ex.pooled = m, true
-	ex.at(ex.account, h.admitter.PoolAt(ex.account, func() quota.Model { return m }))
+	ex.ask.model, ex.dest.pooled = m, true
+	ex.at(ex.dest.account, sk.admitter.PoolAt(ex.dest.account, func() quota.Model { return m }))
 	shadow := ex.live.Shadow
 	exit := func() {}
 	if !shadow {
 		var bad *refusal
-		if exit, bad = h.sessions.enter(ex.res, ex.live.Sessions); bad != nil {
+		if exit, bad = sk.sessions.enter(ex.res, ex.live.Sessions); bad != nil {
 			return nil, bad
 		}
-		if f := h.sessionBudgets(r.Context(), ex); f != nil {
+		if f := sessionBudgets(r.Context(), sk.admitter, ex); f != nil {
 			exit()
 			return nil, f
 		}
 	}
-	gauge := h.m.realtime.sessions.WithLabelValues(ex.res.Class.String(), ex.res.Caller)
+	gauge := sk.m.realtime.sessions.WithLabelValues(ex.res.Class.String(), ex.res.Caller)
 	gauge.Inc()
 	return func() {
 		gauge.Dec()
@@ -70,10 +70,10 @@ func (realtimeSocket) open(h *Handler, r *http.Request, ex *exchange) (func(), *
 // spent, or whose model its budgets cannot price, as an HTTP request of
 // it would be refused; nil when they leave room, or when the session
 // spends another account (a caller's own key).
-func (h *Handler) sessionBudgets(ctx context.Context, ex *exchange) *refusal {
+func sessionBudgets(ctx context.Context, admitter *quota.Admitter, ex *exchange) *refusal {
 	req := ex.request()
-	req.Free = !ex.spent
-	err := h.admitter.CheckBudgets(ctx, req)
+	req.Free = !ex.dest.spent
+	err := admitter.CheckBudgets(ctx, req)
 	if err == nil {
 		return nil
 	}

@@ -36,7 +36,7 @@ const socketQueue = 4
 // watcher ends it when idle or drained. Its fields are set before they
 // start, but for the atomics and what finish guards.
 type socket struct {
-	h   *Handler
+	sk  *sockets
 	api socketAPI
 	// ex is the handshake's exchange: the caller, its class and route,
 	// the account the upstream socket is open at. Turns copy it.
@@ -44,20 +44,8 @@ type socket struct {
 	client   *websocket.Conn
 	upstream *websocket.Conn
 	meter    socketMeter
-	// work ends when the socket starts to end: a turn waiting for
-	// admission stops waiting. io ends once both sides are closed: reads
-	// and writes stop (coder/websocket closes a connection whose
-	// operation's context ends, without a close frame, so the close
-	// codes go first).
-	work, io         context.Context
-	stopWork, stopIO context.CancelFunc
-	// turns counts the turns in flight; quiet has room for one signal
-	// that one ended. active is when the last message went either way
-	// (unix ns). drain is closed when the proxy drains.
-	turns  atomic.Int64
-	quiet  chan struct{}
-	active atomic.Int64
-	drain  chan struct{}
+	socketLife
+	socketWatch
 	// queue carries the client's messages to the dispatcher.
 	queue chan *socketMessage
 	// served is the model the upstream says serves the socket's turns,
@@ -68,37 +56,25 @@ type socket struct {
 	side   string
 }
 
-// runSocket relays an open socket until it ends, then settles what was
-// in flight (socketMeter.closed).
-func (h *Handler) runSocket(ctx context.Context, api socketAPI, ex *exchange, client, upstream *websocket.Conn) {
-	s := &socket{h: h, api: api, ex: ex, client: client, upstream: upstream,
-		quiet: make(chan struct{}, 1), drain: make(chan struct{}), queue: make(chan *socketMessage, socketQueue)}
-	s.work, s.stopWork = context.WithCancel(ctx)
-	s.io, s.stopIO = context.WithCancel(ctx)
-	defer s.stopWork()
-	defer s.stopIO()
-	limit := h.socketBounds.maxMessage
-	client.SetReadLimit(limit)
-	upstream.SetReadLimit(limit)
-	s.touch()
-	s.meter = api.meter(s)
-	if !h.sockets.add(s) {
-		s.finish(socketSideProxy, websocket.StatusGoingAway, closeShuttingDown)
-	}
-	defer h.sockets.remove(s)
-	class := ex.res.Class.String()
-	open := h.m.sockets.open.WithLabelValues(api.name(), class)
-	open.Inc()
-	defer open.Dec()
-	var wg sync.WaitGroup
-	wg.Go(s.readClient)
-	wg.Go(s.dispatch)
-	wg.Go(s.readUpstream)
-	wg.Go(s.watch)
-	wg.Wait()
-	s.meter.closed(s.side)
-	h.logSession(ex, s.side) // after its turns in flight settled and logged (closed)
-	h.m.sockets.closed.WithLabelValues(api.name(), s.side).Inc()
+// socketLife is how a socket's work ends: work ends when the socket
+// starts to end, and a turn waiting for admission stops waiting; io ends
+// once both sides are closed, and reads and writes stop (coder/websocket
+// closes a connection whose operation's context ends, without a close
+// frame, so the close codes go first).
+type socketLife struct {
+	work, io         context.Context
+	stopWork, stopIO context.CancelFunc
+}
+
+// socketWatch is what a socket's watcher (watch) watches: turns counts
+// the turns in flight, and quiet has room for one signal that one ended;
+// active is when the last message went either way (unix ns); drain is
+// closed when the proxy drains.
+type socketWatch struct {
+	turns  atomic.Int64
+	quiet  chan struct{}
+	active atomic.Int64
+	drain  chan struct{}
 }
 
 // Close reasons meterproxy gives.
@@ -119,13 +95,13 @@ func (s *socket) touch() { s.active.Store(time.Now().UnixNano()) }
 // readClient reads the client's messages, at most
 // server.max_socket_messages_per_second, into the dispatcher's queue.
 func (s *socket) readClient() {
-	perSec := s.h.socketBounds.perSecond
+	perSec := s.sk.bounds.perSecond
 	lim := rate.NewLimiter(rate.Limit(perSec), perSec)
 	for {
 		if lim.Wait(s.work) != nil {
 			return
 		}
-		m, err := readMessage(s.io, s.client, s.h.bodies.budget, s.h.socketBounds.maxMessage, s.interactive(), false)
+		m, err := readMessage(s.io, s.client, s.sk.bodies.budget, s.sk.bounds.maxMessage, s.interactive(), false)
 		switch {
 		case errors.Is(err, errSocketMemory):
 			s.touch()
@@ -179,7 +155,7 @@ func (s *socket) dispatch() {
 // by the meter first.
 func (s *socket) readUpstream() {
 	for {
-		m, err := readMessage(s.io, s.upstream, s.h.bodies.budget, s.h.socketBounds.maxMessage, s.interactive(), true)
+		m, err := readMessage(s.io, s.upstream, s.sk.bodies.budget, s.sk.bounds.maxMessage, s.interactive(), true)
 		if err != nil {
 			s.upstreamFailed(err)
 			return
@@ -197,7 +173,7 @@ func (s *socket) readUpstream() {
 
 // write sends one message to c within server.write_stall_timeout.
 func (s *socket) write(c *websocket.Conn, typ websocket.MessageType, p []byte) error {
-	ctx, cancel := context.WithTimeout(s.io, s.h.writeStall)
+	ctx, cancel := context.WithTimeout(s.io, s.sk.writeStall)
 	defer cancel()
 	return c.Write(ctx, typ, p)
 }
@@ -264,7 +240,7 @@ func (s *socket) finish(side string, code websocket.StatusCode, reason string) {
 		_ = s.upstream.CloseNow()
 		_ = s.client.CloseNow()
 		s.stopIO()
-		s.h.log.Debug("socket_closed", slog.String("side", side), slog.Int("code", int(code)), slog.String("caller", s.ex.res.Caller))
+		s.sk.log.Debug("socket_closed", slog.String("side", side), slog.Int("code", int(code)), slog.String("caller", s.ex.res.Caller))
 	})
 }
 
@@ -284,7 +260,7 @@ func sendable(code websocket.StatusCode) bool {
 // server.socket_idle_timeout with no turn in flight, or once the proxy
 // drains and no turn is in flight.
 func (s *socket) watch() {
-	idle := s.h.socketBounds.idle
+	idle := s.sk.bounds.idle
 	t := time.NewTimer(idle)
 	defer t.Stop()
 	drain, draining := s.drain, false
@@ -311,4 +287,4 @@ func (s *socket) watch() {
 }
 
 // draining reports whether the proxy drains: no new turn is admitted.
-func (s *socket) draining() bool { return s.h.sockets.draining.Load() }
+func (s *socket) draining() bool { return s.sk.set.draining.Load() }

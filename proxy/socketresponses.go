@@ -24,7 +24,7 @@ func (responsesSocket) meter(s *socket) socketMeter {
 	return &responsesMeter{s: s, lanes: map[string][]laneTurn{}}
 }
 
-func (responsesSocket) open(*Handler, *http.Request, *exchange) (func(), *refusal) {
+func (responsesSocket) open(*sockets, *http.Request, *exchange) (func(), *refusal) {
 	return func() {}, nil
 }
 

@@ -35,6 +35,28 @@ func newSocketBounds(cfg ServerConfig) socketBounds {
 		perCaller: cfg.MaxSocketsPerCaller, idle: cfg.SocketIdleTimeout}
 }
 
+// sockets is the part of the handler that serves WebSockets: a
+// handshake screened, admitted and dialled (serve), the socket relayed
+// until it ends (run) and its turns metered by the handler's metering,
+// every open socket drained at shutdown (drain). Safe for concurrent use.
+type sockets struct {
+	shared
+	metering *metering
+	records  *records
+	accounts *accounts
+	door     frontDoor
+	// set are the sockets open, bounded by bounds; client dials their
+	// upstreams through the shared transport.
+	set    *socketSet
+	bounds socketBounds
+	client *http.Client
+	// sessions counts the Realtime sessions open (realtimesessions.go).
+	sessions *sessionSet
+	// writeStall is server.write_stall_timeout: each message written
+	// (socket.write).
+	writeStall time.Duration
+}
+
 // socketSet is every socket open on this replica, and how many each
 // caller has open (server.max_sockets_per_caller), so that the drain can
 // reach them: net/http's Shutdown forgets a hijacked connection. Safe for
@@ -93,14 +115,9 @@ func (ss *socketSet) remove(s *socket) {
 	}
 }
 
-// DrainSockets drains the open sockets as the proxy shuts down: from now
-// on no turn is admitted (an error event, shutting_down) and no socket
-// opens; each socket closes (1001) once no turn of it is in flight; those
-// still open when ctx ends are closed then, their turns cut. It returns
-// when every socket has ended. Call it once, beside http.Server.Shutdown,
-// which forgets hijacked connections.
-func (h *Handler) DrainSockets(ctx context.Context) {
-	ss := h.sockets
+// drain drains the open sockets (Handler.DrainSockets).
+func (sk *sockets) drain(ctx context.Context) {
+	ss := sk.set
 	ss.mu.Lock()
 	ss.draining.Store(true)
 	for s := range ss.open {
@@ -108,7 +125,7 @@ func (h *Handler) DrainSockets(ctx context.Context) {
 	}
 	open := len(ss.open)
 	ss.mu.Unlock()
-	h.log.Info("sockets_draining", slog.Int("open", open))
+	sk.log.Info("sockets_draining", slog.Int("open", open))
 	cut := ctx.Done()
 	for {
 		ss.mu.Lock()

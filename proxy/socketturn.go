@@ -39,7 +39,7 @@ type socketTurn struct {
 // refused shutting_down.
 func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTurn {
 	return s.startTurnWith(ctx, lane, func(ex *exchange) *refusal {
-		_, bad := s.h.prepare(http.Header{}, ex, b)
+		_, bad := s.sk.metering.prepare(http.Header{}, ex, b)
 		return bad
 	})
 }
@@ -49,9 +49,9 @@ func (s *socket) startTurn(ctx context.Context, b *body, lane string) *socketTur
 // it; lane names the request in the error event that refuses it (a
 // Responses lane, a Realtime client event's id).
 func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex *exchange) *refusal) *socketTurn {
-	h, start := s.h, time.Now()
+	sk, start := s.sk, time.Now()
 	ex := s.requestExchange()
-	h.tr.startTurn(s.ex, ex, start)
+	sk.tr.startTurn(s.ex, ex, start)
 	if s.draining() {
 		f, _ := reasonOf(quota.ErrClosed, ex.res.Class, "")
 		s.refuseTurn(ex, f, lane)
@@ -61,13 +61,13 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 		s.refuseTurn(ex, *bad, lane)
 		return nil
 	}
-	account := s.ex.account
-	ex.at(account, h.admitter.PoolAt(account, func() quota.Model { return ex.model }))
+	account := s.ex.dest.account
+	ex.at(account, sk.admitter.PoolAt(account, func() quota.Model { return ex.ask.model }))
 	t := &socketTurn{s: s, ex: ex}
 	if ex.live.Shadow {
-		t.shadowEnd = h.shadowAdmit(ctx, ex)
+		t.shadowEnd = sk.metering.shadowAdmit(ctx, ex)
 	} else {
-		lease, f := h.admitExchange(ctx, ex, start, "response.create on "+ex.rt.api.String())
+		lease, f := sk.metering.admitExchange(ctx, ex, start, "response.create on "+ex.rt.api.String())
 		switch {
 		case f != nil:
 			s.refuseTurn(ex, *f, lane)
@@ -76,8 +76,7 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 			s.countTurn(ex, outcomeCancelled, "none", "")
 			return nil
 		}
-		ex.lease = lease
-		ex.at(lease.Account(), lease.Pool())
+		ex.admitted(lease)
 	}
 	t.inFlight()
 	return t
@@ -88,9 +87,9 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 // until it ends.
 func (t *socketTurn) inFlight() {
 	ex := t.ex
-	t.meter = usage.NewMeter(ex.rt.api, "text/event-stream", ex.inputEstimate)
-	ex.upstream.start, ex.sent = time.Now(), time.Now()
-	ex.upstream.gauge = t.s.h.m.admission.callerInFlight.WithLabelValues(ex.res.Caller)
+	t.meter = usage.NewMeter(ex.rt.api, "text/event-stream", ex.ask.inputEstimate)
+	ex.upstream.start, ex.upstream.sent = time.Now(), time.Now()
+	ex.upstream.gauge = t.s.sk.m.admission.callerInFlight.WithLabelValues(ex.res.Caller)
 	ex.upstream.gauge.Inc()
 	t.s.turns.Add(1)
 }
@@ -99,9 +98,9 @@ func (t *socketTurn) inFlight() {
 // the handshake's caller, class, route and configuration, generating as
 // its API's POST does (the handshake was a GET), not yet read or pooled.
 func (s *socket) requestExchange() *exchange {
-	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, spent: s.ex.spent, socket: true}
+	ex := &exchange{res: s.ex.res, endpoint: s.ex.endpoint, live: s.ex.live, dest: destination{spent: s.ex.dest.spent}, ask: asked{socket: true}}
 	ex.rt.generates = !ex.rt.free
-	s.h.beginTurn(ex, s)
+	s.sk.records.beginTurn(ex, s)
 	return ex
 }
 
@@ -111,7 +110,7 @@ func (s *socket) requestExchange() *exchange {
 func (t *socketTurn) event(m *socketMessage) {
 	if !t.begun {
 		t.begun = true
-		t.s.h.answered(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, t.ex)
+		t.s.sk.metering.answered(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, t.ex)
 	}
 	t.meter.WriteEvent(m.data())
 	t.ex.access.bytesOut += int64(len(m.data()))
@@ -121,7 +120,7 @@ func (t *socketTurn) event(m *socketMessage) {
 // usage settled exactly as an HTTP stream's that ended whole.
 func (t *socketTurn) complete() {
 	u := t.finish(true)
-	t.s.h.settle(t.ex, t.ex.answer(http.StatusOK), u, t.meter.Cut())
+	t.s.sk.metering.settle(t.ex, t.ex.answer(http.StatusOK), u, t.meter.Cut())
 	t.end(outcomeForwarded, "200", "")
 }
 
@@ -159,12 +158,12 @@ func (s *socket) serving(v gjson.Result) {
 func (t *socketTurn) refused(status int, header http.Header) {
 	if !t.begun {
 		t.begun = true
-		t.s.h.answered(&http.Response{StatusCode: status, Header: header}, t.ex)
+		t.s.sk.metering.answered(&http.Response{StatusCode: status, Header: header}, t.ex)
 		t.end(outcomeForwarded, statusCode(status), "")
 		return
 	}
-	t.s.h.settle(t.ex, t.ex.answer(http.StatusOK), t.finish(false), true)
-	t.s.h.m.outcomes.cutShort.WithLabelValues(t.ex.res.Class.String(), socketSideUpstream).Inc()
+	t.s.sk.metering.settle(t.ex, t.ex.answer(http.StatusOK), t.finish(false), true)
+	t.s.sk.m.outcomes.cutShort.WithLabelValues(t.ex.res.Class.String(), socketSideUpstream).Inc()
 	t.ex.access.cut = cutByUpstream
 	t.end(outcomeForwarded, "200", "")
 }
@@ -177,7 +176,7 @@ func (t *socketTurn) refused(status int, header http.Header) {
 // as forwarded and cut short; one that had not is cancelled when the
 // client left, refused upstream_unreachable when the upstream did.
 func (t *socketTurn) cut(side string) {
-	h, ex := t.s.h, t.ex
+	sk, ex := t.s.sk, t.ex
 	var o quota.Outcome // its client left before any answer: nothing to measure
 	switch {
 	case t.begun:
@@ -185,13 +184,13 @@ func (t *socketTurn) cut(side string) {
 	case side == socketSideUpstream:
 		o = ex.answer(0) // no answer: a failure for the adaptive bound
 	}
-	h.settle(ex, o, t.finish(false), true)
+	sk.metering.settle(ex, o, t.finish(false), true)
 	switch {
 	case t.begun:
 		if side != socketSideUpstream {
 			side = socketSideClient // meterproxy cut its client (a bound), as HTTP counts it
 		}
-		h.m.outcomes.cutShort.WithLabelValues(ex.res.Class.String(), side).Inc()
+		sk.m.outcomes.cutShort.WithLabelValues(ex.res.Class.String(), side).Inc()
 		ex.access.cut = side
 		t.end(outcomeForwarded, "200", "")
 	case side == socketSideUpstream:
@@ -208,7 +207,7 @@ func (t *socketTurn) end(outcome, code, reason string) {
 		return
 	}
 	t.ended = true
-	t.s.h.endUpstream(t.ex)
+	t.s.sk.metering.endUpstream(t.ex)
 	if t.shadowEnd != nil {
 		t.shadowEnd()
 	}
@@ -224,9 +223,9 @@ func (t *socketTurn) end(outcome, code, reason string) {
 // meterproxy_requests_total as any request (countAs), and in
 // meterproxy_socket_turns_total.
 func (s *socket) countTurn(ex *exchange, outcome, code, reason string) {
-	s.h.logTurn(ex, outcome, code, reason) // after its settling (settle runs before end)
-	s.h.countAs(ex, outcome, code, reason)
-	s.h.m.sockets.turns.WithLabelValues(s.api.name(), ex.res.Class.String(), outcome).Inc()
+	s.sk.records.logTurn(ex, outcome, code, reason) // after its settling (settle runs before end)
+	s.sk.records.countAs(ex, outcome, code, reason)
+	s.sk.m.sockets.turns.WithLabelValues(s.api.name(), ex.res.Class.String(), outcome).Inc()
 }
 
 // refuseTurn answers a turn meterproxy refused with an error event, and

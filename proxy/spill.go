@@ -26,8 +26,8 @@ import (
 // reset, a timeout) is not moved: the provider may have it. Flex's
 // Resource Unavailable is flexTry's: it says nothing of the account.
 // tried are the accounts tried so far.
-func (h *Handler) spillTo(r *http.Request, ex *exchange, resp *http.Response, err error, tried []string) *quota.Lease {
-	if ex.lease == nil || !movable(r, resp, err, ex) || !h.admitter.Others(ex.res.Class, tried) {
+func (a *accounts) spillTo(r *http.Request, ex *exchange, resp *http.Response, err error, tried []string) *quota.Lease {
+	if ex.tally.lease == nil || !movable(r, resp, err, ex) || !a.admitter.Others(ex.res.Class, tried) {
 		return nil
 	}
 	// The refusing account's lease is settled: its measurement counts the
@@ -37,8 +37,8 @@ func (h *Handler) spillTo(r *http.Request, ex *exchange, resp *http.Response, er
 	if err == nil {
 		o.Status = resp.StatusCode
 	}
-	ex.lease.Settle(o)
-	lease, aerr := h.admitter.Readmit(r.Context(), ex.lease, ex.request(), tried)
+	ex.tally.lease.Settle(o)
+	lease, aerr := a.admitter.Readmit(r.Context(), ex.tally.lease, ex.request(), tried)
 	if aerr != nil {
 		return nil // passed on: a 429 already observed, or the failure the handler answers and logs
 	}
@@ -50,16 +50,15 @@ func (h *Handler) spillTo(r *http.Request, ex *exchange, resp *http.Response, er
 // the move counted in meterproxy_account_spills_total by the account it
 // left, a move from an unreachable account logged (account_unreachable;
 // a failure not moved is the handler's to log).
-func (h *Handler) spill(ex *exchange, resp *http.Response, err error, lease *quota.Lease) {
+func (a *accounts) spill(ex *exchange, resp *http.Response, err error, lease *quota.Lease) {
 	if resp != nil {
 		drain(resp)
 	} else {
-		h.log.Warn("account_unreachable", slog.String("account", ex.account), slog.String("error", err.Error()))
+		a.log.Warn("account_unreachable", slog.String("account", ex.dest.account), slog.String("error", err.Error()))
 	}
-	h.m.upstream.spills.WithLabelValues(ex.account).Inc()
-	ex.tried.spills++
-	ex.lease = lease
-	ex.at(lease.Account(), lease.Pool())
+	a.m.upstream.spills.WithLabelValues(ex.dest.account).Inc()
+	ex.trace.tried.spills++
+	ex.admitted(lease)
 }
 
 // movable reports whether the outcome of sending r to its account lets
@@ -76,13 +75,13 @@ func movable(r *http.Request, resp *http.Response, err error, ex *exchange) bool
 // retarget is r, sent once already, sent afresh to ex's account: its URL
 // rebuilt from the caller's request against the account's, and the
 // account's key in place of the last one's.
-func (h *Handler) retarget(r *http.Request, ex *exchange) (*http.Request, error) {
+func (a *accounts) retarget(r *http.Request, ex *exchange) (*http.Request, error) {
 	r2, err := rewind(r)
 	if err != nil {
 		return nil, err
 	}
-	acct := h.account(ex.account)
-	(&httputil.ProxyRequest{In: ex.in, Out: r2}).SetURL(acct.target)
+	acct := a.get(ex.dest.account)
+	(&httputil.ProxyRequest{In: ex.dest.in, Out: r2}).SetURL(acct.target)
 	if acct.key != "" {
 		replaceCredential(r2.Header, ex.credential(), acct.key)
 	}

@@ -95,9 +95,3 @@ func (l *lastReport) get() (*UpstreamState, map[string]*UpstreamState) {
 	}
 	return l.u, byName
 }
-
-// State returns the live numbers for /admin/state. Safe for concurrent use.
-func (h *Handler) State() State {
-	last, byPool := h.last.get()
-	return State{ConfigVersion: h.live.Load().ConfigVersion, State: h.admitter.State(), Upstream: last, UpstreamPools: byPool}
-}

@@ -117,10 +117,10 @@ func (t *tracer) endRequest(ctx context.Context) {
 // startTurn starts the span of a turn of socket, under the handshake's,
 // at start.
 func (t *tracer) startTurn(socket, ex *exchange, start time.Time) {
-	if t == nil || socket.span == nil {
+	if t == nil || socket.trace.span == nil {
 		return
 	}
-	_, ex.span = t.t.Start(trace.ContextWithSpan(context.Background(), socket.span), ex.rt.api.String(),
+	_, ex.trace.span = t.t.Start(trace.ContextWithSpan(context.Background(), socket.trace.span), ex.rt.api.String(),
 		trace.WithTimestamp(start), trace.WithAttributes(attrCaller.String(ex.res.Caller), attrClass.String(ex.res.Class.String()),
 			attrTurn.Bool(true)))
 }
@@ -130,7 +130,7 @@ func (t *tracer) startTurn(socket, ex *exchange, start time.Time) {
 // named, with its GenAI attributes; a request of no API the proxy meters
 // keeps its method for a name.
 func (t *tracer) prepared(ex *exchange) {
-	if t == nil || ex.span == nil {
+	if t == nil || ex.trace.span == nil {
 		return
 	}
 	op := operationOf(ex.rt.api)
@@ -138,19 +138,19 @@ func (t *tracer) prepared(ex *exchange) {
 		return
 	}
 	name := op
-	if ex.model.Name != "" {
-		name += " " + ex.model.Name
+	if ex.ask.model.Name != "" {
+		name += " " + ex.ask.model.Name
 	}
-	ex.span.SetName(name)
-	ex.span.SetAttributes(genAIRequest(ex)...)
+	ex.trace.span.SetName(name)
+	ex.trace.span.SetAttributes(genAIRequest(ex)...)
 }
 
 // genAIRequest are the GenAI attributes of ex's request.
 func genAIRequest(ex *exchange) []attribute.KeyValue {
 	kv := []attribute.KeyValue{semconv.GenAIOperationNameKey.String(operationOf(ex.rt.api)),
 		semconv.GenAIProviderNameKey.String(providerOf(ex.dialect)), attrAPI.String(ex.rt.api.String())}
-	if ex.model.Name != "" {
-		kv = append(kv, semconv.GenAIRequestModel(ex.model.Name))
+	if ex.ask.model.Name != "" {
+		kv = append(kv, semconv.GenAIRequestModel(ex.ask.model.Name))
 	}
 	return kv
 }
@@ -188,11 +188,11 @@ func providerOf(d dialect) string {
 // the request arrived: what meterproxy_admission_wait_seconds counts
 // from); nil when ex has no span.
 func (t *tracer) startAdmission(ex *exchange, start time.Time) trace.Span {
-	if t == nil || ex.span == nil {
+	if t == nil || ex.trace.span == nil {
 		return nil
 	}
 	l := ex.poolLabels()
-	_, span := t.t.Start(trace.ContextWithSpan(context.Background(), ex.span), "admission", trace.WithTimestamp(start),
+	_, span := t.t.Start(trace.ContextWithSpan(context.Background(), ex.trace.span), "admission", trace.WithTimestamp(start),
 		trace.WithAttributes(attrClass.String(ex.res.Class.String()), attrAccount.String(l.Account), attrPool.String(l.Pool)))
 	return span
 }
@@ -254,35 +254,35 @@ func heldByOf(err error) string {
 // settled records the usage u ex's answer reported, once it is known,
 // and the model it names as having served it (none: not set).
 func (t *tracer) settled(ex *exchange, u usage.Usage) {
-	if t == nil || ex.span == nil {
+	if t == nil || ex.trace.span == nil {
 		return
 	}
-	ex.span.SetAttributes(semconv.GenAIUsageInputTokens(int(u.Input)), semconv.GenAIUsageOutputTokens(int(u.Output)),
+	ex.trace.span.SetAttributes(semconv.GenAIUsageInputTokens(int(u.Input)), semconv.GenAIUsageOutputTokens(int(u.Output)),
 		semconv.GenAIUsageCacheReadInputTokens(int(u.CacheRead)), semconv.GenAIUsageReasoningOutputTokens(int(u.Reasoning)),
 		attrEstimated.Bool(u.Estimated))
 	if u.Model != "" {
-		ex.span.SetAttributes(semconv.GenAIResponseModel(u.Model))
+		ex.trace.span.SetAttributes(semconv.GenAIResponseModel(u.Model))
 	}
 }
 
 // end ends ex's span as its request ended: outcome, code (its status, or
 // "none") and reason, as it is counted (countAs).
 func (t *tracer) end(ex *exchange, outcome, code, reason string) {
-	if t == nil || ex.span == nil {
+	if t == nil || ex.trace.span == nil {
 		return
 	}
 	l := ex.poolLabels()
-	ex.span.SetAttributes(attrOutcome.String(outcome), attrAccount.String(l.Account), attrPool.String(l.Pool))
+	ex.trace.span.SetAttributes(attrOutcome.String(outcome), attrAccount.String(l.Account), attrPool.String(l.Pool))
 	if reason != "" {
-		ex.span.SetAttributes(attrReason.String(reason))
+		ex.trace.span.SetAttributes(attrReason.String(reason))
 	}
 	if status, err := strconv.Atoi(code); err == nil {
-		ex.span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		ex.trace.span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 		if status >= 500 {
-			ex.span.SetStatus(codes.Error, "")
+			ex.trace.span.SetStatus(codes.Error, "")
 		}
 	}
-	ex.span.End()
+	ex.trace.span.End()
 }
 
 // transport wraps next so that each upstream attempt is a span of its
@@ -320,14 +320,14 @@ func (tt *tracedTransport) CloseIdleConnections() {
 // RoundTrip implements http.RoundTripper.
 func (tt *tracedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ex := exchangeOf(r.Context())
-	if ex == nil || ex.span == nil {
+	if ex == nil || ex.trace.span == nil {
 		return tt.next.RoundTrip(r)
 	}
 	l := ex.poolLabels()
 	kv := append(genAIRequest(ex), semconv.HTTPRequestMethodKey.String(r.Method), semconv.ServerAddress(r.URL.Hostname()),
-		attrAccount.String(l.Account), attrPool.String(l.Pool), attrSpill.Int(ex.tried.spills),
-		attrFlexRetry.Int(ex.tried.flexRetries), attrFallback.Bool(ex.tried.fallback))
-	ctx, span := tt.t.t.Start(trace.ContextWithSpan(r.Context(), ex.span), "upstream", trace.WithSpanKind(trace.SpanKindClient),
+		attrAccount.String(l.Account), attrPool.String(l.Pool), attrSpill.Int(ex.trace.tried.spills),
+		attrFlexRetry.Int(ex.trace.tried.flexRetries), attrFallback.Bool(ex.trace.tried.fallback))
+	ctx, span := tt.t.t.Start(trace.ContextWithSpan(r.Context(), ex.trace.span), "upstream", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(kv...))
 	out := r.Clone(ctx) // the caller's request is not ours to change
 	tt.t.prop.Inject(ctx, propagation.HeaderCarrier(out.Header))
