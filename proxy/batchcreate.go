@@ -10,6 +10,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Batch creation paths, canonical (no trailing slash).
@@ -98,7 +99,7 @@ func (h *Handler) batchFile(ctx context.Context, body []byte, openAI, budgeted b
 	switch {
 	case err != nil && budgeted:
 		h.log.Warn("budget_store_failed", slog.String("error", err.Error()))
-		f, _ := reasonOf(quota.ErrStoreUnavailable, 0, "")
+		f, _ := reasonOf(store.ErrStoreUnavailable, 0, "")
 		return nil, &f
 	case err != nil || !ok:
 		return nil, nil

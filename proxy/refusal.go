@@ -12,6 +12,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // refusal is an answer meterproxy gives itself instead of the upstream's.
@@ -261,7 +262,7 @@ func reasonOf(err error, class classify.Class, api string) (f refusal, decided b
 	f = refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
 		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
 	switch {
-	case errors.Is(err, quota.ErrStoreUnavailable):
+	case errors.Is(err, store.ErrStoreUnavailable):
 		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable (under store.on_error closed, or for a request with a spend budget, which is never let past without it)"
 	case errors.Is(err, quota.ErrPoolRemoved):
 		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"

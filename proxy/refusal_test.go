@@ -11,6 +11,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // TestReasonOf: every error admission returns maps to one refusal — the
@@ -37,7 +38,7 @@ func TestReasonOf(t *testing.T) {
 		{"max wait", refused(quota.ErrWaitTimeout, ""), 429, reasonMaxWait, 3 * time.Second, true, shadowMaxWait, "no bulk capacity within the class's max_wait"},
 		{"caller cap, waited", refused(quota.ErrWaitTimeout, "batch"), 429, reasonCallerCap, 3 * time.Second, true, shadowCallerCap, "own cap"},
 		{"caller cap, queue full", refused(quota.ErrQueueFull, "batch"), 429, reasonCallerCap, 3 * time.Second, true, shadowCallerCap, "already wait for its own cap"},
-		{"store unavailable", fmt.Errorf("x: %w", quota.ErrStoreUnavailable), 503, reasonStoreUnavailable, time.Second, false, shadowOther, "store.on_error closed"},
+		{"store unavailable", fmt.Errorf("x: %w", store.ErrStoreUnavailable), 503, reasonStoreUnavailable, time.Second, false, shadowOther, "store.on_error closed"},
 		{"budget exceeded", fmt.Errorf("x: %w", &quota.BudgetExceededError{Budget: "caller:import", Limit: 200e9, Spent: 199_990_000_000, Cost: 20_000_000,
 			Resets: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}), 429, reasonBudgetExceeded, 0, true, shadowBudget,
 			"budget caller:import is spent: $199.99 of $200.00 this period, and this request may cost up to $0.02; it resets at 2027-01-01T00:00:00Z"},

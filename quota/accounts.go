@@ -3,7 +3,6 @@ package quota
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
@@ -37,31 +36,6 @@ type Account struct {
 	// interactive reserve when the accounts that serve them have nothing
 	// left.
 	LendsTo []classify.Class `koanf:"lends_to"`
-}
-
-// accountSep separates an account's name from its pool's in a pool's id
-// (PoolID): neither may contain it (poolName).
-const accountSep = "/"
-
-// PoolID is the id of pool (as PoolAt names it: "" for the
-// account's own) of account (as upstream.accounts names it: "" for the
-// one account of a configuration without upstream.accounts): the pool's
-// key in the Admitter, its limiter's name and its Redis keys' (poolTag).
-// The one account's pools keep the ids they had before accounts existed,
-// and so their Redis keys.
-func PoolID(account, pool string) string {
-	if account == "" {
-		return pool
-	}
-	return account + accountSep + pool
-}
-
-// splitPoolID is PoolID's inverse.
-func splitPoolID(id string) (account, pool string) {
-	if a, p, ok := strings.Cut(id, accountSep); ok {
-		return a, p
-	}
-	return "", id
 }
 
 // accountNames are the accounts cfg configures: their names, in order, or

@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -113,7 +115,7 @@ func TestAccountsRouteAndBorrow(t *testing.T) {
 func TestAccountsHeldLenderLendsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := runAdmitter(t, twoAccounts(), nil)
-		a.Observe("chat", accountPool, time.Now(), time.Minute, 0)
+		a.Observe("chat", store.AccountPool, time.Now(), time.Minute, 0)
 		own, err := a.Admit(t.Context(), Request{Class: classify.Bulk})
 		if err != nil || own.Account() != "batch" {
 			t.Fatalf("bulk: %v at %q, want batch", err, own.Account())
@@ -144,13 +146,13 @@ func TestAccountsHeldLenderLendsNothing(t *testing.T) {
 // their own; the one account's keep the tags they had before accounts.
 func TestAccountsRedisKeys(t *testing.T) {
 	for id, want := range map[string]string{
-		"":              "{mp}",
-		"gpt-4o":        "{mp:pool:gpt-4o}",
-		"chat/":         "{mp:acct:chat}",
-		"chat/gpt-4o":   "{mp:acct:chat:pool:gpt-4o}",
-		PoolID("b", ""): "{mp:acct:b}",
+		"":                    "{mp}",
+		"gpt-4o":              "{mp:pool:gpt-4o}",
+		"chat/":               "{mp:acct:chat}",
+		"chat/gpt-4o":         "{mp:acct:chat:pool:gpt-4o}",
+		store.PoolID("b", ""): "{mp:acct:b}",
 	} {
-		if got := poolTag("mp", id); got != want {
+		if got := store.PoolTag("mp", id); got != want {
 			t.Errorf("poolTag(%q) = %q, want %q", id, got, want)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -29,10 +31,10 @@ func TestAdaptiveExposition(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = a.Close() })
 		startRun(t, a)
-		l := a.pool(accountPool)
+		l := a.pool(store.AccountPool)
 		for range 3 {
 			feed(l, adaptive.Sample{Completed: 40, Latency: 8 * time.Second, Saturated: true})
-			time.Sleep(adaptInterval) // the bubble's clock: one interval
+			time.Sleep(store.AdaptInterval) // the bubble's clock: one interval
 			synctest.Wait()
 		}
 		want := `
@@ -81,7 +83,7 @@ func TestAdaptiveNotExported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		a := runAdmitterOn(t, DefaultConfig(), nil, reg)
-		time.Sleep(2 * adaptInterval)
+		time.Sleep(2 * store.AdaptInterval)
 		synctest.Wait()
 		for _, name := range []string{"meterproxy_adaptive_decisions_total", "meterproxy_adaptive_latency_seconds_per_work", "meterproxy_adaptive_work_per_second"} {
 			if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 0 {

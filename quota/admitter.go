@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,7 +140,7 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{},
 		caps: newCapGate(backend.Caps, backend.Heartbeat, d.Log)}
 	if backend.failover != nil {
-		backend.failover.observe = a.observeStoreCall
+		backend.failover.Observe = a.observeStoreCall
 	}
 	a.budgets = newBudgetGate(backend.Budgets, backend.Batches, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
 	a.gates = gateChain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
@@ -160,9 +162,9 @@ func poolIDs(cfg Config) map[string]Config {
 	ids := map[string]Config{}
 	for _, account := range cfg.accountNames() {
 		ac := cfg.ForAccount(account)
-		ids[PoolID(account, accountPool)] = ac.Pool(accountPool)
+		ids[store.PoolID(account, store.AccountPool)] = ac.Pool(store.AccountPool)
 		for _, m := range ac.Account.Models {
-			ids[PoolID(account, m.Name)] = ac.Pool(m.Name)
+			ids[store.PoolID(account, m.Name)] = ac.Pool(m.Name)
 		}
 	}
 	return ids
@@ -197,7 +199,7 @@ func (a *Admitter) PoolFor(model func() Model) string {
 func (a *Admitter) PoolAt(account string, model func() Model) string {
 	cfg, ok := a.routing.Load().accounts[account]
 	if !ok || len(cfg.Account.Models) == 0 {
-		return accountPool
+		return store.AccountPool
 	}
 	return cfg.PoolFor(model())
 }
@@ -285,8 +287,8 @@ func (a *Admitter) pool(id string) *limiter {
 	if p, ok := a.pools[id]; ok {
 		return p.l
 	}
-	account, _ := splitPoolID(id)
-	if p, ok := a.pools[PoolID(account, accountPool)]; ok {
+	account, _ := store.SplitPoolID(id)
+	if p, ok := a.pools[store.PoolID(account, store.AccountPool)]; ok {
 		return p.l
 	}
 	return a.firstLocked()
@@ -295,7 +297,7 @@ func (a *Admitter) pool(id string) *limiter {
 // firstLocked is the first account's own pool: the one account's, or
 // upstream.accounts[0]'s.
 func (a *Admitter) firstLocked() *limiter {
-	return a.pools[PoolID(a.cfg.Load().accountNames()[0], accountPool)].l
+	return a.pools[store.PoolID(a.cfg.Load().accountNames()[0], store.AccountPool)].l
 }
 
 // Observe records what the upstream said at at about pool (as PoolAt
@@ -304,7 +306,7 @@ func (a *Admitter) firstLocked() *limiter {
 // and for throttle (a 429's retry hint). The fleet hears of it with the
 // next store call.
 func (a *Admitter) Observe(account, pool string, at time.Time, hold, throttle time.Duration) {
-	a.pool(PoolID(account, pool)).Observe(at, hold, throttle)
+	a.pool(store.PoolID(account, pool)).Observe(at, hold, throttle)
 }
 
 // Reconfigure applies a reloaded configuration: classes, limits, the
@@ -422,7 +424,7 @@ type AccountState struct {
 // PoolState is one pool's live numbers.
 type PoolState struct {
 	// Window is the current second's use, by class (index 0 interactive).
-	Window WindowUse `json:"window"`
+	Window store.WindowUse `json:"window"`
 	// InFlight, FleetInFlight and Queued are by class name.
 	InFlight      map[string]int64 `json:"in_flight"`
 	FleetInFlight map[string]int64 `json:"fleet_in_flight"`

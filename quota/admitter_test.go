@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -49,7 +51,7 @@ func TestAdmitterPools(t *testing.T) {
 		if got := a.PoolFor(model("gpt-4o-mini")); got != "gpt-4o" {
 			t.Fatalf("PoolFor(gpt-4o-mini) = %q", got)
 		}
-		if got := a.PoolFor(model("claude")); got != accountPool {
+		if got := a.PoolFor(model("claude")); got != store.AccountPool {
 			t.Fatalf("PoolFor(claude) = %q, want the account", got)
 		}
 		admit := func(model string) (*Lease, error) { // quota picks its pool
@@ -82,7 +84,7 @@ func TestAdmitterPools(t *testing.T) {
 		if err := <-errc; !errors.Is(err, ErrPoolRemoved) {
 			t.Fatalf("the removed pool's waiter got %v, want ErrPoolRemoved", err)
 		}
-		if got, got2 := a.PoolFor(model("gpt-4o-mini")), a.PoolFor(model("gpt-4o")); got != "mini" || got2 != accountPool {
+		if got, got2 := a.PoolFor(model("gpt-4o-mini")), a.PoolFor(model("gpt-4o")); got != "mini" || got2 != store.AccountPool {
 			t.Fatalf("after the reload: gpt-4o-mini → %q, gpt-4o → %q; want mini and the account", got, got2)
 		}
 		if _, err := admit("gpt-4o-mini"); err != nil {
@@ -108,7 +110,7 @@ func TestCapsAcrossPools(t *testing.T) {
 		admit := func(model, caller string) (*Lease, error) { // "" draws on the account
 			return a.Admit(t.Context(), Request{Model: Model{Name: model}, Class: classify.Bulk, Caller: caller})
 		}
-		first, err := admit(accountPool, "capped")
+		first, err := admit(store.AccountPool, "capped")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +150,7 @@ func TestCapsAcrossPools(t *testing.T) {
 			t.Fatalf("the cap after a reload without models: %+v, want 2 of 2 in flight", got)
 		}
 		// Without pools a request's model is never looked for.
-		if got := a.PoolFor(func() Model { t.Error("looked for the model with no pools to match"); return Model{Name: "gpt-4o"} }); got != accountPool {
+		if got := a.PoolFor(func() Model { t.Error("looked for the model with no pools to match"); return Model{Name: "gpt-4o"} }); got != store.AccountPool {
 			t.Fatalf("PoolFor without pools = %q, want the account", got)
 		}
 	})
@@ -173,7 +175,7 @@ func TestCapHoldsAcrossReloadAddingPools(t *testing.T) {
 		withPools.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
 		for _, next := range []Config{withPools, cfg} {
 			a.Reconfigure(next, callers)
-			for _, pool := range []string{accountPool, "gpt-4o"} {
+			for _, pool := range []string{store.AccountPool, "gpt-4o"} {
 				_, err := a.Admit(t.Context(), Request{Model: Model{Name: pool}, Class: classify.Bulk, Caller: "capped"})
 				if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, ErrWaitTimeout) {
 					t.Fatalf("pools %d, %q: a second request of a caller capped at 1 got %v; want a max_wait refusal naming it", len(next.Account.Models), pool, err)

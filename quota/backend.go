@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -13,11 +15,11 @@ import (
 // program needs to know about it.
 type backend struct {
 	// Store is what the limiter calls.
-	Store store
+	Store store.Store
 	// Caps counts the callers' caps (capGate).
 	Caps capCounter
 	// Adapt keeps the pools' adaptive bounds (adaptiveRun).
-	Adapt adaptStore
+	Adapt store.AdaptStore
 	// Budgets keeps the spend budgets (budgetGate); BudgetsAlive, with
 	// Redis, keeps this replica's reservations alive there; spend is the
 	// in-process store, kept in spendFile when that is set.
@@ -32,7 +34,7 @@ type backend struct {
 	// Shared reports whether replicas share Store (Redis).
 	Shared bool
 
-	failover *failoverStore
+	failover *store.Failover
 	client   redis.UniversalClient
 	log      *slog.Logger
 }
@@ -52,26 +54,26 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 				return nil, fmt.Errorf("store.spend_file: %w", err)
 			}
 		}
-		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), Adapt: newMemAdaptStore(nil),
+		return &backend{Store: store.NewMemory(nil), Caps: newMemCapCounter(nil), Adapt: store.NewMemoryAdapt(nil),
 			Budgets: spend, Batches: newMemBatches(spend), spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
 	}
-	client, err := newRedisClient(cfg.Store)
+	client, err := store.NewRedisClient(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	redisLogs := routeRedisLogs(log)
-	primary := newRedisStore(client, cfg.Store)
+	redisLogs := store.RouteRedisLogs(log)
+	primary := store.NewRedis(client, cfg.Store)
 	b := &backend{Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
 		log: log.With(slog.String("replica", primary.Replica()))}
 	// Behind the store.on_error policy, with an in-process store for the
 	// per-replica limits each call brings.
-	probe := storeProbe(client)
-	b.failover = newFailoverStore(primary, newMemoryStore(nil), cfg.Store.OnError, probe, probeEvery, b.log)
-	b.failover.breaker.recovered = redisLogs.flush // go-redis's count of the outage's messages, at its end
+	probe := store.Probe(client)
+	b.failover = store.NewFailover(primary, store.NewMemory(nil), cfg.Store.OnError, probe, probeEvery, b.log)
+	b.failover.OnRecovered(redisLogs.Flush) // go-redis's count of the outage's messages, at its end
 	b.Store = b.failover
 	b.Caps = failoverCapCounter{primary: newRedisCapCounter(client, cfg.Store, primary.Replica()),
 		local: newMemCapCounter(nil), f: b.failover}
-	b.Adapt = failoverAdaptStore{primary: newRedisAdaptStore(client, cfg.Store, primary.Replica()), f: b.failover}
+	b.Adapt = store.NewFailoverAdapt(store.NewRedisAdapt(client, cfg.Store, primary.Replica()), b.failover)
 	// Budgets fail closed, whatever store.on_error says: no replica can
 	// tell alone what the fleet has spent.
 	budgets := newRedisBudgets(client, cfg.Store, primary.Replica())
@@ -94,7 +96,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	for _, script := range []*redis.Script{takeScript, capScript, adaptScript, budgetScript, batchScript} {
+	for _, script := range []*redis.Script{store.TakeScript, capScript, store.AdaptScript, budgetScript, batchScript} {
 		if err := script.Load(ctx, b.client).Err(); err != nil {
 			log.Warn("store_warm_failed", slog.String("error", err.Error()))
 			return
@@ -105,7 +107,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 // LocalFallback reports whether admission runs on the per-replica limits
 // now: Redis is bypassed after a failure under store.on_error local.
 func (b *backend) LocalFallback() bool {
-	return b.Degraded() && b.failover.policy == OnErrorLocal
+	return b.Degraded() && b.failover.Policy() == store.OnErrorLocal
 }
 
 // Degraded reports whether the shared store is bypassed after a failure.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meterproxy/meterproxy/quota/price"
@@ -33,7 +35,7 @@ type redisBatches struct {
 	timeout time.Duration
 }
 
-func newRedisBatches(client redis.UniversalClient, cfg StoreConfig, replica string) *redisBatches {
+func newRedisBatches(client redis.UniversalClient, cfg store.Config, replica string) *redisBatches {
 	return &redisBatches{client: client, prefix: cfg.KeyPrefix, replica: replica, timeout: cfg.Timeout}
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
@@ -24,7 +26,7 @@ func batchStores(t *testing.T) map[string]func() (budgetStore, batchStore, budge
 			now := time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC)
 			r1, r2 := newTestRedisBudgets(t, srv, prefix, "r1"), newTestRedisBudgets(t, srv, prefix, "r2")
 			r1.clock, r2.clock = func() time.Time { return now }, func() time.Time { return now }
-			return r1, newRedisBatches(srv.Client(t), StoreConfig{KeyPrefix: prefix, Timeout: 2 * time.Second}, "r1"), r2, &now
+			return r1, newRedisBatches(srv.Client(t), store.Config{KeyPrefix: prefix, Timeout: 2 * time.Second}, "r1"), r2, &now
 		},
 	}
 }

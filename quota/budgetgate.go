@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -271,7 +273,7 @@ func (g *budgetGate) reserve(ctx context.Context, set *budgetSet, keys []budgetK
 		settled, pending := g.settled, len(g.pending)
 		g.mu.Unlock()
 		if pending >= g.maxPending {
-			return held, fmt.Errorf("%w: %d budget settles wait for the store", ErrStoreUnavailable, pending)
+			return held, fmt.Errorf("%w: %d budget settles wait for the store", store.ErrStoreUnavailable, pending)
 		}
 		ans, err := res.reserve(ctx, g.store, keys, id)
 		switch {
@@ -282,7 +284,7 @@ func (g *budgetGate) reserve(ctx context.Context, set *budgetSet, keys []budgetK
 			}
 			// A budget that cannot be counted refuses: spend is never
 			// let past a budget, whatever store.on_error says.
-			return held, errors.Join(ErrStoreUnavailable, err)
+			return held, errors.Join(store.ErrStoreUnavailable, err)
 		case ans.Outcome == budgetReserved:
 			g.held.Add(1)
 			return held, nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/poll"
 	"github.com/meterproxy/meterproxy/test/redistest"
@@ -163,14 +165,14 @@ func TestRedisBudgetLostAnswers(t *testing.T) {
 func TestBudgetGateReleasesLostReserve(t *testing.T) {
 	srv := redistest.Start(t)
 	relay := srv.Relay(t, `"op":"reserve"`)
-	cfg := StoreConfig{RedisURL: relay.URL(), KeyPrefix: redistest.Prefix(t), Timeout: 50 * time.Millisecond,
+	cfg := store.Config{RedisURL: relay.URL(), KeyPrefix: redistest.Prefix(t), Timeout: 50 * time.Millisecond,
 		BudgetTimeout: 200 * time.Millisecond, Heartbeat: time.Second}
-	client, err := newRedisClient(cfg)
+	client, err := store.NewRedisClient(cfg)
 	must(t, "client", err)
 	t.Cleanup(func() { _ = client.Close() })
-	store := newRedisBudgets(client, cfg, "r1")
+	budgets := newRedisBudgets(client, cfg, "r1")
 	direct := newRedisBudgets(srv.Client(t), cfg, "reader")
-	g := startBudgetGate(t, store, store.alive)
+	g := startBudgetGate(t, budgets, budgets.alive)
 	g.maxPending = 1
 	req := gateRequest{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true, Generates: true}
 	keys := []budgetKey{{Budget: "caller:import", Period: time.Now().UTC().Format("2006-01-02")}}
@@ -186,14 +188,14 @@ func TestBudgetGateReleasesLostReserve(t *testing.T) {
 	poll.Until(t, "the first request settled", func() bool { return use() == budgetUse{Spent: 2 * cent} })
 
 	relay.Hold()
-	if _, err := g.Start(t.Context(), req, time.Now()); !errors.Is(err, ErrStoreUnavailable) {
+	if _, err := g.Start(t.Context(), req, time.Now()); !errors.Is(err, store.ErrStoreUnavailable) {
 		t.Fatalf("a reserve whose answer is kept back: %v, want the store unavailable", err)
 	}
 	poll.Until(t, "the reserve to have run, its answer abandoned", func() bool { return relay.Abandoned(`"op":"reserve"`) == 1 })
 	if u := use(); u != (budgetUse{Spent: 2 * cent, Reserved: 7 * cent}) {
 		t.Fatalf("after the reserve whose answer was lost: %+v, want its 7¢ reserved", u)
 	}
-	if _, err := g.Start(t.Context(), req, time.Now()); !errors.Is(err, ErrStoreUnavailable) || !strings.Contains(err.Error(), "wait for the store") {
+	if _, err := g.Start(t.Context(), req, time.Now()); !errors.Is(err, store.ErrStoreUnavailable) || !strings.Contains(err.Error(), "wait for the store") {
 		t.Fatalf("with a release waiting for the store: %v, want refused without asking it", err)
 	}
 	relay.Release()

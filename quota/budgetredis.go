@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meterproxy/meterproxy/quota/price"
@@ -48,7 +50,7 @@ type redisBudgets struct {
 // key_prefix, its calls bounded by cfg's budget_timeout and a silent
 // replica's reservations lasting three heartbeats; replica names this
 // replica (the pools' store's name).
-func newRedisBudgets(client redis.Scripter, cfg StoreConfig, replica string) *redisBudgets {
+func newRedisBudgets(client redis.Scripter, cfg store.Config, replica string) *redisBudgets {
 	return &redisBudgets{client: client, prefix: cfg.KeyPrefix, replica: replica, ttl: 3 * cfg.Heartbeat, timeout: cfg.BudgetTimeout}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
@@ -169,7 +171,7 @@ func TestBudgetStoreConformance(t *testing.T) {
 
 func newTestRedisBudgets(t testing.TB, srv *redistest.Server, prefix, replica string) *redisBudgets {
 	t.Helper()
-	return newRedisBudgets(srv.Client(t), StoreConfig{KeyPrefix: prefix, BudgetTimeout: 2 * time.Second, Heartbeat: time.Second}, replica)
+	return newRedisBudgets(srv.Client(t), store.Config{KeyPrefix: prefix, BudgetTimeout: 2 * time.Second, Heartbeat: time.Second}, replica)
 }
 
 // TestRedisBudgetReplicaGone: the reservations of a replica that stopped

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // capCounter counts capped callers' requests where replicas share them:
@@ -51,7 +53,7 @@ type capAnswer struct {
 // the window of second sec and fleet in flight, and the grant of want
 // in it. The Redis counter's cap.lua is the same rule.
 func capRoom(b capBounds, sec, used, fleet, want int64) (granted int64, windowFull bool) {
-	wroom := Allowance(sec, b.RequestsPerMinute) - used
+	wroom := store.Allowance(sec, b.RequestsPerMinute) - used
 	granted = max(0, min(want, wroom, b.MaxInFlight-fleet))
 	return granted, granted < want && wroom <= granted
 }
@@ -98,7 +100,7 @@ func (m *memCapCounter) take(_ context.Context, t capTake) (capAnswer, error) {
 	}
 	ans := capAnswer{Granted: granted, FleetInFlight: t.InFlight + granted, Sec: sec}
 	if windowFull {
-		ans.RetryAfter = untilNextSecond(now)
+		ans.RetryAfter = store.UntilNextSecond(now)
 	}
 	return ans, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
@@ -84,7 +86,7 @@ func TestCapCounterConformance(t *testing.T) {
 
 func newTestCapCounter(t testing.TB, srv *redistest.Server, prefix string) *redisCapCounter {
 	t.Helper()
-	return newRedisCapCounter(srv.Client(t), StoreConfig{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second}, "")
+	return newRedisCapCounter(srv.Client(t), store.Config{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second}, "")
 }
 
 // TestRedisCapReplicaExpiry: a replica that dies holding slots under a
@@ -147,18 +149,18 @@ func TestFailoverCapCounter(t *testing.T) {
 	fleet := capBounds{MaxInFlight: 4, RequestsPerMinute: unbounded}
 	local := capBounds{MaxInFlight: 1, RequestsPerMinute: unbounded}
 	tests := []struct {
-		policy  OnError
+		policy  store.OnError
 		granted int64
 		err     error
 	}{
-		{OnErrorLocal, 1, nil},
-		{OnErrorOpen, 3, nil},
-		{OnErrorClosed, 0, ErrStoreUnavailable},
+		{store.OnErrorLocal, 1, nil},
+		{store.OnErrorOpen, 3, nil},
+		{store.OnErrorClosed, 0, store.ErrStoreUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			down := func(context.Context) error { return errors.New("down") }
-			fs := newFailoverStore(nil, newMemoryStore(nil), tt.policy, down, time.Hour, slog.New(slog.DiscardHandler))
+			fs := store.NewFailover(nil, store.NewMemory(nil), tt.policy, down, time.Hour, slog.New(slog.DiscardHandler))
 			t.Cleanup(fs.Close)
 			c := failoverCapCounter{primary: downCounter{}, local: newMemCapCounter(nil), f: fs}
 			ans, err := c.take(t.Context(), capTake{Name: "a", Want: 3, Cap: fleet, Local: local})

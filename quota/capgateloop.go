@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Run serves the gate's lines until ctx ends, then refuses every waiter
@@ -95,7 +97,7 @@ func (g *capGate) answerLocked(ctx context.Context, c capCall, ans capAnswer, er
 	ln := c.ln
 	ln.asking = false
 	switch {
-	case errors.Is(err, ErrStoreUnavailable):
+	case errors.Is(err, store.ErrStoreUnavailable):
 		g.refuseLocked(ln, err)
 		return
 	case err != nil:

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,7 +18,7 @@ import (
 var capLua string
 
 // capScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
-var capScript = redis.NewScript(allowanceLua + capLua)
+var capScript = redis.NewScript(store.AllowanceLua + capLua)
 
 var _ capCounter = (*redisCapCounter)(nil)
 
@@ -42,7 +44,7 @@ type redisCapCounter struct {
 // newRedisCapCounter returns a counter on client under cfg's key_prefix,
 // with calls bounded by its timeout and a replica's slots expiring after
 // three heartbeats without a call; replica names this replica.
-func newRedisCapCounter(client redis.Scripter, cfg StoreConfig, replica string) *redisCapCounter {
+func newRedisCapCounter(client redis.Scripter, cfg store.Config, replica string) *redisCapCounter {
 	if replica == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
@@ -81,7 +83,7 @@ type capReply struct {
 
 // take implements capCounter with one script call.
 func (s *redisCapCounter) take(ctx context.Context, t capTake) (capAnswer, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errStoreTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, store.ErrTimeout)
 	defer cancel()
 	args := capArgs{Replica: s.replica, Want: t.Want, InFlight: t.InFlight,
 		MaxInFlight: t.Cap.MaxInFlight, RequestsPerMinute: t.Cap.RequestsPerMinute,

@@ -3,6 +3,8 @@ package quota
 import (
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
@@ -76,7 +78,7 @@ func (cp callerCap) retryAfter(ahead int) time.Duration {
 	if cp.RequestsPerMinute <= 0 {
 		return time.Second
 	}
-	return retryAfterAt(perSecond(cp.RequestsPerMinute), ahead)
+	return retryAfterAt(store.PerSecond(cp.RequestsPerMinute), ahead)
 }
 
 // CapState is one capped caller's numbers, for metrics and /admin/state.

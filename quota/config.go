@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/quota/adaptive"
@@ -19,8 +21,8 @@ type Config struct {
 	Classes ClassesConfig `koanf:"classes"`
 	// Prices price the models they match, first match wins (price.Table.For); a
 	// model none matches costs 0. Reloadable, like the rest.
-	Prices price.Table `koanf:"prices"`
-	Store  StoreConfig `koanf:"store"`
+	Prices price.Table  `koanf:"prices"`
+	Store  store.Config `koanf:"store"`
 	// Accounts are upstream.accounts, when set: several provider accounts,
 	// each with its own Account section (accounts.go); Account is then
 	// only the defaults they share (expected_replicas).
@@ -170,50 +172,9 @@ type ClassesConfig struct {
 	Bulk BulkConfig `koanf:"bulk"`
 }
 
-// StoreConfig says where the counters live.
-type StoreConfig struct {
-	// RedisURL selects the Redis store, the fleet's shared one: a
-	// redis:// or rediss:// URL. Empty means the in-process store.
-	RedisURL string `koanf:"redis_url"`
-	// KeyPrefix prefixes every Redis key ({key_prefix}:…); replicas that
-	// share a quota use the same.
-	KeyPrefix string `koanf:"key_prefix"`
-	// OnError is what to do when the store fails: local (per-replica
-	// limits), open (no limits) or closed (503).
-	OnError OnError `koanf:"on_error"`
-	// Timeout bounds each Redis call; past it the call counts as failed
-	// and OnError applies.
-	Timeout time.Duration `koanf:"timeout"`
-	// BudgetTimeout bounds each budget call instead (callers' and
-	// classes' budget; budgetredis.go): past it the budgeted request is
-	// refused, 503 store_unavailable (budgets fail closed), so it is given
-	// longer. See "Spend and budgets".
-	BudgetTimeout time.Duration `koanf:"budget_timeout"`
-	// Heartbeat is the longest a replica stays silent towards Redis (an
-	// idle one still calls it this often); a replica's slots expire after
-	// three heartbeats without a call.
-	Heartbeat time.Duration `koanf:"heartbeat"`
-	// SpendFile, with the in-process store, is the file budgets' spend is
-	// kept in across restarts (written every second; see budgetfile.go);
-	// empty keeps it in memory only, from $0 at every start. With Redis,
-	// spend is kept there.
-	SpendFile string `koanf:"spend_file"`
-	// TLSCAFile is a PEM bundle of the certificate authorities that verify
-	// Redis's certificate on a rediss:// RedisURL (one server, Cluster or
-	// Sentinel); empty means the system's roots. Unreadable, not PEM, or
-	// set without rediss://, meterproxy refuses to start.
-	TLSCAFile string `koanf:"tls_ca_file"`
-}
-
-// Shared reports whether the store is shared by replicas (Redis): then the
-// store enforces the fleet's limits, and each replica's (fleet ÷
-// expected_replicas) are the fallback; in process they are what it
-// enforces.
-func (s StoreConfig) Shared() bool { return s.RedisURL != "" }
-
 // Enforced is what the configured store enforces: the fleet's limits with
 // Redis, one replica's in process.
-func (c Config) Enforced() Limits {
+func (c Config) Enforced() store.Limits {
 	if c.Store.Shared() {
 		return c.Limits()
 	}
@@ -229,7 +190,7 @@ func DefaultConfig() Config {
 			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: FairCallers},
 		},
 		Prices: []price.Price{},
-		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond,
+		Store: store.Config{KeyPrefix: "meterproxy", OnError: store.OnErrorLocal, Timeout: 50 * time.Millisecond,
 			BudgetTimeout: time.Second, Heartbeat: time.Second},
 	}
 }
@@ -288,7 +249,7 @@ func (c Config) Validate() error {
 			bad(key, "%v", err)
 		}
 	}
-	if err := configcheck.OneOf(c.Store.OnError, onErrorPolicies...); err != nil {
+	if err := configcheck.OneOf(c.Store.OnError, store.OnErrorPolicies...); err != nil {
 		bad("store.on_error", "%v", err)
 	}
 	if c.Store.KeyPrefix == "" {
@@ -296,13 +257,13 @@ func (c Config) Validate() error {
 	}
 	urlOK, storeURL := true, (*url.URL)(nil)
 	if c.Store.Shared() {
-		_, u, err := parseRedisURL(c.Store.RedisURL)
+		_, u, err := store.ParseRedisURL(c.Store.RedisURL)
 		if err != nil {
 			bad("store.redis_url", "%v", err) // go-redis errors never echo the password
 		}
 		urlOK, storeURL = err == nil, u
 	}
-	if _, err := loadTLSCA(c.Store.TLSCAFile, storeURL); urlOK && err != nil {
+	if _, err := store.LoadTLSCA(c.Store.TLSCAFile, storeURL); urlOK && err != nil {
 		bad("store.tls_ca_file", "%v", err)
 	}
 	if c.Store.Timeout <= 0 {

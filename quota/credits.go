@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -13,7 +15,7 @@ import (
 // second ends. The zero value holds none. A waitQueue holds them: every
 // field but refillAt is guarded by its mu.
 type credits struct {
-	n     PerClass
+	n     store.PerClass
 	until time.Time
 	// gen counts drops: a store call sent before one (a hold, a reload, a
 	// failure) must not add credits after it.
@@ -56,17 +58,17 @@ func (cr *credits) drop(classes ...classify.Class) bool {
 // expire drops every credit if their second has passed at now, and
 // reports whether it dropped any.
 func (cr *credits) expire(now time.Time) bool {
-	if cr.n == (PerClass{}) || now.Before(cr.until) {
+	if cr.n == (store.PerClass{}) || now.Before(cr.until) {
 		return false
 	}
-	cr.n = PerClass{}
+	cr.n = store.PerClass{}
 	return true
 }
 
 // grant adds n credits of class c, valid until until (or the
 // earlier deadline of those already held).
 func (cr *credits) grant(c classify.Class, n int64, until time.Time) {
-	if cr.n == (PerClass{}) || until.Before(cr.until) {
+	if cr.n == (store.PerClass{}) || until.Before(cr.until) {
 		cr.until = until
 	}
 	cr.n[c] += n
@@ -74,7 +76,7 @@ func (cr *credits) grant(c classify.Class, n int64, until time.Time) {
 
 // deadline is when the credits expire; zero when there are none.
 func (cr *credits) deadline() time.Time {
-	if cr.n == (PerClass{}) {
+	if cr.n == (store.PerClass{}) {
 		return time.Time{}
 	}
 	return cr.until

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -59,7 +61,7 @@ func (g *ledger) giveBack(c classify.Class, cost int64) {
 
 // owed takes the corrections and output tokens the store has not heard
 // of, for a store call; restore puts them back if it failed.
-func (g *ledger) owed() (corrections PerClass, output int64) {
+func (g *ledger) owed() (corrections store.PerClass, output int64) {
 	for c := range corrections {
 		corrections[c] = g.corrections[c].Swap(0)
 	}
@@ -67,7 +69,7 @@ func (g *ledger) owed() (corrections PerClass, output int64) {
 }
 
 // restore puts back what owed took for a store call that failed.
-func (g *ledger) restore(corrections PerClass, output int64) {
+func (g *ledger) restore(corrections store.PerClass, output int64) {
 	for c, n := range corrections {
 		g.corrections[c].Add(n)
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
@@ -51,7 +53,7 @@ func (l *limiter) enablePrefetch() { l.loop.prefetch = true }
 // newLimiter returns a limiter for cfg's classes over store; limits are the ones the store enforces, used to estimate
 // Retry-After. heartbeat is how often the loop calls the store when idle
 // (0: never), so a shared store knows the replica is alive.
-func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration, log *slog.Logger) *limiter {
+func newLimiter(cfg Config, limits store.Limits, store store.Store, heartbeat time.Duration, log *slog.Logger) *limiter {
 	l := &limiter{}
 	l.sig.arrive, l.sig.freed = make(chan struct{}, 1), make(chan struct{}, 1)
 	l.leases.limits, l.leases.sig, l.leases.settleFlow = &l.limits, &l.sig, l.queue.correctFlow
@@ -68,7 +70,7 @@ func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration,
 
 // limitSet is one configuration's limits.
 type limitSet struct {
-	enforced, local Limits
+	enforced, local store.Limits
 	// ceiling is enforced.InFlight as configured (max_in_flight's), which
 	// an adaptive bound never passes.
 	ceiling int64
@@ -98,7 +100,7 @@ func (s *limitSet) at(b int64) *limitSet {
 // and admitted requests keep their place and their slot: the new queue
 // bounds and max_wait apply to requests that arrive from now on, the new
 // limits from the store's next call. Safe to call while serving.
-func (l *limiter) Reconfigure(cfg Config, limits Limits) {
+func (l *limiter) Reconfigure(cfg Config, limits store.Limits) {
 	l.limitsMu.Lock()
 	set := &limitSet{enforced: limits, local: cfg.PerReplica(), ceiling: limits.InFlight,
 		classes: cfg.Classes, replicas: cfg.Account.ExpectedReplicas}
@@ -117,7 +119,7 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits) {
 
 // Run serves the queues until ctx ends, then refuses every waiter with
 // ErrClosed and tells the store what is still in flight; with an
-// adaptStore, it steps the pool's adaptive bound meanwhile. Call it once.
+// store.AdaptStore, it steps the pool's adaptive bound meanwhile. Call it once.
 func (l *limiter) Run(ctx context.Context) error {
 	if l.adapt.store != nil {
 		var wg sync.WaitGroup
@@ -238,7 +240,7 @@ func (l *limiter) FleetInFlight(c classify.Class) int64 {
 // for hold after at because the account is below the interactive reserve
 // (0: it is above, lifting an older hold), and for throttle after at
 // because the upstream answered 429 with that retry hint (0: none). The
-// freshest observation wins (upstreamState.merge). Observe never blocks:
+// freshest observation wins (store.UpstreamState.merge). Observe never blocks:
 // the store hears of it on the admission loop's next call, within a few
 // milliseconds.
 func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
@@ -254,11 +256,11 @@ func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
 }
 
 // Window returns the current window's use as of the store's last answer.
-func (l *limiter) Window() WindowUse {
+func (l *limiter) Window() store.WindowUse {
 	if w := l.loop.last.window.Load(); w != nil {
 		return *w
 	}
-	return WindowUse{}
+	return store.WindowUse{}
 }
 
 // UpstreamHold returns how much longer bulk is held on the upstream's word,
@@ -276,7 +278,7 @@ func (s *limitSet) retryAfter(c classify.Class, ahead int) time.Duration {
 			rpm = lim.AccountRPM - lim.ReserveRPM
 		}
 	}
-	return retryAfterAt(perSecond(rpm), ahead)
+	return retryAfterAt(store.PerSecond(rpm), ahead)
 }
 
 // retryAfterAt is when a request behind ahead others may go at rate a

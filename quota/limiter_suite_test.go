@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -26,7 +28,7 @@ func testConfig() Config {
 // disconnect, in-flight release.
 // With prefetch the limiter takes credits ahead of demand; the behaviour
 // must be the same.
-func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store, prefetch bool) {
+func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store.Store, prefetch bool) {
 	start := func(t *testing.T, cfg Config) *limiter {
 		t.Helper()
 		l := newLimiter(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
@@ -145,5 +147,5 @@ func snapshot(mu *sync.Mutex, s *[]int) []int {
 }
 
 func TestLimiterOverMemory(t *testing.T) {
-	runLimiterSuite(t, func(_ *testing.T, _ Config) store { return newMemoryStore(nil) }, false)
+	runLimiterSuite(t, func(_ *testing.T, _ Config) store.Store { return store.NewMemory(nil) }, false)
 }

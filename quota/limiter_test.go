@@ -9,15 +9,17 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// testLimiter starts a limiter over a memoryStore inside a synctest bubble
+// testLimiter starts a limiter over a store.Memory inside a synctest bubble
 // and stops it when the test ends.
-func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
+func testLimiter(t *testing.T, cfg Config) (*limiter, *store.Memory) {
 	t.Helper()
 	limits := cfg.PerReplica()
-	store := newMemoryStore(nil)
+	store := store.NewMemory(nil)
 	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
 	startRun(t, l)
 	return l, store
@@ -198,7 +200,7 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), store.NewMemory(nil), 0, slog.New(slog.DiscardHandler))
 		stop := startRun(t, l)
 		errc := make(chan error, 1)
 		go func() { _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); errc <- err }()

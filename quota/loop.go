@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -31,7 +33,7 @@ const lazyReleaseDelay = 50 * time.Millisecond
 // are its own, safe for concurrent use, for the limiter to read and add
 // to.
 type admissionLoop struct {
-	store store
+	store store.Store
 	// pool is the pool the limiter admits to (pool.go).
 	pool string
 	log  *slog.Logger
@@ -56,7 +58,7 @@ type admissionLoop struct {
 
 // loopState is one Run's state, owned by its goroutine.
 type loopState struct {
-	blocked  [classify.NumClasses]blocker
+	blocked  [classify.NumClasses]store.Blocker
 	lastCall time.Time
 	timer    *time.Timer
 	armed    time.Time // when the timer fires; zero when stopped
@@ -92,14 +94,14 @@ func (lp *admissionLoop) run(ctx context.Context) error {
 			tokens := lp.sig.tokensFreed.Swap(false)
 			all := lp.sig.reconfigured.Swap(false)
 			for c, b := range st.blocked {
-				if all || b == blockedByInFlight || (tokens && b == blockedByWindow) {
-					st.blocked[c] = notBlocked
+				if all || b == store.BlockedByInFlight || (tokens && b == store.BlockedByWindow) {
+					st.blocked[c] = store.NotBlocked
 				}
 			}
 			if !st.pending {
 				st.pending = true
 				d := releaseDelay
-				if st.pf.spare != (PerClass{}) {
+				if st.pf.spare != (store.PerClass{}) {
 					d = lazyReleaseDelay
 				}
 				st.releases.Reset(d)
@@ -108,13 +110,13 @@ func (lp *admissionLoop) run(ctx context.Context) error {
 			force = st.pending
 			// A fresher report may have lifted an upstream hold.
 			for c, b := range st.blocked {
-				if b == blockedByUpstream {
-					st.blocked[c] = notBlocked
+				if b == store.BlockedByUpstream {
+					st.blocked[c] = store.NotBlocked
 				}
 			}
 		case <-st.timer.C:
 			st.armed = time.Time{}
-			st.blocked = [classify.NumClasses]blocker{}
+			st.blocked = [classify.NumClasses]store.Blocker{}
 			force = lp.queue.expireCredits(time.Now()) // the store must hear they are back
 		case <-beat:
 			force = time.Since(st.lastCall) >= lp.heartbeat
@@ -128,7 +130,7 @@ func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 	for {
 		req := lp.ask(st)
 		want := req.Want
-		if want == (PerClass{}) && !force {
+		if want == (store.PerClass{}) && !force {
 			return
 		}
 		force = false
@@ -183,12 +185,12 @@ func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 // not blocked is asked for, with spare credits on top (prefetch.go); when
 // tokens are enforced, they are listed in the order grants go to them (at
 // most maxBatch), spares last.
-func (lp *admissionLoop) ask(st *loopState) takeRequest {
-	var req takeRequest
+func (lp *admissionLoop) ask(st *loopState) store.TakeRequest {
+	var req store.TakeRequest
 	tokens := lp.limits.Load().enforced.AccountTPM > 0
 	var open [classify.NumClasses]bool
 	for c := range open {
-		open[c] = st.blocked[c] == notBlocked
+		open[c] = st.blocked[c] == store.NotBlocked
 	}
 	call := &st.call
 	s := lp.queue.list(call, open, tokens)
@@ -206,7 +208,7 @@ func (lp *admissionLoop) ask(st *loopState) takeRequest {
 		req.Want[c] = call.waiting[c] + spare
 		if tokens {
 			for range spare {
-				call.waiters[c] = append(call.waiters[c], queued{}) // for anyone
+				call.waiters[c] = append(call.waiters[c], store.Queued{}) // for anyone
 				call.listed[c] = append(call.listed[c], nil)
 			}
 			req.Waiters[c] = call.waiters[c]
@@ -218,13 +220,13 @@ func (lp *admissionLoop) ask(st *loopState) takeRequest {
 // storeFailed handles a failed Take: under on_error "closed" every waiter
 // is refused at once; otherwise the loop tries again shortly.
 func (lp *admissionLoop) storeFailed(ctx context.Context, st *loopState, err error) {
-	if errors.Is(err, ErrStoreUnavailable) {
-		lp.queue.refuseAll(ErrStoreUnavailable)
+	if errors.Is(err, store.ErrStoreUnavailable) {
+		lp.queue.refuseAll(store.ErrStoreUnavailable)
 	} else if ctx.Err() == nil {
 		lp.log.Warn("store_take_failed", slog.String("error", err.Error()))
 	}
 	lp.queue.dropCredits(classify.Classes[:]...)
-	st.blocked = [classify.NumClasses]blocker{blockedByWindow, blockedByWindow}
+	st.blocked = [classify.NumClasses]store.Blocker{store.BlockedByWindow, store.BlockedByWindow}
 	st.arm(storeRetry)
 }
 
@@ -259,7 +261,7 @@ func (st *loopState) arm(d time.Duration) {
 func (lp *admissionLoop) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req := takeRequest{Pool: lp.pool}
+	req := store.TakeRequest{Pool: lp.pool}
 	req.InFlight, req.Credits = lp.queue.occupied()
 	if _, err := lp.store.Take(ctx, req); err != nil {
 		lp.log.Warn("store_flush_failed", slog.String("error", err.Error()))

@@ -107,7 +107,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.hold, l.UpstreamHold().Seconds(), pool.Account, pool.Pool)
 		w := l.Window()
 		lim := l.limits.Load().enforced
-		rps, tps := lim.perSecond()
+		rps, tps := lim.PerSecond()
 		for _, cl := range classify.Classes {
 			class := cl.String()
 			gauge(c.queued, float64(l.Queued(cl)), pool.Account, pool.Pool, class)

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/quota/glob"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -88,14 +90,14 @@ type Model struct {
 func (c Config) PoolFor(m Model) string {
 	match, ok := m.matcher()
 	if !ok {
-		return accountPool
+		return store.AccountPool
 	}
 	for _, pool := range c.Account.Models {
 		if slices.ContainsFunc(pool.Match, match) {
 			return pool.Name
 		}
 	}
-	return accountPool
+	return store.AccountPool
 }
 
 // matcher returns how a pattern is matched against m — exactly, or for a

@@ -3,6 +3,8 @@ package quota
 import (
 	"strings"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 func TestPoolFor(t *testing.T) {
@@ -19,13 +21,13 @@ func TestPoolFor(t *testing.T) {
 		{"gpt-4o-mini", "mini-group"},
 		{"gpt-4o-mini-2024-07-18", "mini-group"},
 		{"gpt-4.1-nano", "mini-group"},
-		{"gpt-4o-audio-preview", accountPool}, // "gpt-4o" matches only itself
+		{"gpt-4o-audio-preview", store.AccountPool}, // "gpt-4o" matches only itself
 		{"claude-sonnet-4-5", "claude"},
-		{"claude-3-haiku", accountPool},
-		{"Meta-Llama-3.1-8B", accountPool}, // case matters
+		{"claude-3-haiku", store.AccountPool},
+		{"Meta-Llama-3.1-8B", store.AccountPool}, // case matters
 		{"meta/llama-3", "any-llama"},
-		{"", accountPool},
-		{"GPT-4O", accountPool},
+		{"", store.AccountPool},
+		{"GPT-4O", store.AccountPool},
 	}
 	for _, tt := range tests {
 		if got := c.PoolFor(Model{Name: tt.model}); got != tt.want {
@@ -50,15 +52,15 @@ func TestPoolForDeployment(t *testing.T) {
 		{"prod-gpt4o", "prod"},
 		{"PROD-GPT4O", "prod"},
 		{"Prod-GPT4o", "prod"},
-		{"prod-gpt4o-2", accountPool},
-		{"gpt-4o", accountPool},
+		{"prod-gpt4o-2", store.AccountPool},
+		{"gpt-4o", store.AccountPool},
 	}
 	for _, tt := range tests {
 		if got := c.PoolFor(Model{Name: tt.deployment, Deployment: true}); got != tt.want {
 			t.Errorf("PoolFor(deployment %q) = %q, want %q", tt.deployment, got, tt.want)
 		}
 	}
-	if got := c.PoolFor(Model{Name: "PROD-GPT4O"}); got != accountPool {
+	if got := c.PoolFor(Model{Name: "PROD-GPT4O"}); got != store.AccountPool {
 		t.Errorf("PoolFor(model PROD-GPT4O) = %q, want the account: model fields match exactly", got)
 	}
 }

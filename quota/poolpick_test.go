@@ -4,6 +4,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -30,10 +32,10 @@ func TestAdmitPicksThePool(t *testing.T) {
 			at, pool string
 		}{
 			{"one account, a pool's model", one, classify.Interactive, "gpt-4o-mini", "", "gpt-4o"},
-			{"one account, no pool's model", one, classify.Interactive, "claude", "", accountPool},
+			{"one account, no pool's model", one, classify.Interactive, "claude", "", store.AccountPool},
 			{"several, interactive", several, classify.Interactive, "gpt-4o", "chat", "chat-4o"},
 			{"several, bulk", several, classify.Bulk, "gpt-4o", "batch", "batch-4o"},
-			{"several, no pool's model", several, classify.Bulk, "o3", "batch", accountPool},
+			{"several, no pool's model", several, classify.Bulk, "o3", "batch", store.AccountPool},
 		} {
 			if err := tt.cfg.Validate(); err != nil {
 				t.Fatal(err)

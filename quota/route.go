@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -68,7 +70,7 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 			refused = cmp.Or(refused, err)
 			continue
 		}
-		out = append(out, route{account: account, pool: r.pool, l: a.pool(PoolID(account, r.pool)), tokens: tokens})
+		out = append(out, route{account: account, pool: r.pool, l: a.pool(store.PoolID(account, r.pool)), tokens: tokens})
 	}
 	if len(out) == 0 {
 		return nil, refused
@@ -187,21 +189,21 @@ func (l *limiter) busy(c classify.Class, sec int64) bool {
 		return true
 	}
 	lim := l.limits.Load().enforced
-	var used, tokens, inFlight PerClass
+	var used, tokens, inFlight store.PerClass
 	if w := l.Window(); w.Sec == sec {
 		used, tokens = w.Requests, w.Tokens
 	}
 	for _, cl := range classify.Classes {
 		inFlight[cl] = l.FleetInFlight(cl)
 	}
-	wroom, froom, troom := lim.room(c, sec, lim.Borrow && !l.starved(sec), used, inFlight, tokens)
+	wroom, froom, troom := lim.Room(c, sec, lim.Borrow && !l.starved(sec), used, inFlight, tokens)
 	return wroom <= 0 || froom <= 0 || lim.AccountTPM > 0 && troom <= 0
 }
 
 // starved reports whether an interactive request is starved at l, as far
 // as l knows: one waits here, or the store's last answer found
 // interactive short in window sec or the one before — what stops bulk
-// borrowing fleet-wide (grantAll's borrow, take.lua's starved set) until
+// borrowing fleet-wide (store.GrantAll's borrow, take.lua's starved set) until
 // interactive is granted all it asks.
 func (l *limiter) starved(sec int64) bool {
 	return l.Queued(classify.Interactive) > 0 || l.loop.last.blockedIn(classify.Interactive, sec) ||

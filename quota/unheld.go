@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -29,7 +31,7 @@ import (
 func (a *Admitter) Unheld(req Request) *Lease {
 	cfg := a.cfg.Load()
 	pool := a.routing.Load().accounts[req.Account].PoolFor(req.Model)
-	l := a.pool(PoolID(req.Account, pool))
+	l := a.pool(store.PoolID(req.Account, pool))
 	s := &Lease{leases: &l.leases, class: req.Class, account: req.Account, pool: pool}
 	if p := req.Model.priceIn(cfg.Prices); p != nil {
 		s.price, s.worst = p, p.WorstCase(req.InputTokens, p.OutputCap(req.OutputTokens, req.Generations), req.Tier)
@@ -74,7 +76,7 @@ func (g *budgetGate) check(ctx context.Context, r gateRequest) error {
 	keys := periods(bs, g.now())
 	uses, err := g.store.read(ctx, keys)
 	if err != nil || len(uses) != len(keys) {
-		return errors.Join(ErrStoreUnavailable, err)
+		return errors.Join(store.ErrStoreUnavailable, err)
 	}
 	for i, k := range keys {
 		if uses[i].Spent >= k.Limit {

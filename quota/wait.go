@@ -1,5 +1,7 @@
 package quota
 
+import "github.com/meterproxy/meterproxy/quota/store"
+
 // Wait is what a request's admission waited for, for a trace of it:
 // where it stood in its queue and what held it. Its zero value is a
 // request admitted at once, nobody queued ahead of it. Reading it costs
@@ -39,13 +41,13 @@ const (
 
 // heldBy names b as Wait.HeldBy does; a shortfall with no blocker (a
 // store that named none) counts as the window's.
-func (b blocker) heldBy() string {
+func heldBy(b store.Blocker) string {
 	switch b {
-	case blockedByInFlight:
+	case store.BlockedByInFlight:
 		return HeldByInFlight
-	case blockedByUpstream:
+	case store.BlockedByUpstream:
 		return HeldByUpstream
-	case blockedByOutput:
+	case store.BlockedByOutput:
 		return HeldByOutput
 	}
 	return HeldByWindow

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -45,7 +47,7 @@ type classQueue struct {
 	short      bool
 	// blocked is what stopped the last store call that left waiters
 	// queued (Wait.HeldBy).
-	blocked blocker
+	blocked store.Blocker
 	// fair shares the class between callers (fair.go).
 	fair fairShare
 }
@@ -109,7 +111,7 @@ func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Dura
 	w.gen, w.held = cq.shortfalls, cq.short
 	w.wait.Queued = cq.q.n
 	if w.held {
-		w.wait.HeldBy = cq.blocked.heldBy()
+		w.wait.HeldBy = heldBy(cq.blocked)
 	}
 	cq.enqueue(w)
 	q.mu.Unlock()
@@ -127,7 +129,7 @@ func (q *waitQueue) leave(c classify.Class, w *waiter) (granted bool, ahead int,
 	cq := &q.classes[c]
 	cq.dequeue(w)
 	if !granted && w.gen != cq.shortfalls {
-		w.wait.HeldBy = cq.blocked.heldBy()
+		w.wait.HeldBy = heldBy(cq.blocked)
 	}
 	return granted, cq.q.n, refused
 }
@@ -181,7 +183,7 @@ func (q *waitQueue) correctFlow(c classify.Class, flow flowKey, delta float64) {
 // occupied is the slots this replica holds in flight, for the store, and
 // how many of them are credits. Credits count: the store granted them and
 // counts them in flight, apart, so the fleet's count can leave them out.
-func (q *waitQueue) occupied() (occupied, credits PerClass) {
+func (q *waitQueue) occupied() (occupied, credits store.PerClass) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for c := range occupied {
