@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/quota/store"
 )
@@ -65,7 +66,7 @@ func (h *Handler) serveBatchCreate(w http.ResponseWriter, r *http.Request, ex *e
 	}
 	ex.at(account, h.admitter.PoolAt(account, func() quota.Model { return quota.Model{Name: model} }))
 	ex.pooled = true
-	hold, err := h.admitter.ReserveBatch(r.Context(), quota.BatchRequest{Caller: ex.res.Caller, Class: ex.res.Class,
+	hold, err := h.admitter.ReserveBatch(r.Context(), gate.BatchRequest{Caller: ex.res.Caller, Class: ex.res.Class,
 		Account: account, Pool: ex.pool, File: file})
 	if err != nil {
 		h.batchRefused(r, ex, err)
@@ -110,7 +111,7 @@ func (h *Handler) batchFile(ctx context.Context, body []byte, openAI, budgeted b
 // batchRefused answers a batch its budgets refused.
 func (h *Handler) batchRefused(r *http.Request, ex *exchange, err error) {
 	class, l := ex.res.Class.String(), ex.poolLabels()
-	if e, ok := errors.AsType[*quota.BatchUnmeteredError](err); ok {
+	if e, ok := errors.AsType[*gate.BatchUnmeteredError](err); ok {
 		why := "meterproxy did not see its input file uploaded (upload it through meterproxy's /v1/files with purpose batch)"
 		if e.Why != "" {
 			why = "meterproxy could not meter its requests: " + e.Why

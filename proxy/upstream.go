@@ -11,6 +11,7 @@ import (
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -89,7 +90,7 @@ type exchange struct {
 	// batch is a batch creation's reservation (batchcreate.go).
 	upload      *streamedBody
 	uploadMeter *uploadMeter
-	batch       *quota.BatchHold
+	batch       *gate.BatchHold
 	// rec writes every answer to the client and records the request's
 	// outcome, counted once when ServeHTTP ends (Handler.count).
 	rec *recorder

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -24,13 +25,13 @@ import (
 func TestAdaptiveExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		var logs lockedBuffer
+		var logs runtest.Buffer
 		a, err := New(adaptiveConfig(), Deps{Log: slog.New(slog.NewJSONHandler(&logs, nil)), Registry: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = a.Close() })
-		startRun(t, a)
+		runtest.Start(t, a)
 		l := a.pool(store.AccountPool)
 		for range 3 {
 			feed(l, adaptive.Sample{Completed: 40, Latency: 8 * time.Second, Saturated: true})

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -35,9 +37,9 @@ type Admitter struct {
 	pools map[string]*poolRun
 	// caps is the callers' caps, one gate in front of every pool; gates
 	// are every caller gate a request passes, in order (caps first).
-	caps    *capGate
-	budgets *budgetGate
-	gates   callerGate
+	caps    *gate.CapGate
+	budgets *gate.BudgetGate
+	gates   gate.Gate
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup
@@ -124,8 +126,8 @@ type Request struct {
 }
 
 // gate is what the caller gates know of r.
-func (r Request) gate() gateRequest {
-	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Floor: r.floor, Priced: r.priced, Model: r.Model.Name, Generates: !r.Free,
+func (r Request) gate() gate.Request {
+	return gate.Request{Caller: r.Caller, Class: r.Class, Cost: r.cost, Floor: r.floor, Priced: r.priced, Model: r.Model.Name, Generates: !r.Free,
 		Unmetered: r.Unmetered}
 }
 
@@ -138,13 +140,13 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 		return nil, err
 	}
 	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{},
-		caps: newCapGate(backend.Caps, backend.Heartbeat, d.Log)}
+		caps: gate.NewCapGate(backend.Caps, backend.Heartbeat, d.Log)}
 	if backend.failover != nil {
 		backend.failover.Observe = a.observeStoreCall
 	}
-	a.budgets = newBudgetGate(backend.Budgets, backend.Batches, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
-	a.gates = gateChain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
-	a.Reconfigure(cfg, d.Callers)          // builds every pool
+	a.budgets = gate.NewBudgetGate(backend.Budgets, backend.Batches, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
+	a.gates = gate.Chain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
+	a.Reconfigure(cfg, d.Callers)           // builds every pool
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
@@ -263,7 +265,7 @@ func (a *Admitter) Cost(m Model, u price.Usage) (price.Nanodollars, bool) {
 // at each account it may go to; admitRouted): the caller's gate first,
 // waiting within the class's maxWait, then the pool within what is left
 // of it. The Lease releases both.
-func admitThrough(ctx context.Context, gate callerGate, routes []route, req Request, maxWait time.Duration) (*Lease, error) {
+func admitThrough(ctx context.Context, gate gate.Gate, routes []route, req Request, maxWait time.Duration) (*Lease, error) {
 	req.until = time.Now().Add(maxWait)
 	p, err := gate.Start(ctx, req.gate(), req.until)
 	if err != nil {
@@ -317,7 +319,7 @@ func (a *Admitter) Observe(account, pool string, at time.Time, hold, throttle ti
 // they were never queued for, so they are answered with a retry hint
 // rather than moved — and its requests in flight finish as they are.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
-	caps, weights := capsOf(callers), weightsOf(callers)
+	caps, weights := gate.CapsOf(callers), weightsOf(callers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	keep := poolIDs(cfg)
@@ -332,8 +334,8 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 		}
 		p.l.setWeights(weights)
 	}
-	a.caps.Reconfigure(cfg, caps)
-	a.budgets.Reconfigure(cfg, callers)
+	a.caps.Reconfigure(cfg.Classes.gates(), cfg.Account.ExpectedReplicas, caps)
+	a.budgets.Reconfigure(cfg.Classes.gates(), callers)
 	a.routing.Store(newRouting(cfg))
 	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist
 	for name, p := range a.pools {
@@ -400,14 +402,14 @@ type State struct {
 	Store StoreState `json:"store"`
 	PoolState
 	// Caps are the capped callers' numbers, by caller name.
-	Caps map[string]CapState `json:"caps"`
+	Caps map[string]gate.CapState `json:"caps"`
 	// Pools are every pool's numbers, by name; the account's is "default",
 	// and with several accounts each is named after its account's name and
 	// a slash ("chat-project/default"; stateName).
 	Pools map[string]PoolState `json:"pools"`
 	// Budgets are the spend budgets' current periods, as of the budget
 	// gate's last read (at most a store heartbeat old).
-	Budgets []BudgetState `json:"budgets"`
+	Budgets []gate.BudgetState `json:"budgets"`
 	// Accounts are upstream.accounts in order, with the classes each
 	// serves and lends to (their pools are in Pools, as
 	// "<account>/<pool>"); absent with one account.
@@ -478,7 +480,7 @@ func (a *Admitter) State() State {
 	st := State{
 		Store:     StoreState{Mode: mode, Degraded: a.backend.Degraded()},
 		PoolState: a.first().state(),
-		Caps:      a.caps.capState(),
+		Caps:      a.caps.States(),
 		Pools:     map[string]PoolState{},
 		Budgets:   a.budgets.State(),
 	}

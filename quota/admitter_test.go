@@ -7,7 +7,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +35,7 @@ func runAdmitterOn(t *testing.T, cfg Config, callers []classify.Caller, reg *pro
 			t.Errorf("Close: %v", err)
 		}
 	})
-	startRun(t, a) // stopped before Close: cleanups run last first
+	runtest.Start(t, a) // stopped before Close: cleanups run last first
 	return a
 }
 
@@ -177,7 +180,7 @@ func TestCapHoldsAcrossReloadAddingPools(t *testing.T) {
 			a.Reconfigure(next, callers)
 			for _, pool := range []string{store.AccountPool, "gpt-4o"} {
 				_, err := a.Admit(t.Context(), Request{Model: Model{Name: pool}, Class: classify.Bulk, Caller: "capped"})
-				if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, ErrWaitTimeout) {
+				if r, ok := errors.AsType[*gate.RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, gate.ErrWaitTimeout) {
 					t.Fatalf("pools %d, %q: a second request of a caller capped at 1 got %v; want a max_wait refusal naming it", len(next.Account.Models), pool, err)
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/redis/go-redis/v9"
@@ -16,18 +18,18 @@ import (
 type backend struct {
 	// Store is what the limiter calls.
 	Store store.Store
-	// Caps counts the callers' caps (capGate).
-	Caps capCounter
+	// Caps counts the callers' caps (gate.CapGate).
+	Caps gate.CapCounter
 	// Adapt keeps the pools' adaptive bounds (adaptiveRun).
 	Adapt store.AdaptStore
-	// Budgets keeps the spend budgets (budgetGate); BudgetsAlive, with
+	// Budgets keeps the spend budgets (gate.BudgetGate); BudgetsAlive, with
 	// Redis, keeps this replica's reservations alive there; spend is the
 	// in-process store, kept in spendFile when that is set.
-	Budgets      budgetStore
+	Budgets      gate.BudgetStore
 	BudgetsAlive func(context.Context) error
 	// Batches keeps the batches' metered files and records.
-	Batches   batchStore
-	spend     *memBudgets
+	Batches   gate.BatchStore
+	spend     *gate.MemoryBudgets
 	spendFile string
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
@@ -48,14 +50,14 @@ const probeEvery = 250 * time.Millisecond
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
-		spend := newMemBudgets()
+		spend := gate.NewMemoryBudgets()
 		if f := cfg.Store.SpendFile; f != "" {
-			if err := spend.load(f); err != nil {
+			if err := spend.Load(f); err != nil {
 				return nil, fmt.Errorf("store.spend_file: %w", err)
 			}
 		}
-		return &backend{Store: store.NewMemory(nil), Caps: newMemCapCounter(nil), Adapt: store.NewMemoryAdapt(nil),
-			Budgets: spend, Batches: newMemBatches(spend), spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
+		return &backend{Store: store.NewMemory(nil), Caps: gate.NewMemoryCapCounter(nil), Adapt: store.NewMemoryAdapt(nil),
+			Budgets: spend, Batches: gate.NewMemoryBatches(spend), spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
 	}
 	client, err := store.NewRedisClient(cfg.Store)
 	if err != nil {
@@ -71,14 +73,13 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	b.failover = store.NewFailover(primary, store.NewMemory(nil), cfg.Store.OnError, probe, probeEvery, b.log)
 	b.failover.OnRecovered(redisLogs.Flush) // go-redis's count of the outage's messages, at its end
 	b.Store = b.failover
-	b.Caps = failoverCapCounter{primary: newRedisCapCounter(client, cfg.Store, primary.Replica()),
-		local: newMemCapCounter(nil), f: b.failover}
+	b.Caps = gate.NewFailoverCapCounter(gate.NewRedisCapCounter(client, cfg.Store, primary.Replica()), gate.NewMemoryCapCounter(nil), b.failover)
 	b.Adapt = store.NewFailoverAdapt(store.NewRedisAdapt(client, cfg.Store, primary.Replica()), b.failover)
 	// Budgets fail closed, whatever store.on_error says: no replica can
 	// tell alone what the fleet has spent.
-	budgets := newRedisBudgets(client, cfg.Store, primary.Replica())
-	b.Budgets, b.BudgetsAlive = budgets, budgets.alive
-	b.Batches = newRedisBatches(client, cfg.Store, primary.Replica())
+	budgets := gate.NewRedisBudgets(client, cfg.Store, primary.Replica())
+	b.Budgets, b.BudgetsAlive = budgets, budgets.Alive
+	b.Batches = gate.NewRedisBatches(client, cfg.Store, primary.Replica())
 	return b, nil
 }
 
@@ -96,7 +97,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	for _, script := range []*redis.Script{store.TakeScript, capScript, store.AdaptScript, budgetScript, batchScript} {
+	for _, script := range []*redis.Script{store.TakeScript, gate.CapScript, store.AdaptScript, gate.BudgetScript, gate.BatchScript} {
 		if err := script.Load(ctx, b.client).Err(); err != nil {
 			log.Warn("store_warm_failed", slog.String("error", err.Error()))
 			return
@@ -125,7 +126,7 @@ func (b *backend) Failures() int64 {
 // ctx ends; without one it returns at once.
 func (b *backend) keepSpend(ctx context.Context) {
 	if b.spend != nil && b.spendFile != "" {
-		b.spend.keep(ctx, b.spendFile, b.log)
+		b.spend.Keep(ctx, b.spendFile, b.log)
 	}
 }
 
@@ -135,7 +136,7 @@ func (b *backend) saveSpend() {
 	if b.spend == nil || b.spendFile == "" {
 		return
 	}
-	if err := b.spend.save(b.spendFile); err != nil {
+	if err := b.spend.Save(b.spendFile); err != nil {
 		b.log.Error("spend_file_save_failed", slog.String("file", b.spendFile), slog.String("error", err.Error()))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -15,19 +17,19 @@ func (a *Admitter) PutBatchFile(ctx context.Context, id string, f price.BatchFil
 	if id == "" {
 		return nil
 	}
-	return a.backend.Batches.putFile(ctx, id, f)
+	return a.backend.Batches.PutFile(ctx, id, f)
 }
 
 // BatchFile returns what the proxy metered of input file id, and false
 // when it never saw it (or forgot it, 35 days after).
 func (a *Admitter) BatchFile(ctx context.Context, id string) (price.BatchFile, bool, error) {
-	return a.backend.Batches.file(ctx, id)
+	return a.backend.Batches.File(ctx, id)
 }
 
 // Budgeted reports whether a request of caller and class draws on any
 // spend budget.
 func (a *Admitter) Budgeted(caller string, class classify.Class) bool {
-	return len(a.budgets.budgetedBy(caller, class)) > 0
+	return len(a.budgets.BudgetedBy(caller, class)) > 0
 }
 
 // ReserveBatch reserves the worst case of a batch about to be created on
@@ -42,35 +44,35 @@ func (a *Admitter) Budgeted(caller string, class classify.Class) bool {
 // *BatchUnmeteredError a budgeted batch whose requests the proxy did not
 // meter. A batch of no budget whose file the proxy never saw is recorded
 // nowhere: its hold is nil.
-func (a *Admitter) ReserveBatch(ctx context.Context, req BatchRequest) (*BatchHold, error) {
+func (a *Admitter) ReserveBatch(ctx context.Context, req gate.BatchRequest) (*gate.BatchHold, error) {
 	cfg := a.cfg.Load()
-	bs := a.budgets.budgetedBy(req.Caller, req.Class)
+	bs := a.budgets.BudgetedBy(req.Caller, req.Class)
 	if req.File == nil || req.File.Unmetered != "" {
 		if len(bs) == 0 {
 			return nil, nil
 		}
-		e := &BatchUnmeteredError{Budget: bs[0].name}
+		e := &gate.BatchUnmeteredError{Budget: bs[0].Name}
 		if req.File != nil {
 			e.Why = req.File.Unmetered
 		}
 		return nil, e
 	}
 	l := LabelsOf(req.Account, req.Pool)
-	rec := batchRecord{Tokens: req.File.InputTokens(), Enqueued: BatchEnqueued{Account: l.Account, Pool: l.Pool, Class: req.Class.String()}}
+	rec := gate.BatchRecord{Tokens: req.File.InputTokens(), Enqueued: gate.BatchEnqueued{Account: l.Account, Pool: l.Pool, Class: req.Class.String()}}
 	var cost price.Nanodollars
 	for _, m := range req.File.Models {
 		rec.Models = append(rec.Models, m.Model)
 		p := cfg.Prices.For(m.Model, false)
 		if p == nil {
-			if err := unpriced(bs, m.Model); err != nil {
+			if err := gate.Unpriced(bs, m.Model); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		cost = cost.Plus(p.BatchWorst(m))
 	}
-	r := gateRequest{Caller: req.Caller, Class: req.Class, Cost: cost, Priced: true, Generates: true}
-	return a.budgets.reserveBatch(ctx, r, time.Now().Add(cfg.Classes.maxWait(req.Class)), rec)
+	r := gate.Request{Caller: req.Caller, Class: req.Class, Cost: cost, Priced: true, Generates: true}
+	return a.budgets.ReserveBatch(ctx, r, time.Now().Add(cfg.Classes.maxWait(req.Class)), rec)
 }
 
 // EndBatch settles batch id, which the provider reports ended: its
@@ -84,7 +86,7 @@ func (a *Admitter) EndBatch(id string, u *price.Usage) {
 	if id == "" {
 		return
 	}
-	a.budgets.endBatch(id, func(rec batchRecord) price.Nanodollars {
+	a.budgets.EndBatch(id, func(rec gate.BatchRecord) price.Nanodollars {
 		if u == nil {
 			return 0
 		}
@@ -107,4 +109,4 @@ func (a *Admitter) EndBatch(id string, u *price.Usage) {
 // BatchEnqueued returns the batch input tokens enqueued — of batches the
 // proxy created and has not seen end — by account, pool and class, as the
 // budget loop last read them (fleet-wide with Redis).
-func (a *Admitter) BatchEnqueued() []BatchEnqueued { return a.budgets.Enqueued() }
+func (a *Admitter) BatchEnqueued() []gate.BatchEnqueued { return a.budgets.Enqueued() }

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -179,6 +181,12 @@ func (c Config) Enforced() store.Limits {
 		return c.Limits()
 	}
 	return c.PerReplica()
+}
+
+// gates is what the caller gates read of c.
+func (c ClassesConfig) gates() gate.Classes {
+	return gate.Classes{MaxQueue: [classify.NumClasses]int{c.Interactive.MaxQueue, c.Bulk.MaxQueue},
+		Budget: [classify.NumClasses]classify.Budget{c.Interactive.Budget, c.Bulk.Budget}}
 }
 
 // DefaultConfig returns the defaults documented in config.example.yaml.

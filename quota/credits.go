@@ -90,14 +90,14 @@ func (q *waitQueue) takeCreditLocked(c classify.Class, now time.Time) bool {
 	}
 	took, dropped := q.credits.take(c, now)
 	if dropped {
-		notify(q.sig.freed)
+		store.Notify(q.sig.freed)
 	}
 	if !took {
 		return false
 	}
 	q.leases.admit(c)
 	if q.credits.low(c) {
-		notify(q.sig.arrive) // refill before they run out
+		store.Notify(q.sig.arrive) // refill before they run out
 	}
 	return true
 }
@@ -113,7 +113,7 @@ func (q *waitQueue) dropCredits(classes ...classify.Class) {
 // dropCreditsLocked is dropCredits with mu held.
 func (q *waitQueue) dropCreditsLocked(classes ...classify.Class) {
 	if q.credits.drop(classes...) {
-		notify(q.sig.freed)
+		store.Notify(q.sig.freed)
 	}
 }
 

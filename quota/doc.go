@@ -29,7 +29,7 @@
 // flex tier (FlexFor) when its pool and price allow it.
 //
 // Spend budgets (callers[].budget, classes.<class>.budget) are a caller
-// gate of their own (budgetGate): a request's worst case is reserved
+// gate of their own (gate.BudgetGate): a request's worst case is reserved
 // before it waits, and its Lease settles what it cost; batches reserve at
 // creation and settle when the provider ends them (EndBatch).
 //

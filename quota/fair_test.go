@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -193,7 +195,7 @@ func TestFairAnonymousBounded(t *testing.T) {
 			t.Fatalf("500 keys: %d flows of their own, %d in all; want %d and %d", fs.anon, len(fs.finish), maxAnonFlows, maxAnonFlows+1)
 		}
 		q.mu.Unlock()
-		notify(l.sig.arrive)
+		store.Notify(l.sig.arrive)
 		// Served within the first second (1000 a second); then idle.
 		time.Sleep(2 * time.Second)
 		synctest.Wait()

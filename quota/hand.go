@@ -58,15 +58,12 @@ func (q *waitQueue) list(call *callList, open [classify.NumClasses]bool, byCost 
 	return s
 }
 
-// maxBatch bounds the waiters listed in one call per class.
-const maxBatch = 4096
-
 // list lists the waiters in the order grants go to them (the queue's
 // order), into buf for the store and who, position for position, for
 // handing out the grants.
 func (cq *classQueue) list(buf []store.Queued, who []*waiter) ([]store.Queued, []*waiter) {
 	buf, who = buf[:0], who[:0]
-	for w := cq.q.head; w != nil && len(buf) < maxBatch; w = w.next {
+	for w := cq.q.head; w != nil && len(buf) < store.MaxBatch; w = w.next {
 		buf = append(buf, store.Queued{Cost: w.cost})
 		who = append(who, w)
 	}
@@ -119,7 +116,7 @@ func (q *waitQueue) hand(req store.TakeRequest, res store.TakeResult, call *call
 	}
 	q.mu.Unlock()
 	if excess != (store.PerClass{}) {
-		notify(q.sig.freed) // the store counted them; the next call hands them back
+		store.Notify(q.sig.freed) // the store counted them; the next call hands them back
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
@@ -38,7 +39,7 @@ func heldLimiter(t *testing.T, cfg Config) (*limiter, *heldStore) {
 	t.Helper()
 	s := &heldStore{Memory: store.NewMemory(nil), out: make(chan struct{}), release: make(chan struct{})}
 	l := newLimiter(cfg, cfg.PerReplica(), s, 0, slog.New(slog.DiscardHandler))
-	startRun(t, l)
+	runtest.Start(t, l)
 	// Before Run stops (cleanups run last first): Run's last call tells
 	// the store what is in flight.
 	t.Cleanup(func() { s.hold.Store(false) })

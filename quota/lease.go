@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -87,7 +89,7 @@ type Lease struct {
 	ended atomic.Bool
 	// gate is its pass through its caller's gates (admitThrough),
 	// released with it.
-	gate gatePass
+	gate gate.Pass
 	// flow and weight are its fair-queuing flow and its caller's weight
 	// when its service was counted in tokens (weight 0 otherwise), so
 	// correct can settle the flow's service too.
@@ -108,7 +110,7 @@ type Lease struct {
 	// account and pool are where it was admitted (Account, Pool).
 	account, pool string
 	// wait is what it waited for at its pool (Wait).
-	wait Wait
+	wait gate.Wait
 }
 
 // Account is the account the lease was admitted at, as upstream.accounts
@@ -189,7 +191,7 @@ func (s *Lease) correct(tokens int64) {
 		if d < 0 {
 			g.sig.tokensFreed.Store(true) // room in this window for those waiting on tokens
 		}
-		notify(g.sig.freed)
+		store.Notify(g.sig.freed)
 	}
 }
 
@@ -211,7 +213,7 @@ func (s *Lease) spent(output int64) {
 
 // Held reports whether the request had to wait for a later window or a
 // released slot (its caller's gates' included) before it was admitted.
-func (s *Lease) Held() bool { return s.held || s.gate.held }
+func (s *Lease) Held() bool { return s.held || s.gate.Held }
 
 // Release returns the slot. It never blocks on the store: the admission
 // loop tells the store on its next call. Calls after the first do nothing.
@@ -226,6 +228,6 @@ func (s *Lease) Release() {
 				s.leases.adapt.answered(int(a-1), now.Sub(s.granted))
 			}
 		}
-		notify(s.leases.sig.freed)
+		store.Notify(s.leases.sig.freed)
 	}
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/gate"
 
 	"github.com/meterproxy/meterproxy/quota/store"
 
@@ -114,7 +115,7 @@ func (l *limiter) Reconfigure(cfg Config, limits store.Limits) {
 	l.limitsMu.Unlock()
 	l.queue.reconfigure(cfg)
 	l.sig.reconfigured.Store(true)
-	notify(l.sig.freed) // a waiter blocked under the old limits may go now
+	store.Notify(l.sig.freed) // a waiter blocked under the old limits may go now
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
@@ -160,7 +161,7 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-timer.C:
-		cause = ErrWaitTimeout
+		cause = gate.ErrWaitTimeout
 	}
 	return l.leave(c, w, cause)
 }
@@ -177,7 +178,7 @@ func (l *limiter) grant(s *Lease) *Lease {
 // timeout is kept; one that raced a cancellation is handed back.
 func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error) {
 	granted, ahead, werr := l.queue.leave(c, w)
-	timedOut := errors.Is(cause, ErrWaitTimeout)
+	timedOut := errors.Is(cause, gate.ErrWaitTimeout)
 	switch {
 	case granted && timedOut:
 		return l.grant(w.lease(&l.leases, c)), nil
@@ -188,7 +189,7 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	case werr != nil:
 		return nil, werr
 	case timedOut:
-		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, RetryAfter: l.limits.Load().retryAfter(c, ahead), Wait: w.wait}
+		return nil, &gate.RefusedError{Class: c, Reason: gate.ErrWaitTimeout, RetryAfter: l.limits.Load().retryAfter(c, ahead), Wait: w.wait}
 	default:
 		return nil, cause
 	}
@@ -220,7 +221,7 @@ func (l *limiter) setBound(b int64) {
 	}
 	l.limits.Store(cur.at(b))
 	l.sig.reconfigured.Store(true) // a class blocked under the old bound may go now
-	notify(l.sig.freed)
+	store.Notify(l.sig.freed)
 }
 
 // Queued returns how many requests of class c are waiting.
@@ -252,7 +253,7 @@ func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
 	if hold > 0 || throttle > 0 {
 		l.queue.dropCredits(classify.Bulk)
 	}
-	notify(l.sig.freed)
+	store.Notify(l.sig.freed)
 }
 
 // Window returns the current window's use as of the store's last answer.
@@ -278,26 +279,7 @@ func (s *limitSet) retryAfter(c classify.Class, ahead int) time.Duration {
 			rpm = lim.AccountRPM - lim.ReserveRPM
 		}
 	}
-	return retryAfterAt(store.PerSecond(rpm), ahead)
-}
-
-// retryAfterAt is when a request behind ahead others may go at rate a
-// second, at least a second and at most an hour.
-func retryAfterAt(rate float64, ahead int) time.Duration {
-	if rate <= 0 {
-		return time.Hour
-	}
-	secs := math.Ceil(float64(ahead+1) / rate)
-	return time.Duration(min(max(secs, 1), 3600)) * time.Second
-}
-
-// notify wakes a goroutine waiting on ch without blocking; ch has room for
-// one wake-up, so bursts coalesce.
-func notify(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+	return store.RetryAfterAt(store.PerSecond(rpm), ahead)
 }
 
 // setWeights sets the callers' fair-queuing weights (callers[].weight):

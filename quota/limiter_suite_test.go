@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
@@ -35,7 +38,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		if prefetch {
 			l.enablePrefetch()
 		}
-		startRun(t, l)
+		runtest.Start(t, l)
 		return l
 	}
 	t.Run("FIFO", func(t *testing.T) {
@@ -72,7 +75,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 			wg.Go(func() { _, _ = l.Admit(ctx, Request{Class: classify.Bulk}) })
 		}
 		waitUntil(t, "two bulk waiters", func() bool { return l.Queued(classify.Bulk) == 2 })
-		if _, err := l.Admit(ctx, Request{Class: classify.Bulk}); !errors.Is(err, ErrQueueFull) {
+		if _, err := l.Admit(ctx, Request{Class: classify.Bulk}); !errors.Is(err, gate.ErrQueueFull) {
 			t.Errorf("third: %v, want ErrQueueFull", err)
 		}
 		cancel()
@@ -83,8 +86,8 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		cfg.Classes.Bulk.MaxWait = 100 * time.Millisecond
 		l := start(t, cfg)
 		_, err := l.Admit(t.Context(), Request{Class: classify.Bulk})
-		var refused *RefusedError
-		if !errors.As(err, &refused) || !errors.Is(err, ErrWaitTimeout) || refused.RetryAfter < time.Second {
+		var refused *gate.RefusedError
+		if !errors.As(err, &refused) || !errors.Is(err, gate.ErrWaitTimeout) || refused.RetryAfter < time.Second {
 			t.Errorf("got %v, want ErrWaitTimeout with RetryAfter >= 1s", err)
 		}
 		if q := l.Queued(classify.Bulk); q != 0 {

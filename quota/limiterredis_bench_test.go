@@ -12,6 +12,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/redistest"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // BenchmarkRedisRoundTrips admits and releases requests from many
@@ -27,7 +28,7 @@ func BenchmarkRedisRoundTrips(b *testing.B) {
 			cfg.Account.MaxInFlight = 100_000
 			s := store.NewRedis(srv.Client(b), store.Config{KeyPrefix: redistest.Prefix(b), Timeout: time.Second, Heartbeat: time.Second})
 			l := newLimiter(cfg, cfg.Limits(), s, time.Second, slog.New(slog.DiscardHandler))
-			stop := startRun(b, l)
+			stop := runtest.Start(b, l)
 			before := scriptCalls(srv.CommandStats(b))
 			b.ReportAllocs()
 			b.ResetTimer()

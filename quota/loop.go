@@ -7,13 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
-
-// storeRetry is how long the loop waits after a failed store call.
-const storeRetry = 50 * time.Millisecond
 
 // releaseDelay is how long a release may wait for the next store call to
 // carry it before it gets a call of its own: releases ride on admissions,
@@ -74,16 +73,16 @@ type loopState struct {
 // run serves the queues until ctx ends, then refuses every waiter with
 // ErrClosed and tells the store what is still in flight.
 func (lp *admissionLoop) run(ctx context.Context) error {
-	st := &loopState{timer: stoppedTimer(), releases: stoppedTimer()}
+	st := &loopState{timer: store.StoppedTimer(), releases: store.StoppedTimer()}
 	defer st.timer.Stop()
 	defer st.releases.Stop()
-	beat, stopBeat := heartbeatTicker(lp.heartbeat)
+	beat, stopBeat := store.HeartbeatTicker(lp.heartbeat)
 	defer stopBeat()
 	for {
 		force := false
 		select {
 		case <-ctx.Done():
-			lp.queue.close(ErrClosed)
+			lp.queue.close(gate.ErrClosed)
 			lp.flush(context.WithoutCancel(ctx))
 			return nil
 		case <-lp.sig.arrive:
@@ -227,23 +226,7 @@ func (lp *admissionLoop) storeFailed(ctx context.Context, st *loopState, err err
 	}
 	lp.queue.dropCredits(classify.Classes[:]...)
 	st.blocked = [classify.NumClasses]store.Blocker{store.BlockedByWindow, store.BlockedByWindow}
-	st.arm(storeRetry)
-}
-
-// stoppedTimer is a timer that has not been armed.
-func stoppedTimer() *time.Timer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
-}
-
-// heartbeatTicker ticks every d, and never when d is 0; stop stops it.
-func heartbeatTicker(d time.Duration) (beat <-chan time.Time, stop func()) {
-	if d <= 0 {
-		return nil, func() {}
-	}
-	t := time.NewTicker(d)
-	return t.C, t.Stop
+	st.arm(store.Retry)
 }
 
 // arm makes the timer fire after d, unless it fires sooner already.

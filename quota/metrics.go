@@ -3,6 +3,8 @@ package quota
 import (
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -17,7 +19,7 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 	reg.MustRegister(newCapCollector(a))
 	reg.MustRegister(newPoolCollector(a))
 	reg.MustRegister(newAdaptiveCollector(a))
-	reg.MustRegister(newBudgetCollector(a.budgets))
+	reg.MustRegister(gate.NewBudgetCollector(a.budgets))
 	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "meterproxy_store_call_duration_seconds",
 		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",
@@ -152,7 +154,7 @@ func (c *capCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (c *capCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, st := range c.a.caps.capState() {
+	for name, st := range c.a.caps.States() {
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name)
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.MaxInFlight), name)

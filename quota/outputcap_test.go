@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -59,7 +61,7 @@ func TestAdmitterReservesAtMaxOutput(t *testing.T) {
 			t.Fatalf("admit: %v (a reservation at what max_tokens asks would not fit the $1 budget)", err)
 		}
 		defer l.Release()
-		time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
+		time.Sleep(gate.BudgetRefresh) // the budget gate reads its budgets again; the bubble's clock
 		synctest.Wait()
 		for _, b := range a.State().Budgets {
 			if b.Budget == "caller:import" && price.FromDollars(b.Reserved) != want {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/redistest"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // prefetchLimiter runs a limiter with prefetch over its own Redis keys and
@@ -19,7 +20,7 @@ func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*limiter,
 	l.enablePrefetch()
 	calls := &atomic.Int64{}
 	l.OnStoreCall(func(time.Duration, error) { calls.Add(1) })
-	startRun(t, l)
+	runtest.Start(t, l)
 	return l, calls
 }
 

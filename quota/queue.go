@@ -1,6 +1,9 @@
 package quota
 
-import "github.com/meterproxy/meterproxy/classify"
+import (
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
+)
 
 // waiter is one request waiting for admission. While it is queued its
 // fields are guarded by its waitQueue's mu, except done, which is closed
@@ -21,7 +24,7 @@ type waiter struct {
 	// waiter joined.
 	gen uint64
 	// wait is where it joined and what held it last (Lease.Wait).
-	wait Wait
+	wait gate.Wait
 	// fairTag is its place in fair queuing (fair.go).
 	fairTag
 }

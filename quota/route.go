@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -258,13 +260,13 @@ func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried [
 	}
 	req.until = old.until
 	if !req.until.After(time.Now()) {
-		return nil, &RefusedError{Class: req.Class, Reason: ErrWaitTimeout, RetryAfter: time.Second}
+		return nil, &gate.RefusedError{Class: req.Class, Reason: gate.ErrWaitTimeout, RetryAfter: time.Second}
 	}
 	lease, err := admitRouted(ctx, routes, req)
 	if err != nil {
 		return nil, err
 	}
-	lease.gate, old.gate = old.gate, gatePass{}
+	lease.gate, old.gate = old.gate, gate.Pass{}
 	lease.until, lease.price, lease.worst = old.until, old.price, old.worst
 	old.cancel()
 	return lease, nil

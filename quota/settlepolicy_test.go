@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -20,7 +22,7 @@ func settleLease(cost int64, worst price.Nanodollars, charged *price.Nanodollars
 	g := &ledger{limits: limits, sig: &signals{arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}}
 	*charged = -1
 	return &Lease{leases: g, class: classify.Interactive, cost: cost, price: &price.Price{Input: 1, Output: 2}, worst: worst,
-		gate: gatePass{settle: func(c price.Nanodollars) { *charged = c }}}
+		gate: gate.Pass{OnSettle: func(c price.Nanodollars) { *charged = c }}}
 }
 
 // TestSettlePolicy pins what a lease's one settlement (Lease.Settle)

@@ -2,13 +2,8 @@ package quota
 
 import (
 	"context"
-	"errors"
-	"sync"
 
 	"github.com/meterproxy/meterproxy/quota/store"
-
-	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota/price"
 )
 
 // Requests nobody can hold: a Realtime response the provider's voice
@@ -37,7 +32,7 @@ func (a *Admitter) Unheld(req Request) *Lease {
 		s.price, s.worst = p, p.WorstCase(req.InputTokens, p.OutputCap(req.OutputTokens, req.Generations), req.Tier)
 	}
 	if !req.Free {
-		s.gate = a.budgets.chargePass(req.Caller, req.Class)
+		s.gate = a.budgets.ChargePass(req.Caller, req.Class)
 	}
 	l.leases.admit(req.Class)
 	return l.grant(s)
@@ -54,79 +49,5 @@ func (a *Admitter) Unheld(req Request) *Lease {
 func (a *Admitter) CheckBudgets(ctx context.Context, req Request) error {
 	r := req.gate()
 	r.Priced = req.Model.priceIn(a.cfg.Load().Prices) != nil
-	return a.budgets.check(ctx, r)
-}
-
-// check is CheckBudgets at the gate.
-func (g *budgetGate) check(ctx context.Context, r gateRequest) error {
-	bs := g.budgets.Load().of(r.Caller, r.Class)
-	if len(bs) == 0 || !r.Generates {
-		return nil
-	}
-	if r.Unmetered {
-		for _, b := range bs {
-			if !b.UnpricedAPIs.WorstCase() {
-				return &UnmeteredAPIError{Budget: b.name}
-			}
-		}
-	}
-	if !r.Priced {
-		return unpriced(bs, r.Model)
-	}
-	keys := periods(bs, g.now())
-	uses, err := g.store.read(ctx, keys)
-	if err != nil || len(uses) != len(keys) {
-		return errors.Join(store.ErrStoreUnavailable, err)
-	}
-	for i, k := range keys {
-		if uses[i].Spent >= k.Limit {
-			return &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: uses[i].Spent, Resets: k.Resets}
-		}
-	}
-	return nil
-}
-
-// chargePass is the pass of a request no gate held (Admitter.Unheld) on
-// the budgets of caller and class: its settle charges them the cost
-// whatever they have left (charge), once; its release charges nothing.
-// The zero pass when there are none.
-func (g *budgetGate) chargePass(caller string, class classify.Class) gatePass {
-	bs := g.budgets.Load().of(caller, class)
-	if len(bs) == 0 {
-		return gatePass{}
-	}
-	keys := periods(bs, g.now())
-	id := g.nextID()
-	var once sync.Once
-	return gatePass{settle: func(cost price.Nanodollars) {
-		once.Do(func() {
-			if cost > 0 {
-				g.charge(keys, id, cost)
-			}
-		})
-	}}
-}
-
-// charge hands the loop the charge of cost, already spent, to keys under
-// id: a reservation forced past their limits, then its settle, each
-// tried again until the store takes it (a repeat of either changes
-// nothing, so a charge whose answer was lost is made once). Until it is
-// settled the reservation is this replica's (held): a replica that stops
-// before has it charged in full, which is its cost.
-func (g *budgetGate) charge(keys []budgetKey, id string, cost price.Nanodollars) {
-	g.held.Add(1)
-	reserved := false // the loop's alone
-	g.enqueue(budgetSettle{job: func(ctx context.Context) error {
-		if !reserved {
-			if err := g.store.force(ctx, keys, id, cost); err != nil {
-				return err
-			}
-			reserved = true
-		}
-		if err := g.store.settle(ctx, keys, id, cost); err != nil {
-			return err
-		}
-		g.held.Add(-1)
-		return nil
-	}})
+	return a.budgets.Check(ctx, r)
 }

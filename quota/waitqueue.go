@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
@@ -98,7 +100,7 @@ func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Dura
 	}
 	if n := cq.q.n; n >= cq.maxQueue {
 		q.mu.Unlock()
-		return nil, 0, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: q.limits.Load().retryAfter(c, n)}
+		return nil, 0, &gate.RefusedError{Class: c, Reason: gate.ErrQueueFull, RetryAfter: q.limits.Load().retryAfter(c, n)}
 	}
 	w = &waiter{done: make(chan struct{}), cost: max(0, req.Tokens)}
 	weight := q.weightOfLocked(req.Caller)
@@ -115,7 +117,7 @@ func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Dura
 	}
 	cq.enqueue(w)
 	q.mu.Unlock()
-	notify(q.sig.arrive)
+	store.Notify(q.sig.arrive)
 	return w, maxWait, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // TestOutageLoggedThreeWays: five minutes of a store that does not answer,
@@ -31,7 +33,7 @@ func TestOutageLoggedThreeWays(t *testing.T) {
 		}
 		return errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
 	}
-	logs := &lockedBuffer{}
+	logs := &runtest.Buffer{}
 	b := newBreaker(probe, time.Millisecond, OnErrorLocal, slog.New(slog.NewJSONHandler(logs, nil)))
 	b.now = tick
 	flushed := false

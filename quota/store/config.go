@@ -21,7 +21,7 @@ type Config struct {
 	// and OnError applies.
 	Timeout time.Duration `koanf:"timeout"`
 	// BudgetTimeout bounds each budget call instead (callers' and
-	// classes' budget; budgetredis.go): past it the budgeted request is
+	// classes' budget; package quota/gate's budgetredis.go): past it the budgeted request is
 	// refused, 503 store_unavailable (budgets fail closed), so it is given
 	// longer. See "Spend and budgets".
 	BudgetTimeout time.Duration `koanf:"budget_timeout"`
@@ -30,7 +30,8 @@ type Config struct {
 	// three heartbeats without a call.
 	Heartbeat time.Duration `koanf:"heartbeat"`
 	// SpendFile, with the in-process store, is the file budgets' spend is
-	// kept in across restarts (written every second; see budgetfile.go);
+	// kept in across restarts (written every second; see package
+	// quota/gate's budgetfile.go);
 	// empty keeps it in memory only, from $0 at every start. With Redis,
 	// spend is kept there.
 	SpendFile string `koanf:"spend_file"`

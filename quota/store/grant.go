@@ -191,6 +191,7 @@ func retryAfter(now time.Time, blocker [classify.NumClasses]Blocker, inFlightPol
 	return d
 }
 
+// UntilNextSecond is what is left of now's second.
 func UntilNextSecond(now time.Time) time.Duration {
 	return now.Truncate(time.Second).Add(time.Second).Sub(now)
 }

@@ -3,15 +3,14 @@ package store
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/poll"
+	"github.com/meterproxy/meterproxy/test/runtest"
 
 	"github.com/meterproxy/meterproxy/test/redistest"
 	"github.com/redis/go-redis/v9"
@@ -149,7 +148,7 @@ func TestFailoverStore(t *testing.T) {
 	lims := TakeRequest{Limits: windowLimits, LocalLimits: Limits{AccountRPM: 60, InFlight: 5, BulkInFlight: 1}}
 	want := func(i, b int64) TakeRequest { r := lims; r.Want = pc(i, b); return r }
 	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
-	logs := &lockedBuffer{}
+	logs := &runtest.Buffer{}
 	fs := NewFailover(primary, local, OnErrorLocal, ping, 10*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
 	var calls, failed atomic.Int64
 	fs.Observe = func(_ time.Duration, err error) {
@@ -202,26 +201,6 @@ func TestFailoverStore(t *testing.T) {
 		t.Fatalf("open, Redis down: %v %v, want everything", r, err)
 	}
 }
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
-
-var _ io.Writer = (*lockedBuffer)(nil)
 
 func countLines(s, sub string) int {
 	n := 0

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -19,34 +19,37 @@ import (
 //go:embed batch.lua
 var batchLua string
 
-// batchScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
-var batchScript = redis.NewScript(batchLua)
+// BatchScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
+var BatchScript = redis.NewScript(batchLua)
 
-var _ batchStore = (*redisBatches)(nil)
+var _ BatchStore = (*RedisBatches)(nil)
 
-// redisBatches is the batchStore a fleet shares, beside its budgets
-// (redisBudgets) under the same hash tag {prefix:budget}: a file is a
+// RedisBatches is the BatchStore a fleet shares, beside its budgets
+// (RedisBudgets) under the same hash tag {prefix:budget}: a file is a
 // string file:<id>, a batch's record a string batch:<id>, the enqueued
 // tokens one hash; binding and ending a batch are batch.lua calls.
-type redisBatches struct {
+type RedisBatches struct {
 	client  redis.UniversalClient
 	prefix  string
 	replica string
 	timeout time.Duration
 }
 
-func newRedisBatches(client redis.UniversalClient, cfg store.Config, replica string) *redisBatches {
-	return &redisBatches{client: client, prefix: cfg.KeyPrefix, replica: replica, timeout: cfg.Timeout}
+// NewRedisBatches returns the batches a fleet shares in Redis, on client
+// under cfg's key_prefix, calls bounded by its timeout, on behalf of
+// replica.
+func NewRedisBatches(client redis.UniversalClient, cfg store.Config, replica string) *RedisBatches {
+	return &RedisBatches{client: client, prefix: cfg.KeyPrefix, replica: replica, timeout: cfg.Timeout}
 }
 
 // key is the Redis key of name under the budgets' hash tag.
-func (s *redisBatches) key(name string) string { return "{" + s.prefix + ":budget}:" + name }
+func (s *RedisBatches) key(name string) string { return "{" + s.prefix + ":budget}:" + name }
 
 // maxStoredJSON bounds what is read back of a file or a record: each is a
 // few hundred bytes (price.MaxBatchModels models at most).
 const maxStoredJSON = 64 << 10
 
-func (s *redisBatches) put(ctx context.Context, key string, v any) error {
+func (s *RedisBatches) put(ctx context.Context, key string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	b, err := json.Marshal(v)
@@ -56,7 +59,7 @@ func (s *redisBatches) put(ctx context.Context, key string, v any) error {
 	return s.client.Set(ctx, key, b, batchTTL).Err()
 }
 
-func (s *redisBatches) get(ctx context.Context, key string, v any) (bool, error) {
+func (s *RedisBatches) get(ctx context.Context, key string, v any) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	b, err := s.client.Get(ctx, key).Bytes()
@@ -71,18 +74,20 @@ func (s *redisBatches) get(ctx context.Context, key string, v any) (bool, error)
 	return true, json.Unmarshal(b, v)
 }
 
-func (s *redisBatches) putFile(ctx context.Context, id string, f price.BatchFile) error {
+// PutFile implements BatchStore.
+func (s *RedisBatches) PutFile(ctx context.Context, id string, f price.BatchFile) error {
 	return s.put(ctx, s.key("file:"+id), f)
 }
 
-func (s *redisBatches) file(ctx context.Context, id string) (price.BatchFile, bool, error) {
+// File implements BatchStore.
+func (s *RedisBatches) File(ctx context.Context, id string) (price.BatchFile, bool, error) {
 	var f price.BatchFile
 	ok, err := s.get(ctx, s.key("file:"+id), &f)
 	return f, ok, err
 }
 
-func (s *redisBatches) record(ctx context.Context, id string) (batchRecord, bool, error) {
-	var r batchRecord
+func (s *RedisBatches) record(ctx context.Context, id string) (BatchRecord, bool, error) {
+	var r BatchRecord
 	ok, err := s.get(ctx, s.key("batch:"+id), &r)
 	return r, ok, err
 }
@@ -101,7 +106,7 @@ type batchArgs struct {
 }
 
 // call runs batch.lua's op for rec.
-func (s *redisBatches) call(ctx context.Context, args batchArgs, rec batchRecord) error {
+func (s *RedisBatches) call(ctx context.Context, args batchArgs, rec BatchRecord) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	where, err := json.Marshal(BatchEnqueued{Account: rec.Enqueued.Account, Pool: rec.Enqueued.Pool, Class: rec.Enqueued.Class})
@@ -121,10 +126,10 @@ func (s *redisBatches) call(ctx context.Context, args batchArgs, rec batchRecord
 	if err != nil {
 		return err
 	}
-	return batchScript.Run(ctx, s.client, keys, arg).Err()
+	return BatchScript.Run(ctx, s.client, keys, arg).Err()
 }
 
-func (s *redisBatches) bind(ctx context.Context, rec batchRecord, pending string) error {
+func (s *RedisBatches) bind(ctx context.Context, rec BatchRecord, pending string) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -132,11 +137,11 @@ func (s *redisBatches) bind(ctx context.Context, rec batchRecord, pending string
 	return s.call(ctx, batchArgs{Op: "bind", Record: string(b), Pending: "r:" + s.replica + ":" + pending}, rec)
 }
 
-func (s *redisBatches) end(ctx context.Context, rec batchRecord, cost price.Nanodollars) error {
+func (s *RedisBatches) end(ctx context.Context, rec BatchRecord, cost price.Nanodollars) error {
 	return s.call(ctx, batchArgs{Op: "end", Cost: cost}, rec)
 }
 
-func (s *redisBatches) enqueued(ctx context.Context) ([]BatchEnqueued, error) {
+func (s *RedisBatches) enqueued(ctx context.Context) ([]BatchEnqueued, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	m, err := s.client.HGetAll(ctx, s.key("batch_enqueued")).Result()

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // waiting for it in turn. What the budget spends then passes its limit by
 // at most what that one request costs beyond its reservation.
 
-// budgetCut is a reservation as budgetGate.Start asks for it: cost, from
+// budgetCut is a reservation as BudgetGate.Start asks for it: cost, from
 // full (the request's worst case) down to floor.
 type budgetCut struct {
 	full, floor, cost price.Nanodollars
@@ -26,7 +26,7 @@ type budgetCut struct {
 
 // newBudgetCut is r's reservation, uncut. A Floor of 0 or above Cost
 // means it is never cut.
-func newBudgetCut(r gateRequest) budgetCut {
+func newBudgetCut(r Request) budgetCut {
 	floor := r.Floor
 	if floor <= 0 || floor > r.Cost {
 		floor = r.Cost
@@ -37,7 +37,7 @@ func newBudgetCut(r gateRequest) budgetCut {
 // reserve asks store to reserve c's cost on keys under id; while the
 // answer is not a reservation and lets cut lower the cost, it asks again
 // at once with the lower one. It returns the last answer.
-func (c *budgetCut) reserve(ctx context.Context, store budgetStore, keys []budgetKey, id string) (budgetAnswer, error) {
+func (c *budgetCut) reserve(ctx context.Context, store BudgetStore, keys []budgetKey, id string) (budgetAnswer, error) {
 	for {
 		ans, err := store.reserve(ctx, keys, id, c.cost)
 		if err != nil || ans.Outcome == budgetReserved || !c.cut(keys, ans.Use) {
@@ -74,21 +74,4 @@ func unspent(limit, spent price.Nanodollars) price.Nanodollars {
 		return limit - spent
 	}
 	return 0
-}
-
-// reservation is what r's budgets reserve for it at p: cost, its worst
-// case (price.Price.WorstCase) at its output cap as p bounds it
-// (OutputCap), at its input estimate or, when its input is hidden, at the
-// model's max_input (InputLimit, or the estimate, if larger); and floor, its
-// worst case at the input its body shows, the least a reservation cut to
-// what its budgets have left may hold (see the top of this file). floor is cost for a
-// request whose input is not hidden.
-func reservation(p *price.Price, r Request) (cost, floor price.Nanodollars) {
-	output := p.OutputCap(r.OutputTokens, r.Generations)
-	floor = p.WorstCase(r.InputTokens, output, r.Tier)
-	if !r.HiddenInput {
-		return floor, floor
-	}
-	input := max(r.InputTokens, p.InputLimit(r.Model.Name, r.LongContext))
-	return p.WorstCase(input, output, r.Tier), floor
 }

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 // Run serves the gate's lines until ctx ends, then refuses every waiter
 // with ErrClosed and tells the counter what is still in flight. Call it
 // once.
-func (g *capGate) Run(ctx context.Context) error {
-	timer := stoppedTimer()
+func (g *CapGate) Run(ctx context.Context) error {
+	timer := store.StoppedTimer()
 	defer timer.Stop()
-	beat, stopBeat := heartbeatTicker(g.heartbeat)
+	beat, stopBeat := store.HeartbeatTicker(g.heartbeat)
 	defer stopBeat()
 	for {
 		alive := false
@@ -45,7 +45,7 @@ type capCall struct {
 // lines holding slots must show they are alive too), hands out the
 // grants, and returns when the next line may be granted (zero: none is
 // waiting on the clock).
-func (g *capGate) round(ctx context.Context, now time.Time, alive bool) (next time.Time) {
+func (g *CapGate) round(ctx context.Context, now time.Time, alive bool) (next time.Time) {
 	g.mu.Lock()
 	var calls []capCall
 	for _, ln := range g.lines {
@@ -93,7 +93,7 @@ func (ln *capLine) takeLocked() capTake {
 // fleet's count, and the grants, to ln's oldest waiters, interactive
 // first. Those left waiting are held until RetryAfter, or a slot of
 // theirs comes back.
-func (g *capGate) answerLocked(ctx context.Context, c capCall, ans capAnswer, err error, now time.Time) {
+func (g *CapGate) answerLocked(ctx context.Context, c capCall, ans capAnswer, err error, now time.Time) {
 	ln := c.ln
 	ln.asking = false
 	switch {
@@ -104,7 +104,7 @@ func (g *capGate) answerLocked(ctx context.Context, c capCall, ans capAnswer, er
 		if ctx.Err() == nil {
 			g.log.Warn("store_cap_take_failed", slog.String("error", err.Error()))
 		}
-		ln.retryAt = now.Add(storeRetry)
+		ln.retryAt = now.Add(store.Retry)
 		return
 	}
 	ln.reported = c.t.InFlight + ans.Granted
@@ -139,7 +139,7 @@ func (g *capGate) answerLocked(ctx context.Context, c capCall, ans capAnswer, er
 }
 
 // refuseLocked ends ln's waiters with err.
-func (g *capGate) refuseLocked(ln *capLine, err error) {
+func (g *CapGate) refuseLocked(ln *capLine, err error) {
 	for cl := range ln.waiting {
 		for _, w := range ln.waiting[cl] {
 			w.err = err
@@ -151,7 +151,7 @@ func (g *capGate) refuseLocked(ln *capLine, err error) {
 
 // closeWith refuses every waiter and every later Start with err; the
 // first call decides the error.
-func (g *capGate) closeWith(err error) {
+func (g *CapGate) closeWith(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -165,7 +165,7 @@ func (g *capGate) closeWith(err error) {
 
 // flush tells the counter what this replica still holds when the gate
 // stops, so a shared counter does not wait for the heartbeat to expire.
-func (g *capGate) flush(ctx context.Context) {
+func (g *CapGate) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	g.mu.Lock()

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -32,7 +32,7 @@ type budgetStep struct {
 // settling replaces a reservation by its real cost. A reserve or settle
 // made again (its answer lost) changes nothing, nor does the release of
 // a reservation never made.
-func runBudgetConformance(t *testing.T, newStore func(t *testing.T) budgetStore) {
+func runBudgetConformance(t *testing.T, newStore func(t *testing.T) BudgetStore) {
 	resets := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	budgets := []budgetKey{
 		{Budget: "caller:import", Period: "2026-12", Limit: 100, Resets: resets},
@@ -161,17 +161,17 @@ func runBudgetConformance(t *testing.T, newStore func(t *testing.T) budgetStore)
 
 func TestBudgetStoreConformance(t *testing.T) {
 	t.Run("in-process", func(t *testing.T) {
-		runBudgetConformance(t, func(*testing.T) budgetStore { return newMemBudgets() })
+		runBudgetConformance(t, func(*testing.T) BudgetStore { return NewMemoryBudgets() })
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
-		runBudgetConformance(t, func(t *testing.T) budgetStore { return newTestRedisBudgets(t, srv, redistest.Prefix(t), "r1") })
+		runBudgetConformance(t, func(t *testing.T) BudgetStore { return newTestRedisBudgets(t, srv, redistest.Prefix(t), "r1") })
 	})
 }
 
-func newTestRedisBudgets(t testing.TB, srv *redistest.Server, prefix, replica string) *redisBudgets {
+func newTestRedisBudgets(t testing.TB, srv *redistest.Server, prefix, replica string) *RedisBudgets {
 	t.Helper()
-	return newRedisBudgets(srv.Client(t), store.Config{KeyPrefix: prefix, BudgetTimeout: 2 * time.Second, Heartbeat: time.Second}, replica)
+	return NewRedisBudgets(srv.Client(t), store.Config{KeyPrefix: prefix, BudgetTimeout: 2 * time.Second, Heartbeat: time.Second}, replica)
 }
 
 // TestRedisBudgetReplicaGone: the reservations of a replica that stopped
@@ -228,8 +228,8 @@ func TestRedisBudgetReplicaGone(t *testing.T) {
 func TestBudgetFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "spend.json")
 	keys := []budgetKey{{Budget: "caller:import", Period: "2026-12", Limit: 1000}}
-	m := newMemBudgets()
-	if err := m.load(path); err != nil {
+	m := NewMemoryBudgets()
+	if err := m.Load(path); err != nil {
 		t.Fatalf("missing file: %v", err)
 	}
 	ctx := t.Context()
@@ -241,11 +241,11 @@ func TestBudgetFile(t *testing.T) {
 	if err := m.settle(ctx, keys, "0", 40); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.save(path); err != nil {
+	if err := m.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	restarted := newMemBudgets()
-	if err := restarted.load(path); err != nil {
+	restarted := NewMemoryBudgets()
+	if err := restarted.Load(path); err != nil {
 		t.Fatal(err)
 	}
 	use, _ := restarted.read(ctx, keys)
@@ -257,7 +257,7 @@ func TestBudgetFile(t *testing.T) {
 		if err := os.WriteFile(bad, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := newMemBudgets().load(bad); err == nil {
+		if err := NewMemoryBudgets().Load(bad); err == nil {
 			t.Errorf("a spend file holding %s loaded", body)
 		}
 	}

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -24,7 +24,7 @@ type budgetKey struct {
 // budgetOutcome is what a reservation got.
 type budgetOutcome int
 
-// The outcomes of budgetStore.reserve.
+// The outcomes of BudgetStore.reserve.
 const (
 	// budgetReserved: the cost fits every budget; it is reserved on each.
 	budgetReserved budgetOutcome = iota
@@ -52,14 +52,14 @@ type budgetAnswer struct {
 	Use     []budgetUse
 }
 
-// budgetStore keeps budgets' spend, for one replica or a fleet. A
+// BudgetStore keeps budgets' spend, for one replica or a fleet. A
 // reservation holds a request's worst-case cost on each of its budgets at
 // once, so that concurrent requests can never spend together more than a
 // budget allows; settling it replaces the worst case by the real cost.
 // Every call may be made again after an error (its answer lost, it may
 // have been made all the same): a repeated reserve or settle of an id
 // changes nothing. Implementations are safe for concurrent use.
-type budgetStore interface {
+type BudgetStore interface {
 	// reserve reserves cost on every key under the reservation id (unique
 	// to the request), if it fits each (see budgetOutcome); nothing is
 	// reserved unless the outcome is budgetReserved. A reservation id
@@ -67,7 +67,7 @@ type budgetStore interface {
 	reserve(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error)
 	// force reserves cost on every key under id whatever the keys have
 	// left, past their limits if need be: the reservation of a cost
-	// already spent, which no budget may refuse (budgetGate.charge). A
+	// already spent, which no budget may refuse (BudgetGate.charge). A
 	// reservation id already holds changes nothing.
 	force(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error
 	// settle ends reservation id and adds cost to each key's spend; a
@@ -104,32 +104,32 @@ func judge(keys []budgetKey, uses []budgetUse, cost price.Nanodollars) (budgetOu
 	return out, refused
 }
 
-// budgetSlot names a budget's period in memBudgets.
+// budgetSlot names a budget's period in MemoryBudgets.
 type budgetSlot struct{ budget, period string }
 
-// memBudget is one budget period in memBudgets: its use and its
+// memBudget is one budget period in MemoryBudgets: its use and its
 // reservations by id.
 type memBudget struct {
 	use budgetUse
 	res map[string]price.Nanodollars
 }
 
-var _ budgetStore = (*memBudgets)(nil)
+var _ BudgetStore = (*MemoryBudgets)(nil)
 
-// memBudgets is the budgetStore of one replica, in process. Its spend can
+// MemoryBudgets is the BudgetStore of one replica, in process. Its spend can
 // outlive the process in a file (budgetFile).
-type memBudgets struct {
+type MemoryBudgets struct {
 	mu     sync.Mutex
 	slots  map[budgetSlot]*memBudget
 	dirty  bool // changed since the last snapshot
 	saveMu sync.Mutex
 }
 
-// newMemBudgets returns an empty in-process budget store.
-func newMemBudgets() *memBudgets { return &memBudgets{slots: map[budgetSlot]*memBudget{}} }
+// NewMemoryBudgets returns an empty in-process budget store.
+func NewMemoryBudgets() *MemoryBudgets { return &MemoryBudgets{slots: map[budgetSlot]*memBudget{}} }
 
 // slot returns k's period, created empty. Called with mu held.
-func (m *memBudgets) slot(k budgetKey) *memBudget {
+func (m *MemoryBudgets) slot(k budgetKey) *memBudget {
 	s := budgetSlot{k.Budget, k.Period}
 	b := m.slots[s]
 	if b == nil {
@@ -139,8 +139,8 @@ func (m *memBudgets) slot(k budgetKey) *memBudget {
 	return b
 }
 
-// reserve implements budgetStore.
-func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
+// reserve implements BudgetStore.
+func (m *MemoryBudgets) reserve(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uses := make([]budgetUse, len(keys))
@@ -167,8 +167,8 @@ func (m *memBudgets) reserve(_ context.Context, keys []budgetKey, id string, cos
 	return budgetAnswer{Outcome: out, Refused: refused, Use: uses}, nil
 }
 
-// force implements budgetStore.
-func (m *memBudgets) force(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
+// force implements BudgetStore.
+func (m *MemoryBudgets) force(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -185,9 +185,9 @@ func (m *memBudgets) force(_ context.Context, keys []budgetKey, id string, cost 
 	return nil
 }
 
-// settle implements budgetStore. A reservation it does not hold (settled
+// settle implements BudgetStore. A reservation it does not hold (settled
 // already) changes nothing.
-func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
+func (m *MemoryBudgets) settle(_ context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -205,8 +205,8 @@ func (m *memBudgets) settle(_ context.Context, keys []budgetKey, id string, cost
 	return nil
 }
 
-// read implements budgetStore.
-func (m *memBudgets) read(_ context.Context, keys []budgetKey) ([]budgetUse, error) {
+// read implements BudgetStore.
+func (m *MemoryBudgets) read(_ context.Context, keys []budgetKey) ([]budgetUse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	uses := make([]budgetUse, len(keys))

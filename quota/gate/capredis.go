@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -17,17 +17,17 @@ import (
 //go:embed cap.lua
 var capLua string
 
-// capScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
-var capScript = redis.NewScript(store.AllowanceLua + capLua)
+// CapScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
+var CapScript = redis.NewScript(store.AllowanceLua + capLua)
 
-var _ capCounter = (*redisCapCounter)(nil)
+var _ CapCounter = (*RedisCapCounter)(nil)
 
-// redisCapCounter is the capCounter a fleet shares: each capped caller's
+// RedisCapCounter is the CapCounter a fleet shares: each capped caller's
 // window and in-flight counts live in Redis under keys of its own
 // (capKeys), and each take is one cap.lua call. Windows follow Redis
 // TIME; a replica's count carries a heartbeat and stops counting when it
 // stops calling.
-type redisCapCounter struct {
+type RedisCapCounter struct {
 	client  redis.Scripter
 	prefix  string
 	replica string
@@ -41,16 +41,16 @@ type redisCapCounter struct {
 	clock func() time.Time
 }
 
-// newRedisCapCounter returns a counter on client under cfg's key_prefix,
+// NewRedisCapCounter returns a counter on client under cfg's key_prefix,
 // with calls bounded by its timeout and a replica's slots expiring after
 // three heartbeats without a call; replica names this replica.
-func newRedisCapCounter(client redis.Scripter, cfg store.Config, replica string) *redisCapCounter {
+func NewRedisCapCounter(client redis.Scripter, cfg store.Config, replica string) *RedisCapCounter {
 	if replica == "" {
 		var b [8]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		replica = hex.EncodeToString(b[:])
 	}
-	return &redisCapCounter{client: client, prefix: cfg.KeyPrefix, replica: replica,
+	return &RedisCapCounter{client: client, prefix: cfg.KeyPrefix, replica: replica,
 		replicaTTL: 3 * cfg.Heartbeat, timeout: cfg.Timeout, poll: 25 * time.Millisecond}
 }
 
@@ -81,8 +81,8 @@ type capReply struct {
 	RetryMs int64 `json:"retry_ms"`
 }
 
-// take implements capCounter with one script call.
-func (s *redisCapCounter) take(ctx context.Context, t capTake) (capAnswer, error) {
+// take implements CapCounter with one script call.
+func (s *RedisCapCounter) take(ctx context.Context, t capTake) (capAnswer, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, store.ErrTimeout)
 	defer cancel()
 	args := capArgs{Replica: s.replica, Want: t.Want, InFlight: t.InFlight,
@@ -95,7 +95,7 @@ func (s *redisCapCounter) take(ctx context.Context, t capTake) (capAnswer, error
 	if err != nil {
 		return capAnswer{}, fmt.Errorf("quota: redis cap: %w", err)
 	}
-	out, err := capScript.Run(ctx, s.client, capKeys(s.prefix, t.Name), arg).Text()
+	out, err := CapScript.Run(ctx, s.client, capKeys(s.prefix, t.Name), arg).Text()
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -18,13 +18,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
+// defaultGateClasses is what the gates read of DefaultConfig's classes:
+// max_queue 1000 for interactive, 10,000 for bulk; no budgets.
+func defaultGateClasses() Classes {
+	return Classes{MaxQueue: [classify.NumClasses]int{1000, 10000}}
+}
+
 // startBudgetGate runs a gate over store with a $1 budget on caller
 // "import" and $1.50 on bulk, until the test ends.
-func startBudgetGate(t *testing.T, store budgetStore, alive func(context.Context) error) *budgetGate {
+func startBudgetGate(t *testing.T, store BudgetStore, alive func(context.Context) error) *BudgetGate {
 	t.Helper()
-	g := newBudgetGate(store, nil, alive, time.Second, slog.New(slog.DiscardHandler))
-	cfg := DefaultConfig()
-	cfg.Classes.Bulk.Budget = classify.Budget{USD: 1.5, Per: classify.PerMonth}
+	g := NewBudgetGate(store, nil, alive, time.Second, slog.New(slog.DiscardHandler))
+	cfg := defaultGateClasses()
+	cfg.Budget[classify.Bulk] = classify.Budget{USD: 1.5, Per: classify.PerMonth}
 	g.Reconfigure(cfg, []classify.Caller{
 		{Name: "import", Budget: classify.Budget{USD: 1, Per: classify.PerDay}},
 		{Name: "lenient", Budget: classify.Budget{USD: 1, Per: classify.PerDay, Unpriced: classify.UnpricedAllow}},
@@ -47,12 +53,12 @@ const cent = price.Nanodollars(10_000_000)
 func TestBudgetGateNeverOverspends(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		store func(t *testing.T) (budgetStore, func(context.Context) error)
+		store func(t *testing.T) (BudgetStore, func(context.Context) error)
 	}{
-		{"in-process", func(*testing.T) (budgetStore, func(context.Context) error) { return newMemBudgets(), nil }},
-		{"redis", func(t *testing.T) (budgetStore, func(context.Context) error) {
+		{"in-process", func(*testing.T) (BudgetStore, func(context.Context) error) { return NewMemoryBudgets(), nil }},
+		{"redis", func(t *testing.T) (BudgetStore, func(context.Context) error) {
 			s := newTestRedisBudgets(t, redistest.Start(t), redistest.Prefix(t), "r1")
-			return s, s.alive
+			return s, s.Alive
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -63,7 +69,7 @@ func TestBudgetGateNeverOverspends(t *testing.T) {
 			for range 30 {
 				wg.Go(func() {
 					for {
-						p, err := g.Start(t.Context(), gateRequest{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true, Generates: true},
+						p, err := g.Start(t.Context(), Request{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true, Generates: true},
 							time.Now().Add(10*time.Second))
 						var over *BudgetExceededError
 						switch {
@@ -102,12 +108,12 @@ func TestBudgetGateNeverOverspends(t *testing.T) {
 // TestBudgetGateRules: what a budget does with each request.
 func TestBudgetGateRules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := startBudgetGate(t, newMemBudgets(), nil)
-		start := func(caller string, class classify.Class, cost price.Nanodollars, priced bool, wait time.Duration) (gatePass, error) {
-			return g.Start(t.Context(), gateRequest{Caller: caller, Class: class, Cost: cost, Priced: priced, Model: "gpt-x", Generates: true}, time.Now().Add(wait))
+		g := startBudgetGate(t, NewMemoryBudgets(), nil)
+		start := func(caller string, class classify.Class, cost price.Nanodollars, priced bool, wait time.Duration) (Pass, error) {
+			return g.Start(t.Context(), Request{Caller: caller, Class: class, Cost: cost, Priced: priced, Model: "gpt-x", Generates: true}, time.Now().Add(wait))
 		}
 		// No budget: passes, holding nothing.
-		if p, err := start("other", classify.Interactive, 50*cent, true, 0); err != nil || p.settle != nil || p.release != nil {
+		if p, err := start("other", classify.Interactive, 50*cent, true, 0); err != nil || p.OnSettle != nil || p.OnRelease != nil {
 			t.Fatalf("a caller without a budget: %+v %v", p, err)
 		}
 		// Unpriced: refused by a budget that refuses, passed by one that allows.
@@ -115,7 +121,7 @@ func TestBudgetGateRules(t *testing.T) {
 		if _, err := start("import", classify.Interactive, 0, false, 0); !errors.As(err, &unpriced) || unpriced.Model != "gpt-x" || unpriced.Budget != "caller:import" {
 			t.Fatalf("unpriced on import: %v, want an UnpricedModelError naming gpt-x and caller:import", err)
 		}
-		if p, err := start("lenient", classify.Interactive, 0, false, 0); err != nil || p.settle != nil {
+		if p, err := start("lenient", classify.Interactive, 0, false, 0); err != nil || p.OnSettle != nil {
 			t.Fatalf("unpriced on lenient: %+v %v, want a pass holding nothing", p, err)
 		}
 		// Bulk draws on the caller's budget and the class's.
@@ -131,7 +137,7 @@ func TestBudgetGateRules(t *testing.T) {
 		got := make(chan error, 1)
 		go func() {
 			p, err := start("import", classify.Bulk, 50*cent, true, 10*time.Second)
-			if err == nil && !p.held {
+			if err == nil && !p.Held {
 				err = errors.New("passed without waiting")
 			}
 			got <- err
@@ -177,9 +183,9 @@ func TestBudgetGateRules(t *testing.T) {
 // budget holding nothing, whatever its API. Before, every request that
 // named a model reserved and any that named none passed free.
 func TestBudgetGateUnmetered(t *testing.T) {
-	g := startBudgetGate(t, newMemBudgets(), nil)
-	cfg := DefaultConfig()
-	cfg.Classes.Bulk.Budget = classify.Budget{USD: 1.5, Per: classify.PerMonth}
+	g := startBudgetGate(t, NewMemoryBudgets(), nil)
+	cfg := defaultGateClasses()
+	cfg.Budget[classify.Bulk] = classify.Budget{USD: 1.5, Per: classify.PerMonth}
 	g.Reconfigure(cfg, []classify.Caller{
 		{Name: "import", Budget: classify.Budget{USD: 1, Per: classify.PerDay}},
 		{Name: "images", Budget: classify.Budget{USD: 1, Per: classify.PerDay, UnpricedAPIs: classify.UnpricedAPIWorstCase}},
@@ -188,34 +194,34 @@ func TestBudgetGateUnmetered(t *testing.T) {
 	var unpriced *UnpricedModelError
 	for _, tt := range []struct {
 		name string
-		r    gateRequest
+		r    Request
 		// refusedBy is the budget that refuses it; reserves says it passes
 		// holding a reservation, else it passes holding nothing.
 		refusedBy string
 		unpriced  bool
 		reserves  bool
 	}{
-		{"unmetered, refused by the caller's budget", gateRequest{Caller: "import", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+		{"unmetered, refused by the caller's budget", Request{Caller: "import", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
 			"caller:import", false, false},
-		{"unmetered, worst_case on the caller: refused by the class's", gateRequest{Caller: "images", Class: classify.Bulk, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+		{"unmetered, worst_case on the caller: refused by the class's", Request{Caller: "images", Class: classify.Bulk, Cost: cent, Priced: true, Generates: true, Unmetered: true},
 			"class:bulk", false, false},
-		{"unmetered, worst_case: reserved", gateRequest{Caller: "images", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+		{"unmetered, worst_case: reserved", Request{Caller: "images", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
 			"", false, true},
-		{"unmetered, worst_case, unpriced model: the unpriced policy", gateRequest{Caller: "images", Class: classify.Interactive, Generates: true, Unmetered: true, Model: "dall-e-3"},
+		{"unmetered, worst_case, unpriced model: the unpriced policy", Request{Caller: "images", Class: classify.Interactive, Generates: true, Unmetered: true, Model: "dall-e-3"},
 			"caller:images", true, false},
-		{"generating, no model: unpriced", gateRequest{Caller: "import", Class: classify.Interactive, Generates: true},
+		{"generating, no model: unpriced", Request{Caller: "import", Class: classify.Interactive, Generates: true},
 			"caller:import", true, false},
-		{"free, unmetered: passes", gateRequest{Caller: "import", Class: classify.Bulk, Cost: cent, Priced: true, Unmetered: true}, "", false, false},
-		{"free, unpriced: passes", gateRequest{Caller: "import", Class: classify.Bulk, Model: "claude-x"}, "", false, false},
-		{"unmetered without a budget: passes", gateRequest{Caller: "other", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
+		{"free, unmetered: passes", Request{Caller: "import", Class: classify.Bulk, Cost: cent, Priced: true, Unmetered: true}, "", false, false},
+		{"free, unpriced: passes", Request{Caller: "import", Class: classify.Bulk, Model: "claude-x"}, "", false, false},
+		{"unmetered without a budget: passes", Request{Caller: "other", Class: classify.Interactive, Cost: cent, Priced: true, Generates: true, Unmetered: true},
 			"", false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := g.Start(t.Context(), tt.r, time.Now().Add(time.Second))
 			switch {
 			case tt.refusedBy == "":
-				if err != nil || (p.settle != nil) != tt.reserves {
-					t.Fatalf("%v (reserved: %v), want it passed, reserving: %v", err, p.settle != nil, tt.reserves)
+				if err != nil || (p.OnSettle != nil) != tt.reserves {
+					t.Fatalf("%v (reserved: %v), want it passed, reserving: %v", err, p.OnSettle != nil, tt.reserves)
 				}
 				p.Release()
 			case tt.unpriced:
@@ -236,15 +242,15 @@ func TestBudgetGateUnmetered(t *testing.T) {
 // the alert threshold — by budget.
 func TestBudgetMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := startBudgetGate(t, newMemBudgets(), nil)
-		p, err := g.Start(t.Context(), gateRequest{Caller: "import", Class: classify.Bulk, Cost: 40 * cent, Priced: true, Generates: true}, time.Now())
+		g := startBudgetGate(t, NewMemoryBudgets(), nil)
+		p, err := g.Start(t.Context(), Request{Caller: "import", Class: classify.Bulk, Cost: 40 * cent, Priced: true, Generates: true}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(budgetRefresh) // the gate's loop reads the budgets again; the clock is the bubble's
+		time.Sleep(BudgetRefresh) // the gate's loop reads the budgets again; the clock is the bubble's
 		synctest.Wait()
 		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(newBudgetCollector(g))
+		reg.MustRegister(NewBudgetCollector(g))
 		want := `
 # HELP meterproxy_budget_reserved_usd What requests in flight hold reserved of a budget in US dollars (their worst case, until they settle), by budget.
 # TYPE meterproxy_budget_reserved_usd gauge
@@ -266,7 +272,7 @@ meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
 			t.Error(err)
 		}
 		p.Settle(25 * cent)
-		time.Sleep(budgetRefresh)
+		time.Sleep(BudgetRefresh)
 		synctest.Wait()
 		for _, b := range g.State() {
 			if b.Budget == "class:bulk" && (b.Spent != 0.25 || b.Reserved != 0) {
@@ -276,72 +282,16 @@ meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
 	})
 }
 
-// TestAdmitterSpends: Admit prices a request at its model's price and
-// reserves its worst case on its budgets; Lease.Settle charges the priced
-// usage instead, or the worst case for a usage that is Worst (a response
-// that cannot say what it cost), and a lease released without usage
-// charges nothing.
-func TestAdmitterSpends(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Prices = []price.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
-		a := runAdmitter(t, cfg, []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}})
-		req := Request{Class: classify.Bulk, Caller: "import", Model: Model{Name: "gpt-4o"}, InputTokens: 1000, OutputTokens: 500}
-		// The worst case: 1000 × $2.50/M + 500 × $10/M = $0.0075.
-		spent := func() price.Nanodollars {
-			time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
-			synctest.Wait()
-			for _, b := range a.State().Budgets {
-				if b.Budget == "caller:import" {
-					return price.FromDollars(b.Spent)
-				}
-			}
-			t.Fatal("no caller:import budget in the state")
-			return 0
-		}
-		l, err := a.Admit(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: price.Usage{Input: 1000, Output: 100}, Charged: true}}); !got.Priced || got.Cost != 3_500_000 {
-			t.Errorf("Settle: %s %v, want $0.0035", got.Cost, got.Priced)
-		}
-		l.Release()
-		if got := spent(); got != 3_500_000 {
-			t.Errorf("after Settle: %s spent, want $0.0035", got)
-		}
-		l, err = a.Admit(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: price.Usage{Input: 100}, Worst: true, Charged: true}}); got.Cost != 7_500_000 {
-			t.Errorf("Settle at the worst case: %s, want the worst case $0.0075", got.Cost)
-		}
-		l.Release()
-		if got := spent(); got != 11_000_000 {
-			t.Errorf("after the worst-case Settle: %s spent, want $0.011", got)
-		}
-		l, err = a.Admit(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Release()
-		if got := spent(); got != 11_000_000 {
-			t.Errorf("after a release without a spend: %s spent, want $0.011 still", got)
-		}
-	})
-}
-
 // TestBudgetGateBoundsWaiters: the requests waiting at budgets are a
 // class's max_queue at most on a replica (each asks the store every
 // budgetPoll); one more is refused as the queue full, at once.
 func TestBudgetGateBoundsWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := startBudgetGate(t, newMemBudgets(), nil)
-		cfg := DefaultConfig()
-		cfg.Classes.Bulk.MaxQueue = 1
+		g := startBudgetGate(t, NewMemoryBudgets(), nil)
+		cfg := defaultGateClasses()
+		cfg.MaxQueue[classify.Bulk] = 1
 		g.Reconfigure(cfg, []classify.Caller{{Name: "import", Budget: classify.Budget{USD: 1, Per: classify.PerDay}}})
-		req := gateRequest{Caller: "import", Class: classify.Bulk, Cost: 60 * cent, Priced: true, Generates: true}
+		req := Request{Caller: "import", Class: classify.Bulk, Cost: 60 * cent, Priced: true, Generates: true}
 		holder, err := g.Start(t.Context(), req, time.Now())
 		if err != nil {
 			t.Fatal(err)

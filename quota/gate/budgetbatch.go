@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -44,12 +44,12 @@ func (e *BatchUnmeteredError) Error() string {
 // gives it to the batch the provider created, Release gives it back when
 // none was. Only the first of them counts. A nil *BatchHold holds nothing.
 type BatchHold struct {
-	g *budgetGate
+	g *BudgetGate
 	// id is the reservation's id in the budget store, "" when nothing was
 	// reserved; keys, where it is held.
 	id   string
 	keys []budgetKey
-	rec  batchRecord
+	rec  BatchRecord
 	once sync.Once
 }
 
@@ -98,11 +98,11 @@ func (h *BatchHold) Release() {
 	})
 }
 
-// reserveBatch reserves cost, a batch's worst case, on the budgets of r's
+// ReserveBatch reserves cost, a batch's worst case, on the budgets of r's
 // caller and class, as Start does a request's; rec is the batch's record
 // but for its id and reservation. Without budgets nothing is reserved,
 // and the hold only records the batch.
-func (g *budgetGate) reserveBatch(ctx context.Context, r gateRequest, until time.Time, rec batchRecord) (*BatchHold, error) {
+func (g *BudgetGate) ReserveBatch(ctx context.Context, r Request, until time.Time, rec BatchRecord) (*BatchHold, error) {
 	set := g.budgets.Load()
 	bs := set.of(r.Caller, r.Class)
 	h := &BatchHold{g: g, rec: rec}
@@ -121,14 +121,14 @@ func (g *budgetGate) reserveBatch(ctx context.Context, r gateRequest, until time
 	return h, nil
 }
 
-// budgetedBy returns the budgets of caller and class.
-func (g *budgetGate) budgetedBy(caller string, class classify.Class) []namedBudget {
+// BudgetedBy returns the budgets of caller and class.
+func (g *BudgetGate) BudgetedBy(caller string, class classify.Class) []NamedBudget {
 	return g.budgets.Load().of(caller, class)
 }
 
-// endBatch hands the loop the end of batch id: its record read, its
+// EndBatch hands the loop the end of batch id: its record read, its
 // reservation replaced by what cost says it cost (given its record), once.
-func (g *budgetGate) endBatch(id string, cost func(batchRecord) price.Nanodollars) {
+func (g *BudgetGate) EndBatch(id string, cost func(BatchRecord) price.Nanodollars) {
 	g.enqueue(budgetSettle{job: func(ctx context.Context) error {
 		rec, ok, err := g.batches.record(ctx, id)
 		if err != nil || !ok {
@@ -139,7 +139,7 @@ func (g *budgetGate) endBatch(id string, cost func(batchRecord) price.Nanodollar
 }
 
 // refreshEnqueued reads the enqueued batch tokens into enqueuedSeen.
-func (g *budgetGate) refreshEnqueued(ctx context.Context) {
+func (g *BudgetGate) refreshEnqueued(ctx context.Context) {
 	if g.batches == nil {
 		return
 	}
@@ -154,7 +154,7 @@ func (g *budgetGate) refreshEnqueued(ctx context.Context) {
 
 // Enqueued returns the batch tokens enqueued, by where, as the loop last
 // read them (fleet-wide with Redis). Safe for concurrent use.
-func (g *budgetGate) Enqueued() []BatchEnqueued {
+func (g *BudgetGate) Enqueued() []BatchEnqueued {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return append([]BatchEnqueued(nil), g.enqueuedSeen...)

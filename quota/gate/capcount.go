@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 	"github.com/meterproxy/meterproxy/quota/store"
 )
 
-// capCounter counts capped callers' requests where replicas share them:
+// CapCounter counts capped callers' requests where replicas share them:
 // each caller's current one-second window and its requests in flight.
 // The in-process counter serves one replica; the Redis one (capredis.go)
 // a fleet. Safe for concurrent use.
-type capCounter interface {
+type CapCounter interface {
 	// take records that this replica holds t.InFlight of t.Name's
 	// requests (absolute), then grants up to t.Want more as t.Cap allows
 	// and counts them, in the window and in flight.
 	take(ctx context.Context, t capTake) (capAnswer, error)
 }
 
-// capTake asks a capCounter for one caller's slots.
+// capTake asks a CapCounter for one caller's slots.
 type capTake struct {
 	Name string
 	// Want is how many of its requests wait on this replica.
@@ -33,7 +33,7 @@ type capTake struct {
 	Cap, Local capBounds
 }
 
-// capAnswer is a capCounter's answer.
+// capAnswer is a CapCounter's answer.
 type capAnswer struct {
 	// Granted is how many of Want may go, 0..Want.
 	Granted int64
@@ -58,11 +58,11 @@ func capRoom(b capBounds, sec, used, fleet, want int64) (granted int64, windowFu
 	return granted, granted < want && wroom <= granted
 }
 
-var _ capCounter = (*memCapCounter)(nil)
+var _ CapCounter = (*MemoryCapCounter)(nil)
 
-// memCapCounter is the in-process capCounter: one replica's counts,
-// lost with it. Its zero value is not usable; call newMemCapCounter.
-type memCapCounter struct {
+// MemoryCapCounter is the in-process CapCounter: one replica's counts,
+// lost with it. Its zero value is not usable; call NewMemoryCapCounter.
+type MemoryCapCounter struct {
 	now func() time.Time
 
 	mu   sync.Mutex
@@ -72,17 +72,17 @@ type memCapCounter struct {
 // capWindow is what one caller used of second sec.
 type capWindow struct{ sec, n int64 }
 
-// newMemCapCounter returns an in-process counter reading the time from
+// NewMemoryCapCounter returns an in-process counter reading the time from
 // now (time.Now when nil).
-func newMemCapCounter(now func() time.Time) *memCapCounter {
+func NewMemoryCapCounter(now func() time.Time) *MemoryCapCounter {
 	if now == nil {
 		now = time.Now
 	}
-	return &memCapCounter{now: now, used: map[string]capWindow{}}
+	return &MemoryCapCounter{now: now, used: map[string]capWindow{}}
 }
 
-// take implements capCounter.
-func (m *memCapCounter) take(_ context.Context, t capTake) (capAnswer, error) {
+// take implements CapCounter.
+func (m *MemoryCapCounter) take(_ context.Context, t capTake) (capAnswer, error) {
 	now := m.now()
 	sec := now.Unix()
 	m.mu.Lock()

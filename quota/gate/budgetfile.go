@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -43,10 +43,10 @@ type spendEntry struct {
 // spendFileVersion is the format written; another is refused at load.
 const spendFileVersion = 1
 
-// load reads the spend kept in path into m; a file that does not exist is
+// Load reads the spend kept in path into m; a file that does not exist is
 // no spend yet. An unreadable or malformed file is an error: starting
 // from zero would forget what was spent.
-func (m *memBudgets) load(path string) error {
+func (m *MemoryBudgets) Load(path string) error {
 	f, err := os.Open(path) //nolint:gosec // G304: the operator's store.spend_file
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -72,10 +72,10 @@ func (m *memBudgets) load(path string) error {
 	return nil
 }
 
-// save writes m's spend to path if it changed since the last save: to a
+// Save writes m's spend to path if it changed since the last save: to a
 // temporary file beside it, synced, then renamed over it, so that a crash
 // leaves the old file or the new one, never a part.
-func (m *memBudgets) save(path string) error {
+func (m *MemoryBudgets) Save(path string) error {
 	m.saveMu.Lock()
 	defer m.saveMu.Unlock()
 	m.mu.Lock()
@@ -120,20 +120,20 @@ func writeFileAtomic(path string, v any) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// keep saves m to path every budgetSaveEvery until ctx ends, and once
+// Keep saves m to path every budgetSaveEvery until ctx ends, and once
 // more then. A failed save is logged and tried again.
-func (m *memBudgets) keep(ctx context.Context, path string, log *slog.Logger) {
+func (m *MemoryBudgets) Keep(ctx context.Context, path string, log *slog.Logger) {
 	t := time.NewTicker(budgetSaveEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if err := m.save(path); err != nil {
+			if err := m.Save(path); err != nil {
 				log.Error("spend_file_save_failed", slog.String("file", path), slog.String("error", err.Error()))
 			}
 			return
 		case <-t.C:
-			if err := m.save(path); err != nil {
+			if err := m.Save(path); err != nil {
 				log.Warn("spend_file_save_failed", slog.String("file", path), slog.String("error", err.Error()))
 			}
 		}

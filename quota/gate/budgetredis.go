@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 //go:embed budget.lua
 var budgetLua string
 
-// budgetScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
-var budgetScript = redis.NewScript(budgetLua)
+// BudgetScript runs through EVALSHA, falling back to EVAL on NOSCRIPT.
+var BudgetScript = redis.NewScript(budgetLua)
 
-var _ budgetStore = (*redisBudgets)(nil)
+var _ BudgetStore = (*RedisBudgets)(nil)
 
-// redisBudgets is the budgetStore a fleet shares: every budget period is a
+// RedisBudgets is the BudgetStore a fleet shares: every budget period is a
 // hash in Redis, all under the one hash tag {prefix:budget}, and every
 // call is one budget.lua call, bounded by store.budget_timeout. A
 // reservation is a field of its own, its id prefixed by its replica's —
@@ -33,7 +33,7 @@ var _ budgetStore = (*redisBudgets)(nil)
 // calling can be told apart and charged in full (budget.lua). A call
 // whose answer was lost may be made again: budget.lua makes a repeated
 // reserve or settle change nothing.
-type redisBudgets struct {
+type RedisBudgets struct {
 	client  redis.Scripter
 	prefix  string
 	replica string
@@ -46,12 +46,12 @@ type redisBudgets struct {
 	clock func() time.Time
 }
 
-// newRedisBudgets returns the budget store on client under cfg's
+// NewRedisBudgets returns the budget store on client under cfg's
 // key_prefix, its calls bounded by cfg's budget_timeout and a silent
 // replica's reservations lasting three heartbeats; replica names this
 // replica (the pools' store's name).
-func newRedisBudgets(client redis.Scripter, cfg store.Config, replica string) *redisBudgets {
-	return &redisBudgets{client: client, prefix: cfg.KeyPrefix, replica: replica, ttl: 3 * cfg.Heartbeat, timeout: cfg.BudgetTimeout}
+func NewRedisBudgets(client redis.Scripter, cfg store.Config, replica string) *RedisBudgets {
+	return &RedisBudgets{client: client, prefix: cfg.KeyPrefix, replica: replica, ttl: 3 * cfg.Heartbeat, timeout: cfg.BudgetTimeout}
 }
 
 // errBudgetTimeout is the cause of a budget call that ran out of
@@ -88,12 +88,12 @@ type budgetReply struct {
 const budgetKeyTTL = 35 * 24 * time.Hour
 
 // call runs op on keys, for reservation id.
-func (s *redisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
+func (s *RedisBudgets) call(ctx context.Context, op string, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	return s.callArgs(ctx, budgetArgs{Op: op}, keys, id, cost)
 }
 
 // callArgs runs args' op (and flags) on keys, for reservation id.
-func (s *redisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
+func (s *RedisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errBudgetTimeout)
 	defer cancel()
 	now := time.Now()
@@ -114,7 +114,7 @@ func (s *redisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []bud
 	if err != nil {
 		return budgetAnswer{}, err
 	}
-	raw, err := budgetScript.Run(ctx, s.client, rkeys, arg).Text()
+	raw, err := BudgetScript.Run(ctx, s.client, rkeys, arg).Text()
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cause, err)
@@ -137,32 +137,32 @@ func (s *redisBudgets) callArgs(ctx context.Context, args budgetArgs, keys []bud
 	return ans, nil
 }
 
-// reserve implements budgetStore.
-func (s *redisBudgets) reserve(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
+// reserve implements BudgetStore.
+func (s *RedisBudgets) reserve(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) (budgetAnswer, error) {
 	return s.call(ctx, "reserve", keys, s.replica+":"+id, cost)
 }
 
-// force implements budgetStore.
-func (s *redisBudgets) force(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
+// force implements BudgetStore.
+func (s *RedisBudgets) force(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	_, err := s.callArgs(ctx, budgetArgs{Op: "reserve", Force: true}, keys, s.replica+":"+id, cost)
 	return err
 }
 
-// settle implements budgetStore.
-func (s *redisBudgets) settle(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
+// settle implements BudgetStore.
+func (s *RedisBudgets) settle(ctx context.Context, keys []budgetKey, id string, cost price.Nanodollars) error {
 	_, err := s.call(ctx, "settle", keys, s.replica+":"+id, cost)
 	return err
 }
 
-// read implements budgetStore.
-func (s *redisBudgets) read(ctx context.Context, keys []budgetKey) ([]budgetUse, error) {
+// read implements BudgetStore.
+func (s *RedisBudgets) read(ctx context.Context, keys []budgetKey) ([]budgetUse, error) {
 	ans, err := s.call(ctx, "read", keys, "", 0)
 	return ans.Use, err
 }
 
-// alive tells the store this replica is alive, so that its reservations
+// Alive tells the store this replica is alive, so that its reservations
 // stay reservations for another ttl.
-func (s *redisBudgets) alive(ctx context.Context) error {
+func (s *RedisBudgets) Alive(ctx context.Context) error {
 	_, err := s.call(ctx, "alive", nil, "", 0)
 	return err
 }

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 
 // hiddenReq is a request of caller import (a $1 daily budget; bulk's is
 // $1.50) whose worst case is cost and whose body shows floor of it.
-func hiddenReq(cost, floor price.Nanodollars) gateRequest {
-	return gateRequest{Caller: "import", Class: classify.Bulk, Cost: cost, Floor: floor, Priced: true, Generates: true}
+func hiddenReq(cost, floor price.Nanodollars) Request {
+	return Request{Caller: "import", Class: classify.Bulk, Cost: cost, Floor: floor, Priced: true, Generates: true}
 }
 
 // importUse reads caller import's budget today.
-func importUse(t *testing.T, g *budgetGate) budgetUse {
+func importUse(t *testing.T, g *BudgetGate) budgetUse {
 	t.Helper()
 	use, err := g.store.read(t.Context(), []budgetKey{{Budget: "caller:import", Period: time.Now().UTC().Format("2006-01-02")}})
 	if err != nil {
@@ -39,7 +39,7 @@ func importUse(t *testing.T, g *budgetGate) budgetUse {
 // not hidden is never cut.
 func TestBudgetGateCutsHiddenInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := startBudgetGate(t, newMemBudgets(), nil)
+		g := startBudgetGate(t, NewMemoryBudgets(), nil)
 		other, err := g.Start(t.Context(), hiddenReq(30*cent, 0), time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -48,7 +48,7 @@ func TestBudgetGateCutsHiddenInput(t *testing.T) {
 		if _, err := g.Start(t.Context(), hiddenReq(300*cent, 5*cent), time.Now()); !errors.Is(err, ErrBudgetHeld) {
 			t.Fatalf("a hidden-input request beside a reservation: %v, want it held (ErrBudgetHeld)", err)
 		}
-		got := make(chan gatePass, 1)
+		got := make(chan Pass, 1)
 		go func() {
 			p, err := g.Start(t.Context(), hiddenReq(300*cent, 5*cent), time.Now().Add(10*time.Second))
 			if err != nil {
@@ -66,7 +66,7 @@ func TestBudgetGateCutsHiddenInput(t *testing.T) {
 			t.Fatalf("import holds %+v, want 10¢ spent and the 90¢ unspent reserved", u)
 		}
 		// Nothing is free: another hidden one and a plain one wait.
-		for _, r := range []gateRequest{hiddenReq(300*cent, 5*cent), hiddenReq(5*cent, 0)} {
+		for _, r := range []Request{hiddenReq(300*cent, 5*cent), hiddenReq(5*cent, 0)} {
 			if _, err := g.Start(t.Context(), r, time.Now().Add(time.Second)); !errors.Is(err, ErrBudgetHeld) {
 				t.Errorf("%+v while the budget is all reserved: %v, want ErrBudgetHeld", r, err)
 			}
@@ -93,8 +93,8 @@ func TestBudgetGateCutsHiddenInput(t *testing.T) {
 // another caller), and refused when that is below its floor.
 func TestBudgetGateCutsToTheTightest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := startBudgetGate(t, newMemBudgets(), nil)
-		x, err := g.Start(t.Context(), gateRequest{Caller: "x", Class: classify.Bulk, Cost: 140 * cent, Priced: true, Generates: true}, time.Now())
+		g := startBudgetGate(t, NewMemoryBudgets(), nil)
+		x, err := g.Start(t.Context(), Request{Caller: "x", Class: classify.Bulk, Cost: 140 * cent, Priced: true, Generates: true}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,12 +123,12 @@ func TestBudgetGateCutsToTheTightest(t *testing.T) {
 func TestBudgetGateHiddenInputBound(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		store func(t *testing.T) (budgetStore, func(context.Context) error)
+		store func(t *testing.T) (BudgetStore, func(context.Context) error)
 	}{
-		{"in-process", func(*testing.T) (budgetStore, func(context.Context) error) { return newMemBudgets(), nil }},
-		{"redis", func(t *testing.T) (budgetStore, func(context.Context) error) {
+		{"in-process", func(*testing.T) (BudgetStore, func(context.Context) error) { return NewMemoryBudgets(), nil }},
+		{"redis", func(t *testing.T) (BudgetStore, func(context.Context) error) {
 			s := newTestRedisBudgets(t, redistest.Start(t), redistest.Prefix(t), "r1")
-			return s, s.alive
+			return s, s.Alive
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,7 +172,7 @@ func TestBudgetGateHiddenInputBound(t *testing.T) {
 
 // waitSettled waits for g's loop to make every settle handed to it: each
 // time it settles it closes the channel it replaces.
-func waitSettled(t *testing.T, g *budgetGate) {
+func waitSettled(t *testing.T, g *BudgetGate) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -187,72 +187,5 @@ func waitSettled(t *testing.T, g *budgetGate) {
 		case <-deadline:
 			t.Fatalf("%d reservations still unsettled", g.held.Load())
 		}
-	}
-}
-
-// TestAdmitterReservesMaxInput: Admit reserves a hidden-input request's
-// input at its price's max_input — set, or its model family's context
-// window, or the fallback for a long context — and a settlement at the
-// worst case (Usage.Worst) charges the whole of that worst case, or the
-// usage if dearer, even when the budget cut the reservation.
-func TestAdmitterReservesMaxInput(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Prices = []price.Price{
-		{Match: []string{"gpt-4o*"}, Input: 2.5, Output: 10},
-		{Match: []string{"claude*"}, Input: 3, Output: 15},
-		{Match: []string{"set"}, Input: 1, Output: 1, MaxInput: 1000},
-	}
-	callers := []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 100, Per: classify.PerMonth}}}
-	for _, tt := range []struct {
-		name   string
-		req    Request
-		worst  price.Nanodollars
-		usage  price.Usage
-		charge price.Nanodollars
-	}{
-		{"gpt-4o, input shown", Request{Model: Model{Name: "gpt-4o"}, InputTokens: 100, OutputTokens: 50},
-			750_000, price.Usage{Input: 50_000}, 125_000_000}, // the usage is dearer than the worst case
-		{"gpt-4o, hidden: 128,000", Request{Model: Model{Name: "gpt-4o-mini"}, InputTokens: 100, OutputTokens: 50, HiddenInput: true},
-			320_500_000, price.Usage{Input: 100}, 320_500_000},
-		{"claude, hidden: 200,000", Request{Model: Model{Name: "claude-sonnet-4-5"}, InputTokens: 10, OutputTokens: 100, HiddenInput: true},
-			601_500_000, price.Usage{}, 601_500_000},
-		{"claude, hidden, long context: 2^20", Request{Model: Model{Name: "claude-sonnet-4-5"}, InputTokens: 10, OutputTokens: 100, HiddenInput: true, LongContext: true},
-			3_147_228_000, price.Usage{}, 3_147_228_000},
-		{"max_input set", Request{Model: Model{Name: "set"}, InputTokens: 10, OutputTokens: 10, HiddenInput: true},
-			1_010_000, price.Usage{}, 1_010_000},
-		{"an estimate above max_input", Request{Model: Model{Name: "set"}, InputTokens: 5000, OutputTokens: 10, HiddenInput: true},
-			5_010_000, price.Usage{}, 5_010_000},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				a := runAdmitter(t, cfg, callers)
-				reserved := func() price.Nanodollars {
-					time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
-					synctest.Wait()
-					for _, b := range a.State().Budgets {
-						if b.Budget == "caller:import" {
-							return price.FromDollars(b.Reserved)
-						}
-					}
-					t.Fatal("no caller:import budget in the state")
-					return 0
-				}
-				tt.req.Class, tt.req.Caller = classify.Bulk, "import"
-				l, err := a.Admit(t.Context(), tt.req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := reserved(); got != tt.worst {
-					t.Errorf("reserved %s, want %s", got, tt.worst)
-				}
-				if got := l.Settle(Outcome{Status: 200, Usage: &Usage{Priced: tt.usage, Worst: true, Charged: true}}); got.Cost != tt.charge {
-					t.Errorf("Settle at the worst case (%+v) = %s, want %s", tt.usage, got.Cost, tt.charge)
-				}
-				l.Release()
-				if got := reserved(); got != 0 {
-					t.Errorf("%s still reserved after the release", got)
-				}
-			})
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type capCountStep struct {
 // its window and its in-flight bound have room, counts them, takes the
 // replica's word for what it holds, starts every second afresh, and
 // says when to ask again when the window stopped it.
-func runCapCounterConformance(t *testing.T, newCounter func(t *testing.T, now func() time.Time) capCounter, inFlightRetry bool) {
+func runCapCounterConformance(t *testing.T, newCounter func(t *testing.T, now func() time.Time) CapCounter, inFlightRetry bool) {
 	tests := []struct {
 		name  string
 		b     capBounds
@@ -72,11 +72,11 @@ func runCapCounterConformance(t *testing.T, newCounter func(t *testing.T, now fu
 
 func TestCapCounterConformance(t *testing.T) {
 	t.Run("in-process", func(t *testing.T) {
-		runCapCounterConformance(t, func(_ *testing.T, now func() time.Time) capCounter { return newMemCapCounter(now) }, false)
+		runCapCounterConformance(t, func(_ *testing.T, now func() time.Time) CapCounter { return NewMemoryCapCounter(now) }, false)
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
-		runCapCounterConformance(t, func(t *testing.T, now func() time.Time) capCounter {
+		runCapCounterConformance(t, func(t *testing.T, now func() time.Time) CapCounter {
 			c := newTestCapCounter(t, srv, redistest.Prefix(t))
 			c.clock = now
 			return c
@@ -84,9 +84,9 @@ func TestCapCounterConformance(t *testing.T) {
 	})
 }
 
-func newTestCapCounter(t testing.TB, srv *redistest.Server, prefix string) *redisCapCounter {
+func newTestCapCounter(t testing.TB, srv *redistest.Server, prefix string) *RedisCapCounter {
 	t.Helper()
-	return newRedisCapCounter(srv.Client(t), store.Config{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second}, "")
+	return NewRedisCapCounter(srv.Client(t), store.Config{KeyPrefix: prefix, Timeout: 2 * time.Second, Heartbeat: time.Second}, "")
 }
 
 // TestRedisCapReplicaExpiry: a replica that dies holding slots under a
@@ -101,7 +101,7 @@ func TestRedisCapReplicaExpiry(t *testing.T) {
 	live.clock = dead.clock
 	ctx := t.Context()
 	b := capBounds{MaxInFlight: 2, RequestsPerMinute: unbounded}
-	take := func(c capCounter, want, held int64) capAnswer {
+	take := func(c CapCounter, want, held int64) capAnswer {
 		t.Helper()
 		ans, err := c.take(ctx, capTake{Name: "a", Want: want, InFlight: held, Cap: b})
 		if err != nil {
@@ -162,7 +162,7 @@ func TestFailoverCapCounter(t *testing.T) {
 			down := func(context.Context) error { return errors.New("down") }
 			fs := store.NewFailover(nil, store.NewMemory(nil), tt.policy, down, time.Hour, slog.New(slog.DiscardHandler))
 			t.Cleanup(fs.Close)
-			c := failoverCapCounter{primary: downCounter{}, local: newMemCapCounter(nil), f: fs}
+			c := NewFailoverCapCounter(downCounter{}, NewMemoryCapCounter(nil), fs)
 			ans, err := c.take(t.Context(), capTake{Name: "a", Want: 3, Cap: fleet, Local: local})
 			if !errors.Is(err, tt.err) || ans.Granted != tt.granted {
 				t.Fatalf("granted %d, err %v; want %d, %v", ans.Granted, err, tt.granted, tt.err)

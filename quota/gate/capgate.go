@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-var _ callerGate = (*capGate)(nil)
+var _ Gate = (*CapGate)(nil)
 
-// capGate is the callers' caps (callers[].max_in_flight,
-// requests_per_minute) as a callerGate: a capped caller's request takes
-// a slot under its cap, counted fleet-wide by a capCounter, before it
+// CapGate is the callers' caps (callers[].max_in_flight,
+// requests_per_minute) as a Gate: a capped caller's request takes
+// a slot under its cap, counted fleet-wide by a CapCounter, before it
 // waits for its pool; an uncapped caller's passes at once. A capped
 // caller's waiters stand in a line of its own, apart from the pools'
 // queues, so a runaway caller waits behind its own cap while the rest
@@ -24,8 +26,8 @@ var _ callerGate = (*capGate)(nil)
 // One loop (Run) asks the counter for the lines that have waiters, have
 // released slots, or must show they are alive. Safe for concurrent use;
 // Start may be called before Run, and waiters are served once it runs.
-type capGate struct {
-	counter capCounter
+type CapGate struct {
+	counter CapCounter
 	// heartbeat is how often a line holding slots tells the counter it
 	// is alive; 0: only when there is something to ask or release.
 	heartbeat time.Duration
@@ -46,12 +48,12 @@ type capGate struct {
 }
 
 // capLine is one capped caller on this replica: its cap, its waiters
-// and its slots. Its fields are guarded by capGate.mu. A line whose cap
+// and its slots. Its fields are guarded by CapGate.mu. A line whose cap
 // a reload lifted stays until the counter has heard its last slot come
 // back.
 type capLine struct {
 	name         string
-	cap          callerCap // zero once lifted
+	cap          Cap // zero once lifted
 	fleet, local capBounds
 	waiting      [classify.NumClasses][]*capWaiter // interactive served first
 	// inFlight is the slots this replica holds under the cap; reported
@@ -65,7 +67,7 @@ type capLine struct {
 	asking bool
 }
 
-// capWaiter is one request waiting in a capLine; guarded by capGate.mu,
+// capWaiter is one request waiting in a capLine; guarded by CapGate.mu,
 // but for done, closed once when it is answered.
 type capWaiter struct {
 	done chan struct{}
@@ -76,18 +78,37 @@ type capWaiter struct {
 	err                 error
 }
 
-func (ln *capLine) lifted() bool { return ln.cap == (callerCap{}) }
+func (ln *capLine) lifted() bool { return ln.cap == (Cap{}) }
 
 func (ln *capLine) queued() int {
 	return len(ln.waiting[classify.Interactive]) + len(ln.waiting[classify.Bulk])
 }
 
-// newCapGate returns a gate counting on counter, with heartbeat as
-// capGate.heartbeat.
-func newCapGate(counter capCounter, heartbeat time.Duration, log *slog.Logger) *capGate {
-	_, inline := counter.(*memCapCounter)
-	return &capGate{counter: counter, heartbeat: heartbeat, log: log, inline: inline,
+// NewCapGate returns a gate counting on counter, with heartbeat as
+// CapGate.heartbeat.
+func NewCapGate(counter CapCounter, heartbeat time.Duration, log *slog.Logger) *CapGate {
+	_, inline := counter.(*MemoryCapCounter)
+	return &CapGate{counter: counter, heartbeat: heartbeat, log: log, inline: inline,
 		wake: make(chan struct{}, 1), lines: map[string]*capLine{}}
+}
+
+// LineCount is how many callers' lines g keeps: capped callers', and
+// lifted caps' whose slots the counter has not yet heard come back.
+func (g *CapGate) LineCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.lines)
+}
+
+// LastSecond is the window second of caller's last grant under its cap
+// (0 when it has no line).
+func (g *CapGate) LastSecond(caller string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ln := g.lines[caller]; ln != nil {
+		return ln.sec
+	}
+	return 0
 }
 
 // Reconfigure applies the configured caps, with replicas the account's
@@ -96,17 +117,17 @@ func newCapGate(counter capCounter, heartbeat time.Duration, log *slog.Logger) *
 // from the counter's next call, a lifted one lets its waiters go (they
 // hold no slot) and its line goes once the counter heard its last slot
 // come back.
-func (g *capGate) Reconfigure(cfg Config, caps map[string]callerCap) {
+func (g *CapGate) Reconfigure(cl Classes, replicas int64, caps map[string]Cap) {
 	capped := make(map[string]bool, len(caps))
 	for name := range caps {
 		capped[name] = true
 	}
 	g.mu.Lock()
 	g.capped.Store(&capped)
-	g.maxQueue = [classify.NumClasses]int{cfg.Classes.Interactive.MaxQueue, cfg.Classes.Bulk.MaxQueue}
+	g.maxQueue = cl.MaxQueue
 	for name, ln := range g.lines {
 		if _, ok := caps[name]; !ok && !ln.lifted() {
-			ln.cap, ln.fleet, ln.local = callerCap{}, capBounds{}, capBounds{}
+			ln.cap, ln.fleet, ln.local = Cap{}, capBounds{}, capBounds{}
 			for c := range ln.waiting {
 				for _, w := range ln.waiting[c] {
 					w.granted, w.free = true, true
@@ -122,29 +143,29 @@ func (g *capGate) Reconfigure(cfg Config, caps map[string]callerCap) {
 			ln = &capLine{name: name}
 			g.lines[name] = ln
 		}
-		ln.cap, ln.fleet, ln.local = cp, cp.bounds(1), cp.bounds(cfg.Account.ExpectedReplicas)
+		ln.cap, ln.fleet, ln.local = cp, cp.bounds(1), cp.bounds(replicas)
 		ln.retryAt = time.Time{}
 	}
 	g.mu.Unlock()
-	notify(g.wake)
+	store.Notify(g.wake)
 }
 
-// Start implements callerGate.
-func (g *capGate) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
+// Start implements Gate.
+func (g *CapGate) Start(ctx context.Context, r Request, until time.Time) (Pass, error) {
 	caller, class := r.Caller, r.Class
 	if capped := g.capped.Load(); capped == nil || !(*capped)[caller] {
-		return gatePass{}, nil
+		return Pass{}, nil
 	}
 	g.mu.Lock()
 	if g.closed {
 		err := g.closeErr
 		g.mu.Unlock()
-		return gatePass{}, err
+		return Pass{}, err
 	}
 	ln := g.lines[caller]
 	if ln == nil || ln.lifted() {
 		g.mu.Unlock()
-		return gatePass{}, nil
+		return Pass{}, nil
 	}
 	if p, ok := g.passAtOnceLocked(ctx, ln); ok {
 		g.mu.Unlock()
@@ -153,12 +174,12 @@ func (g *capGate) Start(ctx context.Context, r gateRequest, until time.Time) (ga
 	if ahead := len(ln.waiting[class]); ahead >= g.maxQueue[class] {
 		retry := ln.cap.retryAfter(ahead)
 		g.mu.Unlock()
-		return gatePass{}, &RefusedError{Class: class, Reason: ErrQueueFull, Caller: caller, RetryAfter: retry}
+		return Pass{}, &RefusedError{Class: class, Reason: ErrQueueFull, Caller: caller, RetryAfter: retry}
 	}
 	w := &capWaiter{done: make(chan struct{})}
 	ln.waiting[class] = append(ln.waiting[class], w)
 	g.mu.Unlock()
-	notify(g.wake)
+	store.Notify(g.wake)
 
 	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
@@ -179,15 +200,15 @@ func (g *capGate) Start(ctx context.Context, r gateRequest, until time.Time) (ga
 // passAtOnceLocked asks an in-process counter for a slot under ln's cap
 // at once when nobody waits in ln: no loop round for a request its cap
 // has room for. It reports whether it got one.
-func (g *capGate) passAtOnceLocked(ctx context.Context, ln *capLine) (gatePass, bool) {
+func (g *CapGate) passAtOnceLocked(ctx context.Context, ln *capLine) (Pass, bool) {
 	if !g.inline || ln.queued() > 0 || ln.asking {
-		return gatePass{}, false
+		return Pass{}, false
 	}
 	t := ln.takeLocked()
 	t.Want = 1
 	ans, err := g.counter.take(ctx, t)
 	if err != nil || ans.Granted == 0 {
-		return gatePass{}, false
+		return Pass{}, false
 	}
 	ln.reported, ln.fleetInFlight, ln.sec = t.InFlight+1, ans.FleetInFlight, ans.Sec
 	ln.inFlight++
@@ -196,7 +217,7 @@ func (g *capGate) passAtOnceLocked(ctx context.Context, ln *capLine) (gatePass, 
 
 // leave takes w out of its line after it gave up. A grant that raced the
 // timeout is kept; one that raced a cancellation is given back.
-func (g *capGate) leave(ln *capLine, class classify.Class, w *capWaiter, cause error) (gatePass, error) {
+func (g *CapGate) leave(ln *capLine, class classify.Class, w *capWaiter, cause error) (Pass, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	timedOut := errors.Is(cause, ErrWaitTimeout)
@@ -207,50 +228,50 @@ func (g *capGate) leave(ln *capLine, class classify.Class, w *capWaiter, cause e
 		if !w.free {
 			g.giveBackLocked(ln)
 		}
-		return gatePass{}, cause
+		return Pass{}, cause
 	}
 	ln.waiting[class] = slices.DeleteFunc(ln.waiting[class], func(o *capWaiter) bool { return o == w })
 	if !timedOut {
-		return gatePass{}, cause
+		return Pass{}, cause
 	}
 	retry := ln.cap.retryAfter(len(ln.waiting[class]))
-	return gatePass{}, &RefusedError{Class: class, Reason: ErrWaitTimeout, Caller: ln.name, RetryAfter: retry}
+	return Pass{}, &RefusedError{Class: class, Reason: ErrWaitTimeout, Caller: ln.name, RetryAfter: retry}
 }
 
 // passLocked is the pass of w, answered: a slot under ln's cap, given
 // back once; none when its cap was lifted; w's error when it was refused.
-func (g *capGate) passLocked(ln *capLine, w *capWaiter) (gatePass, error) {
+func (g *CapGate) passLocked(ln *capLine, w *capWaiter) (Pass, error) {
 	if w.err != nil {
-		return gatePass{}, w.err
+		return Pass{}, w.err
 	}
 	if w.free {
-		return gatePass{held: w.held, heldBy: HeldByCap}, nil
+		return Pass{Held: w.held, HeldBy: HeldByCap}, nil
 	}
 	return g.slotPass(ln, w.held), nil
 }
 
 // slotPass is the pass of a slot under ln's cap, given back once.
-func (g *capGate) slotPass(ln *capLine, held bool) gatePass {
+func (g *CapGate) slotPass(ln *capLine, held bool) Pass {
 	var once sync.Once
-	return gatePass{held: held, heldBy: HeldByCap, release: func() { once.Do(func() { g.giveBack(ln) }) }}
+	return Pass{Held: held, HeldBy: HeldByCap, OnRelease: func() { once.Do(func() { g.giveBack(ln) }) }}
 }
 
 // giveBack returns one of ln's slots; the counter hears of it on the
 // loop's next call.
-func (g *capGate) giveBack(ln *capLine) {
+func (g *CapGate) giveBack(ln *capLine) {
 	g.mu.Lock()
 	g.giveBackLocked(ln)
 	g.mu.Unlock()
 }
 
-func (g *capGate) giveBackLocked(ln *capLine) {
+func (g *CapGate) giveBackLocked(ln *capLine) {
 	ln.inFlight--
 	ln.retryAt = time.Time{} // the slot may be what its waiters wait for
-	notify(g.wake)
+	store.Notify(g.wake)
 }
 
-// capState returns the capped callers' numbers, by caller name.
-func (g *capGate) capState() map[string]CapState {
+// States returns the capped callers' numbers, by caller name.
+func (g *CapGate) States() map[string]CapState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := map[string]CapState{}

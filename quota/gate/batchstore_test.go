@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -15,18 +15,18 @@ import (
 // Redis (as replica "r1", with another replica's budget store, r2, on a
 // clock they share: Redis only, where a silent replica's reservations
 // are reaped).
-func batchStores(t *testing.T) map[string]func() (budgetStore, batchStore, budgetStore, *time.Time) {
-	return map[string]func() (budgetStore, batchStore, budgetStore, *time.Time){
-		"in-process": func() (budgetStore, batchStore, budgetStore, *time.Time) {
-			m := newMemBudgets()
-			return m, newMemBatches(m), nil, nil
+func batchStores(t *testing.T) map[string]func() (BudgetStore, BatchStore, BudgetStore, *time.Time) {
+	return map[string]func() (BudgetStore, BatchStore, BudgetStore, *time.Time){
+		"in-process": func() (BudgetStore, BatchStore, BudgetStore, *time.Time) {
+			m := NewMemoryBudgets()
+			return m, NewMemoryBatches(m), nil, nil
 		},
-		"redis": func() (budgetStore, batchStore, budgetStore, *time.Time) {
+		"redis": func() (BudgetStore, BatchStore, BudgetStore, *time.Time) {
 			srv, prefix := redistest.Start(t), redistest.Prefix(t)
 			now := time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC)
 			r1, r2 := newTestRedisBudgets(t, srv, prefix, "r1"), newTestRedisBudgets(t, srv, prefix, "r2")
 			r1.clock, r2.clock = func() time.Time { return now }, func() time.Time { return now }
-			return r1, newRedisBatches(srv.Client(t), store.Config{KeyPrefix: prefix, Timeout: 2 * time.Second}, "r1"), r2, &now
+			return r1, NewRedisBatches(srv.Client(t), store.Config{KeyPrefix: prefix, Timeout: 2 * time.Second}, "r1"), r2, &now
 		},
 	}
 }
@@ -43,20 +43,20 @@ func TestBatchStore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			budgets, batches, other, now := open()
-			if _, ok, err := batches.file(ctx, "file-1"); ok || err != nil {
+			if _, ok, err := batches.File(ctx, "file-1"); ok || err != nil {
 				t.Fatalf("a file never kept: %v %v", ok, err)
 			}
 			f := price.BatchFile{Models: []price.BatchModel{{Model: "gpt-4o", Lines: 2, Input: 40, Output: 10, Uncapped: 1}}}
-			if err := batches.putFile(ctx, "file-1", f); err != nil {
+			if err := batches.PutFile(ctx, "file-1", f); err != nil {
 				t.Fatal(err)
 			}
-			if got, ok, err := batches.file(ctx, "file-1"); !ok || err != nil || got.Models[0] != f.Models[0] {
+			if got, ok, err := batches.File(ctx, "file-1"); !ok || err != nil || got.Models[0] != f.Models[0] {
 				t.Fatalf("file-1: %+v %v %v", got, ok, err)
 			}
 			if ans, err := budgets.reserve(ctx, dec, "7", 80); err != nil || ans.Outcome != budgetReserved {
 				t.Fatalf("reserve: %+v %v", ans, err)
 			}
-			rec := batchRecord{ID: "batch_1", Keys: []batchKey{{Budget: dec[0].Budget, Period: dec[0].Period, Resets: dec[0].Resets}},
+			rec := BatchRecord{ID: "batch_1", Keys: []batchKey{{Budget: dec[0].Budget, Period: dec[0].Period, Resets: dec[0].Resets}},
 				Reserved: 80, Models: []string{"gpt-4o"}, Tokens: 40, Enqueued: where}
 			for range 2 {
 				if err := batches.bind(ctx, rec, "7"); err != nil {
@@ -99,7 +99,7 @@ func TestBatchStore(t *testing.T) {
 
 // checkEnqueued checks the batch tokens enqueued: want at the one place,
 // or nothing.
-func checkEnqueued(t *testing.T, s batchStore, want int64) {
+func checkEnqueued(t *testing.T, s BatchStore, want int64) {
 	t.Helper()
 	q, err := s.enqueued(context.Background())
 	var got int64
@@ -127,7 +127,7 @@ func TestRedisBatchBindReaped(t *testing.T) {
 	if ans, err := other.reserve(ctx, dec, "1", 30); err != nil || ans.Outcome != budgetExceeded || ans.Use[0].Spent != 80 {
 		t.Fatalf("after r1 fell silent: %+v %v, want its 80 reaped as spent", ans, err)
 	}
-	rec := batchRecord{ID: "batch_2", Keys: []batchKey{{Budget: dec[0].Budget, Period: dec[0].Period, Resets: dec[0].Resets}}, Reserved: 80, Tokens: 9,
+	rec := BatchRecord{ID: "batch_2", Keys: []batchKey{{Budget: dec[0].Budget, Period: dec[0].Period, Resets: dec[0].Resets}}, Reserved: 80, Tokens: 9,
 		Enqueued: BatchEnqueued{Account: "default", Pool: "default", Class: "bulk"}}
 	if err := batches.bind(ctx, rec, "5"); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"time"
@@ -11,23 +11,23 @@ import (
 
 // Caller caps: a caller with callers[].max_in_flight or
 // callers[].requests_per_minute is bounded by them fleet-wide, inside its
-// class's limits, by one gate in front of every pool (capGate): its
+// class's limits, by one gate in front of every pool (CapGate): its
 // request takes a slot under its cap before it waits for its pool, and
 // the pools know nothing of caps.
 
-// callerCap is one caller's configured cap; a zero field is no bound.
-type callerCap struct {
+// Cap is one caller's configured cap; a zero field is no bound.
+type Cap struct {
 	MaxInFlight       int64
 	RequestsPerMinute int64
 }
 
-// capsOf are the callers' own caps, by name; uncapped callers have
+// CapsOf are the callers' own caps, by name; uncapped callers have
 // none.
-func capsOf(callers []classify.Caller) map[string]callerCap {
-	caps := map[string]callerCap{}
+func CapsOf(callers []classify.Caller) map[string]Cap {
+	caps := map[string]Cap{}
 	for _, c := range callers {
 		if c.MaxInFlight > 0 || c.RequestsPerMinute > 0 {
-			caps[c.Name] = callerCap{MaxInFlight: c.MaxInFlight, RequestsPerMinute: c.RequestsPerMinute}
+			caps[c.Name] = Cap{MaxInFlight: c.MaxInFlight, RequestsPerMinute: c.RequestsPerMinute}
 		}
 	}
 	return caps
@@ -37,7 +37,7 @@ func capsOf(callers []classify.Caller) map[string]callerCap {
 // small enough that Allowance and Lua's doubles stay exact.
 const unbounded = 1 << 40
 
-// capBounds are a cap as a capCounter enforces it: a missing bound is
+// capBounds are a cap as a CapCounter enforces it: a missing bound is
 // unbounded, and 0 admits nothing.
 type capBounds struct {
 	MaxInFlight       int64
@@ -47,7 +47,7 @@ type capBounds struct {
 // bounds are the cap across the fleet (replicas 1), or one replica's part
 // of it: divided by account.expected_replicas as Config.PerReplica
 // divides the account.
-func (cp callerCap) bounds(replicas int64) capBounds {
+func (cp Cap) bounds(replicas int64) capBounds {
 	replicas = max(1, replicas)
 	b := capBounds{MaxInFlight: unbounded, RequestsPerMinute: unbounded}
 	if cp.MaxInFlight > 0 {
@@ -61,8 +61,8 @@ func (cp callerCap) bounds(replicas int64) capBounds {
 
 // capListBound is the most waiters of one capped caller worth asking
 // for in a call: no more can be granted in one.
-func capListBound(cp callerCap) int {
-	n := int64(maxBatch)
+func capListBound(cp Cap) int {
+	n := int64(store.MaxBatch)
 	if cp.MaxInFlight > 0 {
 		n = min(n, cp.MaxInFlight)
 	}
@@ -74,11 +74,11 @@ func capListBound(cp callerCap) int {
 
 // retryAfter estimates when a capped caller's request behind ahead others
 // may go: by its rate when it has one, else a second.
-func (cp callerCap) retryAfter(ahead int) time.Duration {
+func (cp Cap) retryAfter(ahead int) time.Duration {
 	if cp.RequestsPerMinute <= 0 {
 		return time.Second
 	}
-	return retryAfterAt(store.PerSecond(cp.RequestsPerMinute), ahead)
+	return store.RetryAfterAt(store.PerSecond(cp.RequestsPerMinute), ahead)
 }
 
 // CapState is one capped caller's numbers, for metrics and /admin/state.

@@ -1,4 +1,4 @@
-package quota
+package runtest
 
 import (
 	"context"
@@ -6,16 +6,17 @@ import (
 	"testing"
 )
 
-// runner is what startRun runs: an Admitter or a limiter.
-type runner interface {
+// Runner is what Start runs: anything with a Run loop that serves until
+// its context ends.
+type Runner interface {
 	Run(ctx context.Context) error
 }
 
-// startRun runs r.Run in a goroutine of its own until stop is called or the
+// Start runs r.Run in a goroutine of its own until stop is called or the
 // test ends, whichever is first. stop cancels Run's context, waits for Run
 // to return and requires that it returned nil; calling it again does
-// nothing. Cleanups registered after startRun run before stop.
-func startRun(tb testing.TB, r runner) (stop func()) {
+// nothing. Cleanups registered after Start run before stop.
+func Start(tb testing.TB, r Runner) (stop func()) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(tb.Context())
 	done := make(chan error, 1)

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
-// callerGate is one per-caller limit a request passes before it waits
-// for its pool: its caller's cap (capGate), then its caller's and class's
-// spend budgets (budgetGate) — each one more gate of this shape, keyed by caller (the model is
+// Gate is one per-caller limit a request passes before it waits
+// for its pool: its caller's cap (CapGate), then its caller's and class's
+// spend budgets (BudgetGate) — each one more gate of this shape, keyed by caller (the model is
 // grafana/dskit's gate). Implementations are safe for concurrent use.
-type callerGate interface {
+type Gate interface {
 	// Start waits until r may go, at most until until or ctx ends, and
 	// returns its pass, whose release gives the place back when the
 	// request ends. A refusal is a *RefusedError with Caller set (its
@@ -21,12 +21,20 @@ type callerGate interface {
 	// *UnmeteredAPIError); it returns
 	// ErrStoreUnavailable when the store fails and the gate may not go on
 	// without it, ErrClosed once the gate stopped, or ctx's cause.
-	Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error)
+	Start(ctx context.Context, r Request, until time.Time) (Pass, error)
 }
 
-// gateRequest is what a caller gate knows of a request: who sends it, its
+// Classes is what the caller gates read of the classes'
+// configuration, by class: max_queue, the most of its requests that may
+// wait at a gate on this replica, and classes.<class>.budget.
+type Classes struct {
+	MaxQueue [classify.NumClasses]int
+	Budget   [classify.NumClasses]classify.Budget
+}
+
+// Request is what a caller gate knows of a request: who sends it, its
 // class, and what it may cost.
-type gateRequest struct {
+type Request struct {
 	Caller string
 	Class  classify.Class
 	// Cost is the most the request may cost at the price of its model
@@ -49,53 +57,53 @@ type gateRequest struct {
 	Generates, Unmetered bool
 }
 
-// gatePass is a request's way through a callerGate. Its zero value is a
+// Pass is a request's way through a Gate. Its zero value is a
 // pass that held nothing: release and settle are nil.
-type gatePass struct {
+type Pass struct {
 	// release gives the place back; nil when the gate held none for it.
 	// A reservation released unsettled costs nothing: the request never
 	// reached the upstream.
-	release func()
+	OnRelease func()
 	// settle charges the request's real cost to what the gate reserved
 	// for it (once: a release after it charges nothing more); nil when
 	// the gate reserved nothing. Release still gives the place back.
-	settle func(price.Nanodollars)
+	OnSettle func(price.Nanodollars)
 	// held says the request waited at the gate; heldBy names the gate
 	// (HeldByCap, HeldByBudget).
-	held   bool
-	heldBy string
+	Held   bool
+	HeldBy string
 }
 
 // Release gives p's place back; it does nothing for a pass that held
 // none.
-func (p gatePass) Release() {
-	if p.release != nil {
-		p.release()
+func (p Pass) Release() {
+	if p.OnRelease != nil {
+		p.OnRelease()
 	}
 }
 
 // Settle charges cost to p's reservations, once; it does nothing for a
 // pass that reserved nothing. Release still gives p's place back.
-func (p gatePass) Settle(cost price.Nanodollars) {
-	if p.settle != nil {
-		p.settle(cost)
+func (p Pass) Settle(cost price.Nanodollars) {
+	if p.OnSettle != nil {
+		p.OnSettle(cost)
 	}
 }
 
-var _ callerGate = gateChain(nil)
+var _ Gate = Chain(nil)
 
-// gateChain is a request's caller gates, passed in order: the caller's
+// Chain is a request's caller gates, passed in order: the caller's
 // cap, then the spend budgets (Admitter.gates). Its pass releases every
 // gate's.
-type gateChain []callerGate
+type Chain []Gate
 
-// Start implements callerGate: each gate in turn, within the one until;
+// Start implements Gate: each gate in turn, within the one until;
 // a refusal gives back what the gates before it granted.
-func (ch gateChain) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
+func (ch Chain) Start(ctx context.Context, r Request, until time.Time) (Pass, error) {
 	if len(ch) == 1 {
 		return ch[0].Start(ctx, r, until)
 	}
-	var passes []gatePass
+	var passes []Pass
 	held, heldBy := false, ""
 	for _, g := range ch {
 		p, err := g.Start(ctx, r, until)
@@ -103,24 +111,24 @@ func (ch gateChain) Start(ctx context.Context, r gateRequest, until time.Time) (
 			for _, q := range passes {
 				q.Release()
 			}
-			return gatePass{}, err
+			return Pass{}, err
 		}
-		held = held || p.held
-		if heldBy == "" && p.held {
-			heldBy = p.heldBy
+		held = held || p.Held
+		if heldBy == "" && p.Held {
+			heldBy = p.HeldBy
 		}
-		if p.release != nil || p.settle != nil {
+		if p.OnRelease != nil || p.OnSettle != nil {
 			passes = append(passes, p)
 		}
 	}
 	if len(passes) == 0 {
-		return gatePass{held: held, heldBy: heldBy}, nil
+		return Pass{Held: held, HeldBy: heldBy}, nil
 	}
-	return gatePass{held: held, heldBy: heldBy, release: func() {
+	return Pass{Held: held, HeldBy: heldBy, OnRelease: func() {
 		for _, p := range passes {
 			p.Release()
 		}
-	}, settle: func(cost price.Nanodollars) {
+	}, OnSettle: func(cost price.Nanodollars) {
 		for _, p := range passes {
 			p.Settle(cost)
 		}

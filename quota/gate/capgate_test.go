@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"errors"
@@ -9,18 +9,22 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/poll"
 	"github.com/meterproxy/meterproxy/test/redistest"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
-// runGate runs a capGate over counter with caps, one request a class
+// runaway is the capped caller of the gate's tests.
+const runaway = "runaway"
+
+// runGate runs a CapGate over counter with caps, one request a class
 // may queue, until the test ends.
-func runGate(t *testing.T, counter capCounter, caps map[string]callerCap) *capGate {
+func runGate(t *testing.T, counter CapCounter, caps map[string]Cap) *CapGate {
 	t.Helper()
-	g := newCapGate(counter, time.Second, slog.New(slog.DiscardHandler))
-	cfg := capConfig()
-	cfg.Classes.Interactive.MaxQueue = 1
-	g.Reconfigure(cfg, caps)
-	startRun(t, g)
+	g := NewCapGate(counter, time.Second, slog.New(slog.DiscardHandler))
+	// capConfig's classes (testConfig's), one interactive request queued.
+	g.Reconfigure(Classes{MaxQueue: [classify.NumClasses]int{1, 2}}, 1, caps)
+	runtest.Start(t, g)
 	return g
 }
 
@@ -28,21 +32,21 @@ func runGate(t *testing.T, counter capCounter, caps map[string]callerCap) *capGa
 // capped one takes a slot, waits (held) while its cap is full, goes
 // when a slot comes back, and is refused, naming the caller, when its
 // line is full or its wait ends.
-func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
-	g := runGate(t, newCounter(t), map[string]callerCap{runaway: {MaxInFlight: 1}})
+func runGateSuite(t *testing.T, newCounter func(t *testing.T) CapCounter) {
+	g := runGate(t, newCounter(t), map[string]Cap{runaway: {MaxInFlight: 1}})
 	ctx := t.Context()
-	start := func(caller string, wait time.Duration) (gatePass, error) {
-		return g.Start(ctx, gateRequest{Caller: caller, Class: classify.Interactive}, time.Now().Add(wait))
+	start := func(caller string, wait time.Duration) (Pass, error) {
+		return g.Start(ctx, Request{Caller: caller, Class: classify.Interactive}, time.Now().Add(wait))
 	}
-	if p, err := start("other", 0); err != nil || p.release != nil || p.held {
+	if p, err := start("other", 0); err != nil || p.OnRelease != nil || p.Held {
 		t.Fatalf("an uncapped caller: %+v, %v; want a pass holding nothing", p, err)
 	}
 	first, err := start(runaway, time.Second)
-	if err != nil || first.held {
+	if err != nil || first.Held {
 		t.Fatalf("the first capped request: %+v, %v", first, err)
 	}
 	second := make(chan error, 1)
-	var secondPass gatePass
+	var secondPass Pass
 	go func() {
 		var err error
 		secondPass, err = start(runaway, 10*time.Second)
@@ -50,7 +54,7 @@ func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
 	}()
 	// Held once an answer of the counter left it waiting: before that,
 	// a slot given back would admit it as if it had never waited.
-	waitUntil(t, "the second request to be held at the cap", func() bool {
+	poll.Until(t, "the second request to be held at the cap", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		w := g.lines[runaway].waiting[classify.Interactive]
@@ -65,10 +69,10 @@ func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
 	if err := <-second; err != nil {
 		t.Fatalf("the second once the first ended: %v", err)
 	}
-	if !secondPass.held {
+	if !secondPass.Held {
 		t.Error("the second waited at the cap but is not held")
 	}
-	if st := g.capState()[runaway]; st.InFlight != 1 || st.FleetInFlight != 1 {
+	if st := g.States()[runaway]; st.InFlight != 1 || st.FleetInFlight != 1 {
 		t.Fatalf("cap state %+v, want 1 in flight", st)
 	}
 	_, err = start(runaway, 50*time.Millisecond)
@@ -76,7 +80,7 @@ func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
 		t.Fatalf("over the cap: %v, want ErrWaitTimeout naming %q", err, runaway)
 	}
 	secondPass.Release()
-	waitUntil(t, "the counter to hear the last slot come back", func() bool {
+	poll.Until(t, "the counter to hear the last slot come back", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		ln := g.lines[runaway]
@@ -85,23 +89,23 @@ func runGateSuite(t *testing.T, newCounter func(t *testing.T) capCounter) {
 }
 
 func TestCapGateInProcess(t *testing.T) {
-	runGateSuite(t, func(*testing.T) capCounter { return newMemCapCounter(nil) })
+	runGateSuite(t, func(*testing.T) CapCounter { return NewMemoryCapCounter(nil) })
 }
 
 func TestCapGateOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	runGateSuite(t, func(t *testing.T) capCounter { return newTestCapCounter(t, srv, redistest.Prefix(t)) })
+	runGateSuite(t, func(t *testing.T) CapCounter { return newTestCapCounter(t, srv, redistest.Prefix(t)) })
 }
 
 // TestGateChain: a request passes every gate of the chain in order; a
 // refusal by a later gate gives back what the earlier ones granted, and
 // the chain's pass releases every gate's.
 func TestGateChain(t *testing.T) {
-	loose := runGate(t, newMemCapCounter(nil), map[string]callerCap{runaway: {MaxInFlight: 5}})
-	tight := runGate(t, newMemCapCounter(nil), map[string]callerCap{runaway: {MaxInFlight: 1}})
-	ch := gateChain{loose, tight}
-	start := func(wait time.Duration) (gatePass, error) {
-		return ch.Start(t.Context(), gateRequest{Caller: runaway, Class: classify.Interactive}, time.Now().Add(wait))
+	loose := runGate(t, NewMemoryCapCounter(nil), map[string]Cap{runaway: {MaxInFlight: 5}})
+	tight := runGate(t, NewMemoryCapCounter(nil), map[string]Cap{runaway: {MaxInFlight: 1}})
+	ch := Chain{loose, tight}
+	start := func(wait time.Duration) (Pass, error) {
+		return ch.Start(t.Context(), Request{Caller: runaway, Class: classify.Interactive}, time.Now().Add(wait))
 	}
 	first, err := start(time.Second)
 	if err != nil {
@@ -110,10 +114,10 @@ func TestGateChain(t *testing.T) {
 	if _, err := start(20 * time.Millisecond); !errors.Is(err, ErrWaitTimeout) {
 		t.Fatalf("over the tight gate: %v, want ErrWaitTimeout", err)
 	}
-	waitUntil(t, "the loose gate's slot to come back", func() bool { return loose.capState()[runaway].InFlight == 1 })
+	poll.Until(t, "the loose gate's slot to come back", func() bool { return loose.States()[runaway].InFlight == 1 })
 	first.Release()
-	waitUntil(t, "both gates' slots to come back", func() bool {
-		return loose.capState()[runaway].InFlight == 0 && tight.capState()[runaway].InFlight == 0
+	poll.Until(t, "both gates' slots to come back", func() bool {
+		return loose.States()[runaway].InFlight == 0 && tight.States()[runaway].InFlight == 0
 	})
 }
 
@@ -123,17 +127,17 @@ func TestGateChain(t *testing.T) {
 func TestCapGateNeverOverCap(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
-		counter func(t *testing.T) capCounter
+		counter func(t *testing.T) CapCounter
 	}{
-		{"in-process", func(*testing.T) capCounter { return newMemCapCounter(nil) }},
-		{"redis", func(t *testing.T) capCounter {
+		{"in-process", func(*testing.T) CapCounter { return NewMemoryCapCounter(nil) }},
+		{"redis", func(t *testing.T) CapCounter {
 			return newTestCapCounter(t, redistest.Start(t), redistest.Prefix(t))
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			const capOf = 2
-			g := runGate(t, tt.counter(t), map[string]callerCap{runaway: {MaxInFlight: capOf}})
-			g.Reconfigure(Config{Classes: ClassesConfig{Interactive: InteractiveConfig{MaxQueue: 1000}}}, map[string]callerCap{runaway: {MaxInFlight: capOf}})
+			g := runGate(t, tt.counter(t), map[string]Cap{runaway: {MaxInFlight: capOf}})
+			g.Reconfigure(Classes{MaxQueue: [classify.NumClasses]int{1000, 0}}, 0, map[string]Cap{runaway: {MaxInFlight: capOf}})
 			var held atomic.Int64
 			var peakMu sync.Mutex
 			var peak int64
@@ -145,7 +149,7 @@ func TestCapGateNeverOverCap(t *testing.T) {
 						if (i+j)%5 == 0 {
 							wait = time.Millisecond // some give up, racing their grant
 						}
-						p, err := g.Start(t.Context(), gateRequest{Caller: runaway, Class: classify.Interactive}, time.Now().Add(wait))
+						p, err := g.Start(t.Context(), Request{Caller: runaway, Class: classify.Interactive}, time.Now().Add(wait))
 						if err != nil {
 							continue
 						}

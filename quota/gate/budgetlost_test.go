@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // lostEnv is a budget in Redis that two replicas share, gone and live,
 // on a clock the test moves.
 type lostEnv struct {
-	gone, live *redisBudgets
+	gone, live *RedisBudgets
 	now        *time.Time
 	keys       []budgetKey
 	c          *redis.Client
@@ -133,7 +133,7 @@ func TestRedisBudgetLostAnswers(t *testing.T) {
 			}
 		}},
 		{"the alive heartbeat's answer parses", func(t *testing.T, e *lostEnv) {
-			must(t, "alive", e.gone.alive(t.Context()))
+			must(t, "alive", e.gone.Alive(t.Context()))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,11 +170,11 @@ func TestBudgetGateReleasesLostReserve(t *testing.T) {
 	client, err := store.NewRedisClient(cfg)
 	must(t, "client", err)
 	t.Cleanup(func() { _ = client.Close() })
-	budgets := newRedisBudgets(client, cfg, "r1")
-	direct := newRedisBudgets(srv.Client(t), cfg, "reader")
-	g := startBudgetGate(t, budgets, budgets.alive)
+	budgets := NewRedisBudgets(client, cfg, "r1")
+	direct := NewRedisBudgets(srv.Client(t), cfg, "reader")
+	g := startBudgetGate(t, budgets, budgets.Alive)
 	g.maxPending = 1
-	req := gateRequest{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true, Generates: true}
+	req := Request{Caller: "import", Class: classify.Interactive, Cost: 7 * cent, Priced: true, Generates: true}
 	keys := []budgetKey{{Budget: "caller:import", Period: time.Now().UTC().Format("2006-01-02")}}
 	use := func() budgetUse {
 		u, err := direct.read(t.Context(), keys)

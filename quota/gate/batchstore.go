@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 // its 24-hour window, but may be read (and so settled) much later.
 const batchTTL = budgetKeyTTL
 
-// batchRecord is what the store keeps of a batch the proxy created: where
+// BatchRecord is what the store keeps of a batch the proxy created: where
 // its reservation is, what it reserved, and what it enqueued. It is kept
-// by the batch's id until the batch ends (batchStore.end).
-type batchRecord struct {
+// by the batch's id until the batch ends (BatchStore.end).
+type BatchRecord struct {
 	// ID is the provider's batch id.
 	ID string `json:"id"`
 	// Keys are the budget periods its reservation is on: those of the
@@ -39,7 +39,7 @@ type batchKey struct {
 }
 
 // budgetKeys are the record's periods as the budget store keys them.
-func (r batchRecord) budgetKeys() []budgetKey {
+func (r BatchRecord) budgetKeys() []budgetKey {
 	keys := make([]budgetKey, len(r.Keys))
 	for i, k := range r.Keys {
 		keys[i] = budgetKey{Budget: k.Budget, Period: k.Period, Resets: k.Resets}
@@ -56,30 +56,30 @@ type BatchEnqueued struct {
 	Tokens  int64  `json:"tokens,omitempty"`
 }
 
-// batchStore keeps what batches need beyond a reservation, for one
+// BatchStore keeps what batches need beyond a reservation, for one
 // replica or a fleet: the files the proxy metered, by the provider's file
 // id, and the batches created, by batch id, with their reservations,
 // which outlive the request and the replica that made them. Every method
 // is safe for concurrent use.
-type batchStore interface {
+type BatchStore interface {
 	// putFile keeps f as file id's.
-	putFile(ctx context.Context, id string, f price.BatchFile) error
+	PutFile(ctx context.Context, id string, f price.BatchFile) error
 	// file returns file id's, and false when the proxy never metered it
 	// (or forgot it, batchTTL after).
-	file(ctx context.Context, id string) (price.BatchFile, bool, error)
+	File(ctx context.Context, id string) (price.BatchFile, bool, error)
 	// bind records rec and moves the reservation pending (a budget
 	// store reservation id, held on rec.Keys) to the batch, where no
 	// replica's death reaps it; a reservation already reaped is charged
 	// in full, and stays so. It counts rec.Tokens as enqueued. A batch
 	// bound already is left as it is.
-	bind(ctx context.Context, rec batchRecord, pending string) error
+	bind(ctx context.Context, rec BatchRecord, pending string) error
 	// record returns batch id's record, and false when there is none
 	// (never created through the proxy, or ended).
-	record(ctx context.Context, id string) (batchRecord, bool, error)
+	record(ctx context.Context, id string) (BatchRecord, bool, error)
 	// end ends rec's batch once: its reservation is replaced by cost on
 	// each of its periods, its tokens leave the enqueued, and its record
 	// goes. Ending a batch that is not recorded does nothing.
-	end(ctx context.Context, rec batchRecord, cost price.Nanodollars) error
+	end(ctx context.Context, rec BatchRecord, cost price.Nanodollars) error
 	// enqueued returns the tokens enqueued, by where.
 	enqueued(ctx context.Context) ([]BatchEnqueued, error)
 }
@@ -88,18 +88,18 @@ type batchStore interface {
 // of batches each: past it the expired go, then any.
 const maxMemBatches = 10_000
 
-var _ batchStore = (*memBatches)(nil)
+var _ BatchStore = (*MemoryBatches)(nil)
 
-// memBatches is the batchStore of one replica, in process, beside its
-// budgets (memBudgets): lost with the process, so a batch created before a
+// MemoryBatches is the BatchStore of one replica, in process, beside its
+// budgets (MemoryBudgets): lost with the process, so a batch created before a
 // restart keeps its reservation (counted as spent by the spend file).
-type memBatches struct {
-	budgets *memBudgets
+type MemoryBatches struct {
+	budgets *MemoryBudgets
 	now     func() time.Time
 
 	mu       sync.Mutex
 	files    map[string]memEntry[price.BatchFile]
-	records  map[string]memEntry[batchRecord]
+	records  map[string]memEntry[BatchRecord]
 	queued   map[BatchEnqueued]int64
 	ttlAfter time.Duration
 }
@@ -110,9 +110,11 @@ type memEntry[T any] struct {
 	expires time.Time
 }
 
-func newMemBatches(budgets *memBudgets) *memBatches {
-	return &memBatches{budgets: budgets, now: time.Now, files: map[string]memEntry[price.BatchFile]{},
-		records: map[string]memEntry[batchRecord]{}, queued: map[BatchEnqueued]int64{}, ttlAfter: batchTTL}
+// NewMemoryBatches returns the in-process batches, whose reservations
+// settle on budgets.
+func NewMemoryBatches(budgets *MemoryBudgets) *MemoryBatches {
+	return &MemoryBatches{budgets: budgets, now: time.Now, files: map[string]memEntry[price.BatchFile]{},
+		records: map[string]memEntry[BatchRecord]{}, queued: map[BatchEnqueued]int64{}, ttlAfter: batchTTL}
 }
 
 // keep puts v in m under id for ttl, making room first.
@@ -143,21 +145,23 @@ func lookup[T any](m map[string]memEntry[T], id string, now time.Time) (T, bool)
 	return e.v, true
 }
 
-func (m *memBatches) putFile(_ context.Context, id string, f price.BatchFile) error {
+// PutFile implements BatchStore.
+func (m *MemoryBatches) PutFile(_ context.Context, id string, f price.BatchFile) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keep(m.files, id, f, m.now(), m.ttlAfter)
 	return nil
 }
 
-func (m *memBatches) file(_ context.Context, id string) (price.BatchFile, bool, error) {
+// File implements BatchStore.
+func (m *MemoryBatches) File(_ context.Context, id string) (price.BatchFile, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, ok := lookup(m.files, id, m.now())
 	return f, ok, nil
 }
 
-func (m *memBatches) bind(_ context.Context, rec batchRecord, pending string) error {
+func (m *MemoryBatches) bind(_ context.Context, rec BatchRecord, pending string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := lookup(m.records, rec.ID, m.now()); ok {
@@ -169,14 +173,14 @@ func (m *memBatches) bind(_ context.Context, rec batchRecord, pending string) er
 	return nil
 }
 
-func (m *memBatches) record(_ context.Context, id string) (batchRecord, bool, error) {
+func (m *MemoryBatches) record(_ context.Context, id string) (BatchRecord, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := lookup(m.records, id, m.now())
 	return r, ok, nil
 }
 
-func (m *memBatches) end(_ context.Context, rec batchRecord, cost price.Nanodollars) error {
+func (m *MemoryBatches) end(_ context.Context, rec BatchRecord, cost price.Nanodollars) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.records[rec.ID]; !ok {
@@ -190,7 +194,7 @@ func (m *memBatches) end(_ context.Context, rec batchRecord, cost price.Nanodoll
 	return nil
 }
 
-func (m *memBatches) enqueued(context.Context) ([]BatchEnqueued, error) {
+func (m *MemoryBatches) enqueued(context.Context) ([]BatchEnqueued, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]BatchEnqueued, 0, len(m.queued))
@@ -207,7 +211,7 @@ func batchReservation(batchID string) string { return "b:" + batchID }
 
 // move renames reservation from as to on each of keys, where it is held;
 // where it is not (it was reaped, or settled), nothing moves.
-func (m *memBudgets) move(keys []budgetKey, from, to string) {
+func (m *MemoryBudgets) move(keys []budgetKey, from, to string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -222,7 +226,7 @@ func (m *memBudgets) move(keys []budgetKey, from, to string) {
 
 // settleHeld replaces reservation id by cost on each of keys where it is
 // held, and does nothing where it is not: settling twice charges once.
-func (m *memBudgets) settleHeld(keys []budgetKey, id string, cost price.Nanodollars) {
+func (m *MemoryBudgets) settleHeld(keys []budgetKey, id string, cost price.Nanodollars) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {

@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
-var _ callerGate = (*budgetGate)(nil)
+var _ Gate = (*BudgetGate)(nil)
 
 // budgetPoll is how often a request waiting at a budget asks the store
 // again: reservations settled on other replicas send no signal here.
@@ -30,8 +30,8 @@ const budgetPoll = 250 * time.Millisecond
 // the queue without bound.
 const budgetMaxPending = 1024
 
-// budgetGate is the spend budgets (callers[].budget, classes.<class>.
-// budget) as a callerGate: a request with a budget reserves its worst-case
+// BudgetGate is the spend budgets (callers[].budget, classes.<class>.
+// budget) as a Gate: a request with a budget reserves its worst-case
 // cost on each of its budgets at once before it waits for its pool, and
 // settles to its priced usage when it ends — so concurrent requests, on
 // one replica or a fleet, can never together spend more than a budget
@@ -46,10 +46,10 @@ const budgetMaxPending = 1024
 // it. While maxPending settles wait for a store that fails, a request
 // with a budget is refused without asking it. Safe for concurrent use;
 // Start may be called before Run, and settles are made once it runs.
-type budgetGate struct {
-	store budgetStore
+type BudgetGate struct {
+	store BudgetStore
 	// batches keeps the batches' files and records (budgetbatch.go).
-	batches batchStore
+	batches BatchStore
 	// alive, when set (Redis), tells the store this replica's
 	// reservations are alive; called every heartbeat while it holds any.
 	alive     func(context.Context) error
@@ -94,28 +94,28 @@ type BudgetState struct {
 	Resets   time.Time `json:"resets"`
 }
 
-// budgetRefresh is how often the loop reads every budget's spend for the
+// BudgetRefresh is how often the loop reads every budget's spend for the
 // metrics, when no heartbeat is configured.
-const budgetRefresh = time.Second
+const BudgetRefresh = time.Second
 
 // all returns every configured budget, by name.
-func (s *budgetSet) all() []namedBudget {
-	var bs []namedBudget
+func (s *budgetSet) all() []NamedBudget {
+	var bs []NamedBudget
 	for name, b := range s.callers {
-		bs = append(bs, namedBudget{"caller:" + name, b})
+		bs = append(bs, NamedBudget{"caller:" + name, b})
 	}
 	for _, c := range classify.Classes {
 		if s.classes[c].Set() {
-			bs = append(bs, namedBudget{"class:" + c.String(), s.classes[c]})
+			bs = append(bs, NamedBudget{"class:" + c.String(), s.classes[c]})
 		}
 	}
-	slices.SortFunc(bs, func(a, b namedBudget) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(bs, func(a, b NamedBudget) int { return strings.Compare(a.Name, b.Name) })
 	return bs
 }
 
 // refresh reads every configured budget's spend into seen, and the
 // enqueued batch tokens.
-func (g *budgetGate) refresh(ctx context.Context) {
+func (g *BudgetGate) refresh(ctx context.Context) {
 	g.refreshEnqueued(ctx)
 	bs := g.budgets.Load().all()
 	keys := periods(bs, g.now())
@@ -137,7 +137,7 @@ func (g *budgetGate) refresh(ctx context.Context) {
 
 // State returns every configured budget as the loop last read it (at
 // most a heartbeat old), by name. Safe for concurrent use.
-func (g *budgetGate) State() []BudgetState {
+func (g *BudgetGate) State() []BudgetState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.seen)
@@ -152,10 +152,10 @@ type budgetSettle struct {
 	job  func(context.Context) error
 }
 
-// newBudgetGate returns a gate over store, with no budgets until
+// NewBudgetGate returns a gate over store, with no budgets until
 // Reconfigure.
-func newBudgetGate(store budgetStore, batches batchStore, alive func(context.Context) error, heartbeat time.Duration, log *slog.Logger) *budgetGate {
-	g := &budgetGate{store: store, batches: batches, alive: alive, heartbeat: heartbeat, now: time.Now, log: log,
+func NewBudgetGate(store BudgetStore, batches BatchStore, alive func(context.Context) error, heartbeat time.Duration, log *slog.Logger) *BudgetGate {
+	g := &BudgetGate{store: store, batches: batches, alive: alive, heartbeat: heartbeat, now: time.Now, log: log,
 		kick: make(chan struct{}, 1), maxPending: budgetMaxPending, settled: make(chan struct{})}
 	g.budgets.Store(&budgetSet{})
 	return g
@@ -170,31 +170,31 @@ type budgetSet struct {
 	maxQueue [classify.NumClasses]int
 }
 
-// namedBudget is a budget with the name the store and metrics know it by.
-type namedBudget struct {
-	name string
+// NamedBudget is a budget with the name the store and metrics know it by.
+type NamedBudget struct {
+	Name string
 	classify.Budget
 }
 
 // of returns the budgets a request of caller and class draws on: its
 // caller's, then its class's.
-func (s *budgetSet) of(caller string, class classify.Class) []namedBudget {
-	var bs []namedBudget
+func (s *budgetSet) of(caller string, class classify.Class) []NamedBudget {
+	var bs []NamedBudget
 	if b, ok := s.callers[caller]; ok && b.Set() {
-		bs = append(bs, namedBudget{"caller:" + caller, b})
+		bs = append(bs, NamedBudget{"caller:" + caller, b})
 	}
 	if class.Valid() && s.classes[class].Set() {
-		bs = append(bs, namedBudget{"class:" + class.String(), s.classes[class]})
+		bs = append(bs, NamedBudget{"class:" + class.String(), s.classes[class]})
 	}
 	return bs
 }
 
 // periods are budgets bs's periods at now, as the store keys them.
-func periods(bs []namedBudget, now time.Time) []budgetKey {
+func periods(bs []NamedBudget, now time.Time) []budgetKey {
 	keys := make([]budgetKey, len(bs))
 	for i, b := range bs {
 		period, resets := b.Per.Window(now)
-		keys[i] = budgetKey{Budget: b.name, Period: period, Limit: price.FromDollars(b.USD), Resets: resets}
+		keys[i] = budgetKey{Budget: b.Name, Period: period, Limit: price.FromDollars(b.USD), Resets: resets}
 	}
 	return keys
 }
@@ -202,62 +202,61 @@ func periods(bs []namedBudget, now time.Time) []budgetKey {
 // Reconfigure puts cfg's class budgets and callers' budgets in force for
 // the requests that start from now on; reservations already made settle
 // where they were made.
-func (g *budgetGate) Reconfigure(cfg Config, callers []classify.Caller) {
+func (g *BudgetGate) Reconfigure(cl Classes, callers []classify.Caller) {
 	s := &budgetSet{callers: map[string]classify.Budget{}}
 	for _, c := range callers {
 		if c.Budget.Set() {
 			s.callers[c.Name] = c.Budget
 		}
 	}
-	s.classes[classify.Interactive] = cfg.Classes.Interactive.Budget
-	s.classes[classify.Bulk] = cfg.Classes.Bulk.Budget
-	s.maxQueue = [classify.NumClasses]int{cfg.Classes.Interactive.MaxQueue, cfg.Classes.Bulk.MaxQueue}
+	s.classes = cl.Budget
+	s.maxQueue = cl.MaxQueue
 	g.budgets.Store(s)
 }
 
-// Start implements callerGate.
-func (g *budgetGate) Start(ctx context.Context, r gateRequest, until time.Time) (gatePass, error) {
+// Start implements Gate.
+func (g *BudgetGate) Start(ctx context.Context, r Request, until time.Time) (Pass, error) {
 	set := g.budgets.Load()
 	bs := set.of(r.Caller, r.Class)
 	if len(bs) == 0 || !r.Generates {
-		return gatePass{}, nil
+		return Pass{}, nil
 	}
 	if r.Unmetered {
 		for _, b := range bs {
 			if !b.UnpricedAPIs.WorstCase() {
-				return gatePass{}, &UnmeteredAPIError{Budget: b.name}
+				return Pass{}, &UnmeteredAPIError{Budget: b.Name}
 			}
 		}
 	}
 	if !r.Priced {
-		if err := unpriced(bs, r.Model); err != nil {
-			return gatePass{}, err
+		if err := Unpriced(bs, r.Model); err != nil {
+			return Pass{}, err
 		}
-		return gatePass{}, nil // every budget lets it through at $0
+		return Pass{}, nil // every budget lets it through at $0
 	}
 	keys := periods(bs, g.now())
 	id := g.nextID()
 	held, err := g.reserve(ctx, set, keys, id, r, until)
 	if err != nil {
-		return gatePass{}, err
+		return Pass{}, err
 	}
 	return g.reservedPass(keys, id, held), nil
 }
 
-// unpriced is the refusal of a request for model, which no price matches,
+// Unpriced is the refusal of a request for model, which no price matches,
 // by the first of budgets bs that refuses unpriced models; nil when every
 // one lets it pass at $0.
-func unpriced(bs []namedBudget, model string) error {
+func Unpriced(bs []NamedBudget, model string) error {
 	for _, b := range bs {
 		if !b.Unpriced.Allows() {
-			return &UnpricedModelError{Budget: b.name, Model: model}
+			return &UnpricedModelError{Budget: b.Name, Model: model}
 		}
 	}
 	return nil
 }
 
 // nextID is a reservation id unique to this replica.
-func (g *budgetGate) nextID() string { return strconv.FormatUint(g.seq.Add(1), 36) }
+func (g *BudgetGate) nextID() string { return strconv.FormatUint(g.seq.Add(1), 36) }
 
 // reserve reserves r.Cost (cut down to r.Floor where the budgets have
 // less left: budgetcut.go) on keys (budgets of set) under id, waiting
@@ -265,7 +264,7 @@ func (g *budgetGate) nextID() string { return strconv.FormatUint(g.seq.Add(1), 3
 // whether it waited. Once it returns nil the reservation is held
 // (g.held counts it) until a settle of id. A reserve the store failed is
 // released (releaseLost): its answer may be all that was lost.
-func (g *budgetGate) reserve(ctx context.Context, set *budgetSet, keys []budgetKey, id string, r gateRequest, until time.Time) (bool, error) {
+func (g *BudgetGate) reserve(ctx context.Context, set *budgetSet, keys []budgetKey, id string, r Request, until time.Time) (bool, error) {
 	res := newBudgetCut(r)
 	held := false
 	for {
@@ -324,12 +323,12 @@ func (g *budgetGate) reserve(ctx context.Context, set *budgetSet, keys []budgetK
 
 // reservedPass is the pass of reservation id on keys: its settle, or its
 // release, hands the loop the settle, once.
-func (g *budgetGate) reservedPass(keys []budgetKey, id string, held bool) gatePass {
+func (g *BudgetGate) reservedPass(keys []budgetKey, id string, held bool) Pass {
 	var once sync.Once
 	settle := func(cost price.Nanodollars) {
 		once.Do(func() { g.enqueue(budgetSettle{keys: keys, id: id, cost: cost}) })
 	}
-	return gatePass{held: held, heldBy: HeldByBudget, release: func() { settle(0) }, settle: settle}
+	return Pass{Held: held, HeldBy: HeldByBudget, OnRelease: func() { settle(0) }, OnSettle: settle}
 }
 
 // releaseLost hands the loop the release of reservation id, whose reserve
@@ -338,7 +337,7 @@ func (g *budgetGate) reservedPass(keys []budgetKey, id string, held bool) gatePa
 // until this replica stops. The loop makes it at its next tick, not at
 // once: the store has just failed. If the reserve was never made, or is
 // made after the release, the store changes nothing.
-func (g *budgetGate) releaseLost(keys []budgetKey, id string) {
+func (g *BudgetGate) releaseLost(keys []budgetKey, id string) {
 	g.held.Add(1)
 	g.mu.Lock()
 	g.pending = append(g.pending, budgetSettle{keys: keys, id: id})
@@ -346,7 +345,7 @@ func (g *budgetGate) releaseLost(keys []budgetKey, id string) {
 }
 
 // enqueue hands a settle to the loop.
-func (g *budgetGate) enqueue(s budgetSettle) {
+func (g *BudgetGate) enqueue(s budgetSettle) {
 	g.mu.Lock()
 	g.pending = append(g.pending, s)
 	g.mu.Unlock()
@@ -362,8 +361,8 @@ const budgetSettleTimeout = 2 * time.Second
 // Run settles reservations as requests end, and keeps this replica's
 // reservations alive in a shared store, until ctx ends; then it makes the
 // settles still pending, within budgetSettleTimeout. It returns nil.
-func (g *budgetGate) Run(ctx context.Context) error {
-	every := budgetRefresh
+func (g *BudgetGate) Run(ctx context.Context) error {
+	every := BudgetRefresh
 	if g.heartbeat > 0 {
 		every = g.heartbeat
 	}
@@ -393,7 +392,7 @@ func (g *budgetGate) Run(ctx context.Context) error {
 
 // run makes settle s (and counts the reservation no longer held) or takes
 // its job.
-func (g *budgetGate) run(ctx context.Context, s budgetSettle) error {
+func (g *BudgetGate) run(ctx context.Context, s budgetSettle) error {
 	if s.job != nil {
 		return s.job(ctx)
 	}
@@ -406,7 +405,7 @@ func (g *budgetGate) run(ctx context.Context, s budgetSettle) error {
 
 // settlePending makes the pending settles, keeping those the store failed
 // for the next try, and wakes the requests waiting at a budget.
-func (g *budgetGate) settlePending(ctx context.Context) {
+func (g *BudgetGate) settlePending(ctx context.Context) {
 	g.mu.Lock()
 	todo := g.pending
 	g.pending = nil

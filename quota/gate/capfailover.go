@@ -1,4 +1,4 @@
-package quota
+package gate
 
 import (
 	"context"
@@ -6,18 +6,24 @@ import (
 	"github.com/meterproxy/meterproxy/quota/store"
 )
 
-var _ capCounter = failoverCapCounter{}
+var _ CapCounter = FailoverCapCounter{}
 
-// failoverCapCounter is the callers' caps behind the same breaker and
+// FailoverCapCounter is the callers' caps behind the same breaker and
 // store.on_error policy as the pools: while Redis fails, caps are
 // counted per replica (local), not at all (open), or refuse (closed).
-type failoverCapCounter struct {
-	primary, local capCounter
+type FailoverCapCounter struct {
+	primary, local CapCounter
 	f              *store.Failover
 }
 
-// take implements capCounter.
-func (c failoverCapCounter) take(ctx context.Context, t capTake) (capAnswer, error) {
+// NewFailoverCapCounter returns primary behind f's breaker and
+// store.on_error policy, with local the per-replica counter.
+func NewFailoverCapCounter(primary, local CapCounter, f *store.Failover) FailoverCapCounter {
+	return FailoverCapCounter{primary: primary, local: local, f: f}
+}
+
+// take implements CapCounter.
+func (c FailoverCapCounter) take(ctx context.Context, t capTake) (capAnswer, error) {
 	var ans capAnswer
 	if done, err := c.f.Call(ctx, func(ctx context.Context) (err error) {
 		ans, err = c.primary.take(ctx, t)

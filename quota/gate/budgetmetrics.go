@@ -1,21 +1,22 @@
-package quota
+package gate
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// budgetCollector exports the spend budgets at scrape time, by budget
+// BudgetCollector exports the spend budgets at scrape time, by budget
 // (caller:<name> or class:<class>, from the config: bounded by it), as the
 // budget gate last read them — fleet-wide with Redis. The set of budgets
 // changes with reloads, so it is an unchecked collector: Describe sends
 // nothing.
-type budgetCollector struct {
-	g                             *budgetGate
+type BudgetCollector struct {
+	g                             *BudgetGate
 	limit, spent, reserved, alert *prometheus.Desc
 	enqueued                      *prometheus.Desc
 }
 
-func newBudgetCollector(g *budgetGate) *budgetCollector {
+// NewBudgetCollector returns the collector of g's budget metrics.
+func NewBudgetCollector(g *BudgetGate) *BudgetCollector {
 	label := []string{"budget"}
-	return &budgetCollector{
+	return &BudgetCollector{
 		g: g,
 		limit: prometheus.NewDesc("meterproxy_budget_limit_usd",
 			"A spend budget (callers[].budget, classes.<class>.budget) in US dollars for its current period, by budget.", label, nil),
@@ -35,11 +36,11 @@ func newBudgetCollector(g *budgetGate) *budgetCollector {
 	}
 }
 
-// Describe implements prometheus.Collector; see budgetCollector.
-func (c *budgetCollector) Describe(chan<- *prometheus.Desc) {}
+// Describe implements prometheus.Collector; see BudgetCollector.
+func (c *BudgetCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
-func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *BudgetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range c.g.State() {
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, b.Limit, b.Budget)
 		ch <- prometheus.MustNewConstMetric(c.spent, prometheus.GaugeValue, b.Spent, b.Budget)
