@@ -18,7 +18,7 @@ import (
 // reserve of 3 bulk never takes), batch 1.
 func twoAccounts() Config {
 	cfg := DefaultConfig()
-	cfg.Classes.Interactive = InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 10 * time.Second, MaxQueue: 50}
+	cfg.Classes.Interactive = interactiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 10 * time.Second, MaxQueue: 50}
 	cfg.Classes.Bulk = BulkConfig{Share: 0.2, Borrow: true, MaxWait: 10 * time.Second, MaxQueue: 50}
 	cfg.Accounts = []Account{
 		{Name: "chat", Account: AccountConfig{RequestsPerMinute: 60000, MaxInFlight: 10},
@@ -178,7 +178,7 @@ func TestAccountsValidate(t *testing.T) {
 		"unused": {func(c *Config) { c.Accounts[1].Serves = nil }, "upstream.accounts[1].serves"},
 		"limits": {func(c *Config) { c.Accounts[1].Account.MaxInFlight = 0 }, "upstream.accounts[1].account.max_in_flight"},
 		"models": {func(c *Config) {
-			c.Accounts[0].Account.Models = []ModelPool{{Name: "m", Match: []string{"m*"}, RequestsPerMinute: 0, MaxInFlight: 1}}
+			c.Accounts[0].Account.Models = []modelPool{{Name: "m", Match: []string{"m*"}, RequestsPerMinute: 0, MaxInFlight: 1}}
 		}, "upstream.accounts[0].account.models[0].requests_per_minute"},
 		"twice": {func(c *Config) { c.Accounts[1].Serves = []classify.Class{B, B} }, "upstream.accounts[1]: names a class twice"},
 	} {

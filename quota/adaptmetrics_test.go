@@ -67,8 +67,8 @@ meterproxy_in_flight_limit{account="default",pool="default"} 8
 			t.Errorf("promlint: %v %+v", err, problems)
 		}
 		got := a.State().Pools[DefaultPool].Adaptive
-		wantState := AdaptiveState{Bound: 8, Floor: 4, Ceiling: 200, Phase: string(adaptive.PhaseGrow), WorkPerSecond: 20, LatencySecondsPerWork: 0.2,
-			LastDecision: AdaptiveDecision{Action: "grow", From: 4, To: 8, Why: "work grew with the bound"}}
+		wantState := adaptiveState{Bound: 8, Floor: 4, Ceiling: 200, Phase: string(adaptive.PhaseGrow), WorkPerSecond: 20, LatencySecondsPerWork: 0.2,
+			LastDecision: adaptiveDecision{Action: "grow", From: 4, To: 8, Why: "work grew with the bound"}}
 		if got == nil || *got != wantState {
 			t.Errorf("/admin/state adaptive = %+v, want %+v", got, wantState)
 		}

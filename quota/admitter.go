@@ -216,9 +216,9 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // is decided here, whatever req's estimate. It returns a
 // *ChargeTooLargeError at once, charging nothing, when req's tokens are
 // more than one request may be charged in its pool (MaxCharge), a
-// *RefusedError when a queue is full or max_wait passes (Caller set when
-// the caller's own cap refused), ErrStoreUnavailable when the store failed
-// under on_error "closed", ErrClosed after Run has stopped, or the
+// *gate.RefusedError when a queue is full or max_wait passes (Caller set when
+// the caller's own cap refused), store.ErrStoreUnavailable when the store failed
+// under on_error "closed", gate.ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	cfg := a.cfg.Load()
@@ -350,7 +350,7 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 }
 
 // Run serves every pool's queues until ctx ends, then refuses every
-// waiter with ErrClosed and tells the store what is still in flight. Call
+// waiter with gate.ErrClosed and tells the store what is still in flight. Call
 // it once.
 func (a *Admitter) Run(ctx context.Context) error {
 	a.mu.Lock()
@@ -399,7 +399,7 @@ func (a *Admitter) InFlightLimit() int64 {
 // Pools.
 type State struct {
 	// Store is the store's kind and health.
-	Store StoreState `json:"store"`
+	Store storeState `json:"store"`
 	PoolState
 	// Caps are the capped callers' numbers, by caller name.
 	Caps map[string]gate.CapState `json:"caps"`
@@ -413,11 +413,11 @@ type State struct {
 	// Accounts are upstream.accounts in order, with the classes each
 	// serves and lends to (their pools are in Pools, as
 	// "<account>/<pool>"); absent with one account.
-	Accounts []AccountState `json:"accounts,omitempty"`
+	Accounts []accountState `json:"accounts,omitempty"`
 }
 
-// AccountState is one of upstream.accounts as /admin/state shows it.
-type AccountState struct {
+// accountState is one of upstream.accounts as /admin/state shows it.
+type accountState struct {
 	Name    string           `json:"name"`
 	Serves  []classify.Class `json:"serves"`
 	LendsTo []classify.Class `json:"lends_to"`
@@ -437,36 +437,36 @@ type PoolState struct {
 	UpstreamHoldSeconds float64 `json:"upstream_hold_seconds"`
 	// Adaptive is the adaptive bound's view; absent without
 	// adaptive_in_flight.
-	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
+	Adaptive *adaptiveState `json:"adaptive,omitempty"`
 }
 
-// AdaptiveState is a pool's adaptive in-flight bound as /admin/state shows
+// adaptiveState is a pool's adaptive in-flight bound as /admin/state shows
 // it: the bound in force between its floor and ceiling, the controller's
 // phase, its last decision and why, and the last measurement it judged.
-type AdaptiveState struct {
+type adaptiveState struct {
 	Bound   int64  `json:"bound"`
 	Floor   int64  `json:"floor"`
 	Ceiling int64  `json:"ceiling"`
 	Phase   string `json:"phase"`
 	// LastDecision is the last step's action, its move and its reason.
-	LastDecision AdaptiveDecision `json:"last_decision"`
+	LastDecision adaptiveDecision `json:"last_decision"`
 	// WorkPerSecond and LatencySecondsPerWork are the last judged
 	// measurement (0 before the first).
 	WorkPerSecond         float64 `json:"work_per_second"`
 	LatencySecondsPerWork float64 `json:"latency_seconds_per_work"`
 }
 
-// AdaptiveDecision is one step of an adaptive bound: its action, the
+// adaptiveDecision is one step of an adaptive bound: its action, the
 // bound before and after, and why.
-type AdaptiveDecision struct {
+type adaptiveDecision struct {
 	Action string `json:"action"`
 	From   int64  `json:"from"`
 	To     int64  `json:"to"`
 	Why    string `json:"why"`
 }
 
-// StoreState is the store part of State.
-type StoreState struct {
+// storeState is the store part of State.
+type storeState struct {
 	Mode     string `json:"mode"` // in-process or redis
 	Degraded bool   `json:"degraded"`
 }
@@ -478,7 +478,7 @@ func (a *Admitter) State() State {
 		mode = "redis"
 	}
 	st := State{
-		Store:     StoreState{Mode: mode, Degraded: a.backend.Degraded()},
+		Store:     storeState{Mode: mode, Degraded: a.backend.Degraded()},
 		PoolState: a.first().state(),
 		Caps:      a.caps.States(),
 		Pools:     map[string]PoolState{},
@@ -486,7 +486,7 @@ func (a *Admitter) State() State {
 	}
 	a.eachPool(func(id string, l *limiter) { st.Pools[stateName(id)] = l.state() })
 	for _, acct := range a.cfg.Load().Accounts {
-		st.Accounts = append(st.Accounts, AccountState{Name: acct.Name, Serves: acct.Serves, LendsTo: acct.LendsTo})
+		st.Accounts = append(st.Accounts, accountState{Name: acct.Name, Serves: acct.Serves, LendsTo: acct.LendsTo})
 	}
 	return st
 }
@@ -502,7 +502,7 @@ func (a *Admitter) first() *limiter {
 // order.
 func (a *Admitter) Pools() []Labels {
 	var pools []Labels
-	a.eachPool(func(id string, _ *limiter) { pools = append(pools, PoolLabels(id)) })
+	a.eachPool(func(id string, _ *limiter) { pools = append(pools, poolLabels(id)) })
 	return pools
 }
 
@@ -543,9 +543,9 @@ func (l *limiter) state() PoolState {
 	if set := l.limits.Load(); set.adaptive != nil {
 		view, _ := l.adapt.view()
 		d := view.Last
-		st.Adaptive = &AdaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.Clamp(0)), Ceiling: set.ceiling,
+		st.Adaptive = &adaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.Clamp(0)), Ceiling: set.ceiling,
 			Phase: string(view.State.Phase), WorkPerSecond: view.Judged.Work, LatencySecondsPerWork: view.Judged.Latency,
-			LastDecision: AdaptiveDecision{Action: string(d.Action), From: int64(d.From), To: int64(d.To), Why: d.Why}}
+			LastDecision: adaptiveDecision{Action: string(d.Action), From: int64(d.From), To: int64(d.To), Why: d.Why}}
 	}
 	for _, c := range classify.Classes {
 		st.InFlight[c.String()] = l.InFlight(c)

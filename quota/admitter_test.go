@@ -49,7 +49,7 @@ func model(m string) func() Model { return func() Model { return Model{Name: m} 
 func TestAdmitterPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := smallConfig() // the account: 2 interactive a second
-		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
+		cfg.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
 		a := runAdmitter(t, cfg, nil)
 		if got := a.PoolFor(model("gpt-4o-mini")); got != "gpt-4o" {
 			t.Fatalf("PoolFor(gpt-4o-mini) = %q", got)
@@ -82,7 +82,7 @@ func TestAdmitterPools(t *testing.T) {
 		}
 		// A reload removes gpt-4o and adds mini.
 		next := smallConfig()
-		next.Account.Models = []ModelPool{{Name: "mini", Match: []string{"gpt-4o-mini*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
+		next.Account.Models = []modelPool{{Name: "mini", Match: []string{"gpt-4o-mini*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
 		a.Reconfigure(next, nil)
 		if err := <-errc; !errors.Is(err, ErrPoolRemoved) {
 			t.Fatalf("the removed pool's waiter got %v, want ErrPoolRemoved", err)
@@ -107,7 +107,7 @@ func TestAdmitterPools(t *testing.T) {
 func TestCapsAcrossPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
-		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
+		cfg.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
 		callers := []classify.Caller{{Name: "capped", Class: classify.Bulk, MaxInFlight: 2}, {Name: "free", Class: classify.Bulk}}
 		a := runAdmitter(t, cfg, callers)
 		admit := func(model, caller string) (*Lease, error) { // "" draws on the account
@@ -175,7 +175,7 @@ func TestCapHoldsAcrossReloadAddingPools(t *testing.T) {
 			t.Fatal(err)
 		}
 		withPools := cfg
-		withPools.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
+		withPools.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
 		for _, next := range []Config{withPools, cfg} {
 			a.Reconfigure(next, callers)
 			for _, pool := range []string{store.AccountPool, "gpt-4o"} {

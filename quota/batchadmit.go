@@ -39,9 +39,9 @@ func (a *Admitter) Budgeted(caller string, class classify.Class) bool {
 // price), and returns its hold, which the caller must Bind to the batch
 // the provider created or Release. The batch's input tokens count as
 // enqueued at its pool once bound. It refuses as Admit's budgets do — a
-// *BudgetExceededError, a *RefusedError (max_wait or the queue),
-// *UnpricedModelError, ErrStoreUnavailable — and with a
-// *BatchUnmeteredError a budgeted batch whose requests the proxy did not
+// *gate.BudgetExceededError, a *gate.RefusedError (max_wait or the queue),
+// *gate.UnpricedModelError, store.ErrStoreUnavailable — and with a
+// *gate.BatchUnmeteredError a budgeted batch whose requests the proxy did not
 // meter. A batch of no budget whose file the proxy never saw is recorded
 // nowhere: its hold is nil.
 func (a *Admitter) ReserveBatch(ctx context.Context, req gate.BatchRequest) (*gate.BatchHold, error) {
@@ -106,7 +106,7 @@ func (a *Admitter) EndBatch(id string, u *price.Usage) {
 	})
 }
 
-// BatchEnqueued returns the batch input tokens enqueued — of batches the
+// gate.BatchEnqueued returns the batch input tokens enqueued — of batches the
 // proxy created and has not seen end — by account, pool and class, as the
 // budget loop last read them (fleet-wide with Redis).
 func (a *Admitter) BatchEnqueued() []gate.BatchEnqueued { return a.budgets.Enqueued() }

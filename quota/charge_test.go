@@ -17,7 +17,7 @@ import (
 func chargeConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Account.TokensPerMinute = 6000
-	cfg.Account.Models = []ModelPool{
+	cfg.Account.Models = []modelPool{
 		{Name: "gpt-4o", Match: []string{"gpt-4o"}, RequestsPerMinute: 6000, TokensPerMinute: 60000, MaxRequestTokens: 1000, MaxInFlight: 100},
 		{Name: "local", Match: []string{"local"}, RequestsPerMinute: 6000, MaxInFlight: 100},
 	}

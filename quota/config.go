@@ -84,11 +84,11 @@ type AccountConfig struct {
 	// Models are pools of their own for the models they match (first
 	// match wins; see "Limits per model"); every other model draws on the
 	// account.
-	Models []ModelPool `koanf:"models"`
+	Models []modelPool `koanf:"models"`
 }
 
-// InteractiveConfig is the interactive class: traffic a person waits on.
-type InteractiveConfig struct {
+// interactiveConfig is the interactive class: traffic a person waits on.
+type interactiveConfig struct {
 	// Share is interactive's part of the account, the fraction it is
 	// sized for, 0..1.
 	Share float64 `koanf:"share"`
@@ -103,7 +103,7 @@ type InteractiveConfig struct {
 	// Fairness is callers (the default: the class is shared between its
 	// callers by their callers[].weight, each caller first come, first
 	// served) or fifo (first come, first served, whoever sent).
-	Fairness Fairness `koanf:"fairness"`
+	Fairness fairness `koanf:"fairness"`
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them, as callers[].budget does a caller's;
 	// the zero value is none.
@@ -114,8 +114,7 @@ type InteractiveConfig struct {
 	MaxSessions int `koanf:"max_sessions"`
 	// ServiceTier is flex, to send the class's requests for FlexModels at
 	// OpenAI's and Azure OpenAI's flex tier (see "The flex tier"), or
-	// unset: the caller's tier. Anything else is refused. FlexConfig
-	// holds the three flex keys as one.
+	// unset: the caller's tier. Anything else is refused.
 	ServiceTier string `koanf:"service_tier"`
 	// FlexModels are the models sent at flex, globs as
 	// account.models[].match; required with ServiceTier flex.
@@ -143,7 +142,7 @@ type BulkConfig struct {
 	// Fairness is callers (the default: the class is shared between its
 	// callers by their callers[].weight, each caller first come, first
 	// served) or fifo (first come, first served, whoever sent).
-	Fairness Fairness `koanf:"fairness"`
+	Fairness fairness `koanf:"fairness"`
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them, as callers[].budget does a caller's;
 	// the zero value is none.
@@ -154,8 +153,7 @@ type BulkConfig struct {
 	MaxSessions int `koanf:"max_sessions"`
 	// ServiceTier is flex, to send the class's requests for FlexModels at
 	// OpenAI's and Azure OpenAI's flex tier (see "The flex tier"), or
-	// unset: the caller's tier. Anything else is refused. FlexConfig
-	// holds the three flex keys as one.
+	// unset: the caller's tier. Anything else is refused.
 	ServiceTier string `koanf:"service_tier"`
 	// FlexModels are the models sent at flex, globs as
 	// account.models[].match; required with ServiceTier flex.
@@ -169,7 +167,7 @@ type BulkConfig struct {
 // ClassesConfig holds the two classes.
 type ClassesConfig struct {
 	// Interactive is the class of traffic a person waits on.
-	Interactive InteractiveConfig `koanf:"interactive"`
+	Interactive interactiveConfig `koanf:"interactive"`
 	// Bulk is the class of imports, batch jobs and worker fleets.
 	Bulk BulkConfig `koanf:"bulk"`
 }
@@ -192,10 +190,10 @@ func (c ClassesConfig) gates() gate.Classes {
 // DefaultConfig returns the defaults documented in config.example.yaml.
 func DefaultConfig() Config {
 	return Config{
-		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1, Models: []ModelPool{}},
+		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1, Models: []modelPool{}},
 		Classes: ClassesConfig{
-			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000, Fairness: FairCallers},
-			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: FairCallers},
+			Interactive: interactiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000, Fairness: fairCallers},
+			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: fairCallers},
 		},
 		Prices: []price.Price{},
 		Store: store.Config{KeyPrefix: "meterproxy", OnError: store.OnErrorLocal, Timeout: 50 * time.Millisecond,
@@ -252,7 +250,7 @@ func (c Config) Validate() error {
 	bc.Budget.Check(bad, "classes.bulk.budget")
 	c.Classes.flex(classify.Interactive).check(bad, "classes.interactive")
 	c.Classes.flex(classify.Bulk).check(bad, "classes.bulk")
-	for key, f := range map[string]Fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
+	for key, f := range map[string]fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
 		if err := configcheck.OneOf(f, fairnessModes...); f != "" && err != nil { // "" is the default, callers
 			bad(key, "%v", err)
 		}

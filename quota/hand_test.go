@@ -49,7 +49,7 @@ func heldLimiter(t *testing.T, cfg Config) (*limiter, *heldStore) {
 // identityConfig shares interactive between callers by tokens: 10,000
 // tokens a second, requests and in flight far from binding.
 func identityConfig() Config {
-	cfg := fairConfig(FairCallers)
+	cfg := fairConfig(fairCallers)
 	cfg.Account.RequestsPerMinute = 60000
 	cfg.Account.TokensPerMinute = 600000
 	return cfg

@@ -43,8 +43,8 @@ func LabelsOf(account, pool string) Labels {
 	return Labels{Account: account, Pool: pool}
 }
 
-// PoolLabels is the labels of the pool whose id is id (PoolID).
-func PoolLabels(id string) Labels { return LabelsOf(store.SplitPoolID(id)) }
+// poolLabels is the labels of the pool whose id is id (PoolID).
+func poolLabels(id string) Labels { return LabelsOf(store.SplitPoolID(id)) }
 
 // StateName is pool of account (as LabelsOf takes them) as /admin/state
 // names it: its pool label alone for the one account, after its account's
@@ -66,7 +66,7 @@ func stateName(id string) string { return StateName(store.SplitPoolID(id)) }
 // accounts (the one account is never named: there is no other).
 func poolLogAttrs(id string) []any {
 	account, _ := store.SplitPoolID(id)
-	pool := slog.String("pool", PoolLabels(id).Pool)
+	pool := slog.String("pool", poolLabels(id).Pool)
 	if account == "" {
 		return []any{pool}
 	}

@@ -29,7 +29,7 @@ func TestPoolLabels(t *testing.T) {
 	} {
 		id := store.PoolID(tc.account, tc.pool)
 		t.Run(id, func(t *testing.T) {
-			if got := PoolLabels(id); got != tc.want {
+			if got := poolLabels(id); got != tc.want {
 				t.Errorf("PoolLabels(%q) = %+v, want %+v", id, got, tc.want)
 			}
 			if got := LabelsOf(tc.account, tc.pool); got != tc.want {

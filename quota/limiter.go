@@ -119,7 +119,7 @@ func (l *limiter) Reconfigure(cfg Config, limits store.Limits) {
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and tells the store what is still in flight; with an
+// gate.ErrClosed and tells the store what is still in flight; with an
 // store.AdaptStore, it steps the pool's adaptive bound meanwhile. Call it once.
 func (l *limiter) Run(ctx context.Context) error {
 	if l.adapt.store != nil {
@@ -136,9 +136,9 @@ func (l *limiter) Run(ctx context.Context) error {
 // caller must Release when the upstream exchange ends. req.Tokens, the
 // charge Admitter.Admit decided (0 where the pool does not enforce
 // tokens), is charged to the class's token window, and Lease.Settle
-// settles it. It returns a *RefusedError when the queue is full or
-// max_wait passes, ErrStoreUnavailable when the store failed under
-// on_error "closed", ErrClosed after Run has stopped, or the context's
+// settles it. It returns a *gate.RefusedError when the queue is full or
+// max_wait passes, store.ErrStoreUnavailable when the store failed under
+// on_error "closed", gate.ErrClosed after Run has stopped, or the context's
 // error if ctx ends first.
 func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	c := req.Class

@@ -21,7 +21,7 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Account.RequestsPerMinute = 60000
 	cfg.Account.MaxInFlight = 100
-	cfg.Classes.Interactive = InteractiveConfig{Share: 1, MaxWait: 10 * time.Second, MaxQueue: 10}
+	cfg.Classes.Interactive = interactiveConfig{Share: 1, MaxWait: 10 * time.Second, MaxQueue: 10}
 	cfg.Classes.Bulk = BulkConfig{Share: 0, Borrow: false, MaxWait: 10 * time.Second, MaxQueue: 2} // bulk never admitted
 	return cfg
 }

@@ -34,7 +34,7 @@ func smallConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Account.RequestsPerMinute = 120
 	cfg.Account.MaxInFlight = 100
-	cfg.Classes.Interactive = InteractiveConfig{Share: 1, Reserve: 0, MaxWait: 10 * time.Second, MaxQueue: 5}
+	cfg.Classes.Interactive = interactiveConfig{Share: 1, Reserve: 0, MaxWait: 10 * time.Second, MaxQueue: 5}
 	cfg.Classes.Bulk = BulkConfig{Share: 0, Borrow: false, MaxWait: 3 * time.Second, MaxQueue: 2}
 	return cfg
 }

@@ -31,7 +31,7 @@ func (c Config) scaled(replicas int64) store.Limits {
 		ReserveTPM:       adaptive.Part(c.Account.TokensPerMinute, ic.Reserve*inv),
 		OutputTPM:        adaptive.Part(c.Account.OutputTokensPerMinute, inv),
 		ReserveOutputTPM: adaptive.Part(c.Account.OutputTokensPerMinute, ic.Reserve*inv),
-		Fair:             [classify.NumClasses]bool{ic.Fairness != FairFIFO, bc.Fairness != FairFIFO},
+		Fair:             [classify.NumClasses]bool{ic.Fairness != fairFIFO, bc.Fairness != fairFIFO},
 	}
 	return c.Classes.withInFlight(l, max(1, c.Account.MaxInFlight/replicas))
 }

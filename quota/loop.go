@@ -71,7 +71,7 @@ type loopState struct {
 }
 
 // run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and tells the store what is still in flight.
+// gate.ErrClosed and tells the store what is still in flight.
 func (lp *admissionLoop) run(ctx context.Context) error {
 	st := &loopState{timer: store.StoppedTimer(), releases: store.StoppedTimer()}
 	defer st.timer.Stop()

@@ -100,7 +100,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	c.a.eachPool(func(id string, l *limiter) {
-		pool := PoolLabels(id)
+		pool := poolLabels(id)
 		bound := l.InFlightLimit()
 		if c.a.backend.LocalFallback() {
 			bound = l.limits.Load().local.InFlight // what this replica admits under while Redis is bypassed

@@ -11,12 +11,12 @@ import (
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
-// ModelPool is one entry of account.models: the models it matches draw on
+// modelPool is one entry of account.models: the models it matches draw on
 // a pool of their own — its own windows, in-flight bound, class partition,
 // upstream state and Redis keys — instead of the account's, as providers
 // keep limits per model (OpenAI), per model class (Anthropic) or per
 // deployment (Azure). The YAML keys are the koanf tags.
-type ModelPool struct {
+type modelPool struct {
 	// Name names the pool: its metric label, /admin/state entry and Redis
 	// keys. [a-z0-9_.-], unique, not "default" (the account's label).
 	Name string `koanf:"name"`

@@ -37,7 +37,7 @@ func TestPoolDecidesTheCharge(t *testing.T) {
 			t.Run(backend+"/"+sh.name, func(t *testing.T) {
 				cfg := DefaultConfig()
 				cfg.Account.TokensPerMinute = sh.accountTPM
-				cfg.Account.Models = []ModelPool{{Name: "pool", Match: []string{"pool"}, RequestsPerMinute: 6000, TokensPerMinute: sh.poolTPM, MaxInFlight: 100}}
+				cfg.Account.Models = []modelPool{{Name: "pool", Match: []string{"pool"}, RequestsPerMinute: 6000, TokensPerMinute: sh.poolTPM, MaxInFlight: 100}}
 				if backend == "redis" {
 					cfg.Store.RedisURL, cfg.Store.KeyPrefix, cfg.Store.Timeout = srv.URL(), redistest.Prefix(t), 2*time.Second
 				}

@@ -20,10 +20,10 @@ import (
 func TestAdmitPicksThePool(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		one := smallConfig()
-		one.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
+		one.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
 		several := twoAccounts()
-		several.Accounts[0].Account.Models = []ModelPool{{Name: "chat-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
-		several.Accounts[1].Account.Models = []ModelPool{{Name: "batch-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
+		several.Accounts[0].Account.Models = []modelPool{{Name: "chat-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
+		several.Accounts[1].Account.Models = []modelPool{{Name: "batch-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
 		for _, tt := range []struct {
 			name     string
 			cfg      Config

@@ -110,7 +110,7 @@ func TestPrefetchDropsBulkCreditsOnAHold(t *testing.T) {
 	cfg := testConfig()
 	cfg.Account.RequestsPerMinute = 60_000_000
 	cfg.Account.MaxInFlight = 1000
-	cfg.Classes.Interactive = InteractiveConfig{Share: 0.5, Reserve: 0.1, MaxWait: 10 * time.Second, MaxQueue: 10}
+	cfg.Classes.Interactive = interactiveConfig{Share: 0.5, Reserve: 0.1, MaxWait: 10 * time.Second, MaxQueue: 10}
 	cfg.Classes.Bulk = BulkConfig{Share: 0.5, Borrow: true, MaxWait: 300 * time.Millisecond, MaxQueue: 10}
 	l, _ := prefetchLimiter(t, srv, cfg)
 	admitFor(t, l, classify.Bulk, 2, 500*time.Millisecond) // builds bulk credits

@@ -224,9 +224,9 @@ func (a *Admitter) HeaderReserve(account string) float64 {
 	return a.routing.Load().accounts[account].Classes.Interactive.Reserve
 }
 
-// ErrNoOtherAccount refuses to move a request (Readmit) when its class
+// errNoOtherAccount refuses to move a request (Readmit) when its class
 // may go to no account it has not tried.
-var ErrNoOtherAccount = errors.New("quota: no other account the request may go to")
+var errNoOtherAccount = errors.New("quota: no other account the request may go to")
 
 // Others reports whether a request of class c may go to an account other
 // than those in tried: whether Readmit has anywhere to look.
@@ -246,7 +246,7 @@ func (a *Admitter) Others(c classify.Class, tried []string) bool {
 // gates (its cap's place, its budgets' reservation) moves to the new
 // lease: it is the same request, not a second one. old's slot is given
 // back and its charge returned (the refusal cost nothing). On an error
-// old is left as it was: ErrNoOtherAccount, a *RefusedError when max_wait
+// old is left as it was: errNoOtherAccount, a *gate.RefusedError when max_wait
 // passes, or the context's error.
 func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried []string) (*Lease, error) {
 	var buf [maxRoutes]route
@@ -256,7 +256,7 @@ func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried [
 	}
 	routes = slices.DeleteFunc(routes, func(r route) bool { return slices.Contains(tried, r.account) })
 	if len(routes) == 0 {
-		return nil, ErrNoOtherAccount
+		return nil, errNoOtherAccount
 	}
 	req.until = old.until
 	if !req.until.After(time.Now()) {

@@ -40,10 +40,10 @@ func (a *Admitter) Unheld(req Request) *Lease {
 
 // CheckBudgets reports whether req's caller's and class's budgets refuse
 // anything of it now, whatever it costs: a budget spent this period (a
-// *BudgetExceededError whose Cost is 0), its model unpriced under a
-// budget that refuses unpriced models (*UnpricedModelError), its API
-// unmetered under one that refuses those (*UnmeteredAPIError); or
-// ErrStoreUnavailable when the store cannot say. It reserves nothing: a
+// *gate.BudgetExceededError whose Cost is 0), its model unpriced under a
+// budget that refuses unpriced models (*gate.UnpricedModelError), its API
+// unmetered under one that refuses those (*gate.UnmeteredAPIError); or
+// store.ErrStoreUnavailable when the store cannot say. It reserves nothing: a
 // Realtime session's opening asks it, before any of its requests, which
 // are admitted each as any other.
 func (a *Admitter) CheckBudgets(ctx context.Context, req Request) error {

@@ -11,7 +11,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// TestWaitSaysWhatHeld checks Lease.Wait and RefusedError.Wait name what
+// TestWaitSaysWhatHeld checks Lease.Wait and gate.RefusedError.Wait name what
 // held a request: the second's window, the in-flight bound, and nothing
 // for one admitted at once.
 func TestWaitSaysWhatHeld(t *testing.T) {

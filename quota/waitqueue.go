@@ -64,8 +64,8 @@ func (q *waitQueue) reconfigure(cfg Config) {
 	q.dropCreditsLocked(classify.Classes[:]...)
 	q.classes[classify.Interactive].maxWait, q.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	q.classes[classify.Bulk].maxWait, q.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
-	q.classes[classify.Interactive].fair.on = ic.Fairness != FairFIFO
-	q.classes[classify.Bulk].fair.on = bc.Fairness != FairFIFO
+	q.classes[classify.Interactive].fair.on = ic.Fairness != fairFIFO
+	q.classes[classify.Bulk].fair.on = bc.Fairness != fairFIFO
 }
 
 // setWeights sets the callers' fair-queuing weights (callers[].weight):
@@ -79,7 +79,7 @@ func (q *waitQueue) setWeights(weights map[string]float64) {
 // join queues a waiter for req and returns it with how long it may wait.
 // With credit (prefetch on) a request nobody of its class waits ahead of
 // is admitted from the credits at once instead: w is nil, err too. It
-// refuses with a *RefusedError when the class's queue is full, and with
+// refuses with a *gate.RefusedError when the class's queue is full, and with
 // the close error once closed.
 func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Duration, err error) {
 	c := req.Class
