@@ -1,8 +1,9 @@
 package quota
 
 import (
-	"math"
+	"fmt"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/meterproxy/meterproxy/quota/gate"
@@ -222,8 +223,8 @@ func (c Config) Validate() error {
 	checkAllowance(bad, "account", a.requestsPerMinute(), a.TokensPerMinute, a.OutputTokensPerMinute, a.MaxInFlight, a.ExpectedReplicas)
 	checkMaxCharge(bad, "account", a.MaxRequestTokens, a.TokensPerMinute)
 	checkMinInFlight(bad, "account", a.MinInFlight, a.MaxInFlight)
-	c.validateModels(bad)
-	c.validateAccounts(bad)
+	validateModels(c, bad)
+	validateAccounts(c, bad)
 	c.Prices.Validate(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
@@ -305,67 +306,127 @@ func (a AccountConfig) requestsPerMinute() int64 {
 // whose bound is then its only limit.
 func (a AccountConfig) RequestLimited() bool { return a.RequestsPerMinute != 0 || !a.AdaptiveInFlight }
 
-// checkAllowance checks an account's or a pool's numbers, under key.
-func checkAllowance(bad func(string, string, ...any), key string, rpm, tpm, otpm, maxInFlight, replicas int64) {
-	if rpm <= 0 {
-		bad(key+".requests_per_minute", "must be > 0 (or unset with adaptive_in_flight: no request limit), got %d", rpm)
-	}
-	if tpm < 0 {
-		bad(key+".tokens_per_minute", "must be >= 0 (0 = not enforced), got %d", tpm)
-	}
-	if otpm < 0 || otpm > maxOutputTPM {
-		bad(key+".output_tokens_per_minute", "must be between 0 (not enforced) and %d, got %d", maxOutputTPM, otpm)
-	}
-	if maxInFlight <= 0 {
-		bad(key+".max_in_flight", "must be > 0, got %d", maxInFlight)
-	} else if replicas >= 1 && maxInFlight < replicas {
-		bad(key+".max_in_flight", "must be >= %s (%d) so every replica may send, got %d", configcheck.Ref("account.expected_replicas"), replicas, maxInFlight)
-	}
-}
-
-// checkMaxCharge checks an account's or a pool's max_request_tokens,
-// under key, against its tokens_per_minute tpm: a charge above a minute's
-// allowance could not be carried in full (window.next), and the providers
-// refuse such a request themselves.
-func checkMaxCharge(bad func(string, string, ...any), key string, most, tpm int64) {
-	switch {
-	case most < 0:
-		bad(key+".max_request_tokens", "must be >= 0 (0 = %s), got %d", configcheck.Ref(key+".tokens_per_minute"), most)
-	case tpm > 0 && most > tpm:
-		bad(key+".max_request_tokens", "must be <= %s (%d), a minute's allowance, got %d", configcheck.Ref(key+".tokens_per_minute"), tpm, most)
-	}
-}
-
-// checkMinInFlight checks an account's or a pool's min_in_flight, under
-// key: the adaptive bound's floor, at most its ceiling.
-func checkMinInFlight(bad func(string, string, ...any), key string, floor, ceiling int64) {
-	switch {
-	case floor < 0:
-		bad(key+".min_in_flight", "must be >= 0 (0 = %d), got %d", adaptive.DefaultMinInFlight, floor)
-	case ceiling > 0 && floor > ceiling:
-		bad(key+".min_in_flight", "must be <= %s (%d), got %d", configcheck.Ref(key+".max_in_flight"), ceiling, floor)
-	}
-}
-
-func checkFraction(bad func(string, string, ...any), key string, v float64) {
-	if math.IsNaN(v) || v < 0 || v > 1 {
-		bad(key, "must be between 0 and 1, got %g", v)
-	}
-}
-
-func checkWait(bad func(string, string, ...any), prefix string, wait time.Duration, queue int) {
-	if wait <= 0 {
-		bad(prefix+".max_wait", "must be > 0, got %s", wait)
-	}
-	if queue < 1 {
-		bad(prefix+".max_queue", "must be >= 1, got %d", queue)
-	}
-}
-
 // maxWait is class c's max_wait.
 func (c ClassesConfig) maxWait(cl classify.Class) time.Duration {
 	if cl == classify.Bulk {
 		return c.Bulk.MaxWait
 	}
 	return c.Interactive.MaxWait
+}
+
+// ForAccount is the Config account name enforces: its own account section,
+// and the classes partitioned by what it serves and lends (classesFor).
+// Without upstream.accounts, or for a name not configured, it is c.
+func (c Config) ForAccount(name string) Config {
+	for i, a := range c.Accounts {
+		if a.Name != name {
+			continue
+		}
+		acct := a.Account
+		if acct.ExpectedReplicas == 0 {
+			acct.ExpectedReplicas = c.Account.ExpectedReplicas
+		}
+		c.Account, c.Classes = acct, a.classesFor(c.Classes)
+		c.accountKey = fmt.Sprintf("upstream.accounts[%d].account", i)
+		c.Accounts = nil
+		return c
+	}
+	return c
+}
+
+// MaxCharge is the most one request drawn on pool (as PoolAt names
+// it: the account's for "" or a pool not configured) may be charged in
+// tokens, and the key that sets it: the pool's max_request_tokens, or
+// while that is 0 its tokens_per_minute, one minute's allowance. It is 0,
+// no bound, when the pool does not enforce tokens.
+func (c Config) MaxCharge(pool string) (limit int64, key string) {
+	limit, key, _ = maxCharge(c, pool)
+	return limit, key
+}
+
+// FlexFor says whether a request of class cl for model m is sent at the
+// flex tier — its class sets service_tier: flex and one of its
+// flex_models matches m (as account.models match: exactly, an Azure
+// deployment regardless of case) — and how: the one rule of flex
+// eligibility, which the proxy asks (Admitter.FlexFor) of every request
+// that can carry a tier. A request with no model, or one longer than any
+// pattern is matched against, is not. m is only called when the class
+// sends anything at flex, so a request pays for finding its model only
+// then.
+func (c Config) FlexFor(cl classify.Class, m func() Model) (Flex, bool) {
+	f := c.Classes.flex(cl)
+	if f.ServiceTier != price.TierFlex {
+		return Flex{}, false
+	}
+	match, ok := m().matcher()
+	if !ok || !slices.ContainsFunc(f.FlexModels, match) {
+		return Flex{}, false
+	}
+	tier := price.TierFlex
+	if f.FlexFallback {
+		tier = ""
+	}
+	return Flex{Fallback: f.FlexFallback, Tier: tier}, true
+}
+
+// Pool is the Config the pool named name enforces: the account's classes
+// and store, and the pool's own numbers; the account's for "" or a name
+// not configured.
+func (c Config) Pool(name string) Config {
+	for _, m := range c.Account.Models {
+		if m.Name == name {
+			c.Account = AccountConfig{RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute,
+				MaxRequestTokens: m.MaxRequestTokens, OutputTokensPerMinute: m.OutputTokensPerMinute, MaxInFlight: m.MaxInFlight,
+				AdaptiveInFlight: m.AdaptiveInFlight, MinInFlight: m.MinInFlight, ExpectedReplicas: c.Account.ExpectedReplicas}
+			return c
+		}
+	}
+	c.Account.Models = nil
+	return c
+}
+
+// PoolFor names the pool a request for m draws on: the first
+// account.models entry one of whose patterns matches it, else accountPool
+// (the account's). An empty model (none found) is the account's.
+func (c Config) PoolFor(m Model) string {
+	match, ok := m.matcher()
+	if !ok {
+		return store.AccountPool
+	}
+	for _, pool := range c.Account.Models {
+		if slices.ContainsFunc(pool.Match, match) {
+			return pool.Name
+		}
+	}
+	return store.AccountPool
+}
+
+// PriceGaps lists the traffic no price covers (price.Table.Gaps): the
+// account.models patterns no one price pattern covers, then the account's
+// own pool unless a price matches every model or account.models leaves
+// the account none. A check-config warning each.
+func (c Config) PriceGaps() []price.Gap {
+	pools := make([][]string, len(c.Account.Models))
+	for i, m := range c.Account.Models {
+		pools[i] = m.Match
+	}
+	return c.Prices.Gaps(pools)
+}
+
+// Limits returns the fleet-wide limits.
+func (c Config) Limits() store.Limits { return scaled(c, 1) }
+
+// PerReplica returns the fleet limits divided by account.expected_replicas:
+// what one replica enforces on its own (the in-process store, and the local
+// fallback when Redis fails).
+func (c Config) PerReplica() store.Limits { return scaled(c, c.Account.ExpectedReplicas) }
+
+// withInFlight is l with in-flight bound inFlight, partitioned between
+// the classes by their shares: the one derivation of BulkInFlight and
+// ReserveInFlight, for max_in_flight and for an adaptive bound alike.
+func (c ClassesConfig) withInFlight(l store.Limits, inFlight int64) store.Limits {
+	l.InFlight = inFlight
+	l.BulkInFlight = adaptive.Part(inFlight, c.Bulk.Share)
+	l.ReserveInFlight = adaptive.Part(inFlight, c.Interactive.Reserve)
+	return l
 }

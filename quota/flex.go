@@ -1,8 +1,6 @@
 package quota
 
 import (
-	"slices"
-
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/quota/glob"
@@ -50,36 +48,6 @@ func (c ClassesConfig) flex(cl classify.Class) flexConfig {
 	}
 	i := c.Interactive
 	return flexConfig{ServiceTier: i.ServiceTier, FlexModels: i.FlexModels, FlexFallback: i.FlexFallback}
-}
-
-// FlexFor says whether a request of class cl for model m is sent at the
-// flex tier — its class sets service_tier: flex and one of its
-// flex_models matches m (as account.models match: exactly, an Azure
-// deployment regardless of case) — and how: the one rule of flex
-// eligibility, which the proxy asks (Admitter.FlexFor) of every request
-// that can carry a tier. A request with no model, or one longer than any
-// pattern is matched against, is not. m is only called when the class
-// sends anything at flex, so a request pays for finding its model only
-// then.
-func (c Config) FlexFor(cl classify.Class, m func() Model) (Flex, bool) {
-	f := c.Classes.flex(cl)
-	if f.ServiceTier != price.TierFlex {
-		return Flex{}, false
-	}
-	match, ok := m().matcher()
-	if !ok || !slices.ContainsFunc(f.FlexModels, match) {
-		return Flex{}, false
-	}
-	tier := price.TierFlex
-	if f.FlexFallback {
-		tier = ""
-	}
-	return Flex{Fallback: f.FlexFallback, Tier: tier}, true
-}
-
-// FlexFor is Config.FlexFor under the configuration in force.
-func (a *Admitter) FlexFor(cl classify.Class, model func() Model) (Flex, bool) {
-	return a.cfg.Load().FlexFor(cl, model)
 }
 
 // check checks a class's flex keys under key (classes.bulk): service_tier

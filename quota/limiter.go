@@ -300,3 +300,28 @@ func weightsOf(callers []classify.Caller) map[string]float64 {
 	}
 	return w
 }
+
+// state is l's live numbers.
+func (l *limiter) state() PoolState {
+	st := PoolState{
+		Window:              l.Window(),
+		InFlight:            map[string]int64{},
+		FleetInFlight:       map[string]int64{},
+		Queued:              map[string]int{},
+		InFlightLimit:       l.InFlightLimit(),
+		UpstreamHoldSeconds: l.UpstreamHold().Seconds(),
+	}
+	if set := l.limits.Load(); set.adaptive != nil {
+		view, _ := l.adapt.view()
+		d := view.Last
+		st.Adaptive = &adaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.Clamp(0)), Ceiling: set.ceiling,
+			Phase: string(view.State.Phase), WorkPerSecond: view.Judged.Work, LatencySecondsPerWork: view.Judged.Latency,
+			LastDecision: adaptiveDecision{Action: string(d.Action), From: int64(d.From), To: int64(d.To), Why: d.Why}}
+	}
+	for _, c := range classify.Classes {
+		st.InFlight[c.String()] = l.InFlight(c)
+		st.FleetInFlight[c.String()] = l.FleetInFlight(c)
+		st.Queued[c.String()] = l.Queued(c)
+	}
+	return st
+}

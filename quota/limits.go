@@ -6,15 +6,7 @@ import (
 	"github.com/meterproxy/meterproxy/quota/store"
 )
 
-// Limits returns the fleet-wide limits.
-func (c Config) Limits() store.Limits { return c.scaled(1) }
-
-// PerReplica returns the fleet limits divided by account.expected_replicas:
-// what one replica enforces on its own (the in-process store, and the local
-// fallback when Redis fails).
-func (c Config) PerReplica() store.Limits { return c.scaled(c.Account.ExpectedReplicas) }
-
-func (c Config) scaled(replicas int64) store.Limits {
+func scaled(c Config, replicas int64) store.Limits {
 	if replicas < 1 {
 		replicas = 1
 	}
@@ -34,14 +26,4 @@ func (c Config) scaled(replicas int64) store.Limits {
 		Fair:             [classify.NumClasses]bool{ic.Fairness != fairFIFO, bc.Fairness != fairFIFO},
 	}
 	return c.Classes.withInFlight(l, max(1, c.Account.MaxInFlight/replicas))
-}
-
-// withInFlight is l with in-flight bound inFlight, partitioned between
-// the classes by their shares: the one derivation of BulkInFlight and
-// ReserveInFlight, for max_in_flight and for an adaptive bound alike.
-func (c ClassesConfig) withInFlight(l store.Limits, inFlight int64) store.Limits {
-	l.InFlight = inFlight
-	l.BulkInFlight = adaptive.Part(inFlight, c.Bulk.Share)
-	l.ReserveInFlight = adaptive.Part(inFlight, c.Interactive.Reserve)
-	return l
 }

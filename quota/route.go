@@ -42,11 +42,11 @@ type routing struct {
 // newRouting derives cfg's routing.
 func newRouting(cfg Config) *routing {
 	r := &routing{accounts: map[string]Config{}}
-	for _, name := range cfg.accountNames() {
+	for _, name := range accountNames(cfg) {
 		r.accounts[name] = cfg.ForAccount(name)
 	}
 	for _, c := range classify.Classes {
-		r.candidates[c] = cfg.candidates(c)
+		r.candidates[c] = candidates(cfg, c)
 	}
 	return r
 }
@@ -67,7 +67,7 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 		ac := rt.accounts[account]
 		r := req
 		r.pool = ac.PoolFor(req.Model)
-		tokens, err := ac.charge(r)
+		tokens, err := charge(ac, r)
 		if err != nil {
 			refused = cmp.Or(refused, err)
 			continue

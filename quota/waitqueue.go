@@ -230,3 +230,61 @@ func (q *waitQueue) weightOfLocked(caller string) float64 {
 	}
 	return 1
 }
+
+// takeCreditLocked admits a request of class c from the credits, if any
+// are valid and nobody of its class waits.
+func (q *waitQueue) takeCreditLocked(c classify.Class, now time.Time) bool {
+	if q.classes[c].q.n > 0 {
+		return false // a newcomer never passes a waiter
+	}
+	took, dropped := q.credits.take(c, now)
+	if dropped {
+		store.Notify(q.sig.freed)
+	}
+	if !took {
+		return false
+	}
+	q.leases.admit(c)
+	if q.credits.low(c) {
+		store.Notify(q.sig.arrive) // refill before they run out
+	}
+	return true
+}
+
+// dropCredits gives up the credits of classes (a hold, a failure); the
+// store hears they are back with the loop's next call.
+func (q *waitQueue) dropCredits(classes ...classify.Class) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.dropCreditsLocked(classes...)
+}
+
+// dropCreditsLocked is dropCredits with mu held.
+func (q *waitQueue) dropCreditsLocked(classes ...classify.Class) {
+	if q.credits.drop(classes...) {
+		store.Notify(q.sig.freed)
+	}
+}
+
+// expireCredits drops credits whose second has passed at now; it reports
+// whether there were any, so the store hears of it.
+func (q *waitQueue) expireCredits(now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.credits.expire(now)
+}
+
+// creditDeadline is when the credits expire; zero when there are none.
+func (q *waitQueue) creditDeadline() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.credits.deadline()
+}
+
+// setRefill sets, per class, the credits left at which a spend asks the
+// loop to refill: a quarter of spare. It takes no lock (atomics).
+func (q *waitQueue) setRefill(spare [classify.NumClasses]int64) {
+	for c := range spare {
+		q.credits.refillAt[c].Store(spare[c] / 4)
+	}
+}

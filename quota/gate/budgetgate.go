@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,21 +97,6 @@ type BudgetState struct {
 // metrics, when no heartbeat is configured.
 const BudgetRefresh = time.Second
 
-// all returns every configured budget, by name.
-func (s *budgetSet) all() []NamedBudget {
-	var bs []NamedBudget
-	for name, b := range s.callers {
-		bs = append(bs, NamedBudget{"caller:" + name, b})
-	}
-	for _, c := range classify.Classes {
-		if s.classes[c].Set() {
-			bs = append(bs, NamedBudget{"class:" + c.String(), s.classes[c]})
-		}
-	}
-	slices.SortFunc(bs, func(a, b NamedBudget) int { return strings.Compare(a.Name, b.Name) })
-	return bs
-}
-
 // refresh reads every configured budget's spend into seen, and the
 // enqueued batch tokens.
 func (g *BudgetGate) refresh(ctx context.Context) {
@@ -161,44 +145,6 @@ func NewBudgetGate(store BudgetStore, batches BatchStore, alive func(context.Con
 	return g
 }
 
-// budgetSet is the configured budgets, by caller name and by class.
-type budgetSet struct {
-	callers map[string]classify.Budget
-	classes [classify.NumClasses]classify.Budget
-	// maxQueue is each class's max_queue: the most of its requests that
-	// may wait at budgets on this replica at once.
-	maxQueue [classify.NumClasses]int
-}
-
-// NamedBudget is a budget with the name the store and metrics know it by.
-type NamedBudget struct {
-	Name string
-	classify.Budget
-}
-
-// of returns the budgets a request of caller and class draws on: its
-// caller's, then its class's.
-func (s *budgetSet) of(caller string, class classify.Class) []NamedBudget {
-	var bs []NamedBudget
-	if b, ok := s.callers[caller]; ok && b.Set() {
-		bs = append(bs, NamedBudget{"caller:" + caller, b})
-	}
-	if class.Valid() && s.classes[class].Set() {
-		bs = append(bs, NamedBudget{"class:" + class.String(), s.classes[class]})
-	}
-	return bs
-}
-
-// periods are budgets bs's periods at now, as the store keys them.
-func periods(bs []NamedBudget, now time.Time) []budgetKey {
-	keys := make([]budgetKey, len(bs))
-	for i, b := range bs {
-		period, resets := b.Per.Window(now)
-		keys[i] = budgetKey{Budget: b.Name, Period: period, Limit: price.FromDollars(b.USD), Resets: resets}
-	}
-	return keys
-}
-
 // Reconfigure puts cfg's class budgets and callers' budgets in force for
 // the requests that start from now on; reservations already made settle
 // where they were made.
@@ -241,18 +187,6 @@ func (g *BudgetGate) Start(ctx context.Context, r Request, until time.Time) (Pas
 		return Pass{}, err
 	}
 	return g.reservedPass(keys, id, held), nil
-}
-
-// Unpriced is the refusal of a request for model, which no price matches,
-// by the first of budgets bs that refuses unpriced models; nil when every
-// one lets it pass at $0.
-func Unpriced(bs []NamedBudget, model string) error {
-	for _, b := range bs {
-		if !b.Unpriced.Allows() {
-			return &UnpricedModelError{Budget: b.Name, Model: model}
-		}
-	}
-	return nil
 }
 
 // nextID is a reservation id unique to this replica.
@@ -428,4 +362,79 @@ func (g *BudgetGate) settlePending(ctx context.Context) {
 	close(g.settled)
 	g.settled = make(chan struct{})
 	g.mu.Unlock()
+}
+
+// Check is the Admitter's CheckBudgets at the gate: whether r's budgets
+// refuse anything of it now, reserving nothing.
+func (g *BudgetGate) Check(ctx context.Context, r Request) error {
+	bs := g.budgets.Load().of(r.Caller, r.Class)
+	if len(bs) == 0 || !r.Generates {
+		return nil
+	}
+	if r.Unmetered {
+		for _, b := range bs {
+			if !b.UnpricedAPIs.WorstCase() {
+				return &UnmeteredAPIError{Budget: b.Name}
+			}
+		}
+	}
+	if !r.Priced {
+		return Unpriced(bs, r.Model)
+	}
+	keys := periods(bs, g.now())
+	uses, err := g.store.read(ctx, keys)
+	if err != nil || len(uses) != len(keys) {
+		return errors.Join(store.ErrStoreUnavailable, err)
+	}
+	for i, k := range keys {
+		if uses[i].Spent >= k.Limit {
+			return &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: uses[i].Spent, Resets: k.Resets}
+		}
+	}
+	return nil
+}
+
+// ChargePass is the pass of a request no gate held (Admitter.Unheld) on
+// the budgets of caller and class: its settle charges them the cost
+// whatever they have left (charge), once; its release charges nothing.
+// The zero pass when there are none.
+func (g *BudgetGate) ChargePass(caller string, class classify.Class) Pass {
+	bs := g.budgets.Load().of(caller, class)
+	if len(bs) == 0 {
+		return Pass{}
+	}
+	keys := periods(bs, g.now())
+	id := g.nextID()
+	var once sync.Once
+	return Pass{OnSettle: func(cost price.Nanodollars) {
+		once.Do(func() {
+			if cost > 0 {
+				g.charge(keys, id, cost)
+			}
+		})
+	}}
+}
+
+// charge hands the loop the charge of cost, already spent, to keys under
+// id: a reservation forced past their limits, then its settle, each
+// tried again until the store takes it (a repeat of either changes
+// nothing, so a charge whose answer was lost is made once). Until it is
+// settled the reservation is this replica's (held): a replica that stops
+// before has it charged in full, which is its cost.
+func (g *BudgetGate) charge(keys []budgetKey, id string, cost price.Nanodollars) {
+	g.held.Add(1)
+	reserved := false // the loop's alone
+	g.enqueue(budgetSettle{job: func(ctx context.Context) error {
+		if !reserved {
+			if err := g.store.force(ctx, keys, id, cost); err != nil {
+				return err
+			}
+			reserved = true
+		}
+		if err := g.store.settle(ctx, keys, id, cost); err != nil {
+			return err
+		}
+		g.held.Add(-1)
+		return nil
+	}})
 }

@@ -217,3 +217,34 @@ func (m *MemoryBudgets) read(_ context.Context, keys []budgetKey) ([]budgetUse, 
 	}
 	return uses, nil
 }
+
+// move renames reservation from as to on each of keys, where it is held;
+// where it is not (it was reaped, or settled), nothing moves.
+func (m *MemoryBudgets) move(keys []budgetKey, from, to string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		b := m.slot(k)
+		if r, ok := b.res[from]; ok {
+			delete(b.res, from)
+			b.res[to] = r
+		}
+	}
+	m.dirty = true
+}
+
+// settleHeld replaces reservation id by cost on each of keys where it is
+// held, and does nothing where it is not: settling twice charges once.
+func (m *MemoryBudgets) settleHeld(keys []budgetKey, id string, cost price.Nanodollars) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		b := m.slot(k)
+		if r, ok := b.res[id]; ok {
+			delete(b.res, id)
+			b.use.Reserved = max(b.use.Reserved-r, 0)
+			b.use.Spent = b.use.Spent.Plus(cost)
+		}
+	}
+	m.dirty = true
+}
