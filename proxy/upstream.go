@@ -143,9 +143,9 @@ func (ex *exchange) stateName() string {
 // counts that account's spend, so none may hold it.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.cost,
-		Model: ex.model, InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Generations: ex.generations, Tier: ex.tier,
-		HiddenInput: ex.hiddenInput, LongContext: ex.longContext, Account: ex.account, Pinned: ex.socket,
-		Free: !ex.rt.generates || !ex.spent, Unmetered: ex.rt.unmetered()}
+		Model: ex.model, Account: ex.account, Pinned: ex.socket, Free: !ex.rt.generates || !ex.spent, Unmetered: ex.rt.unmetered(),
+		CostBounds: quota.CostBounds{InputTokens: ex.inputEstimate, OutputTokens: ex.outputCap, Generations: ex.generations,
+			Tier: ex.tier, HiddenInput: ex.hiddenInput, LongContext: ex.longContext}}
 }
 
 type exchangeKey struct{}

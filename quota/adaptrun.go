@@ -33,17 +33,22 @@ type adaptiveRun struct {
 	bound atomic.Int64
 	// now reads the clock the leases' times follow.
 	now func() time.Time
-	// seq numbers this replica's adds (store.AdaptCounts.Seq); pending is an add
-	// whose reply did not come, sent again, unchanged, before any other.
-	// tick's only.
-	seq     uint64
-	pending *store.AdaptCounts
+	// add is the adds' numbering; tick's only.
+	add adaptAdds
 
 	mu sync.Mutex
 	// last is the store's view as of the last tick.
 	last store.AdaptView
 	// decisions counts this replica's steps, by action.
 	decisions map[adaptive.Action]int64
+}
+
+// adaptAdds numbers a replica's adds to the adaptive store: seq numbers
+// them (store.AdaptCounts.Seq); pending is an add whose reply did not
+// come, sent again, unchanged, before any other.
+type adaptAdds struct {
+	seq     uint64
+	pending *store.AdaptCounts
 }
 
 // run ticks every store.AdaptInterval until ctx ends.
@@ -68,21 +73,21 @@ func (r *adaptiveRun) run(ctx context.Context) {
 // new counts wait in the ledger.
 func (r *adaptiveRun) tick(ctx context.Context) {
 	set := r.limits.Load()
-	counts := r.pending
+	counts := r.add.pending
 	if counts == nil {
 		c := r.ledger.take(r.now())
-		r.seq++
-		c.Seq = r.seq
+		r.add.seq++
+		c.Seq = r.add.seq
 		counts = &c
 	}
-	r.pending = nil
+	r.add.pending = nil
 	if set.adaptive == nil || r.store == nil {
 		return
 	}
 	lim := *set.adaptive
 	ans, err := r.store.Add(ctx, r.pool, *counts)
 	if err != nil {
-		r.pending = counts
+		r.add.pending = counts
 		if ctx.Err() == nil && !errors.Is(err, store.ErrAdaptBypassed) {
 			r.log.Warn("adaptive_store_failed", slog.String("error", err.Error()))
 		}

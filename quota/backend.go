@@ -24,13 +24,12 @@ type backend struct {
 	Adapt store.AdaptStore
 	// Budgets keeps the spend budgets (gate.BudgetGate); BudgetsAlive, with
 	// Redis, keeps this replica's reservations alive there; spend is the
-	// in-process store, kept in spendFile when that is set.
+	// in-process store and the file it is kept in (store.spend_file).
 	Budgets      gate.BudgetStore
 	BudgetsAlive func(context.Context) error
 	// Batches keeps the batches' metered files and records.
-	Batches   gate.BatchStore
-	spend     *gate.MemoryBudgets
-	spendFile string
+	Batches gate.BatchStore
+	spend   spendFile
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).
@@ -40,6 +39,16 @@ type backend struct {
 	client   redis.UniversalClient
 	log      *slog.Logger
 }
+
+// spendFile is the in-process budgets (nil with Redis) and the file their
+// spend is kept in ("": none).
+type spendFile struct {
+	budgets *gate.MemoryBudgets
+	path    string
+}
+
+// kept reports whether the spend is kept in a file.
+func (f spendFile) kept() bool { return f.budgets != nil && f.path != "" }
 
 // probeEvery is how often a degraded store tries Redis again.
 const probeEvery = 250 * time.Millisecond
@@ -57,7 +66,7 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 			}
 		}
 		return &backend{Store: store.NewMemory(nil), Caps: gate.NewMemoryCapCounter(nil), Adapt: store.NewMemoryAdapt(nil),
-			Budgets: spend, Batches: gate.NewMemoryBatches(spend), spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
+			Budgets: spend, Batches: gate.NewMemoryBatches(spend), spend: spendFile{budgets: spend, path: cfg.Store.SpendFile}, log: log}, nil
 	}
 	client, err := store.NewRedisClient(cfg.Store)
 	if err != nil {
@@ -125,19 +134,19 @@ func (b *backend) Failures() int64 {
 // keepSpend keeps the in-process budgets' spend in store.spend_file until
 // ctx ends; without one it returns at once.
 func (b *backend) keepSpend(ctx context.Context) {
-	if b.spend != nil && b.spendFile != "" {
-		b.spend.Keep(ctx, b.spendFile, b.log)
+	if b.spend.kept() {
+		b.spend.budgets.Keep(ctx, b.spend.path, b.log)
 	}
 }
 
 // saveSpend writes the in-process budgets' spend to store.spend_file now,
 // if there is one: the last save, after the budget gate's last settles.
 func (b *backend) saveSpend() {
-	if b.spend == nil || b.spendFile == "" {
+	if !b.spend.kept() {
 		return
 	}
-	if err := b.spend.Save(b.spendFile); err != nil {
-		b.log.Error("spend_file_save_failed", slog.String("file", b.spendFile), slog.String("error", err.Error()))
+	if err := b.spend.budgets.Save(b.spend.path); err != nil {
+		b.log.Error("spend_file_save_failed", slog.String("file", b.spend.path), slog.String("error", err.Error()))
 	}
 }
 

@@ -21,7 +21,7 @@ func TestAdmitterSpends(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Prices = []price.Price{{Match: []string{"gpt-4o"}, Input: 2.5, Output: 10}}
 		a := runAdmitter(t, cfg, []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}})
-		req := Request{Class: classify.Bulk, Caller: "import", Model: Model{Name: "gpt-4o"}, InputTokens: 1000, OutputTokens: 500}
+		req := Request{Class: classify.Bulk, Caller: "import", Model: Model{Name: "gpt-4o"}, CostBounds: CostBounds{InputTokens: 1000, OutputTokens: 500}}
 		// The worst case: 1000 × $2.50/M + 500 × $10/M = $0.0075.
 		spent := func() price.Nanodollars {
 			time.Sleep(gate.BudgetRefresh) // the budget gate reads its budgets again; the bubble's clock

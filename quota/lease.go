@@ -80,37 +80,57 @@ func (g *ledger) restore(corrections store.PerClass, output int64) {
 
 // Lease is one admitted request's claim on an in-flight slot.
 type Lease struct {
-	leases   *ledger
-	class    classify.Class
-	held     bool
-	cost     int64
-	released atomic.Bool
-	// ended says it was settled (Settle).
-	ended atomic.Bool
+	leases *ledger
+	class  classify.Class
+	cost   int64
+	// leaseWait is what it waited for; leaseEnd what became of it.
+	leaseWait
+	leaseEnd
 	// gate is its pass through its caller's gates (admitThrough),
 	// released with it.
 	gate gate.Pass
-	// flow and weight are its fair-queuing flow and its caller's weight
-	// when its service was counted in tokens (weight 0 otherwise), so
-	// correct can settle the flow's service too.
-	flow   flowKey
-	weight float64
-	// granted is when it was admitted; answer is 1 + the status Settle
-	// recorded (0: none).
+	// leaseFlow is its fair-queuing flow.
+	leaseFlow
+	// granted is when it was admitted.
 	granted time.Time
-	answer  atomic.Int32
-	// price is its model's price at admission; nil when none matched.
-	// worst is its worst case at that price, what its budgets reserved
-	// unless they cut it (budgetcut.go).
-	price *price.Price
-	worst price.Nanodollars
+	// leasePrice is its price and worst case.
+	leasePrice
 	// until is when its class's max_wait, counted from when it asked for
 	// admission, ends (Until).
 	until time.Time
 	// account and pool are where it was admitted (Account, Pool).
 	account, pool string
-	// wait is what it waited for at its pool (Wait).
+}
+
+// leaseWait is what a Lease's request waited for: held says it waited
+// at its pool; wait is what held it there (Wait).
+type leaseWait struct {
+	held bool
 	wait gate.Wait
+}
+
+// leaseEnd is what became of a Lease: released; ended, settled (Settle);
+// answer, 1 + the status Settle recorded (0: none).
+type leaseEnd struct {
+	released atomic.Bool
+	ended    atomic.Bool
+	answer   atomic.Int32
+}
+
+// leaseFlow is a Lease's fair-queuing flow and its caller's weight when
+// its service was counted in tokens (weight 0 otherwise), so correct can
+// settle the flow's service too.
+type leaseFlow struct {
+	flow   flowKey
+	weight float64
+}
+
+// leasePrice is a Lease's model's price at admission (nil when none
+// matched) and worst, its worst case at that price: what its budgets
+// reserved unless they cut it (package quota/gate's budgetcut.go).
+type leasePrice struct {
+	price *price.Price
+	worst price.Nanodollars
 }
 
 // Account is the account the lease was admitted at, as upstream.accounts

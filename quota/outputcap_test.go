@@ -25,14 +25,14 @@ func TestReservationClampsToMaxOutput(t *testing.T) {
 		req   Request
 		want  price.Nanodollars // 100 input at $1/M (100,000) + output at $10/M
 	}{
-		{"above max_output", capped, Request{InputTokens: 100, OutputTokens: 1_000_000}, 100_000 + 163_840_000},
-		{"within max_output", capped, Request{InputTokens: 100, OutputTokens: 1000}, 100_000 + 10_000_000},
-		{"n=3 above max_output each", capped, Request{InputTokens: 100, OutputTokens: 3_000_000, Generations: 3}, 100_000 + 3*163_840_000},
-		{"n=3 within max_output each", capped, Request{InputTokens: 100, OutputTokens: 30_000, Generations: 3}, 100_000 + 300_000_000},
-		{"no cap: max_output", capped, Request{InputTokens: 100}, 100_000 + 163_840_000},
-		{"max_output unset: what it asks", unset, Request{InputTokens: 100, OutputTokens: 1_000_000}, 100_000 + 10_000_000_000},
+		{"above max_output", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000}}, 100_000 + 163_840_000},
+		{"within max_output", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1000}}, 100_000 + 10_000_000},
+		{"n=3 above max_output each", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 3_000_000, Generations: 3}}, 100_000 + 3*163_840_000},
+		{"n=3 within max_output each", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 30_000, Generations: 3}}, 100_000 + 300_000_000},
+		{"no cap: max_output", capped, Request{CostBounds: CostBounds{InputTokens: 100}}, 100_000 + 163_840_000},
+		{"max_output unset: what it asks", unset, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000}}, 100_000 + 10_000_000_000},
 		{"hidden input, above max_output", price.Price{Input: 1, Output: 10, MaxOutput: 16_384, MaxInput: 1000},
-			Request{InputTokens: 100, OutputTokens: 1_000_000, HiddenInput: true}, 1_000_000 + 163_840_000},
+			Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000, HiddenInput: true}}, 1_000_000 + 163_840_000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got, _ := reservation(&tt.price, tt.req); got != tt.want {
@@ -49,7 +49,7 @@ func TestAdmitterReservesAtMaxOutput(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Prices = []price.Price{{Match: []string{"capped"}, Input: 1, Output: 10, MaxOutput: 16_384}}
 	callers := []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}}
-	req := Request{Model: Model{Name: "capped"}, Class: classify.Bulk, Caller: "import", InputTokens: 100, OutputTokens: 1_000_000}
+	req := Request{Model: Model{Name: "capped"}, Class: classify.Bulk, Caller: "import", CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000}}
 	const want price.Nanodollars = 100_000 + 163_840_000 // $0.16: a million tokens would be $10, ten times the budget
 	synctest.Test(t, func(t *testing.T) {
 		a := runAdmitter(t, cfg, callers)

@@ -31,7 +31,7 @@ type waiter struct {
 
 // lease is the Lease of a granted waiter.
 func (w *waiter) lease(leases *ledger, c classify.Class) *Lease {
-	s := &Lease{leases: leases, class: c, held: w.held, cost: w.cost, wait: w.wait}
+	s := &Lease{leases: leases, class: c, leaseWait: leaseWait{held: w.held, wait: w.wait}, cost: w.cost}
 	if w.tagged && w.weight > 0 {
 		s.flow, s.weight = w.flow, w.weight
 	}

@@ -31,17 +31,17 @@ func TestAdmitterReservesMaxInput(t *testing.T) {
 		usage  price.Usage
 		charge price.Nanodollars
 	}{
-		{"gpt-4o, input shown", Request{Model: Model{Name: "gpt-4o"}, InputTokens: 100, OutputTokens: 50},
+		{"gpt-4o, input shown", Request{Model: Model{Name: "gpt-4o"}, CostBounds: CostBounds{InputTokens: 100, OutputTokens: 50}},
 			750_000, price.Usage{Input: 50_000}, 125_000_000}, // the usage is dearer than the worst case
-		{"gpt-4o, hidden: 128,000", Request{Model: Model{Name: "gpt-4o-mini"}, InputTokens: 100, OutputTokens: 50, HiddenInput: true},
+		{"gpt-4o, hidden: 128,000", Request{Model: Model{Name: "gpt-4o-mini"}, CostBounds: CostBounds{InputTokens: 100, OutputTokens: 50, HiddenInput: true}},
 			320_500_000, price.Usage{Input: 100}, 320_500_000},
-		{"claude, hidden: 200,000", Request{Model: Model{Name: "claude-sonnet-4-5"}, InputTokens: 10, OutputTokens: 100, HiddenInput: true},
+		{"claude, hidden: 200,000", Request{Model: Model{Name: "claude-sonnet-4-5"}, CostBounds: CostBounds{InputTokens: 10, OutputTokens: 100, HiddenInput: true}},
 			601_500_000, price.Usage{}, 601_500_000},
-		{"claude, hidden, long context: 2^20", Request{Model: Model{Name: "claude-sonnet-4-5"}, InputTokens: 10, OutputTokens: 100, HiddenInput: true, LongContext: true},
+		{"claude, hidden, long context: 2^20", Request{Model: Model{Name: "claude-sonnet-4-5"}, CostBounds: CostBounds{InputTokens: 10, OutputTokens: 100, HiddenInput: true, LongContext: true}},
 			3_147_228_000, price.Usage{}, 3_147_228_000},
-		{"max_input set", Request{Model: Model{Name: "set"}, InputTokens: 10, OutputTokens: 10, HiddenInput: true},
+		{"max_input set", Request{Model: Model{Name: "set"}, CostBounds: CostBounds{InputTokens: 10, OutputTokens: 10, HiddenInput: true}},
 			1_010_000, price.Usage{}, 1_010_000},
-		{"an estimate above max_input", Request{Model: Model{Name: "set"}, InputTokens: 5000, OutputTokens: 10, HiddenInput: true},
+		{"an estimate above max_input", Request{Model: Model{Name: "set"}, CostBounds: CostBounds{InputTokens: 5000, OutputTokens: 10, HiddenInput: true}},
 			5_010_000, price.Usage{}, 5_010_000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ func TestUnheld(t *testing.T) {
 		cfg.Prices = []price.Price{{Match: []string{"gpt-realtime"}, Input: 4, Output: 16}}
 		a := runAdmitter(t, cfg, []classify.Caller{{Name: "voice", Class: classify.Interactive,
 			Budget: classify.Budget{USD: 0.01, Per: classify.PerMonth}}})
-		req := Request{Class: classify.Interactive, Caller: "voice", Model: Model{Name: "gpt-realtime"}, InputTokens: 100, OutputTokens: 100, Tokens: 100}
+		req := Request{Class: classify.Interactive, Caller: "voice", Model: Model{Name: "gpt-realtime"}, Tokens: 100, CostBounds: CostBounds{InputTokens: 100, OutputTokens: 100}}
 		if err := a.CheckBudgets(t.Context(), req); err != nil {
 			t.Fatalf("CheckBudgets before any spend: %v", err)
 		}

@@ -62,6 +62,13 @@ type BudgetGate struct {
 	// every budgetPoll, so they are bounded by the class's max_queue).
 	held    atomic.Int64
 	waiting [classify.NumClasses]atomic.Int64
+	// budgetLoop is what the gate's loop (Run) keeps.
+	budgetLoop
+}
+
+// budgetLoop is the state of a BudgetGate's loop: the settles it has yet
+// to make and what it last read.
+type budgetLoop struct {
 	// kick wakes the loop to settle.
 	kick chan struct{}
 	// maxPending bounds the settles waiting for the store
@@ -140,7 +147,7 @@ type budgetSettle struct {
 // Reconfigure.
 func NewBudgetGate(store BudgetStore, batches BatchStore, alive func(context.Context) error, heartbeat time.Duration, log *slog.Logger) *BudgetGate {
 	g := &BudgetGate{store: store, batches: batches, alive: alive, heartbeat: heartbeat, now: time.Now, log: log,
-		kick: make(chan struct{}, 1), maxPending: budgetMaxPending, settled: make(chan struct{})}
+		budgetLoop: budgetLoop{kick: make(chan struct{}, 1), maxPending: budgetMaxPending, settled: make(chan struct{})}}
 	g.budgets.Store(&budgetSet{})
 	return g
 }

@@ -47,20 +47,28 @@ func AdaptKey(prefix, pool string) string { return PoolTag(prefix, pool) + ":ada
 // adaptArgs is adapt.lua's one argument. Counts go as decimal strings, so
 // that cjson's 14 significant digits never round them.
 type adaptArgs struct {
-	Op         string `json:"op"`
-	Replica    string `json:"replica"`
-	Seq        uint64 `json:"seq,string"`
-	Completed  int64  `json:"completed,string"`
-	Work       int64  `json:"work,string"`
-	LatencyUs  int64  `json:"latency_us,string"`
-	Failures   int64  `json:"failures,string"`
-	Throttled  int64  `json:"throttled,string"`
-	BusyUs     int64  `json:"busy_us,string"`
-	Saturated  bool   `json:"saturated"`
+	Op      string `json:"op"`
+	Replica string `json:"replica"`
+	Seq     uint64 `json:"seq,string"`
+	// adaptArgCounts are an add's counts, embedded: the script reads them
+	// beside the rest (a.completed), not as an object of their own.
+	adaptArgCounts
 	IntervalMs int64  `json:"interval_ms"`
 	LeaseMs    int64  `json:"lease_ms"`
 	View       string `json:"view,omitempty"`
 	ClockMs    int64  `json:"clock_ms"`
+}
+
+// adaptArgCounts are AdaptCounts as adapt.lua reads them, durations in
+// microseconds.
+type adaptArgCounts struct {
+	Completed int64 `json:"completed,string"`
+	Work      int64 `json:"work,string"`
+	LatencyUs int64 `json:"latency_us,string"`
+	Failures  int64 `json:"failures,string"`
+	Throttled int64 `json:"throttled,string"`
+	BusyUs    int64 `json:"busy_us,string"`
+	Saturated bool  `json:"saturated"`
 }
 
 // adaptReply is adapt.lua's reply.
@@ -80,8 +88,9 @@ type adaptReply struct {
 
 // Add implements AdaptStore.
 func (s *RedisAdapt) Add(ctx context.Context, pool string, c AdaptCounts) (AdaptAnswer, error) {
-	r, err := s.call(ctx, pool, adaptArgs{Op: "add", Seq: c.Seq, Completed: c.Completed, Work: c.Work, LatencyUs: c.Latency.Microseconds(),
-		Failures: c.Failures, Throttled: c.Throttled, BusyUs: c.Busy.Microseconds(), Saturated: c.Saturated})
+	r, err := s.call(ctx, pool, adaptArgs{Op: "add", Seq: c.Seq, adaptArgCounts: adaptArgCounts{Completed: c.Completed, Work: c.Work,
+		LatencyUs: c.Latency.Microseconds(), Failures: c.Failures, Throttled: c.Throttled, BusyUs: c.Busy.Microseconds(),
+		Saturated: c.Saturated}})
 	if err != nil {
 		return AdaptAnswer{}, err
 	}

@@ -27,10 +27,9 @@ type Limits struct {
 	AccountTPM int64 `json:"account_tpm"`
 	BulkTPM    int64 `json:"bulk_tpm"`
 	ReserveTPM int64 `json:"reserve_tpm"`
-	// OutputTPM is the output-token budget per minute (0: not enforced),
-	// and ReserveOutputTPM the part of it bulk never takes.
-	OutputTPM        int64 `json:"output_tpm"`
-	ReserveOutputTPM int64 `json:"reserve_output_tpm"`
+	// OutputLimits are the output-token budget, embedded: take.lua reads
+	// them beside the rest.
+	OutputLimits
 	// Fair says, by class, that the class is shared between its callers
 	// (classes.<class>.fairness callers): a shared store then shares each
 	// second between the replicas with waiters (take.lua's grantSplit).
@@ -75,3 +74,11 @@ func floorDiv(a, b int64) int64 {
 
 // PerSecond is the rate in requests per second of a per-minute figure.
 func PerSecond(rpm int64) float64 { return float64(rpm) / 60 }
+
+// OutputLimits are a pool's output-token budget, in Limits: OutputTPM per
+// minute (0: not enforced), and ReserveOutputTPM the part of it bulk
+// never takes.
+type OutputLimits struct {
+	OutputTPM        int64 `json:"output_tpm"`
+	ReserveOutputTPM int64 `json:"reserve_output_tpm"`
+}

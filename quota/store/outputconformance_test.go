@@ -10,7 +10,7 @@ import (
 // budget of 600 tokens a minute (a bucket of 600 refilled 10 a second),
 // 180 of it reserved for interactive.
 var outputLimits = Limits{AccountRPM: 600000, BulkRPM: 120000, ReserveRPM: 180000, InFlight: 1000, BulkInFlight: 200, ReserveInFlight: 300,
-	Borrow: true, OutputTPM: 600, ReserveOutputTPM: 180}
+	Borrow: true, OutputLimits: OutputLimits{OutputTPM: 600, ReserveOutputTPM: 180}}
 
 // runOutputConformance: the output budget is a bucket refilled at its
 // rate up to a minute's worth and debited the output reported; bulk is

@@ -16,7 +16,7 @@ func BenchmarkRedisTake(b *testing.B) {
 	srv := redistest.Start(b)
 	s := NewRedis(srv.Client(b), Config{KeyPrefix: redistest.Prefix(b), Timeout: time.Second, Heartbeat: time.Second})
 	lim := Limits{AccountRPM: 600_000_000, BulkRPM: 300_000_000, ReserveRPM: 60_000_000, InFlight: 1 << 30, BulkInFlight: 1 << 29,
-		ReserveInFlight: 1 << 20, Borrow: true, AccountTPM: 1 << 40, BulkTPM: 1 << 39, ReserveTPM: 1 << 30, OutputTPM: 1 << 29,
+		ReserveInFlight: 1 << 20, Borrow: true, AccountTPM: 1 << 40, BulkTPM: 1 << 39, ReserveTPM: 1 << 30, OutputLimits: OutputLimits{OutputTPM: 1 << 29},
 		Fair: [classify.NumClasses]bool{true, true}}
 	const batch = 16
 	req := TakeRequest{Want: pc(batch, batch), InFlight: pc(100, 100), Credits: pc(3, 3), Corrections: pc(-50, 70),
