@@ -206,8 +206,9 @@ func DefaultConfig() Config {
 const shareEpsilon = 1e-9
 
 // maxOutputTPM bounds account.output_tokens_per_minute so the output
-// bucket's arithmetic (outputBucket, in 1/60000 token) stays exact in
-// take.lua's doubles; it is a thousand times Anthropic's largest tiers.
+// bucket's arithmetic (package quota/store's outputBucket, in 1/60000
+// token) stays exact in its take.lua's doubles; it is a thousand times
+// Anthropic's largest tiers.
 const maxOutputTPM = 1_000_000_000
 
 // Validate reports every problem at once, each naming its key relative to

@@ -205,8 +205,8 @@ func (l *limiter) busy(c classify.Class, sec int64) bool {
 // starved reports whether an interactive request is starved at l, as far
 // as l knows: one waits here, or the store's last answer found
 // interactive short in window sec or the one before — what stops bulk
-// borrowing fleet-wide (store.GrantAll's borrow, take.lua's starved set) until
-// interactive is granted all it asks.
+// borrowing fleet-wide (store.GrantAll's borrow, the starved set of
+// quota/store's take.lua) until interactive is granted all it asks.
 func (l *limiter) starved(sec int64) bool {
 	return l.Queued(classify.Interactive) > 0 || l.loop.last.blockedIn(classify.Interactive, sec) ||
 		l.loop.last.blockedIn(classify.Interactive, sec-1)

@@ -9,7 +9,7 @@ import (
 
 // TestRedisFairSplitCountsTokens: where the pool limits tokens, the
 // replicas with waiters share a fair class's second in tokens, as each
-// replica's own queue counts service (fair.go): a replica of large
+// replica's own queue counts service (package quota's fair.go): a replica of large
 // requests and one of small ones each take half the second's tokens in
 // its first half, within one request's size — not half the requests,
 // which let the first to ask take every token. After the split (its

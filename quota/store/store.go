@@ -38,7 +38,7 @@ type TakeRequest struct {
 	Want PerClass
 	// InFlight is how many requests of each class this replica has in flight
 	// now, not counting what this call grants; its credits (slots granted
-	// ahead of demand, prefetch.go) count as in flight.
+	// ahead of demand, package quota's prefetch.go) count as in flight.
 	InFlight PerClass
 	// Credits is how many of InFlight are credits, by class.
 	Credits PerClass
