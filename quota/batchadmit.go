@@ -118,7 +118,7 @@ func (b *batches) EndBatch(id string, u *price.Usage) {
 	})
 }
 
-// gate.BatchEnqueued returns the batch input tokens enqueued — of batches the
+// BatchEnqueued returns the batch input tokens enqueued — of batches the
 // proxy created and has not seen end — by account, pool and class, as the
 // budget loop last read them (fleet-wide with Redis).
 func (b *batches) BatchEnqueued() []gate.BatchEnqueued { return b.budgets.Enqueued() }

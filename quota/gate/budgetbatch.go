@@ -14,7 +14,7 @@ import (
 type BatchRequest struct {
 	Caller string
 	Class  classify.Class
-	// Account and Pool are where its requests go, as Lease.Account and
+	// Account and Pool are where its requests go, as quota.Lease.Account and
 	// PoolAt name them.
 	Account, Pool string
 	// File is its requests as the proxy metered them; nil when the proxy

@@ -6,7 +6,7 @@ import (
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
-// A request whose input is hidden (Request.HiddenInput) reserves its
+// A request whose input is hidden (quota.Request.HiddenInput) reserves its
 // worst case at its model's max_input: often more than a small budget has
 // left. Refused for it, such requests could never spend a budget's last
 // dollars; reserved at what their bodies show, ten at once spent twelve

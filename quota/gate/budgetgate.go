@@ -371,7 +371,7 @@ func (g *BudgetGate) settlePending(ctx context.Context) {
 	g.mu.Unlock()
 }
 
-// Check is the Admitter's CheckBudgets at the gate: whether r's budgets
+// Check is quota.Admitter.CheckBudgets at the gate: whether r's budgets
 // refuse anything of it now, reserving nothing.
 func (g *BudgetGate) Check(ctx context.Context, r Request) error {
 	bs := g.budgets.Load().of(r.Caller, r.Class)
@@ -401,7 +401,7 @@ func (g *BudgetGate) Check(ctx context.Context, r Request) error {
 	return nil
 }
 
-// ChargePass is the pass of a request no gate held (Admitter.Unheld) on
+// ChargePass is the pass of a request no gate held (quota.Admitter.Unheld) on
 // the budgets of caller and class: its settle charges them the cost
 // whatever they have left (charge), once; its release charges nothing.
 // The zero pass when there are none.

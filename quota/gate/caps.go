@@ -45,7 +45,7 @@ type capBounds struct {
 }
 
 // bounds are the cap across the fleet (replicas 1), or one replica's part
-// of it: divided by account.expected_replicas as Config.PerReplica
+// of it: divided by account.expected_replicas as quota.Config.PerReplica
 // divides the account.
 func (cp Cap) bounds(replicas int64) capBounds {
 	replicas = max(1, replicas)

@@ -19,7 +19,7 @@ type Gate interface {
 	// queue is full, or until passed), or the gate's own (a
 	// *BudgetExceededError, an *UnpricedModelError, an
 	// *UnmeteredAPIError); it returns
-	// ErrStoreUnavailable when the store fails and the gate may not go on
+	// store.ErrStoreUnavailable when the store fails and the gate may not go on
 	// without it, ErrClosed once the gate stopped, or ctx's cause.
 	Start(ctx context.Context, r Request, until time.Time) (Pass, error)
 }
@@ -44,15 +44,15 @@ type Request struct {
 	// Floor is the least a budget may cut the reservation of Cost to when
 	// Cost does not fit what it has left: the worst case at the input the
 	// request's body shows, for one whose input is hidden
-	// (Request.HiddenInput; budgetcut.go). At or above Cost, or 0, the
+	// (quota.Request.HiddenInput; budgetcut.go). At or above Cost, or 0, the
 	// reservation is never cut.
 	Floor price.Nanodollars
 	// Model is the request's model, named in a refusal for a model no
 	// price matches ("" when it names none). Generates says the request
-	// may cost this account money (Request.Free); one that does not (a
+	// may cost this account money (quota.Request.Free); one that does not (a
 	// list of models, a token count, another account's key) passes
 	// budgets at $0. Unmetered says its API's answers cannot be priced
-	// (Request.Unmetered).
+	// (quota.Request.Unmetered).
 	Model                string
 	Generates, Unmetered bool
 }
@@ -93,7 +93,7 @@ func (p Pass) Settle(cost price.Nanodollars) {
 var _ Gate = Chain(nil)
 
 // Chain is a request's caller gates, passed in order: the caller's
-// cap, then the spend budgets (Admitter.gates). Its pass releases every
+// cap, then the spend budgets (quota.Admitter.gates). Its pass releases every
 // gate's.
 type Chain []Gate
 

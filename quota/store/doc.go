@@ -2,7 +2,7 @@
 // current one-second window of requests and tokens, the requests in
 // flight, the upstream's word (a hold, a 429) and the output budget.
 //
-// Store is the one call a pool's limiter makes, Take: a TakeRequest
+// Store is what a pool's limiter (package quota) calls, Take: a TakeRequest
 // brings the waiters and the Limits to enforce, and the TakeResult says
 // how many of each class go and, for the rest, what held them (Blocker)
 // and when to ask again. Memory is the in-process store of a single
