@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Batch creation paths, canonical (no trailing slash).
@@ -117,7 +119,7 @@ func (b *batches) create(w http.ResponseWriter, r *http.Request, ex *exchange) (
 	}
 	ex.at(account, b.admitter.PoolAt(account, func() quota.Model { return quota.Model{Name: model} }))
 	ex.dest.pooled = true
-	hold, err := b.admitter.ReserveBatch(r.Context(), quota.BatchRequest{Caller: ex.res.Caller, Class: ex.res.Class,
+	hold, err := b.admitter.ReserveBatch(r.Context(), gate.BatchRequest{Caller: ex.res.Caller, Class: ex.res.Class,
 		Account: account, Pool: ex.dest.pool, File: file})
 	if err != nil {
 		body.release()
@@ -153,7 +155,7 @@ func (b *batches) file(ctx context.Context, body []byte, openAI, budgeted bool) 
 	switch {
 	case err != nil && budgeted:
 		b.log.Warn("budget_store_failed", slog.String("error", err.Error()))
-		f, _ := reasonOf(quota.ErrStoreUnavailable, 0, "")
+		f, _ := reasonOf(store.ErrStoreUnavailable, 0, "")
 		return nil, &f
 	case err != nil || !ok:
 		return nil, nil
@@ -164,7 +166,7 @@ func (b *batches) file(ctx context.Context, body []byte, openAI, budgeted bool) 
 // refused answers a batch its budgets refused.
 func (b *batches) refused(r *http.Request, ex *exchange, err error) {
 	class, l := ex.res.Class.String(), ex.poolLabels()
-	if e, ok := errors.AsType[*quota.BatchUnmeteredError](err); ok {
+	if e, ok := errors.AsType[*gate.BatchUnmeteredError](err); ok {
 		why := "meterproxy did not see its input file uploaded (upload it through meterproxy's /v1/files with purpose batch)"
 		if e.Why != "" {
 			why = "meterproxy could not meter its requests: " + e.Why

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
@@ -48,7 +49,7 @@ func (p *testProxy) send(t *testing.T, method, path, key, body string) (int, str
 }
 
 // budgetState is budget's period as the budget gate last read it.
-func (p *testProxy) budgetState(t *testing.T, budget string) quota.BudgetState {
+func (p *testProxy) budgetState(t *testing.T, budget string) gate.BudgetState {
 	t.Helper()
 	for _, b := range p.admitter.State().Budgets {
 		if b.Budget == budget {
@@ -56,7 +57,7 @@ func (p *testProxy) budgetState(t *testing.T, budget string) quota.BudgetState {
 		}
 	}
 	t.Fatalf("no budget %s in the state", budget)
-	return quota.BudgetState{}
+	return gate.BudgetState{}
 }
 
 // TestBudgetsHoldOnlyThisAccount (issue 31 item 5a): in pass-through mode

@@ -7,6 +7,7 @@ import (
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -113,7 +114,7 @@ type charges struct {
 	// when it had none.
 	shadowUsage *quota.Usage
 	// batch is a batch creation's reservation (batchcreate.go).
-	batch *quota.BatchHold
+	batch *gate.BatchHold
 }
 
 // upload is the body of a batch or upload request passing through, and
@@ -173,9 +174,9 @@ func (ex *exchange) stateName() string {
 // counts that account's spend, so none may hold it.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.ask.cost,
-		Model: ex.ask.model, InputTokens: ex.ask.inputEstimate, OutputTokens: ex.ask.outputCap, Generations: ex.ask.generations, Tier: ex.dest.tier,
-		HiddenInput: ex.ask.hiddenInput, LongContext: ex.ask.longContext, Account: ex.dest.account, Pinned: ex.ask.socket,
-		Free: !ex.rt.generates || !ex.dest.spent, Unmetered: ex.rt.unmetered()}
+		Model: ex.ask.model, Account: ex.dest.account, Pinned: ex.ask.socket, Free: !ex.rt.generates || !ex.dest.spent, Unmetered: ex.rt.unmetered(),
+		CostBounds: quota.CostBounds{InputTokens: ex.ask.inputEstimate, OutputTokens: ex.ask.outputCap, Generations: ex.ask.generations,
+			Tier: ex.dest.tier, HiddenInput: ex.ask.hiddenInput, LongContext: ex.ask.longContext}}
 }
 
 type exchangeKey struct{}

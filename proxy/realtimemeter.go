@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/tidwall/gjson"
 )
 
@@ -320,7 +321,7 @@ func (r *realtimeMeter) checkBudget() {
 		for {
 			err := s.sk.admitter.CheckBudgets(s.work, req)
 			close(read)
-			if e, ok := errors.AsType[*quota.BudgetExceededError](err); ok {
+			if e, ok := errors.AsType[*gate.BudgetExceededError](err); ok {
 				r.overBudget(e)
 			}
 			r.mu.Lock()
@@ -350,7 +351,7 @@ const closeBudgetSpent = "meterproxy: the session's budget is spent"
 // goes on creating responses: an error event in the provider's shape
 // (insufficient_quota, budget_exceeded), then a close 1008 (policy
 // violation) to both sides; the response in progress is settled as cut.
-func (r *realtimeMeter) overBudget(e *quota.BudgetExceededError) {
+func (r *realtimeMeter) overBudget(e *gate.BudgetExceededError) {
 	s := r.s
 	f := refusal{status: http.StatusTooManyRequests, reason: reasonBudgetExceeded, kind: "insufficient_quota",
 		message: fmt.Sprintf("meterproxy: budget %s is spent (%s of %s this period) and the server's voice detection went on creating responses, "+

@@ -12,6 +12,8 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // refusal is an answer meterproxy gives itself instead of the upstream's.
@@ -221,14 +223,14 @@ func reasonOf(err error, class classify.Class, api string) (f refusal, decided b
 			message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
 				e.Tokens, e.Limit, e.Pool, e.Key)}, true
 	}
-	if e, ok := errors.AsType[*quota.BudgetExceededError](err); ok {
+	if e, ok := errors.AsType[*gate.BudgetExceededError](err); ok {
 		// Not retried: the SDKs would retry a 429 for minutes, and the
 		// budget comes back only when its period resets.
 		return refusal{status: http.StatusTooManyRequests, reason: reasonBudgetExceeded, kind: "insufficient_quota",
 			message: fmt.Sprintf("meterproxy: budget %s is spent: %s of %s this period, and this request may cost up to %s; it resets at %s",
 				e.Budget, e.Spent, e.Limit, e.Cost, e.Resets.UTC().Format(time.RFC3339))}, true
 	}
-	if e, ok := errors.AsType[*quota.UnpricedModelError](err); ok {
+	if e, ok := errors.AsType[*gate.UnpricedModelError](err); ok {
 		f := refusal{status: http.StatusBadRequest, reason: reasonUnpricedModel, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: budget %s cannot price model %q: no prices entry matches it", e.Budget, e.Model)}
 		if e.Model == "" {
@@ -236,24 +238,24 @@ func reasonOf(err error, class classify.Class, api string) (f refusal, decided b
 		}
 		return f, true
 	}
-	if e, ok := errors.AsType[*quota.UnmeteredAPIError](err); ok {
+	if e, ok := errors.AsType[*gate.UnmeteredAPIError](err); ok {
 		return refusal{status: http.StatusBadRequest, reason: reasonUnmeteredAPI, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: budget %s cannot price %s: meterproxy reads no usage from this API's answers. "+
 				"budget.unpriced_apis: worst_case on the budget (%s) lets such requests through, each charged its worst case",
 				e.Budget, bounded(api, maxNamedPath), budgetKeyOf(e.Budget, "unpriced_apis"))}, true
 	}
 	c := class.String()
-	if e, ok := errors.AsType[*quota.RefusedError](err); ok {
+	if e, ok := errors.AsType[*gate.RefusedError](err); ok {
 		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
 			message: "meterproxy: the " + c + " queue is full", retryAfter: e.RetryAfter, retry: true}
 		switch {
-		case e.Caller != "" && errors.Is(err, quota.ErrQueueFull):
+		case e.Caller != "" && errors.Is(err, gate.ErrQueueFull):
 			f.reason, f.message = reasonCallerCap, "meterproxy: too many of this caller's requests already wait for its own cap"
 		case e.Caller != "":
 			f.reason, f.message = reasonCallerCap, "meterproxy: this caller's own cap (callers[].max_in_flight, requests_per_minute) left no room within the "+c+" class's max_wait"
-		case errors.Is(err, quota.ErrBudgetHeld):
+		case errors.Is(err, gate.ErrBudgetHeld):
 			f.reason, f.message = reasonMaxWait, "meterproxy: what is left of this request's budget is held by requests in flight, and none settled within the "+c+" class's max_wait"
-		case errors.Is(err, quota.ErrWaitTimeout):
+		case errors.Is(err, gate.ErrWaitTimeout):
 			f.reason, f.message = reasonMaxWait, "meterproxy: no "+c+" capacity within the class's max_wait"
 		}
 		return f, true
@@ -261,7 +263,7 @@ func reasonOf(err error, class classify.Class, api string) (f refusal, decided b
 	f = refusal{status: http.StatusServiceUnavailable, reason: reasonShuttingDown,
 		kind: "api_error", message: "meterproxy: shutting down", retryAfter: time.Second, retry: true}
 	switch {
-	case errors.Is(err, quota.ErrStoreUnavailable):
+	case errors.Is(err, store.ErrStoreUnavailable):
 		f.reason, f.message = reasonStoreUnavailable, "meterproxy: the quota store is unavailable (under store.on_error closed, or for a request with a spend budget, which is never let past without it)"
 	case errors.Is(err, quota.ErrPoolRemoved):
 		f.reason, f.message = reasonPoolRemoved, "meterproxy: a configuration reload removed the pool this request waited in; retry it"

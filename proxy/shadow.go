@@ -6,6 +6,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 )
 
 // The outcomes of meterproxy_shadow_decisions_total.
@@ -36,7 +37,7 @@ func shadowOutcome(lease *quota.Lease, err error, class classify.Class) string {
 		return shadowHeld
 	case err == nil:
 		return shadowAdmitted
-	case errors.Is(err, quota.ErrClosed), errors.Is(err, context.Canceled):
+	case errors.Is(err, gate.ErrClosed), errors.Is(err, context.Canceled):
 		return shadowUnfinished
 	}
 	if f, decided := reasonOf(err, class, ""); decided {

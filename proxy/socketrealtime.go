@@ -14,6 +14,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 )
 
 // realtimeSocket is OpenAI's Realtime API (and Azure's) over a WebSocket:
@@ -78,7 +79,7 @@ func sessionBudgets(ctx context.Context, admitter *quota.Admitter, ex *exchange)
 		return nil
 	}
 	f, _ := reasonOf(err, ex.res.Class, "a Realtime session")
-	if e, ok := errors.AsType[*quota.BudgetExceededError](err); ok {
+	if e, ok := errors.AsType[*gate.BudgetExceededError](err); ok {
 		f.message = fmt.Sprintf("meterproxy: budget %s is spent: %s of %s this period; it resets at %s",
 			e.Budget, e.Spent, e.Limit, e.Resets.UTC().Format(time.RFC3339))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/tidwall/gjson"
 )
 
@@ -53,7 +54,7 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 	ex := s.requestExchange()
 	sk.tr.startTurn(s.ex, ex, start)
 	if s.draining() {
-		f, _ := reasonOf(quota.ErrClosed, ex.res.Class, "")
+		f, _ := reasonOf(gate.ErrClosed, ex.res.Class, "")
 		s.refuseTurn(ex, f, lane)
 		return nil
 	}

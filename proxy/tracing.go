@@ -10,6 +10,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -229,7 +230,7 @@ func notAdmitted(span trace.Span, err error, f *refusal, end time.Time) {
 	if by := heldByOf(err); by != "" {
 		span.SetAttributes(attrHeldBy.String(by))
 	}
-	if e, ok := errors.AsType[*quota.RefusedError](err); ok {
+	if e, ok := errors.AsType[*gate.RefusedError](err); ok {
 		span.SetAttributes(attrQueued.Int(e.Wait.Queued))
 	}
 	span.End(trace.WithTimestamp(end))
@@ -239,14 +240,14 @@ func notAdmitted(span trace.Span, err error, f *refusal, end time.Time) {
 // caller's cap, a budget's room held by others, or what its pool's wait
 // was for.
 func heldByOf(err error) string {
-	e, ok := errors.AsType[*quota.RefusedError](err)
+	e, ok := errors.AsType[*gate.RefusedError](err)
 	switch {
-	case !ok || errors.Is(err, quota.ErrQueueFull):
+	case !ok || errors.Is(err, gate.ErrQueueFull):
 		return ""
 	case e.Caller != "":
-		return quota.HeldByCap
-	case errors.Is(err, quota.ErrBudgetHeld):
-		return quota.HeldByBudget
+		return gate.HeldByCap
+	case errors.Is(err, gate.ErrBudgetHeld):
+		return gate.HeldByBudget
 	}
 	return e.Wait.HeldBy
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
@@ -171,7 +172,7 @@ func TestTraceHeldThenAdmitted(t *testing.T) {
 	}
 	firstAdm := rc.trace(t, "chat gpt-4o-first", "admission")["admission"]
 	adm := rc.trace(t, "chat gpt-4o", "admission")["admission"]
-	if got := attrs(adm); got["meterproxy.outcome"] != admissionHeld || got["meterproxy.held_by"] != quota.HeldByInFlight {
+	if got := attrs(adm); got["meterproxy.outcome"] != admissionHeld || got["meterproxy.held_by"] != gate.HeldByInFlight {
 		t.Errorf("admission span %v, want held by in_flight", got)
 	}
 	nearWait(t, adm, waitSum(t, p.reg, waitAdmitted)-spanDuration(firstAdm))
@@ -188,7 +189,7 @@ func TestTraceRefusedAtMaxWait(t *testing.T) {
 	}
 	spans := rc.trace(t, "chat gpt-4o", "admission")
 	if got := attrs(spans["admission"]); got["meterproxy.outcome"] != admissionRefused || got["meterproxy.reason"] != reasonMaxWait ||
-		got["meterproxy.held_by"] != quota.HeldByInFlight {
+		got["meterproxy.held_by"] != gate.HeldByInFlight {
 		t.Errorf("admission span %v, want refused max_wait_exceeded, held by in_flight", got)
 	}
 	if got := attrs(spans["chat gpt-4o"]); got["meterproxy.outcome"] != outcomeRefused || got["http.response.status_code"] != "429" {

@@ -3,7 +3,6 @@ package quota
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
@@ -39,34 +38,9 @@ type Account struct {
 	LendsTo []classify.Class `koanf:"lends_to"`
 }
 
-// accountSep separates an account's name from its pool's in a pool's id
-// (PoolID): neither may contain it (poolName).
-const accountSep = "/"
-
-// PoolID is the id of pool (as PoolAt names it: "" for the
-// account's own) of account (as upstream.accounts names it: "" for the
-// one account of a configuration without upstream.accounts): the pool's
-// key in the Admitter, its limiter's name and its Redis keys' (poolTag).
-// The one account's pools keep the ids they had before accounts existed,
-// and so their Redis keys.
-func PoolID(account, pool string) string {
-	if account == "" {
-		return pool
-	}
-	return account + accountSep + pool
-}
-
-// splitPoolID is PoolID's inverse.
-func splitPoolID(id string) (account, pool string) {
-	if a, p, ok := strings.Cut(id, accountSep); ok {
-		return a, p
-	}
-	return "", id
-}
-
 // accountNames are the accounts cfg configures: their names, in order, or
 // the one unnamed account ("") without upstream.accounts.
-func (c Config) accountNames() []string {
+func accountNames(c Config) []string {
 	if len(c.Accounts) == 0 {
 		return []string{""}
 	}
@@ -75,26 +49,6 @@ func (c Config) accountNames() []string {
 		names[i] = a.Name
 	}
 	return names
-}
-
-// ForAccount is the Config account name enforces: its own account section,
-// and the classes partitioned by what it serves and lends (classesFor).
-// Without upstream.accounts, or for a name not configured, it is c.
-func (c Config) ForAccount(name string) Config {
-	for i, a := range c.Accounts {
-		if a.Name != name {
-			continue
-		}
-		acct := a.Account
-		if acct.ExpectedReplicas == 0 {
-			acct.ExpectedReplicas = c.Account.ExpectedReplicas
-		}
-		c.Account, c.Classes = acct, a.classesFor(c.Classes)
-		c.accountKey = fmt.Sprintf("upstream.accounts[%d].account", i)
-		c.Accounts = nil
-		return c
-	}
-	return c
 }
 
 // classesFor is classes as account a partitions it. An account that
@@ -119,7 +73,7 @@ func (a Account) classesFor(classes ClassesConfig) ClassesConfig {
 // candidates are the accounts a request of class c may go to, in order of
 // preference: those that serve it, in their order, then those that lend
 // to it. Without upstream.accounts it is the one account.
-func (c Config) candidates(class classify.Class) []string {
+func candidates(c Config, class classify.Class) []string {
 	if len(c.Accounts) == 0 {
 		return []string{""}
 	}
@@ -142,7 +96,7 @@ func (c Config) candidates(class classify.Class) []string {
 // top-level account's are checked. The proxy checks its part (url and
 // api_key_env, proxy.Account) and the start what the accounts forbid
 // beside them; no key is checked twice.
-func (c Config) validateAccounts(bad func(string, string, ...any)) {
+func validateAccounts(c Config, bad func(string, string, ...any)) {
 	if len(c.Accounts) == 0 {
 		return
 	}
@@ -188,7 +142,7 @@ func (c Config) validateAccounts(bad func(string, string, ...any)) {
 			acct.Account.MaxInFlight, acct.Account.ExpectedReplicas)
 		checkMaxCharge(bad, ak, acct.Account.MaxRequestTokens, acct.Account.TokensPerMinute)
 		checkMinInFlight(bad, ak, acct.Account.MinInFlight, acct.Account.MaxInFlight)
-		acct.validateModels(bad)
+		validateModels(acct, bad)
 	}
 	for _, cl := range classify.Classes {
 		if !reached[cl] {

@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -16,7 +18,7 @@ import (
 // reserve of 3 bulk never takes), batch 1.
 func twoAccounts() Config {
 	cfg := DefaultConfig()
-	cfg.Classes.Interactive = InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 10 * time.Second, MaxQueue: 50}
+	cfg.Classes.Interactive = interactiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 10 * time.Second, MaxQueue: 50}
 	cfg.Classes.Bulk = BulkConfig{Share: 0.2, Borrow: true, MaxWait: 10 * time.Second, MaxQueue: 50}
 	cfg.Accounts = []Account{
 		{Name: "chat", Account: AccountConfig{RequestsPerMinute: 60000, MaxInFlight: 10},
@@ -113,7 +115,7 @@ func TestAccountsRouteAndBorrow(t *testing.T) {
 func TestAccountsHeldLenderLendsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := runAdmitter(t, twoAccounts(), nil)
-		a.Observe("chat", accountPool, time.Now(), time.Minute, 0)
+		a.Observe("chat", store.AccountPool, time.Now(), time.Minute, 0)
 		own, err := a.Admit(t.Context(), Request{Class: classify.Bulk})
 		if err != nil || own.Account() != "batch" {
 			t.Fatalf("bulk: %v at %q, want batch", err, own.Account())
@@ -144,13 +146,13 @@ func TestAccountsHeldLenderLendsNothing(t *testing.T) {
 // their own; the one account's keep the tags they had before accounts.
 func TestAccountsRedisKeys(t *testing.T) {
 	for id, want := range map[string]string{
-		"":              "{mp}",
-		"gpt-4o":        "{mp:pool:gpt-4o}",
-		"chat/":         "{mp:acct:chat}",
-		"chat/gpt-4o":   "{mp:acct:chat:pool:gpt-4o}",
-		PoolID("b", ""): "{mp:acct:b}",
+		"":                    "{mp}",
+		"gpt-4o":              "{mp:pool:gpt-4o}",
+		"chat/":               "{mp:acct:chat}",
+		"chat/gpt-4o":         "{mp:acct:chat:pool:gpt-4o}",
+		store.PoolID("b", ""): "{mp:acct:b}",
 	} {
-		if got := poolTag("mp", id); got != want {
+		if got := store.PoolTag("mp", id); got != want {
 			t.Errorf("poolTag(%q) = %q, want %q", id, got, want)
 		}
 	}
@@ -176,7 +178,7 @@ func TestAccountsValidate(t *testing.T) {
 		"unused": {func(c *Config) { c.Accounts[1].Serves = nil }, "upstream.accounts[1].serves"},
 		"limits": {func(c *Config) { c.Accounts[1].Account.MaxInFlight = 0 }, "upstream.accounts[1].account.max_in_flight"},
 		"models": {func(c *Config) {
-			c.Accounts[0].Account.Models = []ModelPool{{Name: "m", Match: []string{"m*"}, RequestsPerMinute: 0, MaxInFlight: 1}}
+			c.Accounts[0].Account.Models = []modelPool{{Name: "m", Match: []string{"m*"}, RequestsPerMinute: 0, MaxInFlight: 1}}
 		}, "upstream.accounts[0].account.models[0].requests_per_minute"},
 		"twice": {func(c *Config) { c.Accounts[1].Serves = []classify.Class{B, B} }, "upstream.accounts[1]: names a class twice"},
 	} {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // adaptLedger is what a pool's leases saw of the upstream since the
@@ -58,23 +60,6 @@ func (b *adaptBusy) since(now time.Time) time.Duration {
 	return time.Duration(d) * time.Microsecond
 }
 
-// adaptCounts are one replica's adaptLedger taken at once: what it adds
-// to the pool's sample in the store.
-type adaptCounts struct {
-	Completed, Failures, Throttled int64
-	Work                           int64
-	Latency                        time.Duration
-	// Busy is the time leases were in flight, summed over them: its
-	// ratio to the interval is the mean number in flight.
-	Busy      time.Duration
-	Saturated bool
-	// Seq numbers a replica's adds of counts (adaptiveRun's, from 1): an
-	// add retried after its reply was lost carries the same Seq, and the
-	// store counts it once. 0 is never taken for a retry. Not a count:
-	// plus leaves it 0.
-	Seq uint64
-}
-
 // answered counts one upstream exchange that ended after latency with
 // HTTP status (0: no answer — a timeout or a connection that failed):
 // 2xx is a completion, 429 a throttle, 5xx and 0 a failure; any other
@@ -93,14 +78,14 @@ func (a *adaptLedger) answered(status int, latency time.Duration) {
 
 // take empties the ledger into its counts, its busy time up to now. One
 // goroutine takes (the sampler's).
-func (a *adaptLedger) take(now time.Time) adaptCounts {
-	return adaptCounts{Completed: a.completed.Swap(0), Failures: a.failures.Swap(0), Throttled: a.throttled.Swap(0),
+func (a *adaptLedger) take(now time.Time) store.AdaptCounts {
+	return store.AdaptCounts{Completed: a.completed.Swap(0), Failures: a.failures.Swap(0), Throttled: a.throttled.Swap(0),
 		Work: a.work.Swap(0), Latency: time.Duration(a.latency.Swap(0)), Busy: a.busy.since(now), Saturated: a.saturated.Swap(false)}
 }
 
 // add puts counts into the ledger, as leases would have (tests feed it
 // so).
-func (a *adaptLedger) add(c adaptCounts) {
+func (a *adaptLedger) add(c store.AdaptCounts) {
 	a.completed.Add(c.Completed)
 	a.failures.Add(c.Failures)
 	a.throttled.Add(c.Throttled)
@@ -117,10 +102,10 @@ func (a *adaptLedger) add(c adaptCounts) {
 // class with waiters blocked by it, or the fleet's slots (credits
 // included: they are slots taken) at it. The admission loop calls it
 // after every store call.
-func (a *adaptLedger) noteAnswer(want PerClass, res takeResult, bound int64) {
+func (a *adaptLedger) noteAnswer(want store.PerClass, res store.TakeResult, bound int64) {
 	binding := bound > 0 && res.FleetInFlight[0]+res.FleetInFlight[1] >= bound
 	for c, n := range want {
-		binding = binding || (n > 0 && res.Blocker[c] == blockedByInFlight)
+		binding = binding || (n > 0 && res.Blocker[c] == store.BlockedByInFlight)
 	}
 	if binding && !a.saturated.Load() {
 		a.saturated.Store(true)

@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -44,12 +46,12 @@ func TestLeaseAnswered(t *testing.T) {
 		serve(-1, time.Millisecond, 0)  // never answered: refused before the upstream, or the client left
 		serve(-1, time.Millisecond, 70) // a caller's own key's answer is not Measured: its output is no work here
 		got := l.leases.adapt.take(time.Now())
-		want := adaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2,
+		want := store.AdaptCounts{Completed: 2, Work: 50, Latency: 400 * time.Millisecond, Throttled: 1, Failures: 2,
 			Busy: 406 * time.Millisecond} // every lease's time in flight, answered or not
 		if got != want {
 			t.Errorf("counts = %+v, want %+v", got, want)
 		}
-		if again := l.leases.adapt.take(time.Now()); again != (adaptCounts{}) {
+		if again := l.leases.adapt.take(time.Now()); again != (store.AdaptCounts{}) {
 			t.Errorf("second take = %+v, want nothing", again)
 		}
 	})
@@ -144,16 +146,16 @@ func TestNoteAnswer(t *testing.T) {
 	const I, B = classify.Interactive, classify.Bulk
 	for _, tc := range []struct {
 		name  string
-		want  PerClass
-		res   takeResult
+		want  store.PerClass
+		res   store.TakeResult
 		bound int64
 		sat   bool
 	}{
-		{"room", PerClass{1, 1}, takeResult{FleetInFlight: PerClass{3, 3}}, 10, false},
-		{"fleet at bound", PerClass{}, takeResult{FleetInFlight: PerClass{4, 6}}, 10, true},
-		{"bulk blocked in flight", PerClass{0, 2}, takeResult{Blocker: [classify.NumClasses]blocker{B: blockedByInFlight}}, 10, true},
-		{"window", PerClass{2, 2}, takeResult{Blocker: [classify.NumClasses]blocker{I: blockedByWindow, B: blockedByWindow}}, 10, false},
-		{"blocked, no waiters", PerClass{}, takeResult{Blocker: [classify.NumClasses]blocker{I: blockedByInFlight}}, 10, false},
+		{"room", store.PerClass{1, 1}, store.TakeResult{FleetInFlight: store.PerClass{3, 3}}, 10, false},
+		{"fleet at bound", store.PerClass{}, store.TakeResult{FleetInFlight: store.PerClass{4, 6}}, 10, true},
+		{"bulk blocked in flight", store.PerClass{0, 2}, store.TakeResult{Blocker: [classify.NumClasses]store.Blocker{B: store.BlockedByInFlight}}, 10, true},
+		{"window", store.PerClass{2, 2}, store.TakeResult{Blocker: [classify.NumClasses]store.Blocker{I: store.BlockedByWindow, B: store.BlockedByWindow}}, 10, false},
+		{"blocked, no waiters", store.PerClass{}, store.TakeResult{Blocker: [classify.NumClasses]store.Blocker{I: store.BlockedByInFlight}}, 10, false},
 	} {
 		var a adaptLedger
 		a.noteAnswer(tc.want, tc.res, tc.bound)

@@ -46,7 +46,7 @@ func (c *adaptiveCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		view, decisions := l.adapt.view()
-		pool := PoolLabels(id)
+		pool := poolLabels(id)
 		ch <- prometheus.MustNewConstMetric(c.work, prometheus.GaugeValue, view.Judged.Work, pool.Account, pool.Pool)
 		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, view.Judged.Latency, pool.Account, pool.Pool)
 		for _, act := range adaptive.Actions {

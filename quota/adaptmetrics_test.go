@@ -7,6 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -22,17 +25,17 @@ import (
 func TestAdaptiveExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		var logs lockedBuffer
+		var logs runtest.Buffer
 		a, err := New(adaptiveConfig(), Deps{Log: slog.New(slog.NewJSONHandler(&logs, nil)), Registry: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = a.Close() })
-		startRun(t, a)
-		l := a.pool(accountPool)
+		runtest.Start(t, a)
+		l := a.pool(store.AccountPool)
 		for range 3 {
 			feed(l, adaptive.Sample{Completed: 40, Latency: 8 * time.Second, Saturated: true})
-			time.Sleep(adaptInterval) // the bubble's clock: one interval
+			time.Sleep(store.AdaptInterval) // the bubble's clock: one interval
 			synctest.Wait()
 		}
 		want := `
@@ -64,8 +67,8 @@ meterproxy_in_flight_limit{account="default",pool="default"} 8
 			t.Errorf("promlint: %v %+v", err, problems)
 		}
 		got := a.State().Pools[DefaultPool].Adaptive
-		wantState := AdaptiveState{Bound: 8, Floor: 4, Ceiling: 200, Phase: string(adaptive.PhaseGrow), WorkPerSecond: 20, LatencySecondsPerWork: 0.2,
-			LastDecision: AdaptiveDecision{Action: "grow", From: 4, To: 8, Why: "work grew with the bound"}}
+		wantState := adaptiveState{Bound: 8, Floor: 4, Ceiling: 200, Phase: string(adaptive.PhaseGrow), WorkPerSecond: 20, LatencySecondsPerWork: 0.2,
+			LastDecision: adaptiveDecision{Action: "grow", From: 4, To: 8, Why: "work grew with the bound"}}
 		if got == nil || *got != wantState {
 			t.Errorf("/admin/state adaptive = %+v, want %+v", got, wantState)
 		}
@@ -81,7 +84,7 @@ func TestAdaptiveNotExported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		a := runAdmitterOn(t, DefaultConfig(), nil, reg)
-		time.Sleep(2 * adaptInterval)
+		time.Sleep(2 * store.AdaptInterval)
 		synctest.Wait()
 		for _, name := range []string{"meterproxy_adaptive_decisions_total", "meterproxy_adaptive_latency_seconds_per_work", "meterproxy_adaptive_work_per_second"} {
 			if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 0 {

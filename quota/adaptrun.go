@@ -8,18 +8,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/quota/adaptive"
 )
 
 // adaptiveRun steps one pool's adaptive in-flight bound on this replica:
-// every adaptInterval it hands the pool's adaptStore what the leases
+// every store.AdaptInterval it hands the pool's store.AdaptStore what the leases
 // measured since the last time (adaptLedger), steps the controller
 // (adaptive.Limits.next) when the store says this replica is to, and puts
 // the bound the store holds in force (limiter.setBound). Its zero value
 // does nothing; newLimiter wires it. tick runs on one goroutine; view and
 // decisions are safe for concurrent use.
 type adaptiveRun struct {
-	store adaptStore
+	store store.AdaptStore
 	pool  string
 	// log names the pool in every line (poolLogAttrs).
 	log    *slog.Logger
@@ -31,22 +33,27 @@ type adaptiveRun struct {
 	bound atomic.Int64
 	// now reads the clock the leases' times follow.
 	now func() time.Time
-	// seq numbers this replica's adds (adaptCounts.Seq); pending is an add
-	// whose reply did not come, sent again, unchanged, before any other.
-	// tick's only.
-	seq     uint64
-	pending *adaptCounts
+	// add is the adds' numbering; tick's only.
+	add adaptAdds
 
 	mu sync.Mutex
 	// last is the store's view as of the last tick.
-	last adaptView
+	last store.AdaptView
 	// decisions counts this replica's steps, by action.
 	decisions map[adaptive.Action]int64
 }
 
-// run ticks every adaptInterval until ctx ends.
+// adaptAdds numbers a replica's adds to the adaptive store: seq numbers
+// them (store.AdaptCounts.Seq); pending is an add whose reply did not
+// come, sent again, unchanged, before any other.
+type adaptAdds struct {
+	seq     uint64
+	pending *store.AdaptCounts
+}
+
+// run ticks every store.AdaptInterval until ctx ends.
 func (r *adaptiveRun) run(ctx context.Context) {
-	t := time.NewTicker(adaptInterval)
+	t := time.NewTicker(store.AdaptInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -66,22 +73,22 @@ func (r *adaptiveRun) run(ctx context.Context) {
 // new counts wait in the ledger.
 func (r *adaptiveRun) tick(ctx context.Context) {
 	set := r.limits.Load()
-	counts := r.pending
+	counts := r.add.pending
 	if counts == nil {
 		c := r.ledger.take(r.now())
-		r.seq++
-		c.Seq = r.seq
+		r.add.seq++
+		c.Seq = r.add.seq
 		counts = &c
 	}
-	r.pending = nil
+	r.add.pending = nil
 	if set.adaptive == nil || r.store == nil {
 		return
 	}
 	lim := *set.adaptive
-	ans, err := r.store.add(ctx, r.pool, *counts)
+	ans, err := r.store.Add(ctx, r.pool, *counts)
 	if err != nil {
-		r.pending = counts
-		if ctx.Err() == nil && !errors.Is(err, errAdaptBypassed) {
+		r.add.pending = counts
+		if ctx.Err() == nil && !errors.Is(err, store.ErrAdaptBypassed) {
 			r.log.Warn("adaptive_store_failed", slog.String("error", err.Error()))
 		}
 		return
@@ -99,16 +106,16 @@ func (r *adaptiveRun) tick(ctx context.Context) {
 // step runs the controller on the fleet's sample and stores its new view;
 // it returns the view in force afterwards — the old one when another
 // replica took the lease meanwhile.
-func (r *adaptiveRun) step(ctx context.Context, lim adaptive.Limits, v adaptView, ans adaptAnswer) adaptView {
+func (r *adaptiveRun) step(ctx context.Context, lim adaptive.Limits, v store.AdaptView, ans store.AdaptAnswer) store.AdaptView {
 	c := ans.Sample
 	m := adaptive.Sample{Bound: v.State.Bound, Saturated: c.Saturated, Completed: int(c.Completed), Work: float64(c.Work),
 		Elapsed: ans.Elapsed, Latency: c.Latency, Busy: c.Busy, Failures: int(c.Failures), Throttled: int(c.Throttled)}
 	s, d := lim.Next(v.State, m)
-	next := adaptView{State: s, Last: d, Judged: v.Judged}
+	next := store.AdaptView{State: s, Last: d, Judged: v.Judged}
 	if d.Judged != (adaptive.Rate{}) {
 		next.Judged = d.Judged
 	}
-	if ok, err := r.store.commit(ctx, r.pool, next); err != nil || !ok {
+	if ok, err := r.store.Commit(ctx, r.pool, next); err != nil || !ok {
 		return v
 	}
 	r.mu.Lock()
@@ -126,7 +133,7 @@ func (r *adaptiveRun) step(ctx context.Context, lim adaptive.Limits, v adaptView
 
 // view returns the store's view as of the last tick and this replica's
 // decisions by action.
-func (r *adaptiveRun) view() (adaptView, map[adaptive.Action]int64) {
+func (r *adaptiveRun) view() (store.AdaptView, map[adaptive.Action]int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	counts := make(map[adaptive.Action]int64, len(r.decisions))

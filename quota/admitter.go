@@ -7,6 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,11 +35,13 @@ type Admitter struct {
 	// pools are the pools' limiters, by pool name (pool.go), the account's
 	// under accountPool; Reconfigure adds and removes model pools.
 	pools map[string]*poolRun
-	// caps is the callers' caps, one gate in front of every pool; gates
-	// are every caller gate a request passes, in order (caps first).
-	caps    *capGate
-	budgets *budgetGate
-	gates   callerGate
+	// caps is the callers' caps, one gate in front of every pool;
+	// batches holds the spend budgets' gate (budgets) and the batches
+	// reserved on them; gates are every caller gate a request passes, in
+	// order (caps first).
+	caps *gate.CapGate
+	batches
+	gates gate.Gate
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup
@@ -58,75 +64,6 @@ type Deps struct {
 	Registry prometheus.Registerer
 }
 
-// Request is one request to admit.
-type Request struct {
-	Class classify.Class
-	// Caller is the configured caller's name, or classify.UnknownCaller.
-	Caller string
-	// Anonymous tells unknown callers apart for fair queuing
-	// (classify.Result.Anonymous); 0 for a configured caller or none.
-	Anonymous uint64
-	// Tokens is what the provider would charge the request, as the caller
-	// estimates it. Admit charges it to the token window of the request's
-	// pool when that pool enforces tokens (its own tokens_per_minute), and
-	// nothing there otherwise (Config.charge); Lease.Settle settles it.
-	Tokens int64
-	// Model is the request's model, which prices it for its budgets.
-	Model Model
-	// InputTokens and OutputTokens are what the request may cost in
-	// tokens at most, for its budgets: its input estimate, and its output
-	// cap (0: none set, and the price's max_output counts), its
-	// max_tokens times Generations.
-	InputTokens, OutputTokens int64
-	// Generations is how many answers the request asks the model for (n,
-	// best_of; 0 counts as 1): a price's max_output caps each of them
-	// (price.Price.OutputCap).
-	Generations int64
-	// HiddenInput says the provider may bill it input its body does not
-	// show (usage.Request.HiddenInput): its budgets reserve its input at
-	// its price's max_input, and cut that to what they have left rather
-	// than refuse it (reservation, budgetcut.go). LongContext says
-	// it asks for a context beyond its model family's (Anthropic's
-	// context-1m beta): an unset max_input is then price.FallbackMaxInput.
-	HiddenInput, LongContext bool
-	// Tier is the service tier the request is sent at ("flex" or "").
-	Tier string
-	// Free says the request costs this account nothing, so no budget
-	// holds it: it generates nothing (a read, a delete, a token count),
-	// or it spends another account (a pass-through caller's own key).
-	// The zero value may cost money.
-	Free bool
-	// Unmetered says the request may cost money on an API whose answers
-	// report no usage the proxy reads (images, audio): a budget
-	// refuses it unless its unpriced_apis is worst_case, and then it is
-	// settled at its worst case (Lease.Settle, Usage.Worst).
-	Unmetered bool
-	// Account, when Pinned, is the one account the request may be
-	// admitted at, whatever else its class may borrow from: a WebSocket
-	// turn's, whose connection goes to one account. It must be one its
-	// class may go to (HomeAccount is).
-	Account string
-	Pinned  bool
-	// until, when set, ends the wait before the class's max_wait: what is
-	// left of it after the caller's gates (admitThrough).
-	until time.Time
-	// pool is the pool it draws on at the account a route admits it at,
-	// picked there from Model (Config.PoolFor) and set by the route
-	// (route.admit): the one place a pool is chosen. "" is the account's.
-	pool string
-	// cost and priced are its worst case at its model's price, and
-	// whether a price matched its model; floor the least its budgets may
-	// cut the reservation of cost to (reservation). Admit sets them.
-	cost, floor price.Nanodollars
-	priced      bool
-}
-
-// gate is what the caller gates know of r.
-func (r Request) gate() gateRequest {
-	return gateRequest{Caller: r.Caller, Class: r.Class, Cost: r.cost, Floor: r.floor, Priced: r.priced, Model: r.Model.Name, Generates: !r.Free,
-		Unmetered: r.Unmetered}
-}
-
 // New returns the Admitter cfg describes. It does not wait for Redis: a
 // Redis that is down at start is a degraded store, not a failure to start
 // (see Warm). Close it when done.
@@ -136,13 +73,14 @@ func New(cfg Config, d Deps) (*Admitter, error) {
 		return nil, err
 	}
 	a := &Admitter{backend: backend, log: d.Log, pools: map[string]*poolRun{},
-		caps: newCapGate(backend.Caps, backend.Heartbeat, d.Log)}
+		caps: gate.NewCapGate(backend.Caps, backend.Heartbeat, d.Log)}
 	if backend.failover != nil {
-		backend.failover.observe = a.observeStoreCall
+		backend.failover.Observe = a.observeStoreCall
 	}
-	a.budgets = newBudgetGate(backend.Budgets, backend.Batches, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)
-	a.gates = gateChain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
-	a.Reconfigure(cfg, d.Callers)          // builds every pool
+	a.batches = batches{files: backend.Batches, config: &a.cfg,
+		budgets: gate.NewBudgetGate(backend.Budgets, backend.Batches, backend.BudgetsAlive, cfg.Store.Heartbeat, d.Log)}
+	a.gates = gate.Chain{a.caps, a.budgets} // caps first: a request waiting at its cap holds no reservation
+	a.Reconfigure(cfg, d.Callers)           // builds every pool
 	registerMetrics(d.Registry, a)
 	return a, nil
 }
@@ -158,11 +96,11 @@ func (a *Admitter) observeStoreCall(d time.Duration, err error) {
 // every account's own, then its account.models' in order.
 func poolIDs(cfg Config) map[string]Config {
 	ids := map[string]Config{}
-	for _, account := range cfg.accountNames() {
+	for _, account := range accountNames(cfg) {
 		ac := cfg.ForAccount(account)
-		ids[PoolID(account, accountPool)] = ac.Pool(accountPool)
+		ids[store.PoolID(account, store.AccountPool)] = ac.Pool(store.AccountPool)
 		for _, m := range ac.Account.Models {
-			ids[PoolID(account, m.Name)] = ac.Pool(m.Name)
+			ids[store.PoolID(account, m.Name)] = ac.Pool(m.Name)
 		}
 	}
 	return ids
@@ -186,7 +124,7 @@ func (a *Admitter) newLimiter(pc Config, name string) *limiter {
 // PoolFor names the pool a request draws on under the configuration in
 // force, at the first account (PoolAt).
 func (a *Admitter) PoolFor(model func() Model) string {
-	return a.PoolAt(a.cfg.Load().accountNames()[0], model)
+	return a.PoolAt(accountNames(*a.cfg.Load())[0], model)
 }
 
 // PoolAt names the pool a request draws on at account under the
@@ -197,7 +135,7 @@ func (a *Admitter) PoolFor(model func() Model) string {
 func (a *Admitter) PoolAt(account string, model func() Model) string {
 	cfg, ok := a.routing.Load().accounts[account]
 	if !ok || len(cfg.Account.Models) == 0 {
-		return accountPool
+		return store.AccountPool
 	}
 	return cfg.PoolFor(model())
 }
@@ -212,9 +150,9 @@ func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log
 // is decided here, whatever req's estimate. It returns a
 // *ChargeTooLargeError at once, charging nothing, when req's tokens are
 // more than one request may be charged in its pool (MaxCharge), a
-// *RefusedError when a queue is full or max_wait passes (Caller set when
-// the caller's own cap refused), ErrStoreUnavailable when the store failed
-// under on_error "closed", ErrClosed after Run has stopped, or the
+// *gate.RefusedError when a queue is full or max_wait passes (Caller set when
+// the caller's own cap refused), store.ErrStoreUnavailable when the store failed
+// under on_error "closed", gate.ErrClosed after Run has stopped, or the
 // context's error if ctx ends first.
 func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	cfg := a.cfg.Load()
@@ -261,7 +199,7 @@ func (a *Admitter) Cost(m Model, u price.Usage) (price.Nanodollars, bool) {
 // at each account it may go to; admitRouted): the caller's gate first,
 // waiting within the class's maxWait, then the pool within what is left
 // of it. The Lease releases both.
-func admitThrough(ctx context.Context, gate callerGate, routes []route, req Request, maxWait time.Duration) (*Lease, error) {
+func admitThrough(ctx context.Context, gate gate.Gate, routes []route, req Request, maxWait time.Duration) (*Lease, error) {
 	req.until = time.Now().Add(maxWait)
 	p, err := gate.Start(ctx, req.gate(), req.until)
 	if err != nil {
@@ -285,8 +223,8 @@ func (a *Admitter) pool(id string) *limiter {
 	if p, ok := a.pools[id]; ok {
 		return p.l
 	}
-	account, _ := splitPoolID(id)
-	if p, ok := a.pools[PoolID(account, accountPool)]; ok {
+	account, _ := store.SplitPoolID(id)
+	if p, ok := a.pools[store.PoolID(account, store.AccountPool)]; ok {
 		return p.l
 	}
 	return a.firstLocked()
@@ -295,7 +233,7 @@ func (a *Admitter) pool(id string) *limiter {
 // firstLocked is the first account's own pool: the one account's, or
 // upstream.accounts[0]'s.
 func (a *Admitter) firstLocked() *limiter {
-	return a.pools[PoolID(a.cfg.Load().accountNames()[0], accountPool)].l
+	return a.pools[store.PoolID(accountNames(*a.cfg.Load())[0], store.AccountPool)].l
 }
 
 // Observe records what the upstream said at at about pool (as PoolAt
@@ -304,7 +242,7 @@ func (a *Admitter) firstLocked() *limiter {
 // and for throttle (a 429's retry hint). The fleet hears of it with the
 // next store call.
 func (a *Admitter) Observe(account, pool string, at time.Time, hold, throttle time.Duration) {
-	a.pool(PoolID(account, pool)).Observe(at, hold, throttle)
+	a.pool(store.PoolID(account, pool)).Observe(at, hold, throttle)
 }
 
 // Reconfigure applies a reloaded configuration: classes, limits, the
@@ -315,7 +253,7 @@ func (a *Admitter) Observe(account, pool string, at time.Time, hold, throttle ti
 // they were never queued for, so they are answered with a retry hint
 // rather than moved — and its requests in flight finish as they are.
 func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
-	caps, weights := capsOf(callers), weightsOf(callers)
+	caps, weights := gate.CapsOf(callers), weightsOf(callers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	keep := poolIDs(cfg)
@@ -330,8 +268,8 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 		}
 		p.l.setWeights(weights)
 	}
-	a.caps.Reconfigure(cfg, caps)
-	a.budgets.Reconfigure(cfg, callers)
+	a.caps.Reconfigure(cfg.Classes.gates(), cfg.Account.ExpectedReplicas, caps)
+	a.budgets.Reconfigure(cfg.Classes.gates(), callers)
 	a.routing.Store(newRouting(cfg))
 	a.cfg.Store(&cfg) // requests resolve to the new pools only once they exist
 	for name, p := range a.pools {
@@ -346,7 +284,7 @@ func (a *Admitter) Reconfigure(cfg Config, callers []classify.Caller) {
 }
 
 // Run serves every pool's queues until ctx ends, then refuses every
-// waiter with ErrClosed and tells the store what is still in flight. Call
+// waiter with gate.ErrClosed and tells the store what is still in flight. Call
 // it once.
 func (a *Admitter) Run(ctx context.Context) error {
 	a.mu.Lock()
@@ -390,83 +328,6 @@ func (a *Admitter) InFlightLimit() int64 {
 	return n
 }
 
-// State is admission's live numbers, for /admin/state: the account's
-// pool at the top level, every pool (the account's as "default") under
-// Pools.
-type State struct {
-	// Store is the store's kind and health.
-	Store StoreState `json:"store"`
-	PoolState
-	// Caps are the capped callers' numbers, by caller name.
-	Caps map[string]CapState `json:"caps"`
-	// Pools are every pool's numbers, by name; the account's is "default",
-	// and with several accounts each is named after its account's name and
-	// a slash ("chat-project/default"; stateName).
-	Pools map[string]PoolState `json:"pools"`
-	// Budgets are the spend budgets' current periods, as of the budget
-	// gate's last read (at most a store heartbeat old).
-	Budgets []BudgetState `json:"budgets"`
-	// Accounts are upstream.accounts in order, with the classes each
-	// serves and lends to (their pools are in Pools, as
-	// "<account>/<pool>"); absent with one account.
-	Accounts []AccountState `json:"accounts,omitempty"`
-}
-
-// AccountState is one of upstream.accounts as /admin/state shows it.
-type AccountState struct {
-	Name    string           `json:"name"`
-	Serves  []classify.Class `json:"serves"`
-	LendsTo []classify.Class `json:"lends_to"`
-}
-
-// PoolState is one pool's live numbers.
-type PoolState struct {
-	// Window is the current second's use, by class (index 0 interactive).
-	Window WindowUse `json:"window"`
-	// InFlight, FleetInFlight and Queued are by class name.
-	InFlight      map[string]int64 `json:"in_flight"`
-	FleetInFlight map[string]int64 `json:"fleet_in_flight"`
-	Queued        map[string]int   `json:"queued"`
-	// InFlightLimit is the in-flight bound the store enforces.
-	InFlightLimit int64 `json:"in_flight_limit"`
-	// UpstreamHoldSeconds is how much longer bulk is held on the upstream's word.
-	UpstreamHoldSeconds float64 `json:"upstream_hold_seconds"`
-	// Adaptive is the adaptive bound's view; absent without
-	// adaptive_in_flight.
-	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
-}
-
-// AdaptiveState is a pool's adaptive in-flight bound as /admin/state shows
-// it: the bound in force between its floor and ceiling, the controller's
-// phase, its last decision and why, and the last measurement it judged.
-type AdaptiveState struct {
-	Bound   int64  `json:"bound"`
-	Floor   int64  `json:"floor"`
-	Ceiling int64  `json:"ceiling"`
-	Phase   string `json:"phase"`
-	// LastDecision is the last step's action, its move and its reason.
-	LastDecision AdaptiveDecision `json:"last_decision"`
-	// WorkPerSecond and LatencySecondsPerWork are the last judged
-	// measurement (0 before the first).
-	WorkPerSecond         float64 `json:"work_per_second"`
-	LatencySecondsPerWork float64 `json:"latency_seconds_per_work"`
-}
-
-// AdaptiveDecision is one step of an adaptive bound: its action, the
-// bound before and after, and why.
-type AdaptiveDecision struct {
-	Action string `json:"action"`
-	From   int64  `json:"from"`
-	To     int64  `json:"to"`
-	Why    string `json:"why"`
-}
-
-// StoreState is the store part of State.
-type StoreState struct {
-	Mode     string `json:"mode"` // in-process or redis
-	Degraded bool   `json:"degraded"`
-}
-
 // State returns admission's live numbers. Safe for concurrent use.
 func (a *Admitter) State() State {
 	mode := "in-process"
@@ -474,15 +335,15 @@ func (a *Admitter) State() State {
 		mode = "redis"
 	}
 	st := State{
-		Store:     StoreState{Mode: mode, Degraded: a.backend.Degraded()},
+		Store:     storeState{Mode: mode, Degraded: a.backend.Degraded()},
 		PoolState: a.first().state(),
-		Caps:      a.caps.capState(),
+		Caps:      a.caps.States(),
 		Pools:     map[string]PoolState{},
 		Budgets:   a.budgets.State(),
 	}
 	a.eachPool(func(id string, l *limiter) { st.Pools[stateName(id)] = l.state() })
 	for _, acct := range a.cfg.Load().Accounts {
-		st.Accounts = append(st.Accounts, AccountState{Name: acct.Name, Serves: acct.Serves, LendsTo: acct.LendsTo})
+		st.Accounts = append(st.Accounts, accountState{Name: acct.Name, Serves: acct.Serves, LendsTo: acct.LendsTo})
 	}
 	return st
 }
@@ -498,7 +359,7 @@ func (a *Admitter) first() *limiter {
 // order.
 func (a *Admitter) Pools() []Labels {
 	var pools []Labels
-	a.eachPool(func(id string, _ *limiter) { pools = append(pools, PoolLabels(id)) })
+	a.eachPool(func(id string, _ *limiter) { pools = append(pools, poolLabels(id)) })
 	return pools
 }
 
@@ -526,27 +387,47 @@ func (a *Admitter) eachPool(f func(id string, l *limiter)) {
 	}
 }
 
-// state is l's live numbers.
-func (l *limiter) state() PoolState {
-	st := PoolState{
-		Window:              l.Window(),
-		InFlight:            map[string]int64{},
-		FleetInFlight:       map[string]int64{},
-		Queued:              map[string]int{},
-		InFlightLimit:       l.InFlightLimit(),
-		UpstreamHoldSeconds: l.UpstreamHold().Seconds(),
+// FlexFor is Config.FlexFor under the configuration in force.
+func (a *Admitter) FlexFor(cl classify.Class, model func() Model) (Flex, bool) {
+	return a.cfg.Load().FlexFor(cl, model)
+}
+
+// Unheld returns the Lease of a request the provider began without
+// asking: granted at once at req's account (req.Account), in the pool its
+// model draws on there (PoolAt),
+// whatever the pool's windows and in-flight bound, its caller's cap and
+// its budgets hold — nothing can hold it. It counts in flight until
+// Released. Its token charge at admission is 0: Settle adds what it
+// reported to the pool's window (in every dialect: nothing was charged
+// for it before), and charges its cost to its caller's and class's
+// budgets whatever they have left, past their limit if need be (the
+// provider spent it) — its worst case at req's input and output when
+// its usage is Worst.
+func (a *Admitter) Unheld(req Request) *Lease {
+	cfg := a.cfg.Load()
+	pool := a.routing.Load().accounts[req.Account].PoolFor(req.Model)
+	l := a.pool(store.PoolID(req.Account, pool))
+	s := &Lease{leases: &l.leases, class: req.Class, account: req.Account, pool: pool}
+	if p := req.Model.priceIn(cfg.Prices); p != nil {
+		s.price, s.worst = p, p.WorstCase(req.InputTokens, p.OutputCap(req.OutputTokens, req.Generations), req.Tier)
 	}
-	if set := l.limits.Load(); set.adaptive != nil {
-		view, _ := l.adapt.view()
-		d := view.Last
-		st.Adaptive = &AdaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.Clamp(0)), Ceiling: set.ceiling,
-			Phase: string(view.State.Phase), WorkPerSecond: view.Judged.Work, LatencySecondsPerWork: view.Judged.Latency,
-			LastDecision: AdaptiveDecision{Action: string(d.Action), From: int64(d.From), To: int64(d.To), Why: d.Why}}
+	if !req.Free {
+		s.gate = a.budgets.ChargePass(req.Caller, req.Class)
 	}
-	for _, c := range classify.Classes {
-		st.InFlight[c.String()] = l.InFlight(c)
-		st.FleetInFlight[c.String()] = l.FleetInFlight(c)
-		st.Queued[c.String()] = l.Queued(c)
-	}
-	return st
+	l.leases.admit(req.Class)
+	return l.grant(s)
+}
+
+// CheckBudgets reports whether req's caller's and class's budgets refuse
+// anything of it now, whatever it costs: a budget spent this period (a
+// *gate.BudgetExceededError whose Cost is 0), its model unpriced under a
+// budget that refuses unpriced models (*gate.UnpricedModelError), its API
+// unmetered under one that refuses those (*gate.UnmeteredAPIError); or
+// store.ErrStoreUnavailable when the store cannot say. It reserves nothing: a
+// Realtime session's opening asks it, before any of its requests, which
+// are admitted each as any other.
+func (a *Admitter) CheckBudgets(ctx context.Context, req Request) error {
+	r := req.gate()
+	r.Priced = req.Model.priceIn(a.cfg.Load().Prices) != nil
+	return a.budgets.Check(ctx, r)
 }

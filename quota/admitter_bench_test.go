@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/test/runtest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkAdmitInProcess(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			startRun(b, a)
+			runtest.Start(b, a)
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

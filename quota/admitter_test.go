@@ -7,6 +7,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -30,7 +35,7 @@ func runAdmitterOn(t *testing.T, cfg Config, callers []classify.Caller, reg *pro
 			t.Errorf("Close: %v", err)
 		}
 	})
-	startRun(t, a) // stopped before Close: cleanups run last first
+	runtest.Start(t, a) // stopped before Close: cleanups run last first
 	return a
 }
 
@@ -44,12 +49,12 @@ func model(m string) func() Model { return func() Model { return Model{Name: m} 
 func TestAdmitterPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := smallConfig() // the account: 2 interactive a second
-		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
+		cfg.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
 		a := runAdmitter(t, cfg, nil)
 		if got := a.PoolFor(model("gpt-4o-mini")); got != "gpt-4o" {
 			t.Fatalf("PoolFor(gpt-4o-mini) = %q", got)
 		}
-		if got := a.PoolFor(model("claude")); got != accountPool {
+		if got := a.PoolFor(model("claude")); got != store.AccountPool {
 			t.Fatalf("PoolFor(claude) = %q, want the account", got)
 		}
 		admit := func(model string) (*Lease, error) { // quota picks its pool
@@ -77,12 +82,12 @@ func TestAdmitterPools(t *testing.T) {
 		}
 		// A reload removes gpt-4o and adds mini.
 		next := smallConfig()
-		next.Account.Models = []ModelPool{{Name: "mini", Match: []string{"gpt-4o-mini*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
+		next.Account.Models = []modelPool{{Name: "mini", Match: []string{"gpt-4o-mini*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
 		a.Reconfigure(next, nil)
 		if err := <-errc; !errors.Is(err, ErrPoolRemoved) {
 			t.Fatalf("the removed pool's waiter got %v, want ErrPoolRemoved", err)
 		}
-		if got, got2 := a.PoolFor(model("gpt-4o-mini")), a.PoolFor(model("gpt-4o")); got != "mini" || got2 != accountPool {
+		if got, got2 := a.PoolFor(model("gpt-4o-mini")), a.PoolFor(model("gpt-4o")); got != "mini" || got2 != store.AccountPool {
 			t.Fatalf("after the reload: gpt-4o-mini → %q, gpt-4o → %q; want mini and the account", got, got2)
 		}
 		if _, err := admit("gpt-4o-mini"); err != nil {
@@ -102,13 +107,13 @@ func TestAdmitterPools(t *testing.T) {
 func TestCapsAcrossPools(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := DefaultConfig()
-		cfg.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
+		cfg.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
 		callers := []classify.Caller{{Name: "capped", Class: classify.Bulk, MaxInFlight: 2}, {Name: "free", Class: classify.Bulk}}
 		a := runAdmitter(t, cfg, callers)
 		admit := func(model, caller string) (*Lease, error) { // "" draws on the account
 			return a.Admit(t.Context(), Request{Model: Model{Name: model}, Class: classify.Bulk, Caller: caller})
 		}
-		first, err := admit(accountPool, "capped")
+		first, err := admit(store.AccountPool, "capped")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +153,7 @@ func TestCapsAcrossPools(t *testing.T) {
 			t.Fatalf("the cap after a reload without models: %+v, want 2 of 2 in flight", got)
 		}
 		// Without pools a request's model is never looked for.
-		if got := a.PoolFor(func() Model { t.Error("looked for the model with no pools to match"); return Model{Name: "gpt-4o"} }); got != accountPool {
+		if got := a.PoolFor(func() Model { t.Error("looked for the model with no pools to match"); return Model{Name: "gpt-4o"} }); got != store.AccountPool {
 			t.Fatalf("PoolFor without pools = %q, want the account", got)
 		}
 	})
@@ -170,12 +175,12 @@ func TestCapHoldsAcrossReloadAddingPools(t *testing.T) {
 			t.Fatal(err)
 		}
 		withPools := cfg
-		withPools.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
+		withPools.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 6000, MaxInFlight: 100}}
 		for _, next := range []Config{withPools, cfg} {
 			a.Reconfigure(next, callers)
-			for _, pool := range []string{accountPool, "gpt-4o"} {
+			for _, pool := range []string{store.AccountPool, "gpt-4o"} {
 				_, err := a.Admit(t.Context(), Request{Model: Model{Name: pool}, Class: classify.Bulk, Caller: "capped"})
-				if r, ok := errors.AsType[*RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, ErrWaitTimeout) {
+				if r, ok := errors.AsType[*gate.RefusedError](err); !ok || r.Caller != "capped" || !errors.Is(err, gate.ErrWaitTimeout) {
 					t.Fatalf("pools %d, %q: a second request of a caller capped at 1 got %v; want a max_wait refusal naming it", len(next.Account.Models), pool, err)
 				}
 			}

@@ -6,6 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -13,29 +17,38 @@ import (
 // program needs to know about it.
 type backend struct {
 	// Store is what the limiter calls.
-	Store store
-	// Caps counts the callers' caps (capGate).
-	Caps capCounter
+	Store store.Store
+	// Caps counts the callers' caps (gate.CapGate).
+	Caps gate.CapCounter
 	// Adapt keeps the pools' adaptive bounds (adaptiveRun).
-	Adapt adaptStore
-	// Budgets keeps the spend budgets (budgetGate); BudgetsAlive, with
+	Adapt store.AdaptStore
+	// Budgets keeps the spend budgets (gate.BudgetGate); BudgetsAlive, with
 	// Redis, keeps this replica's reservations alive there; spend is the
-	// in-process store, kept in spendFile when that is set.
-	Budgets      budgetStore
+	// in-process store and the file it is kept in (store.spend_file).
+	Budgets      gate.BudgetStore
 	BudgetsAlive func(context.Context) error
 	// Batches keeps the batches' metered files and records.
-	Batches   batchStore
-	spend     *memBudgets
-	spendFile string
+	Batches gate.BatchStore
+	spend   spendFile
 	// Heartbeat is how often an idle limiter must call Store (0: never).
 	Heartbeat time.Duration
 	// Shared reports whether replicas share Store (Redis).
 	Shared bool
 
-	failover *failoverStore
+	failover *store.Failover
 	client   redis.UniversalClient
 	log      *slog.Logger
 }
+
+// spendFile is the in-process budgets (nil with Redis) and the file their
+// spend is kept in ("": none).
+type spendFile struct {
+	budgets *gate.MemoryBudgets
+	path    string
+}
+
+// kept reports whether the spend is kept in a file.
+func (f spendFile) kept() bool { return f.budgets != nil && f.path != "" }
 
 // probeEvery is how often a degraded store tries Redis again.
 const probeEvery = 250 * time.Millisecond
@@ -46,37 +59,36 @@ const probeEvery = 250 * time.Millisecond
 // store, not a failure to start.
 func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	if !cfg.Store.Shared() {
-		spend := newMemBudgets()
+		spend := gate.NewMemoryBudgets()
 		if f := cfg.Store.SpendFile; f != "" {
-			if err := spend.load(f); err != nil {
+			if err := spend.Load(f); err != nil {
 				return nil, fmt.Errorf("store.spend_file: %w", err)
 			}
 		}
-		return &backend{Store: newMemoryStore(nil), Caps: newMemCapCounter(nil), Adapt: newMemAdaptStore(nil),
-			Budgets: spend, Batches: newMemBatches(spend), spend: spend, spendFile: cfg.Store.SpendFile, log: log}, nil
+		return &backend{Store: store.NewMemory(nil), Caps: gate.NewMemoryCapCounter(nil), Adapt: store.NewMemoryAdapt(nil),
+			Budgets: spend, Batches: gate.NewMemoryBatches(spend), spend: spendFile{budgets: spend, path: cfg.Store.SpendFile}, log: log}, nil
 	}
-	client, err := newRedisClient(cfg.Store)
+	client, err := store.NewRedisClient(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	redisLogs := routeRedisLogs(log)
-	primary := newRedisStore(client, cfg.Store)
+	redisLogs := store.RouteRedisLogs(log)
+	primary := store.NewRedis(client, cfg.Store)
 	b := &backend{Heartbeat: cfg.Store.Heartbeat, Shared: true, client: client,
 		log: log.With(slog.String("replica", primary.Replica()))}
 	// Behind the store.on_error policy, with an in-process store for the
 	// per-replica limits each call brings.
-	probe := storeProbe(client)
-	b.failover = newFailoverStore(primary, newMemoryStore(nil), cfg.Store.OnError, probe, probeEvery, b.log)
-	b.failover.breaker.recovered = redisLogs.flush // go-redis's count of the outage's messages, at its end
+	probe := store.Probe(client)
+	b.failover = store.NewFailover(primary, store.NewMemory(nil), cfg.Store.OnError, probe, probeEvery, b.log)
+	b.failover.OnRecovered(redisLogs.Flush) // go-redis's count of the outage's messages, at its end
 	b.Store = b.failover
-	b.Caps = failoverCapCounter{primary: newRedisCapCounter(client, cfg.Store, primary.Replica()),
-		local: newMemCapCounter(nil), f: b.failover}
-	b.Adapt = failoverAdaptStore{primary: newRedisAdaptStore(client, cfg.Store, primary.Replica()), f: b.failover}
+	b.Caps = gate.NewFailoverCapCounter(gate.NewRedisCapCounter(client, cfg.Store, primary.Replica()), gate.NewMemoryCapCounter(nil), b.failover)
+	b.Adapt = store.NewFailoverAdapt(store.NewRedisAdapt(client, cfg.Store, primary.Replica()), b.failover)
 	// Budgets fail closed, whatever store.on_error says: no replica can
 	// tell alone what the fleet has spent.
-	budgets := newRedisBudgets(client, cfg.Store, primary.Replica())
-	b.Budgets, b.BudgetsAlive = budgets, budgets.alive
-	b.Batches = newRedisBatches(client, cfg.Store, primary.Replica())
+	budgets := gate.NewRedisBudgets(client, cfg.Store, primary.Replica())
+	b.Budgets, b.BudgetsAlive = budgets, budgets.Alive
+	b.Batches = gate.NewRedisBatches(client, cfg.Store, primary.Replica())
 	return b, nil
 }
 
@@ -94,7 +106,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	for _, script := range []*redis.Script{takeScript, capScript, adaptScript, budgetScript, batchScript} {
+	for _, script := range []*redis.Script{store.TakeScript, gate.CapScript, store.AdaptScript, gate.BudgetScript, gate.BatchScript} {
 		if err := script.Load(ctx, b.client).Err(); err != nil {
 			log.Warn("store_warm_failed", slog.String("error", err.Error()))
 			return
@@ -105,7 +117,7 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 // LocalFallback reports whether admission runs on the per-replica limits
 // now: Redis is bypassed after a failure under store.on_error local.
 func (b *backend) LocalFallback() bool {
-	return b.Degraded() && b.failover.policy == OnErrorLocal
+	return b.Degraded() && b.failover.Policy() == store.OnErrorLocal
 }
 
 // Degraded reports whether the shared store is bypassed after a failure.
@@ -122,19 +134,19 @@ func (b *backend) Failures() int64 {
 // keepSpend keeps the in-process budgets' spend in store.spend_file until
 // ctx ends; without one it returns at once.
 func (b *backend) keepSpend(ctx context.Context) {
-	if b.spend != nil && b.spendFile != "" {
-		b.spend.keep(ctx, b.spendFile, b.log)
+	if b.spend.kept() {
+		b.spend.budgets.Keep(ctx, b.spend.path, b.log)
 	}
 }
 
 // saveSpend writes the in-process budgets' spend to store.spend_file now,
 // if there is one: the last save, after the budget gate's last settles.
 func (b *backend) saveSpend() {
-	if b.spend == nil || b.spendFile == "" {
+	if !b.spend.kept() {
 		return
 	}
-	if err := b.spend.save(b.spendFile); err != nil {
-		b.log.Error("spend_file_save_failed", slog.String("file", b.spendFile), slog.String("error", err.Error()))
+	if err := b.spend.budgets.Save(b.spend.path); err != nil {
+		b.log.Error("spend_file_save_failed", slog.String("file", b.spend.path), slog.String("error", err.Error()))
 	}
 }
 

@@ -2,32 +2,46 @@ package quota
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/gate"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
+// batches is the Admitter's batch desk, its methods the Admitter's: the
+// input files the proxy metered, and the batches' reservations on the
+// spend budgets, made at creation and settled when the provider ends
+// them. It holds the budget gate every admission passes too.
+type batches struct {
+	files   gate.BatchStore
+	budgets *gate.BudgetGate
+	// config is the Admitter's configuration in force.
+	config *atomic.Pointer[Config]
+}
+
 // PutBatchFile keeps what the proxy metered of an input file as the
 // provider's file id: the file a batch may later name. Nothing is kept
 // for an empty id.
-func (a *Admitter) PutBatchFile(ctx context.Context, id string, f price.BatchFile) error {
+func (b *batches) PutBatchFile(ctx context.Context, id string, f price.BatchFile) error {
 	if id == "" {
 		return nil
 	}
-	return a.backend.Batches.putFile(ctx, id, f)
+	return b.files.PutFile(ctx, id, f)
 }
 
 // BatchFile returns what the proxy metered of input file id, and false
 // when it never saw it (or forgot it, 35 days after).
-func (a *Admitter) BatchFile(ctx context.Context, id string) (price.BatchFile, bool, error) {
-	return a.backend.Batches.file(ctx, id)
+func (b *batches) BatchFile(ctx context.Context, id string) (price.BatchFile, bool, error) {
+	return b.files.File(ctx, id)
 }
 
 // Budgeted reports whether a request of caller and class draws on any
 // spend budget.
-func (a *Admitter) Budgeted(caller string, class classify.Class) bool {
-	return len(a.budgets.budgetedBy(caller, class)) > 0
+func (b *batches) Budgeted(caller string, class classify.Class) bool {
+	return len(b.budgets.BudgetedBy(caller, class)) > 0
 }
 
 // ReserveBatch reserves the worst case of a batch about to be created on
@@ -37,40 +51,40 @@ func (a *Admitter) Budgeted(caller string, class classify.Class) bool {
 // price), and returns its hold, which the caller must Bind to the batch
 // the provider created or Release. The batch's input tokens count as
 // enqueued at its pool once bound. It refuses as Admit's budgets do — a
-// *BudgetExceededError, a *RefusedError (max_wait or the queue),
-// *UnpricedModelError, ErrStoreUnavailable — and with a
-// *BatchUnmeteredError a budgeted batch whose requests the proxy did not
+// *gate.BudgetExceededError, a *gate.RefusedError (max_wait or the queue),
+// *gate.UnpricedModelError, store.ErrStoreUnavailable — and with a
+// *gate.BatchUnmeteredError a budgeted batch whose requests the proxy did not
 // meter. A batch of no budget whose file the proxy never saw is recorded
 // nowhere: its hold is nil.
-func (a *Admitter) ReserveBatch(ctx context.Context, req BatchRequest) (*BatchHold, error) {
-	cfg := a.cfg.Load()
-	bs := a.budgets.budgetedBy(req.Caller, req.Class)
+func (b *batches) ReserveBatch(ctx context.Context, req gate.BatchRequest) (*gate.BatchHold, error) {
+	cfg := b.config.Load()
+	bs := b.budgets.BudgetedBy(req.Caller, req.Class)
 	if req.File == nil || req.File.Unmetered != "" {
 		if len(bs) == 0 {
 			return nil, nil
 		}
-		e := &BatchUnmeteredError{Budget: bs[0].name}
+		e := &gate.BatchUnmeteredError{Budget: bs[0].Name}
 		if req.File != nil {
 			e.Why = req.File.Unmetered
 		}
 		return nil, e
 	}
 	l := LabelsOf(req.Account, req.Pool)
-	rec := batchRecord{Tokens: req.File.InputTokens(), Enqueued: BatchEnqueued{Account: l.Account, Pool: l.Pool, Class: req.Class.String()}}
+	rec := gate.BatchRecord{Tokens: req.File.InputTokens(), Enqueued: gate.BatchEnqueued{Account: l.Account, Pool: l.Pool, Class: req.Class.String()}}
 	var cost price.Nanodollars
 	for _, m := range req.File.Models {
 		rec.Models = append(rec.Models, m.Model)
 		p := cfg.Prices.For(m.Model, false)
 		if p == nil {
-			if err := unpriced(bs, m.Model); err != nil {
+			if err := gate.Unpriced(bs, m.Model); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		cost = cost.Plus(p.BatchWorst(m))
 	}
-	r := gateRequest{Caller: req.Caller, Class: req.Class, Cost: cost, Priced: true, Generates: true}
-	return a.budgets.reserveBatch(ctx, r, time.Now().Add(cfg.Classes.maxWait(req.Class)), rec)
+	r := gate.Request{Caller: req.Caller, Class: req.Class, Cost: cost, Priced: true, Generates: true}
+	return b.budgets.ReserveBatch(ctx, r, time.Now().Add(cfg.Classes.maxWait(req.Class)), rec)
 }
 
 // EndBatch settles batch id, which the provider reports ended: its
@@ -80,17 +94,17 @@ func (a *Admitter) ReserveBatch(ctx context.Context, req BatchRequest) (*BatchHo
 // the budget periods it was reserved in, and its tokens leave the
 // enqueued. A batch not created through the proxy, or ended already, is
 // left alone. The store hears of it from the budget loop.
-func (a *Admitter) EndBatch(id string, u *price.Usage) {
+func (b *batches) EndBatch(id string, u *price.Usage) {
 	if id == "" {
 		return
 	}
-	a.budgets.endBatch(id, func(rec batchRecord) price.Nanodollars {
+	b.budgets.EndBatch(id, func(rec gate.BatchRecord) price.Nanodollars {
 		if u == nil {
 			return 0
 		}
 		bu := *u
 		bu.Tier = price.TierBatch
-		cfg := a.cfg.Load()
+		cfg := b.config.Load()
 		cost, priced := price.Nanodollars(0), false
 		for _, m := range rec.Models {
 			if p := cfg.Prices.For(m, false); p != nil {
@@ -107,4 +121,4 @@ func (a *Admitter) EndBatch(id string, u *price.Usage) {
 // BatchEnqueued returns the batch input tokens enqueued — of batches the
 // proxy created and has not seen end — by account, pool and class, as the
 // budget loop last read them (fleet-wide with Redis).
-func (a *Admitter) BatchEnqueued() []BatchEnqueued { return a.budgets.Enqueued() }
+func (b *batches) BatchEnqueued() []gate.BatchEnqueued { return b.budgets.Enqueued() }

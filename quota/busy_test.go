@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
 // TestBusyIsTheGrantRule: a route is busy for a class exactly when the
-// partition rule grantAll applies (docs/rules.md's shares, borrowing and
+// partition rule store.GrantAll applies (docs/rules.md's shares, borrowing and
 // reserve) would grant one more request of that class nothing, in the
 // state the store last reported: window use, the fleet's in flight, and
 // interactive starved (short in this second or the last, which stops bulk
@@ -29,28 +31,28 @@ func TestBusyIsTheGrantRule(t *testing.T) {
 	both.Account = AccountConfig{RequestsPerMinute: 600, MaxInFlight: 10, ExpectedReplicas: 1}
 	for name, cfg := range map[string]Config{"lender": lender.ForAccount("chat"), "both": both} {
 		lim := cfg.Enforced()
-		l := newLimiter(cfg, lim, newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
+		l := newLimiter(cfg, lim, store.NewMemory(nil), 0, slog.New(slog.DiscardHandler))
 		for usedI := range int64(11) {
 			for usedB := range int64(11 - usedI) {
 				for infI := range int64(11) {
 					for infB := range int64(11 - infI) {
 						for _, starved := range []bool{false, true} {
-							used, inFlight := PerClass{I: usedI, B: usedB}, PerClass{I: infI, B: infB}
-							res := takeResult{Window: WindowUse{Sec: sec, Requests: used}, FleetInFlight: inFlight}
+							used, inFlight := store.PerClass{I: usedI, B: usedB}, store.PerClass{I: infI, B: infB}
+							res := store.TakeResult{Window: store.WindowUse{Sec: sec, Requests: used}, FleetInFlight: inFlight}
 							if starved {
-								res.Blocker[I] = blockedByInFlight
+								res.Blocker[I] = store.BlockedByInFlight
 							}
-							l.loop.last.set(takeRequest{}, res)
+							l.loop.last.set(store.TakeRequest{}, res)
 							state := fmt.Sprintf("%s: used %v, in flight %v, interactive starved %v", name, used, inFlight, starved)
 							for _, c := range []classify.Class{I, B} {
 								if c == I && starved {
 									continue // blocked this second: busy whatever the rooms
 								}
-								w := window{sec: sec, used: used}
+								w := store.Window{Sec: sec, Used: used}
 								f := inFlight
-								var want PerClass
+								var want store.PerClass
 								want[c] = 1
-								granted, _ := grantAll(lim, sec, takeRequest{Want: want}, [classify.NumClasses]bool{},
+								granted, _ := store.GrantAll(lim, sec, store.TakeRequest{Want: want}, [classify.NumClasses]bool{},
 									func(bool) bool { return !starved }, &w, &f)
 								if got, grants := l.busy(c, sec), granted[c] == 1; got == grants {
 									t.Fatalf("%s: busy(%s) = %v, yet the store would grant one more: %v", state, c, got, grants)

@@ -7,25 +7,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/redistest"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // replica is one pool's limiter behind the callers' caps gate over a
 // backend, running until the test ends.
 type replica struct {
 	cfg  Config
-	gate *capGate
+	gate *gate.CapGate
 	lim  *limiter
 }
 
-func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]callerCap) *replica {
+func startReplica(t *testing.T, b *backend, cfg Config, caps map[string]gate.Cap) *replica {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	r := &replica{cfg: cfg, gate: newCapGate(b.Caps, b.Heartbeat, log), lim: newLimiter(cfg, cfg.Enforced(), b.Store, b.Heartbeat, log)}
-	r.gate.Reconfigure(cfg, caps)
-	startRun(t, r.lim)
-	startRun(t, r.gate)
+	r := &replica{cfg: cfg, gate: gate.NewCapGate(b.Caps, b.Heartbeat, log), lim: newLimiter(cfg, cfg.Enforced(), b.Store, b.Heartbeat, log)}
+	r.gate.Reconfigure(cfg.Classes.gates(), cfg.Account.ExpectedReplicas, caps)
+	runtest.Start(t, r.lim)
+	runtest.Start(t, r.gate)
 	return r
 }
 
@@ -35,20 +38,23 @@ func (r *replica) admit(ctx context.Context, caller string) (*Lease, error) {
 }
 
 // cap is caller's cap state; ok is false when it has none.
-func (r *replica) cap(caller string) (CapState, bool) {
-	st, ok := r.gate.capState()[caller]
+func (r *replica) cap(caller string) (gate.CapState, bool) {
+	st, ok := r.gate.States()[caller]
 	return st, ok
 }
 
 // setCaps reconfigures the replica's caps.
-func (r *replica) setCaps(caps map[string]callerCap) { r.gate.Reconfigure(r.cfg, caps) }
+func (r *replica) setCaps(caps map[string]gate.Cap) {
+	r.gate.Reconfigure(r.cfg.Classes.gates(), r.cfg.Account.ExpectedReplicas, caps)
+}
 
 // capSec is the window second of caller's last grant under its cap.
 func (r *replica) capSec(caller string) int64 {
-	r.gate.mu.Lock()
-	defer r.gate.mu.Unlock()
-	return r.gate.lines[caller].sec
+	return r.gate.LastSecond(caller)
 }
+
+// runaway is the capped caller of the caps' tests.
+const runaway = "runaway"
 
 // capConfig: one class (interactive), plenty of account, a short max_wait.
 func capConfig() Config {
@@ -56,8 +62,6 @@ func capConfig() Config {
 	cfg.Classes.Interactive.MaxWait = 300 * time.Millisecond
 	return cfg
 }
-
-const runaway = "runaway"
 
 // admitAsync starts an Admit and returns where its result arrives.
 func admitAsync(ctx context.Context, r *replica, caller string) <-chan admitResult {
@@ -82,7 +86,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		t.Helper()
 		cfg := capConfig()
 		cfg.Classes.Interactive.MaxWait = 10 * time.Second
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]gate.Cap{runaway: {MaxInFlight: 1}})
 		first, err := r.admit(t.Context(), runaway)
 		if err != nil {
 			t.Fatal(err)
@@ -110,8 +114,8 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 		if !res.lease.Held() {
 			t.Error("the second request waited on the cap but is not reported held")
 		}
-		if by := res.lease.Wait().HeldBy; by != HeldByCap {
-			t.Errorf("the second request's Wait().HeldBy = %q, want %q", by, HeldByCap)
+		if by := res.lease.Wait().HeldBy; by != gate.HeldByCap {
+			t.Errorf("the second request's Wait().HeldBy = %q, want %q", by, gate.HeldByCap)
 		}
 		if st := capOf(r, runaway); st.InFlight != 1 || st.MaxInFlight != 1 {
 			t.Errorf("cap state %+v, want 1 in flight of 1", st)
@@ -124,30 +128,30 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 	})
 	t.Run("a cap refusal names the caller", func(t *testing.T) {
 		cfg := capConfig()
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]gate.Cap{runaway: {MaxInFlight: 1}})
 		held, err := r.admit(t.Context(), runaway)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer held.Release()
 		_, err = r.admit(t.Context(), runaway)
-		refused, ok := errors.AsType[*RefusedError](err)
-		if !ok || refused.Caller != runaway || !errors.Is(err, ErrWaitTimeout) {
+		refused, ok := errors.AsType[*gate.RefusedError](err)
+		if !ok || refused.Caller != runaway || !errors.Is(err, gate.ErrWaitTimeout) {
 			t.Fatalf("Admit over the cap = %v, want a max_wait refusal naming %q", err, runaway)
 		}
 	})
 	t.Run("a class refusal after the cap gives the cap's slot back", func(t *testing.T) {
 		cfg := capConfig()
 		cfg.Account.MaxInFlight = 1
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {MaxInFlight: 5}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]gate.Cap{runaway: {MaxInFlight: 5}})
 		blocker, err := r.admit(t.Context(), "other")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer blocker.Release()
 		_, err = r.admit(t.Context(), runaway)
-		refused, ok := errors.AsType[*RefusedError](err)
-		if !ok || refused.Caller != "" || !errors.Is(err, ErrWaitTimeout) {
+		refused, ok := errors.AsType[*gate.RefusedError](err)
+		if !ok || refused.Caller != "" || !errors.Is(err, gate.ErrWaitTimeout) {
 			t.Fatalf("Admit with the class full = %v, want the class's max_wait refusal", err)
 		}
 		waitUntil(t, "the cap's slot to come back", func() bool { return capOf(r, runaway).InFlight == 0 })
@@ -155,7 +159,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 	t.Run("requests_per_minute spaces the caller's admissions", func(t *testing.T) {
 		cfg := capConfig()
 		cfg.Classes.Interactive.MaxWait = 5 * time.Second
-		r := startReplica(t, newBackend(t, cfg), cfg, map[string]callerCap{runaway: {RequestsPerMinute: 60}})
+		r := startReplica(t, newBackend(t, cfg), cfg, map[string]gate.Cap{runaway: {RequestsPerMinute: 60}})
 		var secs []int64
 		for range 3 {
 			l, err := r.admit(t.Context(), runaway)
@@ -187,7 +191,7 @@ func runCapsSuite(t *testing.T, newBackend func(t *testing.T, cfg Config) *backe
 }
 
 // capOf is caller's cap state, for tests.
-func capOf(r *replica, caller string) CapState {
+func capOf(r *replica, caller string) gate.CapState {
 	st, _ := r.cap(caller)
 	return st
 }
@@ -228,7 +232,7 @@ func TestCapIsFleetWide(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	cfg := capConfig()
 	cfg.Classes.Interactive.MaxWait = 10 * time.Second
-	caps := map[string]callerCap{runaway: {MaxInFlight: 2}}
+	caps := map[string]gate.Cap{runaway: {MaxInFlight: 2}}
 	a := startReplica(t, redisBackend(t, srv, prefix, cfg), cfg, caps)
 	b := startReplica(t, redisBackend(t, srv, prefix, cfg), cfg, caps)
 	var leases []*Lease
@@ -266,17 +270,13 @@ func TestCapsLiftedAreDropped(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := capConfig()
 	b := redisBackend(t, srv, redistest.Prefix(t), cfg)
-	r := startReplica(t, b, cfg, map[string]callerCap{runaway: {MaxInFlight: 1}})
+	r := startReplica(t, b, cfg, map[string]gate.Cap{runaway: {MaxInFlight: 1}})
 	ctx := t.Context()
 	lease, err := r.admit(ctx, runaway)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := func() int {
-		r.gate.mu.Lock()
-		defer r.gate.mu.Unlock()
-		return len(r.gate.lines)
-	}
+	held := r.gate.LineCount
 	r.setCaps(nil) // lifted
 	r.setCaps(nil)
 	if n := held(); n != 1 {
@@ -285,7 +285,7 @@ func TestCapsLiftedAreDropped(t *testing.T) {
 	lease.Release()
 	waitUntil(t, "the lifted cap to be dropped once the store heard its request end", func() bool { return held() == 0 })
 	// Capped again, it starts afresh.
-	r.setCaps(map[string]callerCap{runaway: {MaxInFlight: 1}})
+	r.setCaps(map[string]gate.Cap{runaway: {MaxInFlight: 1}})
 	lease, err = r.admit(ctx, runaway)
 	if err != nil {
 		t.Fatalf("capped again: %v", err)

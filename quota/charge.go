@@ -34,18 +34,8 @@ func (e *ChargeTooLargeError) Error() string {
 	return fmt.Sprintf("quota: a charge of %d tokens exceeds the %d one request may be charged in pool %s (%s)", e.Tokens, e.Limit, e.Pool, e.Key)
 }
 
-// MaxCharge is the most one request drawn on pool (as PoolAt names
-// it: the account's for "" or a pool not configured) may be charged in
-// tokens, and the key that sets it: the pool's max_request_tokens, or
-// while that is 0 its tokens_per_minute, one minute's allowance. It is 0,
-// no bound, when the pool does not enforce tokens.
-func (c Config) MaxCharge(pool string) (limit int64, key string) {
-	limit, key, _ = c.maxCharge(pool)
-	return limit, key
-}
-
 // maxCharge is MaxCharge, and the pool's name as metrics label it.
-func (c Config) maxCharge(pool string) (limit int64, key, label string) {
+func maxCharge(c Config, pool string) (limit int64, key, label string) {
 	prefix, label := c.acctKey(), DefaultPool
 	tpm, most := c.Account.TokensPerMinute, c.Account.MaxRequestTokens
 	for i, m := range c.Account.Models {
@@ -69,8 +59,8 @@ func (c Config) maxCharge(pool string) (limit int64, key, label string) {
 // account's for the account's pool), 0 when it does not — such a pool
 // charges requests alone, whatever the caller estimated. It is a
 // *ChargeTooLargeError when the estimate is above MaxCharge.
-func (c Config) charge(req Request) (int64, error) {
-	limit, key, label := c.maxCharge(req.pool)
+func charge(c Config, req Request) (int64, error) {
+	limit, key, label := maxCharge(c, req.pool)
 	switch {
 	case limit <= 0:
 		return 0, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
@@ -16,7 +17,7 @@ import (
 func chargeConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Account.TokensPerMinute = 6000
-	cfg.Account.Models = []ModelPool{
+	cfg.Account.Models = []modelPool{
 		{Name: "gpt-4o", Match: []string{"gpt-4o"}, RequestsPerMinute: 6000, TokensPerMinute: 60000, MaxRequestTokens: 1000, MaxInFlight: 100},
 		{Name: "local", Match: []string{"local"}, RequestsPerMinute: 6000, MaxInFlight: 100},
 	}
@@ -31,10 +32,10 @@ func chargeConfig() Config {
 // any store is asked.
 func TestChargeTooLarge(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, store := range []string{"memory", "redis"} {
-		t.Run(store, func(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
 			cfg := chargeConfig()
-			if store == "redis" {
+			if backend == "redis" {
 				cfg.Store.RedisURL, cfg.Store.KeyPrefix, cfg.Store.Timeout = srv.URL(), redistest.Prefix(t), 2*time.Second
 			}
 			a := runAdmitter(t, cfg, nil)
@@ -44,9 +45,9 @@ func TestChargeTooLarge(t *testing.T) {
 				limit      int64 // 0: admitted
 				key, label string
 			}{
-				{accountPool, 6000, 0, "", ""},
-				{accountPool, 6001, 6000, "account.tokens_per_minute", DefaultPool},
-				{accountPool, 1 << 48, 6000, "account.tokens_per_minute", DefaultPool},
+				{store.AccountPool, 6000, 0, "", ""},
+				{store.AccountPool, 6001, 6000, "account.tokens_per_minute", DefaultPool},
+				{store.AccountPool, 1 << 48, 6000, "account.tokens_per_minute", DefaultPool},
 				{"not-configured", 1 << 62, 6000, "account.tokens_per_minute", DefaultPool}, // draws on the account
 				{"gpt-4o", 1000, 0, "", ""},
 				{"gpt-4o", 1001, 1000, "account.models[0].max_request_tokens", "gpt-4o"},

@@ -1,9 +1,14 @@
 package quota
 
 import (
-	"math"
+	"fmt"
 	"net/url"
+	"slices"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
@@ -19,8 +24,8 @@ type Config struct {
 	Classes ClassesConfig `koanf:"classes"`
 	// Prices price the models they match, first match wins (price.Table.For); a
 	// model none matches costs 0. Reloadable, like the rest.
-	Prices price.Table `koanf:"prices"`
-	Store  StoreConfig `koanf:"store"`
+	Prices price.Table  `koanf:"prices"`
+	Store  store.Config `koanf:"store"`
 	// Accounts are upstream.accounts, when set: several provider accounts,
 	// each with its own Account section (accounts.go); Account is then
 	// only the defaults they share (expected_replicas).
@@ -80,11 +85,11 @@ type AccountConfig struct {
 	// Models are pools of their own for the models they match (first
 	// match wins; see "Limits per model"); every other model draws on the
 	// account.
-	Models []ModelPool `koanf:"models"`
+	Models []modelPool `koanf:"models"`
 }
 
-// InteractiveConfig is the interactive class: traffic a person waits on.
-type InteractiveConfig struct {
+// interactiveConfig is the interactive class: traffic a person waits on.
+type interactiveConfig struct {
 	// Share is interactive's part of the account, the fraction it is
 	// sized for, 0..1.
 	Share float64 `koanf:"share"`
@@ -99,7 +104,7 @@ type InteractiveConfig struct {
 	// Fairness is callers (the default: the class is shared between its
 	// callers by their callers[].weight, each caller first come, first
 	// served) or fifo (first come, first served, whoever sent).
-	Fairness Fairness `koanf:"fairness"`
+	Fairness fairness `koanf:"fairness"`
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them, as callers[].budget does a caller's;
 	// the zero value is none.
@@ -110,8 +115,7 @@ type InteractiveConfig struct {
 	MaxSessions int `koanf:"max_sessions"`
 	// ServiceTier is flex, to send the class's requests for FlexModels at
 	// OpenAI's and Azure OpenAI's flex tier (see "The flex tier"), or
-	// unset: the caller's tier. Anything else is refused. FlexConfig
-	// holds the three flex keys as one.
+	// unset: the caller's tier. Anything else is refused.
 	ServiceTier string `koanf:"service_tier"`
 	// FlexModels are the models sent at flex, globs as
 	// account.models[].match; required with ServiceTier flex.
@@ -139,7 +143,7 @@ type BulkConfig struct {
 	// Fairness is callers (the default: the class is shared between its
 	// callers by their callers[].weight, each caller first come, first
 	// served) or fifo (first come, first served, whoever sent).
-	Fairness Fairness `koanf:"fairness"`
+	Fairness fairness `koanf:"fairness"`
 	// Budget caps what the class's requests may cost per day or month,
 	// fleet-wide, whoever sends them, as callers[].budget does a caller's;
 	// the zero value is none.
@@ -150,8 +154,7 @@ type BulkConfig struct {
 	MaxSessions int `koanf:"max_sessions"`
 	// ServiceTier is flex, to send the class's requests for FlexModels at
 	// OpenAI's and Azure OpenAI's flex tier (see "The flex tier"), or
-	// unset: the caller's tier. Anything else is refused. FlexConfig
-	// holds the three flex keys as one.
+	// unset: the caller's tier. Anything else is refused.
 	ServiceTier string `koanf:"service_tier"`
 	// FlexModels are the models sent at flex, globs as
 	// account.models[].match; required with ServiceTier flex.
@@ -165,71 +168,36 @@ type BulkConfig struct {
 // ClassesConfig holds the two classes.
 type ClassesConfig struct {
 	// Interactive is the class of traffic a person waits on.
-	Interactive InteractiveConfig `koanf:"interactive"`
+	Interactive interactiveConfig `koanf:"interactive"`
 	// Bulk is the class of imports, batch jobs and worker fleets.
 	Bulk BulkConfig `koanf:"bulk"`
 }
 
-// StoreConfig says where the counters live.
-type StoreConfig struct {
-	// RedisURL selects the Redis store, the fleet's shared one: a
-	// redis:// or rediss:// URL. Empty means the in-process store.
-	RedisURL string `koanf:"redis_url"`
-	// KeyPrefix prefixes every Redis key ({key_prefix}:…); replicas that
-	// share a quota use the same.
-	KeyPrefix string `koanf:"key_prefix"`
-	// OnError is what to do when the store fails: local (per-replica
-	// limits), open (no limits) or closed (503).
-	OnError OnError `koanf:"on_error"`
-	// Timeout bounds each Redis call; past it the call counts as failed
-	// and OnError applies.
-	Timeout time.Duration `koanf:"timeout"`
-	// BudgetTimeout bounds each budget call instead (callers' and
-	// classes' budget; budgetredis.go): past it the budgeted request is
-	// refused, 503 store_unavailable (budgets fail closed), so it is given
-	// longer. See "Spend and budgets".
-	BudgetTimeout time.Duration `koanf:"budget_timeout"`
-	// Heartbeat is the longest a replica stays silent towards Redis (an
-	// idle one still calls it this often); a replica's slots expire after
-	// three heartbeats without a call.
-	Heartbeat time.Duration `koanf:"heartbeat"`
-	// SpendFile, with the in-process store, is the file budgets' spend is
-	// kept in across restarts (written every second; see budgetfile.go);
-	// empty keeps it in memory only, from $0 at every start. With Redis,
-	// spend is kept there.
-	SpendFile string `koanf:"spend_file"`
-	// TLSCAFile is a PEM bundle of the certificate authorities that verify
-	// Redis's certificate on a rediss:// RedisURL (one server, Cluster or
-	// Sentinel); empty means the system's roots. Unreadable, not PEM, or
-	// set without rediss://, meterproxy refuses to start.
-	TLSCAFile string `koanf:"tls_ca_file"`
-}
-
-// Shared reports whether the store is shared by replicas (Redis): then the
-// store enforces the fleet's limits, and each replica's (fleet ÷
-// expected_replicas) are the fallback; in process they are what it
-// enforces.
-func (s StoreConfig) Shared() bool { return s.RedisURL != "" }
-
 // Enforced is what the configured store enforces: the fleet's limits with
 // Redis, one replica's in process.
-func (c Config) Enforced() Limits {
+func (c Config) Enforced() store.Limits {
 	if c.Store.Shared() {
 		return c.Limits()
 	}
 	return c.PerReplica()
 }
 
+// gates is what the caller gates read of c.
+func (c ClassesConfig) gates() gate.Classes {
+	return gate.Classes{MaxQueue: [classify.NumClasses]int{c.Interactive.MaxQueue, c.Bulk.MaxQueue},
+		Budget: [classify.NumClasses]classify.Budget{c.Interactive.Budget, c.Bulk.Budget}}
+}
+
 // DefaultConfig returns the defaults documented in config.example.yaml.
 func DefaultConfig() Config {
 	return Config{
-		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1, Models: []ModelPool{}},
+		Account: AccountConfig{RequestsPerMinute: 10000, MaxInFlight: 200, ExpectedReplicas: 1, Models: []modelPool{}},
 		Classes: ClassesConfig{
-			Interactive: InteractiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000, Fairness: FairCallers},
-			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: FairCallers},
+			Interactive: interactiveConfig{Share: 0.8, Reserve: 0.3, MaxWait: 2 * time.Second, MaxQueue: 1000, Fairness: fairCallers},
+			Bulk:        BulkConfig{Share: 0.2, Borrow: true, MaxWait: 60 * time.Second, MaxQueue: 10000, Fairness: fairCallers},
 		},
 		Prices: []price.Price{},
-		Store: StoreConfig{KeyPrefix: "meterproxy", OnError: OnErrorLocal, Timeout: 50 * time.Millisecond,
+		Store: store.Config{KeyPrefix: "meterproxy", OnError: store.OnErrorLocal, Timeout: 50 * time.Millisecond,
 			BudgetTimeout: time.Second, Heartbeat: time.Second},
 	}
 }
@@ -238,8 +206,9 @@ func DefaultConfig() Config {
 const shareEpsilon = 1e-9
 
 // maxOutputTPM bounds account.output_tokens_per_minute so the output
-// bucket's arithmetic (outputBucket, in 1/60000 token) stays exact in
-// take.lua's doubles; it is a thousand times Anthropic's largest tiers.
+// bucket's arithmetic (package quota/store's outputBucket, in 1/60000
+// token) stays exact in its take.lua's doubles; it is a thousand times
+// Anthropic's largest tiers.
 const maxOutputTPM = 1_000_000_000
 
 // Validate reports every problem at once, each naming its key relative to
@@ -255,8 +224,8 @@ func (c Config) Validate() error {
 	checkAllowance(bad, "account", a.requestsPerMinute(), a.TokensPerMinute, a.OutputTokensPerMinute, a.MaxInFlight, a.ExpectedReplicas)
 	checkMaxCharge(bad, "account", a.MaxRequestTokens, a.TokensPerMinute)
 	checkMinInFlight(bad, "account", a.MinInFlight, a.MaxInFlight)
-	c.validateModels(bad)
-	c.validateAccounts(bad)
+	validateModels(c, bad)
+	validateAccounts(c, bad)
 	c.Prices.Validate(bad)
 	ic, bc := c.Classes.Interactive, c.Classes.Bulk
 	checkFraction(bad, "classes.interactive.share", ic.Share)
@@ -283,12 +252,12 @@ func (c Config) Validate() error {
 	bc.Budget.Check(bad, "classes.bulk.budget")
 	c.Classes.flex(classify.Interactive).check(bad, "classes.interactive")
 	c.Classes.flex(classify.Bulk).check(bad, "classes.bulk")
-	for key, f := range map[string]Fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
+	for key, f := range map[string]fairness{"classes.interactive.fairness": ic.Fairness, "classes.bulk.fairness": bc.Fairness} {
 		if err := configcheck.OneOf(f, fairnessModes...); f != "" && err != nil { // "" is the default, callers
 			bad(key, "%v", err)
 		}
 	}
-	if err := configcheck.OneOf(c.Store.OnError, onErrorPolicies...); err != nil {
+	if err := configcheck.OneOf(c.Store.OnError, store.OnErrorPolicies...); err != nil {
 		bad("store.on_error", "%v", err)
 	}
 	if c.Store.KeyPrefix == "" {
@@ -296,13 +265,13 @@ func (c Config) Validate() error {
 	}
 	urlOK, storeURL := true, (*url.URL)(nil)
 	if c.Store.Shared() {
-		_, u, err := parseRedisURL(c.Store.RedisURL)
+		_, u, err := store.ParseRedisURL(c.Store.RedisURL)
 		if err != nil {
 			bad("store.redis_url", "%v", err) // go-redis errors never echo the password
 		}
 		urlOK, storeURL = err == nil, u
 	}
-	if _, err := loadTLSCA(c.Store.TLSCAFile, storeURL); urlOK && err != nil {
+	if _, err := store.LoadTLSCA(c.Store.TLSCAFile, storeURL); urlOK && err != nil {
 		bad("store.tls_ca_file", "%v", err)
 	}
 	if c.Store.Timeout <= 0 {
@@ -338,67 +307,127 @@ func (a AccountConfig) requestsPerMinute() int64 {
 // whose bound is then its only limit.
 func (a AccountConfig) RequestLimited() bool { return a.RequestsPerMinute != 0 || !a.AdaptiveInFlight }
 
-// checkAllowance checks an account's or a pool's numbers, under key.
-func checkAllowance(bad func(string, string, ...any), key string, rpm, tpm, otpm, maxInFlight, replicas int64) {
-	if rpm <= 0 {
-		bad(key+".requests_per_minute", "must be > 0 (or unset with adaptive_in_flight: no request limit), got %d", rpm)
-	}
-	if tpm < 0 {
-		bad(key+".tokens_per_minute", "must be >= 0 (0 = not enforced), got %d", tpm)
-	}
-	if otpm < 0 || otpm > maxOutputTPM {
-		bad(key+".output_tokens_per_minute", "must be between 0 (not enforced) and %d, got %d", maxOutputTPM, otpm)
-	}
-	if maxInFlight <= 0 {
-		bad(key+".max_in_flight", "must be > 0, got %d", maxInFlight)
-	} else if replicas >= 1 && maxInFlight < replicas {
-		bad(key+".max_in_flight", "must be >= %s (%d) so every replica may send, got %d", configcheck.Ref("account.expected_replicas"), replicas, maxInFlight)
-	}
-}
-
-// checkMaxCharge checks an account's or a pool's max_request_tokens,
-// under key, against its tokens_per_minute tpm: a charge above a minute's
-// allowance could not be carried in full (window.next), and the providers
-// refuse such a request themselves.
-func checkMaxCharge(bad func(string, string, ...any), key string, most, tpm int64) {
-	switch {
-	case most < 0:
-		bad(key+".max_request_tokens", "must be >= 0 (0 = %s), got %d", configcheck.Ref(key+".tokens_per_minute"), most)
-	case tpm > 0 && most > tpm:
-		bad(key+".max_request_tokens", "must be <= %s (%d), a minute's allowance, got %d", configcheck.Ref(key+".tokens_per_minute"), tpm, most)
-	}
-}
-
-// checkMinInFlight checks an account's or a pool's min_in_flight, under
-// key: the adaptive bound's floor, at most its ceiling.
-func checkMinInFlight(bad func(string, string, ...any), key string, floor, ceiling int64) {
-	switch {
-	case floor < 0:
-		bad(key+".min_in_flight", "must be >= 0 (0 = %d), got %d", adaptive.DefaultMinInFlight, floor)
-	case ceiling > 0 && floor > ceiling:
-		bad(key+".min_in_flight", "must be <= %s (%d), got %d", configcheck.Ref(key+".max_in_flight"), ceiling, floor)
-	}
-}
-
-func checkFraction(bad func(string, string, ...any), key string, v float64) {
-	if math.IsNaN(v) || v < 0 || v > 1 {
-		bad(key, "must be between 0 and 1, got %g", v)
-	}
-}
-
-func checkWait(bad func(string, string, ...any), prefix string, wait time.Duration, queue int) {
-	if wait <= 0 {
-		bad(prefix+".max_wait", "must be > 0, got %s", wait)
-	}
-	if queue < 1 {
-		bad(prefix+".max_queue", "must be >= 1, got %d", queue)
-	}
-}
-
 // maxWait is class c's max_wait.
 func (c ClassesConfig) maxWait(cl classify.Class) time.Duration {
 	if cl == classify.Bulk {
 		return c.Bulk.MaxWait
 	}
 	return c.Interactive.MaxWait
+}
+
+// ForAccount is the Config account name enforces: its own account section,
+// and the classes partitioned by what it serves and lends (classesFor).
+// Without upstream.accounts, or for a name not configured, it is c.
+func (c Config) ForAccount(name string) Config {
+	for i, a := range c.Accounts {
+		if a.Name != name {
+			continue
+		}
+		acct := a.Account
+		if acct.ExpectedReplicas == 0 {
+			acct.ExpectedReplicas = c.Account.ExpectedReplicas
+		}
+		c.Account, c.Classes = acct, a.classesFor(c.Classes)
+		c.accountKey = fmt.Sprintf("upstream.accounts[%d].account", i)
+		c.Accounts = nil
+		return c
+	}
+	return c
+}
+
+// MaxCharge is the most one request drawn on pool (as PoolAt names
+// it: the account's for "" or a pool not configured) may be charged in
+// tokens, and the key that sets it: the pool's max_request_tokens, or
+// while that is 0 its tokens_per_minute, one minute's allowance. It is 0,
+// no bound, when the pool does not enforce tokens.
+func (c Config) MaxCharge(pool string) (limit int64, key string) {
+	limit, key, _ = maxCharge(c, pool)
+	return limit, key
+}
+
+// FlexFor says whether a request of class cl for model m is sent at the
+// flex tier — its class sets service_tier: flex and one of its
+// flex_models matches m (as account.models match: exactly, an Azure
+// deployment regardless of case) — and how: the one rule of flex
+// eligibility, which the proxy asks (Admitter.FlexFor) of every request
+// that can carry a tier. A request with no model, or one longer than any
+// pattern is matched against, is not. m is only called when the class
+// sends anything at flex, so a request pays for finding its model only
+// then.
+func (c Config) FlexFor(cl classify.Class, m func() Model) (Flex, bool) {
+	f := c.Classes.flex(cl)
+	if f.ServiceTier != price.TierFlex {
+		return Flex{}, false
+	}
+	match, ok := m().matcher()
+	if !ok || !slices.ContainsFunc(f.FlexModels, match) {
+		return Flex{}, false
+	}
+	tier := price.TierFlex
+	if f.FlexFallback {
+		tier = ""
+	}
+	return Flex{Fallback: f.FlexFallback, Tier: tier}, true
+}
+
+// Pool is the Config the pool named name enforces: the account's classes
+// and store, and the pool's own numbers; the account's for "" or a name
+// not configured.
+func (c Config) Pool(name string) Config {
+	for _, m := range c.Account.Models {
+		if m.Name == name {
+			c.Account = AccountConfig{RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute,
+				MaxRequestTokens: m.MaxRequestTokens, OutputTokensPerMinute: m.OutputTokensPerMinute, MaxInFlight: m.MaxInFlight,
+				AdaptiveInFlight: m.AdaptiveInFlight, MinInFlight: m.MinInFlight, ExpectedReplicas: c.Account.ExpectedReplicas}
+			return c
+		}
+	}
+	c.Account.Models = nil
+	return c
+}
+
+// PoolFor names the pool a request for m draws on: the first
+// account.models entry one of whose patterns matches it, else accountPool
+// (the account's). An empty model (none found) is the account's.
+func (c Config) PoolFor(m Model) string {
+	match, ok := m.matcher()
+	if !ok {
+		return store.AccountPool
+	}
+	for _, pool := range c.Account.Models {
+		if slices.ContainsFunc(pool.Match, match) {
+			return pool.Name
+		}
+	}
+	return store.AccountPool
+}
+
+// PriceGaps lists the traffic no price covers (price.Table.Gaps): the
+// account.models patterns no one price pattern covers, then the account's
+// own pool unless a price matches every model or account.models leaves
+// the account none. A check-config warning each.
+func (c Config) PriceGaps() []price.Gap {
+	pools := make([][]string, len(c.Account.Models))
+	for i, m := range c.Account.Models {
+		pools[i] = m.Match
+	}
+	return c.Prices.Gaps(pools)
+}
+
+// Limits returns the fleet-wide limits.
+func (c Config) Limits() store.Limits { return scaled(c, 1) }
+
+// PerReplica returns the fleet limits divided by account.expected_replicas:
+// what one replica enforces on its own (the in-process store, and the local
+// fallback when Redis fails).
+func (c Config) PerReplica() store.Limits { return scaled(c, c.Account.ExpectedReplicas) }
+
+// withInFlight is l with in-flight bound inFlight, partitioned between
+// the classes by their shares: the one derivation of BulkInFlight and
+// ReserveInFlight, for max_in_flight and for an adaptive bound alike.
+func (c ClassesConfig) withInFlight(l store.Limits, inFlight int64) store.Limits {
+	l.InFlight = inFlight
+	l.BulkInFlight = adaptive.Part(inFlight, c.Bulk.Share)
+	l.ReserveInFlight = adaptive.Part(inFlight, c.Interactive.Reserve)
+	return l
 }

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -13,7 +15,7 @@ import (
 // second ends. The zero value holds none. A waitQueue holds them: every
 // field but refillAt is guarded by its mu.
 type credits struct {
-	n     PerClass
+	n     store.PerClass
 	until time.Time
 	// gen counts drops: a store call sent before one (a hold, a reload, a
 	// failure) must not add credits after it.
@@ -56,17 +58,17 @@ func (cr *credits) drop(classes ...classify.Class) bool {
 // expire drops every credit if their second has passed at now, and
 // reports whether it dropped any.
 func (cr *credits) expire(now time.Time) bool {
-	if cr.n == (PerClass{}) || now.Before(cr.until) {
+	if cr.n == (store.PerClass{}) || now.Before(cr.until) {
 		return false
 	}
-	cr.n = PerClass{}
+	cr.n = store.PerClass{}
 	return true
 }
 
 // grant adds n credits of class c, valid until until (or the
 // earlier deadline of those already held).
 func (cr *credits) grant(c classify.Class, n int64, until time.Time) {
-	if cr.n == (PerClass{}) || until.Before(cr.until) {
+	if cr.n == (store.PerClass{}) || until.Before(cr.until) {
 		cr.until = until
 	}
 	cr.n[c] += n
@@ -74,66 +76,8 @@ func (cr *credits) grant(c classify.Class, n int64, until time.Time) {
 
 // deadline is when the credits expire; zero when there are none.
 func (cr *credits) deadline() time.Time {
-	if cr.n == (PerClass{}) {
+	if cr.n == (store.PerClass{}) {
 		return time.Time{}
 	}
 	return cr.until
-}
-
-// takeCreditLocked admits a request of class c from the credits, if any
-// are valid and nobody of its class waits.
-func (q *waitQueue) takeCreditLocked(c classify.Class, now time.Time) bool {
-	if q.classes[c].q.n > 0 {
-		return false // a newcomer never passes a waiter
-	}
-	took, dropped := q.credits.take(c, now)
-	if dropped {
-		notify(q.sig.freed)
-	}
-	if !took {
-		return false
-	}
-	q.leases.admit(c)
-	if q.credits.low(c) {
-		notify(q.sig.arrive) // refill before they run out
-	}
-	return true
-}
-
-// dropCredits gives up the credits of classes (a hold, a failure); the
-// store hears they are back with the loop's next call.
-func (q *waitQueue) dropCredits(classes ...classify.Class) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.dropCreditsLocked(classes...)
-}
-
-// dropCreditsLocked is dropCredits with mu held.
-func (q *waitQueue) dropCreditsLocked(classes ...classify.Class) {
-	if q.credits.drop(classes...) {
-		notify(q.sig.freed)
-	}
-}
-
-// expireCredits drops credits whose second has passed at now; it reports
-// whether there were any, so the store hears of it.
-func (q *waitQueue) expireCredits(now time.Time) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.credits.expire(now)
-}
-
-// creditDeadline is when the credits expire; zero when there are none.
-func (q *waitQueue) creditDeadline() time.Time {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.credits.deadline()
-}
-
-// setRefill sets, per class, the credits left at which a spend asks the
-// loop to refill: a quarter of spare. It takes no lock (atomics).
-func (q *waitQueue) setRefill(spare [classify.NumClasses]int64) {
-	for c := range spare {
-		q.credits.refillAt[c].Store(spare[c] / 4)
-	}
 }

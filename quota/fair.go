@@ -5,26 +5,26 @@ import (
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 )
 
-// Fairness is classes.<class>.fairness: how a class's grants are shared
+// fairness is classes.<class>.fairness: how a class's grants are shared
 // between its callers.
-type Fairness string
+type fairness string
 
 // The fairness modes.
 const (
-	// FairCallers shares a class between its callers by weight
+	// fairCallers shares a class between its callers by weight
 	// (callers[].weight), each caller's own requests first come, first
 	// served.
-	FairCallers Fairness = "callers"
-	// FairFIFO serves the class first come, first served, whoever sent.
-	FairFIFO Fairness = "fifo"
+	fairCallers fairness = "callers"
+	// fairFIFO serves the class first come, first served, whoever sent.
+	fairFIFO fairness = "fifo"
 )
 
 // fairnessModes are the classes.<class>.fairness values.
-var fairnessModes = []Fairness{FairCallers, FairFIFO}
+var fairnessModes = []fairness{fairCallers, fairFIFO}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another mode is refused at load, by key.
-func (f *Fairness) UnmarshalText(b []byte) error { return configcheck.SetOneOf(f, b, fairnessModes...) }
+func (f *fairness) UnmarshalText(b []byte) error { return configcheck.SetOneOf(f, b, fairnessModes...) }
 
 // fairShare is one class's fair queuing between callers, by start-time
 // fair queuing (SFQ): a waiter's start tag is the later of the class's

@@ -10,16 +10,18 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
 // fairConfig admits 3 interactive requests a second, the whole account,
 // with room for everything to queue.
-func fairConfig(f Fairness) Config {
+func fairConfig(f fairness) Config {
 	cfg := DefaultConfig()
 	cfg.Account.RequestsPerMinute = 180
 	cfg.Account.MaxInFlight = 1000
-	cfg.Classes.Interactive = InteractiveConfig{Share: 1, MaxWait: time.Hour, MaxQueue: 1000, Fairness: f}
+	cfg.Classes.Interactive = interactiveConfig{Share: 1, MaxWait: time.Hour, MaxQueue: 1000, Fairness: f}
 	cfg.Classes.Bulk = BulkConfig{MaxWait: time.Hour, MaxQueue: 10, Fairness: f}
 	return cfg
 }
@@ -84,7 +86,7 @@ func count(order []string) map[string]int {
 // the class 2:1, whatever the order they queued in.
 func TestFairSharesByWeight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		order := fairRun(t, fairConfig(FairCallers), map[string]float64{"a": 2},
+		order := fairRun(t, fairConfig(fairCallers), map[string]float64{"a": 2},
 			[]fairSend{{caller: "a", n: 60}, {caller: "b", n: 60}}, 10*time.Second-time.Millisecond)
 		// a's first grants go before b has queued: ±1.
 		n := count(order)
@@ -98,7 +100,7 @@ func TestFairSharesByWeight(t *testing.T) {
 // backlog of 30 is served by the very next grant.
 func TestFairNewcomerServedNext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		order := fairRun(t, fairConfig(FairCallers), nil,
+		order := fairRun(t, fairConfig(fairCallers), nil,
 			[]fairSend{{caller: "flood", n: 30}, {caller: "report", n: 1, at: 2500 * time.Millisecond}}, 4*time.Second-time.Millisecond)
 		// Seconds 0, 1 and 2 grant 3 each to the flood; second 3's grants
 		// (one store call, answered in any order) include the report.
@@ -113,7 +115,7 @@ func TestFairNewcomerServedNext(t *testing.T) {
 // share from then on.
 func TestFairAloneGetsAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		order := fairRun(t, fairConfig(FairCallers), nil,
+		order := fairRun(t, fairConfig(fairCallers), nil,
 			[]fairSend{{caller: "a", n: 40}, {caller: "b", n: 40, at: 4500 * time.Millisecond}}, 10*time.Second-time.Millisecond)
 		first, rest := count(order[:15]), count(order[15:])
 		if first["a"] != 15 {
@@ -131,7 +133,7 @@ func TestFairAloneGetsAll(t *testing.T) {
 // the second.
 func TestFairTokensWeighted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := fairConfig(FairCallers)
+		cfg := fairConfig(fairCallers)
 		cfg.Account.RequestsPerMinute = 60000
 		cfg.Account.TokensPerMinute = 6000 // 100 a second
 		order := fairRun(t, cfg, nil, []fairSend{{caller: "big", n: 40, cost: 50}, {caller: "small", n: 200, cost: 10}}, 10*time.Second-time.Millisecond)
@@ -147,7 +149,7 @@ func TestFairTokensWeighted(t *testing.T) {
 // sent: the caller that queued first gets everything it queued first.
 func TestFairFIFOUnchanged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		order := fairRun(t, fairConfig(FairFIFO), map[string]float64{"b": 5},
+		order := fairRun(t, fairConfig(fairFIFO), map[string]float64{"b": 5},
 			[]fairSend{{caller: "a", n: 30}, {caller: "b", n: 30}}, 10*time.Second-time.Millisecond)
 		for i, c := range order {
 			if c != "a" {
@@ -164,7 +166,7 @@ func TestFairFIFOUnchanged(t *testing.T) {
 // credentials, share the class evenly, as two configured callers would.
 func TestFairAnonymousCallersApart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		order := fairRun(t, fairConfig(FairCallers), nil,
+		order := fairRun(t, fairConfig(fairCallers), nil,
 			[]fairSend{{caller: "key1", anon: 1, n: 30}, {caller: "key2", anon: 2, n: 30}}, 10*time.Second-time.Millisecond)
 		if n := count(order); n["key1"] < 14 || n["key1"] > 16 || n["key1"]+n["key2"] != 30 {
 			t.Fatalf("grants %v in 10 s; want 15 each, ±1", n)
@@ -177,7 +179,7 @@ func TestFairAnonymousCallersApart(t *testing.T) {
 // stays bounded; once they fall idle, a new key gets its own flow again.
 func TestFairAnonymousBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := fairConfig(FairCallers)
+		cfg := fairConfig(fairCallers)
 		cfg.Account.RequestsPerMinute = 60 * 1000
 		l, _ := testLimiter(t, cfg)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -193,7 +195,7 @@ func TestFairAnonymousBounded(t *testing.T) {
 			t.Fatalf("500 keys: %d flows of their own, %d in all; want %d and %d", fs.anon, len(fs.finish), maxAnonFlows, maxAnonFlows+1)
 		}
 		q.mu.Unlock()
-		notify(l.sig.arrive)
+		store.Notify(l.sig.arrive)
 		// Served within the first second (1000 a second); then idle.
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
@@ -215,7 +217,7 @@ func TestFairAnonymousBounded(t *testing.T) {
 // it would get a fifth of them).
 func TestFairServiceCorrected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := fairConfig(FairCallers)
+		cfg := fairConfig(fairCallers)
 		cfg.Account.RequestsPerMinute = 60000
 		cfg.Account.TokensPerMinute = 6000 // 100 a second
 		l, _ := testLimiter(t, cfg)
@@ -272,7 +274,7 @@ func TestFairAnonymousTakeOneShare(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				n := count(fairRun(t, fairConfig(FairCallers), nil, tt.sends, 10*time.Second-time.Millisecond))
+				n := count(fairRun(t, fairConfig(fairCallers), nil, tt.sends, 10*time.Second-time.Millisecond))
 				// The first second's 3 may go before the rest have queued: ±2.
 				if n["a"]+n["b"]+n["anonymous"] != 30 || n["anonymous"] < 8 || n["anonymous"] > 12 || n["a"] < 8 || n["b"] < 8 {
 					t.Fatalf("grants %v in 10 s at 3 a second; want 10 each (±2): the 64 keys together one share", n)
@@ -287,7 +289,7 @@ func TestFairAnonymousTakeOneShare(t *testing.T) {
 // 30 is served by the share's very next grant, here the next grant of all.
 func TestFairAnonymousNewcomerServedNext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		order := fairRun(t, fairConfig(FairCallers), nil,
+		order := fairRun(t, fairConfig(fairCallers), nil,
 			[]fairSend{{caller: "flood", anon: 1, n: 30}, {caller: "report", anon: 2, n: 1, at: 2500 * time.Millisecond}}, 4*time.Second-time.Millisecond)
 		if len(order) != 12 || count(order[:9])["report"] != 0 || count(order[9:])["report"] != 1 {
 			t.Fatalf("grants %v; want the report among the fourth second's", order)

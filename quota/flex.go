@@ -1,21 +1,19 @@
 package quota
 
 import (
-	"slices"
-
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/quota/glob"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
-// FlexConfig is a class's use of the flex service tier (OpenAI's flex
+// flexConfig is a class's use of the flex service tier (OpenAI's flex
 // processing, Azure OpenAI's on Global Standard deployments): batch
 // prices, slower answers, and now and then a 429 for lack of capacity.
 // It is read from the class's keys classes.<class>.service_tier,
-// flex_models and flex_fallback (InteractiveConfig, BulkConfig); the zero
+// flex_models and flex_fallback (interactiveConfig, BulkConfig); the zero
 // value sends nothing at flex.
-type FlexConfig struct {
+type flexConfig struct {
 	// ServiceTier is "flex" to send the class's requests for FlexModels at
 	// the flex tier, or "" (unset) to leave them at the caller's.
 	ServiceTier string
@@ -44,49 +42,19 @@ type Flex struct {
 var flexTiers = []string{price.TierFlex}
 
 // flex is class cl's flex configuration.
-func (c ClassesConfig) flex(cl classify.Class) FlexConfig {
+func (c ClassesConfig) flex(cl classify.Class) flexConfig {
 	if cl == classify.Bulk {
-		return FlexConfig{ServiceTier: c.Bulk.ServiceTier, FlexModels: c.Bulk.FlexModels, FlexFallback: c.Bulk.FlexFallback}
+		return flexConfig{ServiceTier: c.Bulk.ServiceTier, FlexModels: c.Bulk.FlexModels, FlexFallback: c.Bulk.FlexFallback}
 	}
 	i := c.Interactive
-	return FlexConfig{ServiceTier: i.ServiceTier, FlexModels: i.FlexModels, FlexFallback: i.FlexFallback}
-}
-
-// FlexFor says whether a request of class cl for model m is sent at the
-// flex tier — its class sets service_tier: flex and one of its
-// flex_models matches m (as account.models match: exactly, an Azure
-// deployment regardless of case) — and how: the one rule of flex
-// eligibility, which the proxy asks (Admitter.FlexFor) of every request
-// that can carry a tier. A request with no model, or one longer than any
-// pattern is matched against, is not. m is only called when the class
-// sends anything at flex, so a request pays for finding its model only
-// then.
-func (c Config) FlexFor(cl classify.Class, m func() Model) (Flex, bool) {
-	f := c.Classes.flex(cl)
-	if f.ServiceTier != price.TierFlex {
-		return Flex{}, false
-	}
-	match, ok := m().matcher()
-	if !ok || !slices.ContainsFunc(f.FlexModels, match) {
-		return Flex{}, false
-	}
-	tier := price.TierFlex
-	if f.FlexFallback {
-		tier = ""
-	}
-	return Flex{Fallback: f.FlexFallback, Tier: tier}, true
-}
-
-// FlexFor is Config.FlexFor under the configuration in force.
-func (a *Admitter) FlexFor(cl classify.Class, model func() Model) (Flex, bool) {
-	return a.cfg.Load().FlexFor(cl, model)
+	return flexConfig{ServiceTier: i.ServiceTier, FlexModels: i.FlexModels, FlexFallback: i.FlexFallback}
 }
 
 // check checks a class's flex keys under key (classes.bulk): service_tier
 // flex or unset, flex_models valid patterns none of which an earlier one
 // covers, and listed only with service_tier: flex (or they would do
 // nothing unseen).
-func (f FlexConfig) check(bad func(string, string, ...any), key string) {
+func (f flexConfig) check(bad func(string, string, ...any), key string) {
 	if err := configcheck.OneOf(f.ServiceTier, flexTiers...); f.ServiceTier != "" && err != nil {
 		bad(key+".service_tier", "%v (or unset: the caller's tier)", err)
 	}

@@ -3,6 +3,8 @@ package quota
 import (
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -11,13 +13,13 @@ import (
 // owns it in between and reuses its buffers from call to call.
 type callList struct {
 	// waiters is, per class, the list the store decides on.
-	waiters [classify.NumClasses][]queued
+	waiters [classify.NumClasses][]store.Queued
 	// listed are, per class, the waiters the list names, position for
 	// position (nil for a spare): its grants go to them (hand).
 	listed [classify.NumClasses][]*waiter
 	// waiting is how many of the call's want were waiters, not spare,
 	// and gen the credits' generation when it was made.
-	waiting PerClass
+	waiting store.PerClass
 	gen     uint64
 }
 
@@ -25,8 +27,8 @@ type callList struct {
 // admissions so far, credits held, and whether they are at the refill
 // mark, per class.
 type stock struct {
-	admitted PerClass
-	credits  PerClass
+	admitted store.PerClass
+	credits  store.PerClass
 	low      [classify.NumClasses]bool
 }
 
@@ -36,7 +38,7 @@ type stock struct {
 func (q *waitQueue) list(call *callList, open [classify.NumClasses]bool, byCost bool) (s stock) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	call.waiting = PerClass{}
+	call.waiting = store.PerClass{}
 	for c := range open {
 		if !open[c] {
 			continue
@@ -56,16 +58,13 @@ func (q *waitQueue) list(call *callList, open [classify.NumClasses]bool, byCost 
 	return s
 }
 
-// maxBatch bounds the waiters listed in one call per class.
-const maxBatch = 4096
-
 // list lists the waiters in the order grants go to them (the queue's
 // order), into buf for the store and who, position for position, for
 // handing out the grants.
-func (cq *classQueue) list(buf []queued, who []*waiter) ([]queued, []*waiter) {
+func (cq *classQueue) list(buf []store.Queued, who []*waiter) ([]store.Queued, []*waiter) {
 	buf, who = buf[:0], who[:0]
-	for w := cq.q.head; w != nil && len(buf) < maxBatch; w = w.next {
-		buf = append(buf, queued{Cost: w.cost})
+	for w := cq.q.head; w != nil && len(buf) < store.MaxBatch; w = w.next {
+		buf = append(buf, store.Queued{Cost: w.cost})
 		who = append(who, w)
 	}
 	return buf, who
@@ -77,8 +76,8 @@ func (cq *classQueue) list(buf []queued, who []*waiter) ([]queued, []*waiter) {
 // request), to the oldest (handCountedLocked). Grants nobody is left to
 // take become credits when the call asked for spare ones (spare; sent is
 // when it was sent), and are released at once otherwise.
-func (q *waitQueue) hand(req takeRequest, res takeResult, call *callList, spare PerClass, sent time.Time) {
-	var excess PerClass
+func (q *waitQueue) hand(req store.TakeRequest, res store.TakeResult, call *callList, spare store.PerClass, sent time.Time) {
+	var excess store.PerClass
 	q.mu.Lock()
 	stale := call.gen != q.credits.gen // credits were dropped while the call was out
 	if res.UpstreamHold > 0 {
@@ -116,8 +115,8 @@ func (q *waitQueue) hand(req takeRequest, res takeResult, call *callList, spare 
 		}
 	}
 	q.mu.Unlock()
-	if excess != (PerClass{}) {
-		notify(q.sig.freed) // the store counted them; the next call hands them back
+	if excess != (store.PerClass{}) {
+		store.Notify(q.sig.freed) // the store counted them; the next call hands them back
 	}
 }
 
@@ -169,7 +168,7 @@ func (q *waitQueue) admitLocked(c classify.Class, w *waiter) {
 	w.granted = true // before dequeue: fair queuing counts it served
 	q.classes[c].dequeue(w)
 	if w.gen != q.classes[c].shortfalls { // a store call since it joined left it waiting
-		w.held, w.wait.HeldBy = true, q.classes[c].blocked.heldBy()
+		w.held, w.wait.HeldBy = true, heldBy(q.classes[c].blocked)
 	}
 	// Counted before the waiter can run: its Release must never find the
 	// count without it (it went to -1 for a moment).

@@ -9,34 +9,37 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// heldStore is a memoryStore whose calls the test holds out: while hold is
+// heldStore is a store.Memory whose calls the test holds out: while hold is
 // set, each call says so on out and waits for release before the store
 // decides, so the test can change the queue while a call is out.
 type heldStore struct {
-	*memoryStore
+	*store.Memory
 	hold    atomic.Bool
 	out     chan struct{}
 	release chan struct{}
 }
 
-func (s *heldStore) Take(ctx context.Context, req takeRequest) (takeResult, error) {
+func (s *heldStore) Take(ctx context.Context, req store.TakeRequest) (store.TakeResult, error) {
 	if s.hold.Load() {
 		s.out <- struct{}{}
 		<-s.release
 	}
-	return s.memoryStore.Take(ctx, req)
+	return s.Memory.Take(ctx, req)
 }
 
 // heldLimiter runs a limiter of cfg over a heldStore inside a synctest
 // bubble until the test ends.
 func heldLimiter(t *testing.T, cfg Config) (*limiter, *heldStore) {
 	t.Helper()
-	s := &heldStore{memoryStore: newMemoryStore(nil), out: make(chan struct{}), release: make(chan struct{})}
+	s := &heldStore{Memory: store.NewMemory(nil), out: make(chan struct{}), release: make(chan struct{})}
 	l := newLimiter(cfg, cfg.PerReplica(), s, 0, slog.New(slog.DiscardHandler))
-	startRun(t, l)
+	runtest.Start(t, l)
 	// Before Run stops (cleanups run last first): Run's last call tells
 	// the store what is in flight.
 	t.Cleanup(func() { s.hold.Store(false) })
@@ -46,7 +49,7 @@ func heldLimiter(t *testing.T, cfg Config) (*limiter, *heldStore) {
 // identityConfig shares interactive between callers by tokens: 10,000
 // tokens a second, requests and in flight far from binding.
 func identityConfig() Config {
-	cfg := fairConfig(FairCallers)
+	cfg := fairConfig(fairCallers)
 	cfg.Account.RequestsPerMinute = 60000
 	cfg.Account.TokensPerMinute = 600000
 	return cfg

@@ -1,6 +1,10 @@
 package quota
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+)
 
 // How metrics and logs name a pool: by two labels, its account and its
 // own name, so that a dashboard can select an account and aggregate by
@@ -33,14 +37,14 @@ func LabelsOf(account, pool string) Labels {
 	if account == "" {
 		account = DefaultAccount
 	}
-	if pool == accountPool {
+	if pool == store.AccountPool {
 		pool = DefaultPool
 	}
 	return Labels{Account: account, Pool: pool}
 }
 
-// PoolLabels is the labels of the pool whose id is id (PoolID).
-func PoolLabels(id string) Labels { return LabelsOf(splitPoolID(id)) }
+// poolLabels is the labels of the pool whose id is id (PoolID).
+func poolLabels(id string) Labels { return LabelsOf(store.SplitPoolID(id)) }
 
 // StateName is pool of account (as LabelsOf takes them) as /admin/state
 // names it: its pool label alone for the one account, after its account's
@@ -51,18 +55,18 @@ func StateName(account, pool string) string {
 	if account == "" {
 		return l.Pool
 	}
-	return account + accountSep + l.Pool
+	return account + store.AccountSep + l.Pool
 }
 
 // stateName is the pool whose id is id (PoolID) as /admin/state names it.
-func stateName(id string) string { return StateName(splitPoolID(id)) }
+func stateName(id string) string { return StateName(store.SplitPoolID(id)) }
 
 // poolLogAttrs are the pool whose id is id as logs name it: its pool
 // label, with its account's name beside it when there are several
 // accounts (the one account is never named: there is no other).
 func poolLogAttrs(id string) []any {
-	account, _ := splitPoolID(id)
-	pool := slog.String("pool", PoolLabels(id).Pool)
+	account, _ := store.SplitPoolID(id)
+	pool := slog.String("pool", poolLabels(id).Pool)
 	if account == "" {
 		return []any{pool}
 	}

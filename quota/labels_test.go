@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -25,9 +27,9 @@ func TestPoolLabels(t *testing.T) {
 		{"chat-project", "", Labels{"chat-project", "default"}, "chat-project/default", "account=chat-project pool=default"},
 		{"chat-project", "gpt-4o", Labels{"chat-project", "gpt-4o"}, "chat-project/gpt-4o", "account=chat-project pool=gpt-4o"},
 	} {
-		id := PoolID(tc.account, tc.pool)
+		id := store.PoolID(tc.account, tc.pool)
 		t.Run(id, func(t *testing.T) {
-			if got := PoolLabels(id); got != tc.want {
+			if got := poolLabels(id); got != tc.want {
 				t.Errorf("PoolLabels(%q) = %+v, want %+v", id, got, tc.want)
 			}
 			if got := LabelsOf(tc.account, tc.pool); got != tc.want {

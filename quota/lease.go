@@ -4,6 +4,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -59,7 +63,7 @@ func (g *ledger) giveBack(c classify.Class, cost int64) {
 
 // owed takes the corrections and output tokens the store has not heard
 // of, for a store call; restore puts them back if it failed.
-func (g *ledger) owed() (corrections PerClass, output int64) {
+func (g *ledger) owed() (corrections store.PerClass, output int64) {
 	for c := range corrections {
 		corrections[c] = g.corrections[c].Swap(0)
 	}
@@ -67,7 +71,7 @@ func (g *ledger) owed() (corrections PerClass, output int64) {
 }
 
 // restore puts back what owed took for a store call that failed.
-func (g *ledger) restore(corrections PerClass, output int64) {
+func (g *ledger) restore(corrections store.PerClass, output int64) {
 	for c, n := range corrections {
 		g.corrections[c].Add(n)
 	}
@@ -76,37 +80,57 @@ func (g *ledger) restore(corrections PerClass, output int64) {
 
 // Lease is one admitted request's claim on an in-flight slot.
 type Lease struct {
-	leases   *ledger
-	class    classify.Class
-	held     bool
-	cost     int64
-	released atomic.Bool
-	// ended says it was settled (Settle).
-	ended atomic.Bool
+	leases *ledger
+	class  classify.Class
+	cost   int64
+	// leaseWait is what it waited for; leaseEnd what became of it.
+	leaseWait
+	leaseEnd
 	// gate is its pass through its caller's gates (admitThrough),
 	// released with it.
-	gate gatePass
-	// flow and weight are its fair-queuing flow and its caller's weight
-	// when its service was counted in tokens (weight 0 otherwise), so
-	// correct can settle the flow's service too.
-	flow   flowKey
-	weight float64
-	// granted is when it was admitted; answer is 1 + the status Settle
-	// recorded (0: none).
+	gate gate.Pass
+	// leaseFlow is its fair-queuing flow.
+	leaseFlow
+	// granted is when it was admitted.
 	granted time.Time
-	answer  atomic.Int32
-	// price is its model's price at admission; nil when none matched.
-	// worst is its worst case at that price, what its budgets reserved
-	// unless they cut it (budgetcut.go).
-	price *price.Price
-	worst price.Nanodollars
+	// leasePrice is its price and worst case.
+	leasePrice
 	// until is when its class's max_wait, counted from when it asked for
 	// admission, ends (Until).
 	until time.Time
 	// account and pool are where it was admitted (Account, Pool).
 	account, pool string
-	// wait is what it waited for at its pool (Wait).
-	wait Wait
+}
+
+// leaseWait is what a Lease's request waited for: held says it waited
+// at its pool; wait is what held it there (Wait).
+type leaseWait struct {
+	held bool
+	wait gate.Wait
+}
+
+// leaseEnd is what became of a Lease: released; ended, settled (Settle);
+// answer, 1 + the status Settle recorded (0: none).
+type leaseEnd struct {
+	released atomic.Bool
+	ended    atomic.Bool
+	answer   atomic.Int32
+}
+
+// leaseFlow is a Lease's fair-queuing flow and its caller's weight when
+// its service was counted in tokens (weight 0 otherwise), so correct can
+// settle the flow's service too.
+type leaseFlow struct {
+	flow   flowKey
+	weight float64
+}
+
+// leasePrice is a Lease's model's price at admission (nil when none
+// matched) and worst, its worst case at that price: what its budgets
+// reserved unless they cut it (package quota/gate's budgetcut.go).
+type leasePrice struct {
+	price *price.Price
+	worst price.Nanodollars
 }
 
 // Account is the account the lease was admitted at, as upstream.accounts
@@ -187,7 +211,7 @@ func (s *Lease) correct(tokens int64) {
 		if d < 0 {
 			g.sig.tokensFreed.Store(true) // room in this window for those waiting on tokens
 		}
-		notify(g.sig.freed)
+		store.Notify(g.sig.freed)
 	}
 }
 
@@ -209,7 +233,7 @@ func (s *Lease) spent(output int64) {
 
 // Held reports whether the request had to wait for a later window or a
 // released slot (its caller's gates' included) before it was admitted.
-func (s *Lease) Held() bool { return s.held || s.gate.held }
+func (s *Lease) Held() bool { return s.held || s.gate.Held }
 
 // Release returns the slot. It never blocks on the store: the admission
 // loop tells the store on its next call. Calls after the first do nothing.
@@ -224,6 +248,30 @@ func (s *Lease) Release() {
 				s.leases.adapt.answered(int(a-1), now.Sub(s.granted))
 			}
 		}
-		notify(s.leases.sig.freed)
+		store.Notify(s.leases.sig.freed)
 	}
+}
+
+// heldBy names b as Wait.HeldBy does; a shortfall with no blocker (a
+// store that named none) counts as the window's.
+func heldBy(b store.Blocker) string {
+	switch b {
+	case store.BlockedByInFlight:
+		return gate.HeldByInFlight
+	case store.BlockedByUpstream:
+		return gate.HeldByUpstream
+	case store.BlockedByOutput:
+		return gate.HeldByOutput
+	}
+	return gate.HeldByWindow
+}
+
+// Wait is what the lease's request waited for before it was admitted:
+// at its pool when it was held there, else at its caller's gates.
+func (s *Lease) Wait() gate.Wait {
+	w := s.wait
+	if w.HeldBy == "" && s.gate.Held {
+		w.HeldBy = s.gate.HeldBy
+	}
+	return w
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/adaptive"
@@ -51,7 +54,7 @@ func (l *limiter) enablePrefetch() { l.loop.prefetch = true }
 // newLimiter returns a limiter for cfg's classes over store; limits are the ones the store enforces, used to estimate
 // Retry-After. heartbeat is how often the loop calls the store when idle
 // (0: never), so a shared store knows the replica is alive.
-func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration, log *slog.Logger) *limiter {
+func newLimiter(cfg Config, limits store.Limits, store store.Store, heartbeat time.Duration, log *slog.Logger) *limiter {
 	l := &limiter{}
 	l.sig.arrive, l.sig.freed = make(chan struct{}, 1), make(chan struct{}, 1)
 	l.leases.limits, l.leases.sig, l.leases.settleFlow = &l.limits, &l.sig, l.queue.correctFlow
@@ -68,7 +71,7 @@ func newLimiter(cfg Config, limits Limits, store store, heartbeat time.Duration,
 
 // limitSet is one configuration's limits.
 type limitSet struct {
-	enforced, local Limits
+	enforced, local store.Limits
 	// ceiling is enforced.InFlight as configured (max_in_flight's), which
 	// an adaptive bound never passes.
 	ceiling int64
@@ -98,7 +101,7 @@ func (s *limitSet) at(b int64) *limitSet {
 // and admitted requests keep their place and their slot: the new queue
 // bounds and max_wait apply to requests that arrive from now on, the new
 // limits from the store's next call. Safe to call while serving.
-func (l *limiter) Reconfigure(cfg Config, limits Limits) {
+func (l *limiter) Reconfigure(cfg Config, limits store.Limits) {
 	l.limitsMu.Lock()
 	set := &limitSet{enforced: limits, local: cfg.PerReplica(), ceiling: limits.InFlight,
 		classes: cfg.Classes, replicas: cfg.Account.ExpectedReplicas}
@@ -112,12 +115,12 @@ func (l *limiter) Reconfigure(cfg Config, limits Limits) {
 	l.limitsMu.Unlock()
 	l.queue.reconfigure(cfg)
 	l.sig.reconfigured.Store(true)
-	notify(l.sig.freed) // a waiter blocked under the old limits may go now
+	store.Notify(l.sig.freed) // a waiter blocked under the old limits may go now
 }
 
 // Run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and tells the store what is still in flight; with an
-// adaptStore, it steps the pool's adaptive bound meanwhile. Call it once.
+// gate.ErrClosed and tells the store what is still in flight; with an
+// store.AdaptStore, it steps the pool's adaptive bound meanwhile. Call it once.
 func (l *limiter) Run(ctx context.Context) error {
 	if l.adapt.store != nil {
 		var wg sync.WaitGroup
@@ -133,9 +136,9 @@ func (l *limiter) Run(ctx context.Context) error {
 // caller must Release when the upstream exchange ends. req.Tokens, the
 // charge Admitter.Admit decided (0 where the pool does not enforce
 // tokens), is charged to the class's token window, and Lease.Settle
-// settles it. It returns a *RefusedError when the queue is full or
-// max_wait passes, ErrStoreUnavailable when the store failed under
-// on_error "closed", ErrClosed after Run has stopped, or the context's
+// settles it. It returns a *gate.RefusedError when the queue is full or
+// max_wait passes, store.ErrStoreUnavailable when the store failed under
+// on_error "closed", gate.ErrClosed after Run has stopped, or the context's
 // error if ctx ends first.
 func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	c := req.Class
@@ -158,7 +161,7 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	case <-ctx.Done():
 		cause = context.Cause(ctx)
 	case <-timer.C:
-		cause = ErrWaitTimeout
+		cause = gate.ErrWaitTimeout
 	}
 	return l.leave(c, w, cause)
 }
@@ -175,7 +178,7 @@ func (l *limiter) grant(s *Lease) *Lease {
 // timeout is kept; one that raced a cancellation is handed back.
 func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error) {
 	granted, ahead, werr := l.queue.leave(c, w)
-	timedOut := errors.Is(cause, ErrWaitTimeout)
+	timedOut := errors.Is(cause, gate.ErrWaitTimeout)
 	switch {
 	case granted && timedOut:
 		return l.grant(w.lease(&l.leases, c)), nil
@@ -186,7 +189,7 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	case werr != nil:
 		return nil, werr
 	case timedOut:
-		return nil, &RefusedError{Class: c, Reason: ErrWaitTimeout, RetryAfter: l.limits.Load().retryAfter(c, ahead), Wait: w.wait}
+		return nil, &gate.RefusedError{Class: c, Reason: gate.ErrWaitTimeout, RetryAfter: l.limits.Load().retryAfter(c, ahead), Wait: w.wait}
 	default:
 		return nil, cause
 	}
@@ -218,7 +221,7 @@ func (l *limiter) setBound(b int64) {
 	}
 	l.limits.Store(cur.at(b))
 	l.sig.reconfigured.Store(true) // a class blocked under the old bound may go now
-	notify(l.sig.freed)
+	store.Notify(l.sig.freed)
 }
 
 // Queued returns how many requests of class c are waiting.
@@ -238,7 +241,7 @@ func (l *limiter) FleetInFlight(c classify.Class) int64 {
 // for hold after at because the account is below the interactive reserve
 // (0: it is above, lifting an older hold), and for throttle after at
 // because the upstream answered 429 with that retry hint (0: none). The
-// freshest observation wins (upstreamState.merge). Observe never blocks:
+// freshest observation wins (store.UpstreamState.merge). Observe never blocks:
 // the store hears of it on the admission loop's next call, within a few
 // milliseconds.
 func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
@@ -250,15 +253,15 @@ func (l *limiter) Observe(at time.Time, hold, throttle time.Duration) {
 	if hold > 0 || throttle > 0 {
 		l.queue.dropCredits(classify.Bulk)
 	}
-	notify(l.sig.freed)
+	store.Notify(l.sig.freed)
 }
 
 // Window returns the current window's use as of the store's last answer.
-func (l *limiter) Window() WindowUse {
+func (l *limiter) Window() store.WindowUse {
 	if w := l.loop.last.window.Load(); w != nil {
 		return *w
 	}
-	return WindowUse{}
+	return store.WindowUse{}
 }
 
 // UpstreamHold returns how much longer bulk is held on the upstream's word,
@@ -276,26 +279,7 @@ func (s *limitSet) retryAfter(c classify.Class, ahead int) time.Duration {
 			rpm = lim.AccountRPM - lim.ReserveRPM
 		}
 	}
-	return retryAfterAt(perSecond(rpm), ahead)
-}
-
-// retryAfterAt is when a request behind ahead others may go at rate a
-// second, at least a second and at most an hour.
-func retryAfterAt(rate float64, ahead int) time.Duration {
-	if rate <= 0 {
-		return time.Hour
-	}
-	secs := math.Ceil(float64(ahead+1) / rate)
-	return time.Duration(min(max(secs, 1), 3600)) * time.Second
-}
-
-// notify wakes a goroutine waiting on ch without blocking; ch has room for
-// one wake-up, so bursts coalesce.
-func notify(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+	return store.RetryAfterAt(store.PerSecond(rpm), ahead)
 }
 
 // setWeights sets the callers' fair-queuing weights (callers[].weight):
@@ -315,4 +299,29 @@ func weightsOf(callers []classify.Caller) map[string]float64 {
 		}
 	}
 	return w
+}
+
+// state is l's live numbers.
+func (l *limiter) state() PoolState {
+	st := PoolState{
+		Window:              l.Window(),
+		InFlight:            map[string]int64{},
+		FleetInFlight:       map[string]int64{},
+		Queued:              map[string]int{},
+		InFlightLimit:       l.InFlightLimit(),
+		UpstreamHoldSeconds: l.UpstreamHold().Seconds(),
+	}
+	if set := l.limits.Load(); set.adaptive != nil {
+		view, _ := l.adapt.view()
+		d := view.Last
+		st.Adaptive = &adaptiveState{Bound: set.enforced.InFlight, Floor: int64(set.adaptive.Clamp(0)), Ceiling: set.ceiling,
+			Phase: string(view.State.Phase), WorkPerSecond: view.Judged.Work, LatencySecondsPerWork: view.Judged.Latency,
+			LastDecision: adaptiveDecision{Action: string(d.Action), From: int64(d.From), To: int64(d.To), Why: d.Why}}
+	}
+	for _, c := range classify.Classes {
+		st.InFlight[c.String()] = l.InFlight(c)
+		st.FleetInFlight[c.String()] = l.FleetInFlight(c)
+		st.Queued[c.String()] = l.Queued(c)
+	}
+	return st
 }

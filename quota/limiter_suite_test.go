@@ -8,6 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -16,7 +21,7 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Account.RequestsPerMinute = 60000
 	cfg.Account.MaxInFlight = 100
-	cfg.Classes.Interactive = InteractiveConfig{Share: 1, MaxWait: 10 * time.Second, MaxQueue: 10}
+	cfg.Classes.Interactive = interactiveConfig{Share: 1, MaxWait: 10 * time.Second, MaxQueue: 10}
 	cfg.Classes.Bulk = BulkConfig{Share: 0, Borrow: false, MaxWait: 10 * time.Second, MaxQueue: 2} // bulk never admitted
 	return cfg
 }
@@ -26,14 +31,14 @@ func testConfig() Config {
 // disconnect, in-flight release.
 // With prefetch the limiter takes credits ahead of demand; the behaviour
 // must be the same.
-func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store, prefetch bool) {
+func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store.Store, prefetch bool) {
 	start := func(t *testing.T, cfg Config) *limiter {
 		t.Helper()
 		l := newLimiter(cfg, cfg.Limits(), newStore(t, cfg), time.Second, slog.New(slog.DiscardHandler))
 		if prefetch {
 			l.enablePrefetch()
 		}
-		startRun(t, l)
+		runtest.Start(t, l)
 		return l
 	}
 	t.Run("FIFO", func(t *testing.T) {
@@ -70,7 +75,7 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 			wg.Go(func() { _, _ = l.Admit(ctx, Request{Class: classify.Bulk}) })
 		}
 		waitUntil(t, "two bulk waiters", func() bool { return l.Queued(classify.Bulk) == 2 })
-		if _, err := l.Admit(ctx, Request{Class: classify.Bulk}); !errors.Is(err, ErrQueueFull) {
+		if _, err := l.Admit(ctx, Request{Class: classify.Bulk}); !errors.Is(err, gate.ErrQueueFull) {
 			t.Errorf("third: %v, want ErrQueueFull", err)
 		}
 		cancel()
@@ -81,8 +86,8 @@ func runLimiterSuite(t *testing.T, newStore func(t *testing.T, cfg Config) store
 		cfg.Classes.Bulk.MaxWait = 100 * time.Millisecond
 		l := start(t, cfg)
 		_, err := l.Admit(t.Context(), Request{Class: classify.Bulk})
-		var refused *RefusedError
-		if !errors.As(err, &refused) || !errors.Is(err, ErrWaitTimeout) || refused.RetryAfter < time.Second {
+		var refused *gate.RefusedError
+		if !errors.As(err, &refused) || !errors.Is(err, gate.ErrWaitTimeout) || refused.RetryAfter < time.Second {
 			t.Errorf("got %v, want ErrWaitTimeout with RetryAfter >= 1s", err)
 		}
 		if q := l.Queued(classify.Bulk); q != 0 {
@@ -145,5 +150,5 @@ func snapshot(mu *sync.Mutex, s *[]int) []int {
 }
 
 func TestLimiterOverMemory(t *testing.T) {
-	runLimiterSuite(t, func(_ *testing.T, _ Config) store { return newMemoryStore(nil) }, false)
+	runLimiterSuite(t, func(_ *testing.T, _ Config) store.Store { return store.NewMemory(nil) }, false)
 }

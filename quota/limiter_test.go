@@ -9,17 +9,22 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// testLimiter starts a limiter over a memoryStore inside a synctest bubble
+// testLimiter starts a limiter over a store.Memory inside a synctest bubble
 // and stops it when the test ends.
-func testLimiter(t *testing.T, cfg Config) (*limiter, *memoryStore) {
+func testLimiter(t *testing.T, cfg Config) (*limiter, *store.Memory) {
 	t.Helper()
 	limits := cfg.PerReplica()
-	store := newMemoryStore(nil)
+	store := store.NewMemory(nil)
 	l := newLimiter(cfg, limits, store, 0, slog.New(slog.DiscardHandler))
-	startRun(t, l)
+	runtest.Start(t, l)
 	return l, store
 }
 
@@ -29,7 +34,7 @@ func smallConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Account.RequestsPerMinute = 120
 	cfg.Account.MaxInFlight = 100
-	cfg.Classes.Interactive = InteractiveConfig{Share: 1, Reserve: 0, MaxWait: 10 * time.Second, MaxQueue: 5}
+	cfg.Classes.Interactive = interactiveConfig{Share: 1, Reserve: 0, MaxWait: 10 * time.Second, MaxQueue: 5}
 	cfg.Classes.Bulk = BulkConfig{Share: 0, Borrow: false, MaxWait: 3 * time.Second, MaxQueue: 2}
 	return cfg
 }
@@ -108,8 +113,8 @@ func TestLimiterMaxWait(t *testing.T) {
 		if late[0] != nil || late[1] != nil {
 			t.Fatalf("first two late requests: %v, %v, want admitted in second 2", late[0], late[1])
 		}
-		var refused *RefusedError
-		if !errors.As(late[2], &refused) || !errors.Is(late[2], ErrWaitTimeout) {
+		var refused *gate.RefusedError
+		if !errors.As(late[2], &refused) || !errors.Is(late[2], gate.ErrWaitTimeout) {
 			t.Fatalf("third late request: %v, want ErrWaitTimeout", late[2])
 		}
 		if refused.RetryAfter < time.Second {
@@ -135,7 +140,7 @@ func TestLimiterMaxQueue(t *testing.T) {
 		}
 		start := time.Now()
 		_, err := l.Admit(ctx, Request{Class: classify.Bulk})
-		if !errors.Is(err, ErrQueueFull) || time.Since(start) != 0 {
+		if !errors.Is(err, gate.ErrQueueFull) || time.Since(start) != 0 {
 			t.Fatalf("third bulk request: %v after %s, want ErrQueueFull at once", err, time.Since(start))
 		}
 		cancel()
@@ -198,16 +203,16 @@ func TestLimiterInFlightRelease(t *testing.T) {
 
 func TestLimiterCloseRefusesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(smallConfig(), smallConfig().PerReplica(), newMemoryStore(nil), 0, slog.New(slog.DiscardHandler))
-		stop := startRun(t, l)
+		l := newLimiter(smallConfig(), smallConfig().PerReplica(), store.NewMemory(nil), 0, slog.New(slog.DiscardHandler))
+		stop := runtest.Start(t, l)
 		errc := make(chan error, 1)
 		go func() { _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); errc <- err }()
 		synctest.Wait()
 		stop()
-		if err := <-errc; !errors.Is(err, ErrClosed) {
+		if err := <-errc; !errors.Is(err, gate.ErrClosed) {
 			t.Errorf("waiter got %v, want ErrClosed", err)
 		}
-		if _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); !errors.Is(err, ErrClosed) {
+		if _, err := l.Admit(t.Context(), Request{Class: classify.Bulk}); !errors.Is(err, gate.ErrClosed) {
 			t.Errorf("Admit after Run: %v, want ErrClosed", err)
 		}
 	})

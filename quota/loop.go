@@ -7,11 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
-
-// storeRetry is how long the loop waits after a failed store call.
-const storeRetry = 50 * time.Millisecond
 
 // releaseDelay is how long a release may wait for the next store call to
 // carry it before it gets a call of its own: releases ride on admissions,
@@ -31,7 +32,7 @@ const lazyReleaseDelay = 50 * time.Millisecond
 // are its own, safe for concurrent use, for the limiter to read and add
 // to.
 type admissionLoop struct {
-	store store
+	store store.Store
 	// pool is the pool the limiter admits to (pool.go).
 	pool string
 	log  *slog.Logger
@@ -56,7 +57,7 @@ type admissionLoop struct {
 
 // loopState is one Run's state, owned by its goroutine.
 type loopState struct {
-	blocked  [classify.NumClasses]blocker
+	blocked  [classify.NumClasses]store.Blocker
 	lastCall time.Time
 	timer    *time.Timer
 	armed    time.Time // when the timer fires; zero when stopped
@@ -70,18 +71,18 @@ type loopState struct {
 }
 
 // run serves the queues until ctx ends, then refuses every waiter with
-// ErrClosed and tells the store what is still in flight.
+// gate.ErrClosed and tells the store what is still in flight.
 func (lp *admissionLoop) run(ctx context.Context) error {
-	st := &loopState{timer: stoppedTimer(), releases: stoppedTimer()}
+	st := &loopState{timer: store.StoppedTimer(), releases: store.StoppedTimer()}
 	defer st.timer.Stop()
 	defer st.releases.Stop()
-	beat, stopBeat := heartbeatTicker(lp.heartbeat)
+	beat, stopBeat := store.HeartbeatTicker(lp.heartbeat)
 	defer stopBeat()
 	for {
 		force := false
 		select {
 		case <-ctx.Done():
-			lp.queue.close(ErrClosed)
+			lp.queue.close(gate.ErrClosed)
 			lp.flush(context.WithoutCancel(ctx))
 			return nil
 		case <-lp.sig.arrive:
@@ -92,14 +93,14 @@ func (lp *admissionLoop) run(ctx context.Context) error {
 			tokens := lp.sig.tokensFreed.Swap(false)
 			all := lp.sig.reconfigured.Swap(false)
 			for c, b := range st.blocked {
-				if all || b == blockedByInFlight || (tokens && b == blockedByWindow) {
-					st.blocked[c] = notBlocked
+				if all || b == store.BlockedByInFlight || (tokens && b == store.BlockedByWindow) {
+					st.blocked[c] = store.NotBlocked
 				}
 			}
 			if !st.pending {
 				st.pending = true
 				d := releaseDelay
-				if st.pf.spare != (PerClass{}) {
+				if st.pf.spare != (store.PerClass{}) {
 					d = lazyReleaseDelay
 				}
 				st.releases.Reset(d)
@@ -108,13 +109,13 @@ func (lp *admissionLoop) run(ctx context.Context) error {
 			force = st.pending
 			// A fresher report may have lifted an upstream hold.
 			for c, b := range st.blocked {
-				if b == blockedByUpstream {
-					st.blocked[c] = notBlocked
+				if b == store.BlockedByUpstream {
+					st.blocked[c] = store.NotBlocked
 				}
 			}
 		case <-st.timer.C:
 			st.armed = time.Time{}
-			st.blocked = [classify.NumClasses]blocker{}
+			st.blocked = [classify.NumClasses]store.Blocker{}
 			force = lp.queue.expireCredits(time.Now()) // the store must hear they are back
 		case <-beat:
 			force = time.Since(st.lastCall) >= lp.heartbeat
@@ -128,7 +129,7 @@ func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 	for {
 		req := lp.ask(st)
 		want := req.Want
-		if want == (PerClass{}) && !force {
+		if want == (store.PerClass{}) && !force {
 			return
 		}
 		force = false
@@ -183,12 +184,12 @@ func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 // not blocked is asked for, with spare credits on top (prefetch.go); when
 // tokens are enforced, they are listed in the order grants go to them (at
 // most maxBatch), spares last.
-func (lp *admissionLoop) ask(st *loopState) takeRequest {
-	var req takeRequest
+func (lp *admissionLoop) ask(st *loopState) store.TakeRequest {
+	var req store.TakeRequest
 	tokens := lp.limits.Load().enforced.AccountTPM > 0
 	var open [classify.NumClasses]bool
 	for c := range open {
-		open[c] = st.blocked[c] == notBlocked
+		open[c] = st.blocked[c] == store.NotBlocked
 	}
 	call := &st.call
 	s := lp.queue.list(call, open, tokens)
@@ -206,7 +207,7 @@ func (lp *admissionLoop) ask(st *loopState) takeRequest {
 		req.Want[c] = call.waiting[c] + spare
 		if tokens {
 			for range spare {
-				call.waiters[c] = append(call.waiters[c], queued{}) // for anyone
+				call.waiters[c] = append(call.waiters[c], store.Queued{}) // for anyone
 				call.listed[c] = append(call.listed[c], nil)
 			}
 			req.Waiters[c] = call.waiters[c]
@@ -218,30 +219,14 @@ func (lp *admissionLoop) ask(st *loopState) takeRequest {
 // storeFailed handles a failed Take: under on_error "closed" every waiter
 // is refused at once; otherwise the loop tries again shortly.
 func (lp *admissionLoop) storeFailed(ctx context.Context, st *loopState, err error) {
-	if errors.Is(err, ErrStoreUnavailable) {
-		lp.queue.refuseAll(ErrStoreUnavailable)
+	if errors.Is(err, store.ErrStoreUnavailable) {
+		lp.queue.refuseAll(store.ErrStoreUnavailable)
 	} else if ctx.Err() == nil {
 		lp.log.Warn("store_take_failed", slog.String("error", err.Error()))
 	}
 	lp.queue.dropCredits(classify.Classes[:]...)
-	st.blocked = [classify.NumClasses]blocker{blockedByWindow, blockedByWindow}
-	st.arm(storeRetry)
-}
-
-// stoppedTimer is a timer that has not been armed.
-func stoppedTimer() *time.Timer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
-}
-
-// heartbeatTicker ticks every d, and never when d is 0; stop stops it.
-func heartbeatTicker(d time.Duration) (beat <-chan time.Time, stop func()) {
-	if d <= 0 {
-		return nil, func() {}
-	}
-	t := time.NewTicker(d)
-	return t.C, t.Stop
+	st.blocked = [classify.NumClasses]store.Blocker{store.BlockedByWindow, store.BlockedByWindow}
+	st.arm(store.Retry)
 }
 
 // arm makes the timer fire after d, unless it fires sooner already.
@@ -259,7 +244,7 @@ func (st *loopState) arm(d time.Duration) {
 func (lp *admissionLoop) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req := takeRequest{Pool: lp.pool}
+	req := store.TakeRequest{Pool: lp.pool}
 	req.InFlight, req.Credits = lp.queue.occupied()
 	if _, err := lp.store.Take(ctx, req); err != nil {
 		lp.log.Warn("store_flush_failed", slog.String("error", err.Error()))

@@ -3,6 +3,8 @@ package quota
 import (
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -17,7 +19,7 @@ func registerMetrics(reg prometheus.Registerer, a *Admitter) {
 	reg.MustRegister(newCapCollector(a))
 	reg.MustRegister(newPoolCollector(a))
 	reg.MustRegister(newAdaptiveCollector(a))
-	reg.MustRegister(newBudgetCollector(a.budgets))
+	reg.MustRegister(gate.NewBudgetCollector(a.budgets))
 	storeCalls := f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "meterproxy_store_call_duration_seconds",
 		Help:    "Duration of admission calls to the quota store (one Redis script call each), by result (ok, error).",
@@ -98,7 +100,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	c.a.eachPool(func(id string, l *limiter) {
-		pool := PoolLabels(id)
+		pool := poolLabels(id)
 		bound := l.InFlightLimit()
 		if c.a.backend.LocalFallback() {
 			bound = l.limits.Load().local.InFlight // what this replica admits under while Redis is bypassed
@@ -107,7 +109,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.hold, l.UpstreamHold().Seconds(), pool.Account, pool.Pool)
 		w := l.Window()
 		lim := l.limits.Load().enforced
-		rps, tps := lim.perSecond()
+		rps, tps := lim.PerSecond()
 		for _, cl := range classify.Classes {
 			class := cl.String()
 			gauge(c.queued, float64(l.Queued(cl)), pool.Account, pool.Pool, class)
@@ -152,7 +154,7 @@ func (c *capCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (c *capCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, st := range c.a.caps.capState() {
+	for name, st := range c.a.caps.States() {
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name)
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.MaxInFlight), name)

@@ -3,18 +3,17 @@ package quota
 import (
 	"fmt"
 	"regexp"
-	"slices"
 
 	"github.com/meterproxy/meterproxy/quota/glob"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
-// ModelPool is one entry of account.models: the models it matches draw on
+// modelPool is one entry of account.models: the models it matches draw on
 // a pool of their own — its own windows, in-flight bound, class partition,
 // upstream state and Redis keys — instead of the account's, as providers
 // keep limits per model (OpenAI), per model class (Anthropic) or per
 // deployment (Azure). The YAML keys are the koanf tags.
-type ModelPool struct {
+type modelPool struct {
 	// Name names the pool: its metric label, /admin/state entry and Redis
 	// keys. [a-z0-9_.-], unique, not "default" (the account's label).
 	Name string `koanf:"name"`
@@ -53,22 +52,6 @@ const DefaultPool = "default"
 // and metric labels.
 var poolName = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
 
-// Pool is the Config the pool named name enforces: the account's classes
-// and store, and the pool's own numbers; the account's for "" or a name
-// not configured.
-func (c Config) Pool(name string) Config {
-	for _, m := range c.Account.Models {
-		if m.Name == name {
-			c.Account = AccountConfig{RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute,
-				MaxRequestTokens: m.MaxRequestTokens, OutputTokensPerMinute: m.OutputTokensPerMinute, MaxInFlight: m.MaxInFlight,
-				AdaptiveInFlight: m.AdaptiveInFlight, MinInFlight: m.MinInFlight, ExpectedReplicas: c.Account.ExpectedReplicas}
-			return c
-		}
-	}
-	c.Account.Models = nil
-	return c
-}
-
 // Model is what a request names its pool by: the model field of its
 // body, or the Azure deployment its path names.
 type Model struct {
@@ -82,22 +65,6 @@ type Model struct {
 	Deployment bool
 }
 
-// PoolFor names the pool a request for m draws on: the first
-// account.models entry one of whose patterns matches it, else accountPool
-// (the account's). An empty model (none found) is the account's.
-func (c Config) PoolFor(m Model) string {
-	match, ok := m.matcher()
-	if !ok {
-		return accountPool
-	}
-	for _, pool := range c.Account.Models {
-		if slices.ContainsFunc(pool.Match, match) {
-			return pool.Name
-		}
-	}
-	return accountPool
-}
-
 // matcher returns how a pattern is matched against m — exactly, or for a
 // deployment case-insensitively — and false when no pattern is: m has no
 // name, or one longer than any pattern is worth matching against.
@@ -108,22 +75,10 @@ func (m Model) matcher() (func(pattern string) bool, bool) {
 // priceIn is m's entry in t (price.Table.For), nil when none matches.
 func (m Model) priceIn(t price.Table) *price.Price { return t.For(m.Name, m.Deployment) }
 
-// PriceGaps lists the traffic no price covers (price.Table.Gaps): the
-// account.models patterns no one price pattern covers, then the account's
-// own pool unless a price matches every model or account.models leaves
-// the account none. A check-config warning each.
-func (c Config) PriceGaps() []price.Gap {
-	pools := make([][]string, len(c.Account.Models))
-	for i, m := range c.Account.Models {
-		pools[i] = m.Match
-	}
-	return c.Prices.Gaps(pools)
-}
-
 // validateModels checks account.models: names, patterns (none empty,
 // none that an earlier one already covers, so each can match), and each
 // pool's numbers as the account's are checked.
-func (c Config) validateModels(bad func(string, string, ...any)) {
+func validateModels(c Config, bad func(string, string, ...any)) {
 	seen := map[string]int{}
 	var patterns glob.FirstMatch
 	for i, m := range c.Account.Models {

@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -23,14 +25,14 @@ func TestReservationClampsToMaxOutput(t *testing.T) {
 		req   Request
 		want  price.Nanodollars // 100 input at $1/M (100,000) + output at $10/M
 	}{
-		{"above max_output", capped, Request{InputTokens: 100, OutputTokens: 1_000_000}, 100_000 + 163_840_000},
-		{"within max_output", capped, Request{InputTokens: 100, OutputTokens: 1000}, 100_000 + 10_000_000},
-		{"n=3 above max_output each", capped, Request{InputTokens: 100, OutputTokens: 3_000_000, Generations: 3}, 100_000 + 3*163_840_000},
-		{"n=3 within max_output each", capped, Request{InputTokens: 100, OutputTokens: 30_000, Generations: 3}, 100_000 + 300_000_000},
-		{"no cap: max_output", capped, Request{InputTokens: 100}, 100_000 + 163_840_000},
-		{"max_output unset: what it asks", unset, Request{InputTokens: 100, OutputTokens: 1_000_000}, 100_000 + 10_000_000_000},
+		{"above max_output", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000}}, 100_000 + 163_840_000},
+		{"within max_output", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1000}}, 100_000 + 10_000_000},
+		{"n=3 above max_output each", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 3_000_000, Generations: 3}}, 100_000 + 3*163_840_000},
+		{"n=3 within max_output each", capped, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 30_000, Generations: 3}}, 100_000 + 300_000_000},
+		{"no cap: max_output", capped, Request{CostBounds: CostBounds{InputTokens: 100}}, 100_000 + 163_840_000},
+		{"max_output unset: what it asks", unset, Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000}}, 100_000 + 10_000_000_000},
 		{"hidden input, above max_output", price.Price{Input: 1, Output: 10, MaxOutput: 16_384, MaxInput: 1000},
-			Request{InputTokens: 100, OutputTokens: 1_000_000, HiddenInput: true}, 1_000_000 + 163_840_000},
+			Request{CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000, HiddenInput: true}}, 1_000_000 + 163_840_000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got, _ := reservation(&tt.price, tt.req); got != tt.want {
@@ -47,7 +49,7 @@ func TestAdmitterReservesAtMaxOutput(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Prices = []price.Price{{Match: []string{"capped"}, Input: 1, Output: 10, MaxOutput: 16_384}}
 	callers := []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}}
-	req := Request{Model: Model{Name: "capped"}, Class: classify.Bulk, Caller: "import", InputTokens: 100, OutputTokens: 1_000_000}
+	req := Request{Model: Model{Name: "capped"}, Class: classify.Bulk, Caller: "import", CostBounds: CostBounds{InputTokens: 100, OutputTokens: 1_000_000}}
 	const want price.Nanodollars = 100_000 + 163_840_000 // $0.16: a million tokens would be $10, ten times the budget
 	synctest.Test(t, func(t *testing.T) {
 		a := runAdmitter(t, cfg, callers)
@@ -59,7 +61,7 @@ func TestAdmitterReservesAtMaxOutput(t *testing.T) {
 			t.Fatalf("admit: %v (a reservation at what max_tokens asks would not fit the $1 budget)", err)
 		}
 		defer l.Release()
-		time.Sleep(budgetRefresh) // the budget gate reads its budgets again; the bubble's clock
+		time.Sleep(gate.BudgetRefresh) // the budget gate reads its budgets again; the bubble's clock
 		synctest.Wait()
 		for _, b := range a.State().Budgets {
 			if b.Budget == "caller:import" && price.FromDollars(b.Reserved) != want {

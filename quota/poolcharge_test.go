@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
@@ -30,20 +32,20 @@ func TestPoolDecidesTheCharge(t *testing.T) {
 		{"both", tpm, tpm},
 		{"neither", 0, 0},
 	}
-	for _, store := range []string{"memory", "redis"} {
+	for _, backend := range []string{"memory", "redis"} {
 		for _, sh := range shapes {
-			t.Run(store+"/"+sh.name, func(t *testing.T) {
+			t.Run(backend+"/"+sh.name, func(t *testing.T) {
 				cfg := DefaultConfig()
 				cfg.Account.TokensPerMinute = sh.accountTPM
-				cfg.Account.Models = []ModelPool{{Name: "pool", Match: []string{"pool"}, RequestsPerMinute: 6000, TokensPerMinute: sh.poolTPM, MaxInFlight: 100}}
-				if store == "redis" {
+				cfg.Account.Models = []modelPool{{Name: "pool", Match: []string{"pool"}, RequestsPerMinute: 6000, TokensPerMinute: sh.poolTPM, MaxInFlight: 100}}
+				if backend == "redis" {
 					cfg.Store.RedisURL, cfg.Store.KeyPrefix, cfg.Store.Timeout = srv.URL(), redistest.Prefix(t), 2*time.Second
 				}
 				a := runAdmitter(t, cfg, nil)
 				for _, p := range []struct {
 					pool, label string
 					tpm         int64
-				}{{accountPool, DefaultPool, sh.accountTPM}, {"pool", "pool", sh.poolTPM}} {
+				}{{store.AccountPool, DefaultPool, sh.accountTPM}, {"pool", "pool", sh.poolTPM}} {
 					checkPoolCharge(t, a, p.pool, p.label, p.tpm, estimate)
 				}
 			})
@@ -81,7 +83,7 @@ func checkPoolCharge(t *testing.T, a *Admitter, pool, label string, tpm, estimat
 		t.Errorf("pool %s (no token limit): an estimate of 2^40: %v, want admitted, charged requests alone", label, err)
 	default:
 		lease.Release()
-		if got := a.State().Pools[label].Window.Tokens; got != (PerClass{}) {
+		if got := a.State().Pools[label].Window.Tokens; got != (store.PerClass{}) {
 			t.Errorf("pool %s (no token limit): its window holds %s tokens, want none", label, fmt.Sprint(got))
 		}
 	}

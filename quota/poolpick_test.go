@@ -4,6 +4,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -18,10 +20,10 @@ import (
 func TestAdmitPicksThePool(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		one := smallConfig()
-		one.Account.Models = []ModelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
+		one.Account.Models = []modelPool{{Name: "gpt-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 60, MaxInFlight: 10}}
 		several := twoAccounts()
-		several.Accounts[0].Account.Models = []ModelPool{{Name: "chat-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
-		several.Accounts[1].Account.Models = []ModelPool{{Name: "batch-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
+		several.Accounts[0].Account.Models = []modelPool{{Name: "chat-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
+		several.Accounts[1].Account.Models = []modelPool{{Name: "batch-4o", Match: []string{"gpt-4o*"}, RequestsPerMinute: 600, MaxInFlight: 10}}
 		for _, tt := range []struct {
 			name     string
 			cfg      Config
@@ -30,10 +32,10 @@ func TestAdmitPicksThePool(t *testing.T) {
 			at, pool string
 		}{
 			{"one account, a pool's model", one, classify.Interactive, "gpt-4o-mini", "", "gpt-4o"},
-			{"one account, no pool's model", one, classify.Interactive, "claude", "", accountPool},
+			{"one account, no pool's model", one, classify.Interactive, "claude", "", store.AccountPool},
 			{"several, interactive", several, classify.Interactive, "gpt-4o", "chat", "chat-4o"},
 			{"several, bulk", several, classify.Bulk, "gpt-4o", "batch", "batch-4o"},
-			{"several, no pool's model", several, classify.Bulk, "o3", "batch", accountPool},
+			{"several, no pool's model", several, classify.Bulk, "o3", "batch", store.AccountPool},
 		} {
 			if err := tt.cfg.Validate(); err != nil {
 				t.Fatal(err)

@@ -3,6 +3,8 @@ package quota
 import (
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -65,7 +67,7 @@ func (p *prefetchState) updateRate(now time.Time, admitted *[classify.NumClasses
 // and none unless the class is far from every limit (less than half of
 // the window and of the in-flight bound used, for the class and the
 // account), was granted all it asked, and (bulk) is not held upstream.
-func (lp *admissionLoop) plan(p *prefetchState, res takeResult, lim Limits) {
+func (lp *admissionLoop) plan(p *prefetchState, res store.TakeResult, lim store.Limits) {
 	const I, B = classify.Interactive, classify.Bulk
 	p.spare = [classify.NumClasses]int64{}
 	defer func() { lp.queue.setRefill(p.spare) }() // whatever it decides
@@ -73,23 +75,23 @@ func (lp *admissionLoop) plan(p *prefetchState, res takeResult, lim Limits) {
 		return
 	}
 	sec, use, fleet := res.Window.Sec, res.Window.Requests, res.FleetInFlight
-	account := Allowance(sec, lim.AccountRPM)
+	account := store.Allowance(sec, lim.AccountRPM)
 	usedAll, fleetAll := use[I]+use[B], fleet[I]+fleet[B]
 	room := min(account-usedAll, lim.InFlight-fleetAll)
 	if 2*usedAll >= account || 2*fleetAll >= lim.InFlight {
 		return
 	}
 	for c := range p.spare {
-		if res.Blocker[c] != notBlocked {
+		if res.Blocker[c] != store.NotBlocked {
 			continue
 		}
 		if c == int(B) {
 			if res.UpstreamHold > 0 {
 				continue
 			}
-			window, inFlight := Allowance(sec, lim.BulkRPM), lim.BulkInFlight
+			window, inFlight := store.Allowance(sec, lim.BulkRPM), lim.BulkInFlight
 			if lim.Borrow {
-				window = max(window, account-Allowance(sec, lim.ReserveRPM))
+				window = max(window, account-store.Allowance(sec, lim.ReserveRPM))
 				inFlight = max(inFlight, lim.InFlight-lim.ReserveInFlight)
 			}
 			if 2*use[B] >= window || 2*fleet[B] >= inFlight {

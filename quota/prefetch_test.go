@@ -9,6 +9,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/redistest"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // prefetchLimiter runs a limiter with prefetch over its own Redis keys and
@@ -19,7 +20,7 @@ func prefetchLimiter(t testing.TB, srv *redistest.Server, cfg Config) (*limiter,
 	l.enablePrefetch()
 	calls := &atomic.Int64{}
 	l.OnStoreCall(func(time.Duration, error) { calls.Add(1) })
-	startRun(t, l)
+	runtest.Start(t, l)
 	return l, calls
 }
 
@@ -109,7 +110,7 @@ func TestPrefetchDropsBulkCreditsOnAHold(t *testing.T) {
 	cfg := testConfig()
 	cfg.Account.RequestsPerMinute = 60_000_000
 	cfg.Account.MaxInFlight = 1000
-	cfg.Classes.Interactive = InteractiveConfig{Share: 0.5, Reserve: 0.1, MaxWait: 10 * time.Second, MaxQueue: 10}
+	cfg.Classes.Interactive = interactiveConfig{Share: 0.5, Reserve: 0.1, MaxWait: 10 * time.Second, MaxQueue: 10}
 	cfg.Classes.Bulk = BulkConfig{Share: 0.5, Borrow: true, MaxWait: 300 * time.Millisecond, MaxQueue: 10}
 	l, _ := prefetchLimiter(t, srv, cfg)
 	admitFor(t, l, classify.Bulk, 2, 500*time.Millisecond) // builds bulk credits

@@ -1,6 +1,9 @@
 package quota
 
-import "github.com/meterproxy/meterproxy/classify"
+import (
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
+)
 
 // waiter is one request waiting for admission. While it is queued its
 // fields are guarded by its waitQueue's mu, except done, which is closed
@@ -21,14 +24,14 @@ type waiter struct {
 	// waiter joined.
 	gen uint64
 	// wait is where it joined and what held it last (Lease.Wait).
-	wait Wait
+	wait gate.Wait
 	// fairTag is its place in fair queuing (fair.go).
 	fairTag
 }
 
 // lease is the Lease of a granted waiter.
 func (w *waiter) lease(leases *ledger, c classify.Class) *Lease {
-	s := &Lease{leases: leases, class: c, held: w.held, cost: w.cost, wait: w.wait}
+	s := &Lease{leases: leases, class: c, leaseWait: leaseWait{held: w.held, wait: w.wait}, cost: w.cost}
 	if w.tagged && w.weight > 0 {
 		s.flow, s.weight = w.flow, w.weight
 	}

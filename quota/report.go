@@ -5,23 +5,25 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
 // pendingReport is what the upstream said since the replica's last store
-// call, merged by upstreamState's one rule. It is safe for concurrent use;
+// call, merged by store.UpstreamState's one rule. It is safe for concurrent use;
 // the zero value holds nothing.
 type pendingReport struct {
 	mu  sync.Mutex
-	u   upstreamState
+	u   store.UpstreamState
 	has bool
 }
 
-// add merges an observation made at at (see upstreamState.merge).
+// add merges an observation made at at (see store.UpstreamState.merge).
 func (p *pendingReport) add(at time.Time, hold time.Duration, throttleUntil time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.u.merge(at, hold, throttleUntil)
+	p.u.Merge(at, hold, throttleUntil)
 	p.has = true
 }
 
@@ -31,31 +33,31 @@ func (p *pendingReport) add(at time.Time, hold time.Duration, throttleUntil time
 func (p *pendingReport) holds(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.has && (p.u.holdUntil.After(now) || p.u.throttleUntil.After(now))
+	return p.has && p.u.Holds(now)
 }
 
 // take returns what is pending as a report sent at now, and empties it;
 // nil when nothing is.
-func (p *pendingReport) take(now time.Time) *upstreamReport {
+func (p *pendingReport) take(now time.Time) *store.UpstreamReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.has {
 		return nil
 	}
-	r := p.u.report(now)
-	p.u, p.has = upstreamState{}, false
+	r := p.u.Report(now)
+	p.u, p.has = store.UpstreamState{}, false
 	return r
 }
 
 // restore puts back a report sent at sent that a failed call did not
 // deliver, merged with what arrived meanwhile.
-func (p *pendingReport) restore(r *upstreamReport, sent time.Time) {
+func (p *pendingReport) restore(r *store.UpstreamReport, sent time.Time) {
 	if r == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.u.apply(r, sent)
+	p.u.Apply(r, sent)
 	p.has = true
 }
 
@@ -67,7 +69,7 @@ type lastAnswer struct {
 	// left out), as they last reported them.
 	others       [classify.NumClasses]atomic.Int64
 	upstreamHold atomic.Int64 // a time.Duration
-	window       atomic.Pointer[WindowUse]
+	window       atomic.Pointer[store.WindowUse]
 	// blockedSec is, by class, the window (Unix second) in which the store
 	// last could not grant the class all it asked for; 0 when its last
 	// answer granted it everything.
@@ -81,13 +83,13 @@ func (a *lastAnswer) blockedIn(c classify.Class, sec int64) bool {
 }
 
 // set records res, the answer to req.
-func (a *lastAnswer) set(req takeRequest, res takeResult) {
+func (a *lastAnswer) set(req store.TakeRequest, res store.TakeResult) {
 	a.upstreamHold.Store(int64(res.UpstreamHold))
 	w := res.Window
 	a.window.Store(&w)
 	for c, b := range res.Blocker {
 		sec := int64(0)
-		if b != notBlocked {
+		if b != store.NotBlocked {
 			sec = w.Sec
 		}
 		a.blockedSec[c].Store(sec)

@@ -7,6 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -38,11 +42,11 @@ type routing struct {
 // newRouting derives cfg's routing.
 func newRouting(cfg Config) *routing {
 	r := &routing{accounts: map[string]Config{}}
-	for _, name := range cfg.accountNames() {
+	for _, name := range accountNames(cfg) {
 		r.accounts[name] = cfg.ForAccount(name)
 	}
 	for _, c := range classify.Classes {
-		r.candidates[c] = cfg.candidates(c)
+		r.candidates[c] = candidates(cfg, c)
 	}
 	return r
 }
@@ -63,12 +67,12 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 		ac := rt.accounts[account]
 		r := req
 		r.pool = ac.PoolFor(req.Model)
-		tokens, err := ac.charge(r)
+		tokens, err := charge(ac, r)
 		if err != nil {
 			refused = cmp.Or(refused, err)
 			continue
 		}
-		out = append(out, route{account: account, pool: r.pool, l: a.pool(PoolID(account, r.pool)), tokens: tokens})
+		out = append(out, route{account: account, pool: r.pool, l: a.pool(store.PoolID(account, r.pool)), tokens: tokens})
 	}
 	if len(out) == 0 {
 		return nil, refused
@@ -187,22 +191,22 @@ func (l *limiter) busy(c classify.Class, sec int64) bool {
 		return true
 	}
 	lim := l.limits.Load().enforced
-	var used, tokens, inFlight PerClass
+	var used, tokens, inFlight store.PerClass
 	if w := l.Window(); w.Sec == sec {
 		used, tokens = w.Requests, w.Tokens
 	}
 	for _, cl := range classify.Classes {
 		inFlight[cl] = l.FleetInFlight(cl)
 	}
-	wroom, froom, troom := lim.room(c, sec, lim.Borrow && !l.starved(sec), used, inFlight, tokens)
+	wroom, froom, troom := lim.Room(c, sec, lim.Borrow && !l.starved(sec), used, inFlight, tokens)
 	return wroom <= 0 || froom <= 0 || lim.AccountTPM > 0 && troom <= 0
 }
 
 // starved reports whether an interactive request is starved at l, as far
 // as l knows: one waits here, or the store's last answer found
 // interactive short in window sec or the one before — what stops bulk
-// borrowing fleet-wide (grantAll's borrow, take.lua's starved set) until
-// interactive is granted all it asks.
+// borrowing fleet-wide (store.GrantAll's borrow, the starved set of
+// quota/store's take.lua) until interactive is granted all it asks.
 func (l *limiter) starved(sec int64) bool {
 	return l.Queued(classify.Interactive) > 0 || l.loop.last.blockedIn(classify.Interactive, sec) ||
 		l.loop.last.blockedIn(classify.Interactive, sec-1)
@@ -220,9 +224,9 @@ func (a *Admitter) HeaderReserve(account string) float64 {
 	return a.routing.Load().accounts[account].Classes.Interactive.Reserve
 }
 
-// ErrNoOtherAccount refuses to move a request (Readmit) when its class
+// errNoOtherAccount refuses to move a request (Readmit) when its class
 // may go to no account it has not tried.
-var ErrNoOtherAccount = errors.New("quota: no other account the request may go to")
+var errNoOtherAccount = errors.New("quota: no other account the request may go to")
 
 // Others reports whether a request of class c may go to an account other
 // than those in tried: whether Readmit has anywhere to look.
@@ -242,7 +246,7 @@ func (a *Admitter) Others(c classify.Class, tried []string) bool {
 // gates (its cap's place, its budgets' reservation) moves to the new
 // lease: it is the same request, not a second one. old's slot is given
 // back and its charge returned (the refusal cost nothing). On an error
-// old is left as it was: ErrNoOtherAccount, a *RefusedError when max_wait
+// old is left as it was: errNoOtherAccount, a *gate.RefusedError when max_wait
 // passes, or the context's error.
 func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried []string) (*Lease, error) {
 	var buf [maxRoutes]route
@@ -252,17 +256,17 @@ func (a *Admitter) Readmit(ctx context.Context, old *Lease, req Request, tried [
 	}
 	routes = slices.DeleteFunc(routes, func(r route) bool { return slices.Contains(tried, r.account) })
 	if len(routes) == 0 {
-		return nil, ErrNoOtherAccount
+		return nil, errNoOtherAccount
 	}
 	req.until = old.until
 	if !req.until.After(time.Now()) {
-		return nil, &RefusedError{Class: req.Class, Reason: ErrWaitTimeout, RetryAfter: time.Second}
+		return nil, &gate.RefusedError{Class: req.Class, Reason: gate.ErrWaitTimeout, RetryAfter: time.Second}
 	}
 	lease, err := admitRouted(ctx, routes, req)
 	if err != nil {
 		return nil, err
 	}
-	lease.gate, old.gate = old.gate, gatePass{}
+	lease.gate, old.gate = old.gate, gate.Pass{}
 	lease.until, lease.price, lease.worst = old.until, old.price, old.worst
 	old.cancel()
 	return lease, nil

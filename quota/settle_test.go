@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -17,18 +19,18 @@ import (
 // clamped at zero, the credit was lost and it received 66.
 func TestSettledChargesAreRespent(t *testing.T) {
 	const estimate, used, seconds = 36, 22, 120
-	l := Limits{AccountRPM: 1 << 30, BulkRPM: 1 << 29, InFlight: 1 << 30, BulkInFlight: 1 << 29, AccountTPM: 6000, BulkTPM: 3000}
+	l := store.Limits{AccountRPM: 1 << 30, BulkRPM: 1 << 29, InFlight: 1 << 30, BulkInFlight: 1 << 29, AccountTPM: 6000, BulkTPM: 3000}
 	var now time.Time
-	s := newMemoryStore(func() time.Time { return now })
+	s := store.NewMemory(func() time.Time { return now })
 	base := time.Unix(1_700_000_000, 0)
 	var settling, upstream int64 // admitted last second; tokens the upstream was charged
 	for sec := range seconds {
 		now = base.Add(time.Duration(sec) * time.Second)
-		waiters := make([]queued, 20)
+		waiters := make([]store.Queued, 20)
 		for i := range waiters {
-			waiters[i] = queued{Cost: estimate}
+			waiters[i] = store.Queued{Cost: estimate}
 		}
-		req := takeRequest{Want: PerClass{int64(len(waiters)), 0}, Limits: l}
+		req := store.TakeRequest{Want: store.PerClass{int64(len(waiters)), 0}, Limits: l}
 		req.Waiters[classify.Interactive] = waiters
 		req.Corrections[classify.Interactive] = settling * (used - estimate)
 		res, err := s.Take(context.Background(), req)

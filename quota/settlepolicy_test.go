@@ -4,6 +4,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -14,11 +18,11 @@ import (
 // settlement is recorded in *charged (-1: none).
 func settleLease(cost int64, worst price.Nanodollars, charged *price.Nanodollars) *Lease {
 	limits := &atomic.Pointer[limitSet]{}
-	limits.Store(&limitSet{enforced: Limits{AccountTPM: 60000, OutputTPM: 6000}})
+	limits.Store(&limitSet{enforced: store.Limits{AccountTPM: 60000, OutputLimits: store.OutputLimits{OutputTPM: 6000}}})
 	g := &ledger{limits: limits, sig: &signals{arrive: make(chan struct{}, 1), freed: make(chan struct{}, 1)}}
 	*charged = -1
-	return &Lease{leases: g, class: classify.Interactive, cost: cost, price: &price.Price{Input: 1, Output: 2}, worst: worst,
-		gate: gatePass{settle: func(c price.Nanodollars) { *charged = c }}}
+	return &Lease{leases: g, class: classify.Interactive, cost: cost, leasePrice: leasePrice{price: &price.Price{Input: 1, Output: 2}, worst: worst},
+		gate: gate.Pass{OnSettle: func(c price.Nanodollars) { *charged = c }}}
 }
 
 // TestSettlePolicy pins what a lease's one settlement (Lease.Settle)

@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
@@ -23,7 +25,7 @@ func TestUnheld(t *testing.T) {
 		cfg.Prices = []price.Price{{Match: []string{"gpt-realtime"}, Input: 4, Output: 16}}
 		a := runAdmitter(t, cfg, []classify.Caller{{Name: "voice", Class: classify.Interactive,
 			Budget: classify.Budget{USD: 0.01, Per: classify.PerMonth}}})
-		req := Request{Class: classify.Interactive, Caller: "voice", Model: Model{Name: "gpt-realtime"}, InputTokens: 100, OutputTokens: 100, Tokens: 100}
+		req := Request{Class: classify.Interactive, Caller: "voice", Model: Model{Name: "gpt-realtime"}, Tokens: 100, CostBounds: CostBounds{InputTokens: 100, OutputTokens: 100}}
 		if err := a.CheckBudgets(t.Context(), req); err != nil {
 			t.Fatalf("CheckBudgets before any spend: %v", err)
 		}
@@ -46,7 +48,7 @@ func TestUnheld(t *testing.T) {
 		if got := a.first().InFlight(classify.Interactive); got != 0 {
 			t.Errorf("in flight %d after both released", got)
 		}
-		time.Sleep(budgetRefresh) // the budget loop settles and reads again
+		time.Sleep(gate.BudgetRefresh) // the budget loop settles and reads again
 		synctest.Wait()
 		var spent float64
 		for _, b := range a.State().Budgets {
@@ -57,7 +59,7 @@ func TestUnheld(t *testing.T) {
 		if spent != 0.0144 {
 			t.Errorf("caller:voice spent $%g, want $0.0144 (past its $0.01)", spent)
 		}
-		var exceeded *BudgetExceededError
+		var exceeded *gate.BudgetExceededError
 		if err := a.CheckBudgets(t.Context(), req); !errors.As(err, &exceeded) || exceeded.Budget != "caller:voice" {
 			t.Errorf("CheckBudgets after the spend: %v, want caller:voice exceeded", err)
 		}

@@ -6,10 +6,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
-// TestWaitSaysWhatHeld checks Lease.Wait and RefusedError.Wait name what
+// TestWaitSaysWhatHeld checks Lease.Wait and gate.RefusedError.Wait name what
 // held a request: the second's window, the in-flight bound, and nothing
 // for one admitted at once.
 func TestWaitSaysWhatHeld(t *testing.T) {
@@ -23,7 +25,7 @@ func TestWaitSaysWhatHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer first.Release()
-			if w := first.Wait(); w != (Wait{}) {
+			if w := first.Wait(); w != (gate.Wait{}) {
 				t.Errorf("the first request's Wait = %+v, want none", w)
 			}
 			second, err := l.Admit(t.Context(), Request{Class: classify.Interactive})
@@ -31,8 +33,8 @@ func TestWaitSaysWhatHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer second.Release()
-			if w := second.Wait(); w.HeldBy != HeldByWindow {
-				t.Errorf("the second request's Wait = %+v, want held by %q", w, HeldByWindow)
+			if w := second.Wait(); w.HeldBy != gate.HeldByWindow {
+				t.Errorf("the second request's Wait = %+v, want held by %q", w, gate.HeldByWindow)
 			}
 		})
 	})
@@ -48,12 +50,12 @@ func TestWaitSaysWhatHeld(t *testing.T) {
 			}
 			defer first.Release()
 			_, err = l.Admit(t.Context(), Request{Class: classify.Interactive})
-			re, ok := errors.AsType[*RefusedError](err)
-			if !ok || !errors.Is(err, ErrWaitTimeout) {
+			re, ok := errors.AsType[*gate.RefusedError](err)
+			if !ok || !errors.Is(err, gate.ErrWaitTimeout) {
 				t.Fatalf("the second request: %v, want a wait timeout", err)
 			}
-			if re.Wait.HeldBy != HeldByInFlight {
-				t.Errorf("the refusal's Wait = %+v, want held by %q", re.Wait, HeldByInFlight)
+			if re.Wait.HeldBy != gate.HeldByInFlight {
+				t.Errorf("the refusal's Wait = %+v, want held by %q", re.Wait, gate.HeldByInFlight)
 			}
 		})
 	})

@@ -5,6 +5,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meterproxy/meterproxy/quota/gate"
+
+	"github.com/meterproxy/meterproxy/quota/store"
+
 	"github.com/meterproxy/meterproxy/classify"
 )
 
@@ -45,7 +49,7 @@ type classQueue struct {
 	short      bool
 	// blocked is what stopped the last store call that left waiters
 	// queued (Wait.HeldBy).
-	blocked blocker
+	blocked store.Blocker
 	// fair shares the class between callers (fair.go).
 	fair fairShare
 }
@@ -60,8 +64,8 @@ func (q *waitQueue) reconfigure(cfg Config) {
 	q.dropCreditsLocked(classify.Classes[:]...)
 	q.classes[classify.Interactive].maxWait, q.classes[classify.Interactive].maxQueue = ic.MaxWait, ic.MaxQueue
 	q.classes[classify.Bulk].maxWait, q.classes[classify.Bulk].maxQueue = bc.MaxWait, bc.MaxQueue
-	q.classes[classify.Interactive].fair.on = ic.Fairness != FairFIFO
-	q.classes[classify.Bulk].fair.on = bc.Fairness != FairFIFO
+	q.classes[classify.Interactive].fair.on = ic.Fairness != fairFIFO
+	q.classes[classify.Bulk].fair.on = bc.Fairness != fairFIFO
 }
 
 // setWeights sets the callers' fair-queuing weights (callers[].weight):
@@ -75,7 +79,7 @@ func (q *waitQueue) setWeights(weights map[string]float64) {
 // join queues a waiter for req and returns it with how long it may wait.
 // With credit (prefetch on) a request nobody of its class waits ahead of
 // is admitted from the credits at once instead: w is nil, err too. It
-// refuses with a *RefusedError when the class's queue is full, and with
+// refuses with a *gate.RefusedError when the class's queue is full, and with
 // the close error once closed.
 func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Duration, err error) {
 	c := req.Class
@@ -96,7 +100,7 @@ func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Dura
 	}
 	if n := cq.q.n; n >= cq.maxQueue {
 		q.mu.Unlock()
-		return nil, 0, &RefusedError{Class: c, Reason: ErrQueueFull, RetryAfter: q.limits.Load().retryAfter(c, n)}
+		return nil, 0, &gate.RefusedError{Class: c, Reason: gate.ErrQueueFull, RetryAfter: q.limits.Load().retryAfter(c, n)}
 	}
 	w = &waiter{done: make(chan struct{}), cost: max(0, req.Tokens)}
 	weight := q.weightOfLocked(req.Caller)
@@ -109,11 +113,11 @@ func (q *waitQueue) join(req Request, credit bool) (w *waiter, maxWait time.Dura
 	w.gen, w.held = cq.shortfalls, cq.short
 	w.wait.Queued = cq.q.n
 	if w.held {
-		w.wait.HeldBy = cq.blocked.heldBy()
+		w.wait.HeldBy = heldBy(cq.blocked)
 	}
 	cq.enqueue(w)
 	q.mu.Unlock()
-	notify(q.sig.arrive)
+	store.Notify(q.sig.arrive)
 	return w, maxWait, nil
 }
 
@@ -127,7 +131,7 @@ func (q *waitQueue) leave(c classify.Class, w *waiter) (granted bool, ahead int,
 	cq := &q.classes[c]
 	cq.dequeue(w)
 	if !granted && w.gen != cq.shortfalls {
-		w.wait.HeldBy = cq.blocked.heldBy()
+		w.wait.HeldBy = heldBy(cq.blocked)
 	}
 	return granted, cq.q.n, refused
 }
@@ -181,7 +185,7 @@ func (q *waitQueue) correctFlow(c classify.Class, flow flowKey, delta float64) {
 // occupied is the slots this replica holds in flight, for the store, and
 // how many of them are credits. Credits count: the store granted them and
 // counts them in flight, apart, so the fleet's count can leave them out.
-func (q *waitQueue) occupied() (occupied, credits PerClass) {
+func (q *waitQueue) occupied() (occupied, credits store.PerClass) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for c := range occupied {
@@ -225,4 +229,62 @@ func (q *waitQueue) weightOfLocked(caller string) float64 {
 		return w
 	}
 	return 1
+}
+
+// takeCreditLocked admits a request of class c from the credits, if any
+// are valid and nobody of its class waits.
+func (q *waitQueue) takeCreditLocked(c classify.Class, now time.Time) bool {
+	if q.classes[c].q.n > 0 {
+		return false // a newcomer never passes a waiter
+	}
+	took, dropped := q.credits.take(c, now)
+	if dropped {
+		store.Notify(q.sig.freed)
+	}
+	if !took {
+		return false
+	}
+	q.leases.admit(c)
+	if q.credits.low(c) {
+		store.Notify(q.sig.arrive) // refill before they run out
+	}
+	return true
+}
+
+// dropCredits gives up the credits of classes (a hold, a failure); the
+// store hears they are back with the loop's next call.
+func (q *waitQueue) dropCredits(classes ...classify.Class) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.dropCreditsLocked(classes...)
+}
+
+// dropCreditsLocked is dropCredits with mu held.
+func (q *waitQueue) dropCreditsLocked(classes ...classify.Class) {
+	if q.credits.drop(classes...) {
+		store.Notify(q.sig.freed)
+	}
+}
+
+// expireCredits drops credits whose second has passed at now; it reports
+// whether there were any, so the store hears of it.
+func (q *waitQueue) expireCredits(now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.credits.expire(now)
+}
+
+// creditDeadline is when the credits expire; zero when there are none.
+func (q *waitQueue) creditDeadline() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.credits.deadline()
+}
+
+// setRefill sets, per class, the credits left at which a spend asks the
+// loop to refill: a quarter of spare. It takes no lock (atomics).
+func (q *waitQueue) setRefill(spare [classify.NumClasses]int64) {
+	for c := range spare {
+		q.credits.refillAt[c].Store(spare[c] / 4)
+	}
 }

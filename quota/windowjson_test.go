@@ -3,12 +3,14 @@ package quota
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // TestWindowNamesTheClasses: /admin/state's window names each class
 // (issue 23: "requests": [0, 5] left the reader to guess which is which).
 func TestWindowNamesTheClasses(t *testing.T) {
-	got, err := json.Marshal(State{Pools: map[string]PoolState{"default": {Window: WindowUse{Sec: 1700000000, Requests: PerClass{3, 5}, Tokens: PerClass{300, 0}}}}})
+	got, err := json.Marshal(State{Pools: map[string]PoolState{"default": {Window: store.WindowUse{Sec: 1700000000, Requests: store.PerClass{3, 5}, Tokens: store.PerClass{300, 0}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func TestWindowNamesTheClasses(t *testing.T) {
 	if err := json.Unmarshal(got, &back); err != nil {
 		t.Fatal(err)
 	}
-	if w := back.Pools["default"].Window; w != (WindowUse{Sec: 1700000000, Requests: PerClass{3, 5}, Tokens: PerClass{300, 0}}) {
+	if w := back.Pools["default"].Window; w != (store.WindowUse{Sec: 1700000000, Requests: store.PerClass{3, 5}, Tokens: store.PerClass{300, 0}}) {
 		t.Errorf("read back as %+v", w)
 	}
 }

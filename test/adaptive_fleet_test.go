@@ -20,7 +20,7 @@ import (
 )
 
 // The adaptive bound on a fleet: three replicas share one bound through
-// Redis (quota/adapt.lua), one of them — the lease holder — steps it, and
+// Redis (quota/store/adapt.lua), one of them — the lease holder — steps it, and
 // killing that one with SIGKILL hands the stepping to a survivor once its
 // lease runs out (quota.adaptLeaseTTL, 6 s).
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 )
 
@@ -131,7 +131,7 @@ func checkArrivals(t *testing.T, arrivals map[int64]int, perSecond int) {
 	sort.Slice(secs, func(i, j int) bool { return secs[i] < secs[j] })
 	var allowed int64
 	for s := secs[0]; s <= secs[len(secs)-1]; s++ {
-		a := quota.Allowance(s, int64(perSecond)*60)
+		a := store.Allowance(s, int64(perSecond)*60)
 		allowed += a
 		if most := arrivalsAllowed(arrivals, s, int64(perSecond)*60); int64(arrivals[s]) > most {
 			t.Errorf("second %d: %d arrivals at the upstream, allowance %d (at most %d with what the second before left)", s, arrivals[s], a, most)
@@ -157,8 +157,8 @@ const arrivalsLate = 3
 // admitted and did not deliver. After a full second the check is what it
 // was without the carry: the allowance plus arrivalsLate.
 func arrivalsAllowed(arrivals map[int64]int, s, rpm int64) int64 {
-	carry := max(0, quota.Allowance(s-1, rpm)-int64(arrivals[s-1]))
-	return quota.Allowance(s, rpm) + carry + arrivalsLate
+	carry := max(0, store.Allowance(s-1, rpm)-int64(arrivals[s-1]))
+	return store.Allowance(s, rpm) + carry + arrivalsLate
 }
 
 func arrivalsList(arrivals map[int64]int, secs []int64) []int {

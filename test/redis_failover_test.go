@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
 	"github.com/redis/go-redis/v9"
@@ -303,7 +303,7 @@ func checkArrivalsOutside(t *testing.T, arrivals map[int64]int, from, to int64) 
 		}
 		if most := arrivalsAllowed(arrivals, s, failoverRPM); int64(arrivals[s]) > most {
 			t.Errorf("second %d (outside the failover): %d arrivals at the upstream, allowance %d (at most %d with what the second before left)",
-				s, arrivals[s], quota.Allowance(s, failoverRPM), most)
+				s, arrivals[s], store.Allowance(s, failoverRPM), most)
 		}
 	}
 	t.Logf("upstream arrivals per second: %v (allowance %d/s); from the kill to the return %v",

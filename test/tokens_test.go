@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
 	"github.com/tidwall/gjson"
@@ -603,14 +603,14 @@ func checkTokenSeconds(t *testing.T, total, bulk map[int64]int64, tpm, cost, lat
 	var perSec, bulkPerSec, allowances []int64
 	var used, allowed, worst int64
 	for s := secs[0]; s <= secs[len(secs)-1]; s++ {
-		a := quota.Allowance(s, tpm)
+		a := store.Allowance(s, tpm)
 		worst = max(worst, total[s]-a)
 		allowances = append(allowances, a)
 		slack := cost * (1 + late)
 		if total[s] > a+slack {
 			t.Errorf("second %d: %d tokens reached the upstream, allowance %d (+%d for one request over and %d late)", s, total[s], a, cost, late)
 		}
-		if b := a - quota.Allowance(s, reserve); bulk[s] > b+slack {
+		if b := a - store.Allowance(s, reserve); bulk[s] > b+slack {
 			t.Errorf("second %d: bulk sent %d tokens upstream, beyond the allowance less the reserve %d (+%d)", s, bulk[s], b, slack)
 		}
 		if s >= from && s <= to {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // checkConfig prints the numbers a valid configuration works out to: the
@@ -85,7 +86,7 @@ func printPool(p func(string, ...any), q quota.Config) {
 
 // printInFlight prints a pool's in-flight bound and bulk's part of it;
 // with adaptive_in_flight the bound is the ceiling it moves under.
-func printInFlight(p func(string, ...any), q quota.Config, fleet, local quota.Limits) {
+func printInFlight(p func(string, ...any), q quota.Config, fleet, local store.Limits) {
 	label := "in-flight bound"
 	if q.Account.AdaptiveInFlight {
 		label = "in-flight bound (adaptive: its ceiling)"

@@ -24,6 +24,7 @@ import (
 	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Config is the whole configuration file. Each section belongs to the
@@ -54,7 +55,7 @@ type Config struct {
 	// Classify decides a request's class when its caller does not.
 	Classify classify.Config `koanf:"classify"`
 	// Store is where the counters live: in process, or Redis for a fleet.
-	Store quota.StoreConfig `koanf:"store"`
+	Store store.Config `koanf:"store"`
 	// Log is the process's log and the access log.
 	Log LogConfig `koanf:"log"`
 	// Tracing exports a span per request over OTLP.
