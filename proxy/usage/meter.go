@@ -211,10 +211,13 @@ func (m *Meter) Cut() bool { return m.cut }
 // anything but a stream.
 func (m *Meter) Terminal() bool { return m.got.terminal }
 
-// streamUsage is the usage of a stream that ended.
+// streamUsage is the usage of a stream that ended: what it reported when
+// its terminal event arrived and it reported both its input and its output
+// (every streaming API reports both), else the estimate with the better
+// numbers kept — a stream that reported half its usage is not whole.
 func (m *Meter) streamUsage() Usage {
 	got := &m.got
-	if got.terminal && (got.haveIn || got.haveOut) {
+	if got.terminal && got.haveIn && got.haveOut {
 		return got.reported()
 	}
 	u := m.estimate(ceilQuarter(got.text))

@@ -75,6 +75,11 @@ func TestMeterStream(t *testing.T) {
 		{"chat without usage", ChatCompletions, chatStreamNoUsage, true, Usage{Input: est, Output: chatText, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
 		{"chat [DONE] missing", ChatCompletions, chatStreamNoDone, true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
 		{"chat not complete after [DONE]", ChatCompletions, chatStreamUsage, false, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
+		// A whole stream that reported half its usage (no prompt_tokens) is
+		// not taken at its word: the input is the estimate (it was 0).
+		{"chat usage without its input", ChatCompletions, sse(chunkRole, chunkHello, chunkWorld, chunkStop,
+			`data: {"model":"gpt-4.1-2025-04-14","service_tier":"default","choices":[],"usage":{"completion_tokens":10}}`, chunkDone),
+			true, Usage{Input: est, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
 		{"chat truncated", ChatCompletions, chatStreamCut, false, Usage{Input: est, Output: chatText, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
 		{"chat truncated mid-event", ChatCompletions, chatStreamUsage[:len(chatStreamUsage)-40], false, Usage{Input: est, Output: chatText, Tier: "default", Model: "gpt-4.1-2025-04-14", Estimated: true}},
 		{"chat last blank line missing", ChatCompletions, strings.TrimSuffix(chatStreamUsage, "\n"), true, Usage{Input: 19, Output: 10, Tier: "default", Model: "gpt-4.1-2025-04-14"}},
