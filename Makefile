@@ -44,7 +44,7 @@ test: ## Run every test but the long load runs, with the race detector (installs
 	./.ci/ensure-redis
 	./.ci/ensure-prometheus
 	./.ci/ensure-clis
-	MAKE=$(MAKE) ./.ci/helm-background start
+	./.ci/helm-background start
 	$(GO) test -race -count=1 -parallel 4 -timeout 20m -skip '^TestChart' ./...
 	./.ci/helm-background wait
 	HELM=$(HELM) $(GO) test -race -count=1 -run '^TestChart' ./test/
