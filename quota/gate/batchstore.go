@@ -62,9 +62,9 @@ type BatchEnqueued struct {
 // which outlive the request and the replica that made them. Every method
 // is safe for concurrent use.
 type BatchStore interface {
-	// putFile keeps f as file id's.
+	// PutFile keeps f as file id's.
 	PutFile(ctx context.Context, id string, f price.BatchFile) error
-	// file returns file id's, and false when the proxy never metered it
+	// File returns file id's, and false when the proxy never metered it
 	// (or forgot it, batchTTL after).
 	File(ctx context.Context, id string) (price.BatchFile, bool, error)
 	// bind records rec and moves the reservation pending (a budget

@@ -42,7 +42,7 @@ const AdaptLeaseTTL = 3 * AdaptInterval
 // the first, the store the second. A holder that dies stops renewing, and
 // after AdaptLeaseTTL the next replica to call steps from the stored state.
 type AdaptStore interface {
-	// add adds one replica's counts since its last call to pool's
+	// Add adds one replica's counts since its last call to pool's
 	// accumulators and answers the pool's stored view. When the caller is
 	// to step the bound — it holds the lease (in process: always) and
 	// adaptStepGap has passed since the last step — the answer carries
@@ -50,7 +50,7 @@ type AdaptStore interface {
 	// retried with the same c.Seq (its reply was lost) adds nothing again,
 	// and is handed again the step its first call was handed, if any.
 	Add(ctx context.Context, pool string, c AdaptCounts) (AdaptAnswer, error)
-	// commit stores the view a step produced, if the caller still holds
+	// Commit stores the view a step produced, if the caller still holds
 	// the lease; it reports whether it did.
 	Commit(ctx context.Context, pool string, v AdaptView) (bool, error)
 }
@@ -80,13 +80,13 @@ type AdaptView struct {
 // is bypassed (store.on_error): the replica keeps its last bound.
 var ErrAdaptBypassed = errors.New("quota: adaptive bound: shared store bypassed")
 
-var _ AdaptStore = (*memAdaptStore)(nil)
+var _ AdaptStore = (*MemoryAdapt)(nil)
 
-// memAdaptStore is the in-process AdaptStore: one replica's bounds, lost
+// MemoryAdapt is the in-process AdaptStore: one replica's bounds, lost
 // with it, and no lease — the one replica always steps. No answer of it
 // is ever lost, so it reads no Seq. Its zero value is not usable; call
 // NewMemoryAdapt.
-type memAdaptStore struct {
+type MemoryAdapt struct {
 	now func() time.Time
 
 	mu    sync.Mutex
@@ -103,15 +103,15 @@ type memAdaptPool struct {
 
 // NewMemoryAdapt returns an in-process store reading the time from now
 // (time.Now when nil).
-func NewMemoryAdapt(now func() time.Time) *memAdaptStore {
+func NewMemoryAdapt(now func() time.Time) *MemoryAdapt {
 	if now == nil {
 		now = time.Now
 	}
-	return &memAdaptStore{now: now, pools: map[string]*memAdaptPool{}}
+	return &MemoryAdapt{now: now, pools: map[string]*memAdaptPool{}}
 }
 
 // Add implements AdaptStore.
-func (m *memAdaptStore) Add(_ context.Context, pool string, c AdaptCounts) (AdaptAnswer, error) {
+func (m *MemoryAdapt) Add(_ context.Context, pool string, c AdaptCounts) (AdaptAnswer, error) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -133,7 +133,7 @@ func (m *memAdaptStore) Add(_ context.Context, pool string, c AdaptCounts) (Adap
 }
 
 // Commit implements AdaptStore.
-func (m *memAdaptStore) Commit(_ context.Context, pool string, v AdaptView) (bool, error) {
+func (m *MemoryAdapt) Commit(_ context.Context, pool string, v AdaptView) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p := m.pools[pool]; p != nil {
@@ -149,25 +149,25 @@ func (c AdaptCounts) Plus(d AdaptCounts) AdaptCounts {
 		Work: c.Work + d.Work, Latency: c.Latency + d.Latency, Busy: c.Busy + d.Busy, Saturated: c.Saturated || d.Saturated}
 }
 
-var _ AdaptStore = failoverAdaptStore{}
+var _ AdaptStore = FailoverAdapt{}
 
 // NewFailoverAdapt returns primary behind f's breaker and
 // store.on_error policy.
-func NewFailoverAdapt(primary AdaptStore, f *Failover) failoverAdaptStore {
-	return failoverAdaptStore{primary: primary, f: f}
+func NewFailoverAdapt(primary AdaptStore, f *Failover) FailoverAdapt {
+	return FailoverAdapt{primary: primary, f: f}
 }
 
-// failoverAdaptStore is the shared AdaptStore behind the pools' breaker:
+// FailoverAdapt is the shared AdaptStore behind the pools' breaker:
 // while Redis is bypassed it answers ErrAdaptBypassed, and the replica
 // keeps the last bound (its share of it under store.on_error local, as
 // the limiter derives).
-type failoverAdaptStore struct {
+type FailoverAdapt struct {
 	primary AdaptStore
 	f       *Failover
 }
 
 // Add implements AdaptStore.
-func (s failoverAdaptStore) Add(ctx context.Context, pool string, c AdaptCounts) (AdaptAnswer, error) {
+func (s FailoverAdapt) Add(ctx context.Context, pool string, c AdaptCounts) (AdaptAnswer, error) {
 	var ans AdaptAnswer
 	if done, err := s.f.Call(ctx, func(ctx context.Context) (err error) {
 		ans, err = s.primary.Add(ctx, pool, c)
@@ -179,7 +179,7 @@ func (s failoverAdaptStore) Add(ctx context.Context, pool string, c AdaptCounts)
 }
 
 // Commit implements AdaptStore.
-func (s failoverAdaptStore) Commit(ctx context.Context, pool string, v AdaptView) (bool, error) {
+func (s FailoverAdapt) Commit(ctx context.Context, pool string, v AdaptView) (bool, error) {
 	var ok bool
 	if done, err := s.f.Call(ctx, func(ctx context.Context) (err error) {
 		ok, err = s.primary.Commit(ctx, pool, v)

@@ -11,13 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisMode is how store.redis_url reaches Redis.
-type redisMode string
+// RedisMode is how store.redis_url reaches Redis.
+type RedisMode string
 
 const (
-	redisSingle   redisMode = "single"
-	redisCluster  redisMode = "cluster"
-	redisSentinel redisMode = "sentinel"
+	redisSingle   RedisMode = "single"
+	redisCluster  RedisMode = "cluster"
+	redisSentinel RedisMode = "sentinel"
 )
 
 // ParseRedisURL reads store.redis_url:
@@ -29,7 +29,7 @@ const (
 //	                                                Sentinel
 //
 // Every go-redis URL option (dial_timeout, pool_size, …) is accepted.
-func ParseRedisURL(raw string) (redisMode, *url.URL, error) {
+func ParseRedisURL(raw string) (RedisMode, *url.URL, error) {
 	mode, u, err := parseRedisURLUnredacted(raw)
 	if err != nil && u != nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
@@ -39,7 +39,7 @@ func ParseRedisURL(raw string) (redisMode, *url.URL, error) {
 	return mode, u, err
 }
 
-func parseRedisURLUnredacted(raw string) (redisMode, *url.URL, error) {
+func parseRedisURLUnredacted(raw string) (RedisMode, *url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", nil, errors.New("not a valid URL") // url.Parse's error would quote it, password and all

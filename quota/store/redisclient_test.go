@@ -9,7 +9,7 @@ import (
 func TestParseRedisURL(t *testing.T) {
 	tests := []struct {
 		url     string
-		mode    redisMode
+		mode    RedisMode
 		wantErr string
 	}{
 		{"redis://127.0.0.1:6379/0", redisSingle, ""},

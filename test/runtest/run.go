@@ -9,6 +9,8 @@ import (
 // Runner is what Start runs: anything with a Run loop that serves until
 // its context ends.
 type Runner interface {
+	// Run serves until ctx ends and returns nil then, or the error that
+	// stopped it.
 	Run(ctx context.Context) error
 }
 
