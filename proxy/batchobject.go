@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota/price"
-	"github.com/tidwall/gjson"
 )
 
 // maxBatchObject bounds what the proxy reads of an upload's or a batch's

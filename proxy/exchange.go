@@ -4,12 +4,13 @@ import (
 	"context"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // exchange is one request's metering state, carried to ModifyResponse in

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/tidwall/gjson"
 )
 
 // flexSend is how an exchange's request is sent at the flex tier: set

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tidwall/gjson"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/tidwall/gjson"
 )
 
 // flexProxy is a proxy whose bulk class sends gpt-4o* at flex, in front

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // upstreamTrip is an exchange's request's trip upstream: when it went,

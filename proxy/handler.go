@@ -9,10 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota"
 )
 
 // Handler classifies, admits and forwards requests. It is safe for

@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tidwall/gjson"
+
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/gate"
-	"github.com/tidwall/gjson"
 )
 
 // realtimeMeter meters one Realtime session. A client's response.create

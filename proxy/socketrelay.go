@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/meterproxy/meterproxy/classify"
 	"golang.org/x/time/rate"
+
+	"github.com/meterproxy/meterproxy/classify"
 )
 
 // Who ended a socket (socket.finish): the sides of

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/meterproxy/meterproxy/classify"
 )
 
 // socketBounds are the server.* keys that bound sockets.

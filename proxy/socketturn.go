@@ -6,10 +6,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/gate"
-	"github.com/tidwall/gjson"
 )
 
 // socketTurn is one request made on a socket (a Responses

@@ -8,14 +8,15 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/meterproxy/meterproxy/proxy/usage"
-	"github.com/meterproxy/meterproxy/quota"
-	"github.com/meterproxy/meterproxy/quota/gate"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/meterproxy/meterproxy/proxy/usage"
+	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 )
 
 // Traces (tracing.otlp_endpoint). Each request — and each turn of a

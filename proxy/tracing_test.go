@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tidwall/gjson"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 const traceChat = `{"model":"gpt-4o","messages":[{"role":"user","content":"hello there"}]}`

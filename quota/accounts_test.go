@@ -7,9 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // twoAccounts is a configuration of two accounts: chat serves interactive

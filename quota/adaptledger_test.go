@@ -5,10 +5,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // TestLeaseAnswered: a released lease settled Measured counts in its

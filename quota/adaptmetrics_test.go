@@ -7,13 +7,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-	"github.com/meterproxy/meterproxy/test/runtest"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meterproxy/meterproxy/quota/adaptive"
+	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // TestAdaptiveExposition: with adaptive_in_flight, three intervals of a

@@ -8,9 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/quota/adaptive"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // adaptiveRun steps one pool's adaptive in-flight bound on this replica:

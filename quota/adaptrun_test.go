@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/quota/adaptive"
 	"github.com/meterproxy/meterproxy/quota/adaptive/adaptivetest"
+	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 

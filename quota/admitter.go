@@ -7,13 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Admitter is quota's entry point: it admits each request through its

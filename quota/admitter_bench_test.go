@@ -4,9 +4,10 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/runtest"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkAdmitInProcess admits and releases requests through the

@@ -7,13 +7,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
-	"github.com/meterproxy/meterproxy/test/runtest"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meterproxy/meterproxy/classify"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/meterproxy/meterproxy/quota/gate"
+	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // runAdmitter builds the Admitter of cfg and callers over the store cfg

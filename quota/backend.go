@@ -6,11 +6,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/redis/go-redis/v9"
+
+	"github.com/meterproxy/meterproxy/quota/gate"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // backend is the store a configuration asks for, with what the rest of the

@@ -5,9 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 

@@ -5,9 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 

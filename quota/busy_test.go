@@ -5,9 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // TestBusyIsTheGrantRule: a route is busy for a class exactly when the

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/test/redistest"
 	"github.com/meterproxy/meterproxy/test/runtest"
 )

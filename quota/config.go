@@ -6,14 +6,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/quota/adaptive"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Config is the admission configuration: the account, its partition between

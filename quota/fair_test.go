@@ -10,9 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // fairConfig admits 3 interactive requests a second, the whole account,

@@ -3,9 +3,8 @@ package quota
 import (
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // callList is one store call's waiters: list fills it for the store, hand

@@ -9,10 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/runtest"
-
-	"github.com/meterproxy/meterproxy/classify"
 )
 
 // heldStore is a store.Memory whose calls the test holds out: while hold is

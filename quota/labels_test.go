@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // TestPoolLabels: a pool's id splits into its account's label ("default"

@@ -4,12 +4,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // signals are how the rest of a limiter tells its admission loop that

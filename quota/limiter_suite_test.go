@@ -8,12 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/gate"
-
 	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/runtest"
-
-	"github.com/meterproxy/meterproxy/classify"
 )
 
 // testConfig is the base of the store-independent limiter suite.

@@ -9,12 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/gate"
-
 	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/runtest"
-
-	"github.com/meterproxy/meterproxy/classify"
 )
 
 // testLimiter starts a limiter over a store.Memory inside a synctest bubble

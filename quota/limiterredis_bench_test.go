@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/redistest"
 	"github.com/meterproxy/meterproxy/test/runtest"
 )

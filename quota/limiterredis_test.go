@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 

@@ -3,11 +3,11 @@ package quota
 import (
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/classify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 )
 
 // registerMetrics registers the families admission owns on reg: queues, in

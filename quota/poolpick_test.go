@@ -4,9 +4,8 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // TestAdmitPicksThePool: quota alone picks the pool a request draws on,

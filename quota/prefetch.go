@@ -3,9 +3,8 @@ package quota
 import (
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Prefetch: with a shared store every admission would otherwise wait for a

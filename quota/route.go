@@ -7,11 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Routing a request between accounts (accounts.go): past its caller's

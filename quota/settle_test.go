@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // TestSettledChargesAreRespent: where each second's token allowance goes

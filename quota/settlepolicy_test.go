@@ -4,12 +4,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // settleLease is a lease charged cost tokens in a pool of 60,000 tokens

@@ -5,11 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/gate"
-
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // waitQueue is everything a limiter's admissions change under one lock:

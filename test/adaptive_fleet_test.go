@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
 	"github.com/meterproxy/meterproxy/test/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // The adaptive bound on a fleet: three replicas share one bound through

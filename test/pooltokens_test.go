@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"go.yaml.in/yaml/v3"
+
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
 	"github.com/meterproxy/meterproxy/test/redistest"
-	"github.com/tidwall/gjson"
-	"go.yaml.in/yaml/v3"
 )
 
 // A pool's tokens_per_minute holds at the upstream whether the token

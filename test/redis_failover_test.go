@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
-	"github.com/redis/go-redis/v9"
 )
 
 // The fleet through a Redis failover: three replicas share one quota on a

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/fakeprovider"
 	"github.com/meterproxy/meterproxy/test/procs"
-	"github.com/tidwall/gjson"
 )
 
 // probeCaller is the caller name the token tests configure for callerKey, so

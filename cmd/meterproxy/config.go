@@ -19,6 +19,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/providers/structs"
 	"github.com/knadh/koanf/v2"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/proxy"

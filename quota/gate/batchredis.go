@@ -9,11 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 //go:embed batch.lua

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -121,16 +120,7 @@ func TestBudgetGateCutsToTheTightest(t *testing.T) {
 // passes the budget by at most one request's cost, and once it is spent
 // every one is refused.
 func TestBudgetGateHiddenInputBound(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		store func(t *testing.T) (BudgetStore, func(context.Context) error)
-	}{
-		{"in-process", func(*testing.T) (BudgetStore, func(context.Context) error) { return NewMemoryBudgets(), nil }},
-		{"redis", func(t *testing.T) (BudgetStore, func(context.Context) error) {
-			s := newTestRedisBudgets(t, redistest.Start(t), redistest.Prefix(t), "r1")
-			return s, s.Alive
-		}},
-	} {
+	for _, c := range budgetStoreCases() {
 		t.Run(c.name, func(t *testing.T) {
 			store, alive := c.store(t)
 			g := startBudgetGate(t, store, alive)

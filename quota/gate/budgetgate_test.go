@@ -11,11 +11,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/test/redistest"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // defaultGateClasses is what the gates read of DefaultConfig's classes:
@@ -51,16 +52,7 @@ const cent = price.Nanodollars(10_000_000)
 // spent to within one request's worst case; what does not fit is
 // refused as exceeded, naming the budget — in process and on Redis.
 func TestBudgetGateNeverOverspends(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		store func(t *testing.T) (BudgetStore, func(context.Context) error)
-	}{
-		{"in-process", func(*testing.T) (BudgetStore, func(context.Context) error) { return NewMemoryBudgets(), nil }},
-		{"redis", func(t *testing.T) (BudgetStore, func(context.Context) error) {
-			s := newTestRedisBudgets(t, redistest.Start(t), redistest.Prefix(t), "r1")
-			return s, s.Alive
-		}},
-	} {
+	for _, c := range budgetStoreCases() {
 		t.Run(c.name, func(t *testing.T) {
 			store, alive := c.store(t)
 			g := startBudgetGate(t, store, alive)
@@ -313,4 +305,23 @@ func TestBudgetGateBoundsWaiters(t *testing.T) {
 			t.Errorf("%d still counted waiting", n)
 		}
 	})
+}
+
+// budgetStoreCase is a BudgetStore a gate test runs on, and its liveness
+// check (nil in process).
+type budgetStoreCase struct {
+	name  string
+	store func(t *testing.T) (BudgetStore, func(context.Context) error)
+}
+
+// budgetStoreCases are the stores the gate's tests run on: in process and
+// on a Redis of the test's own.
+func budgetStoreCases() []budgetStoreCase {
+	return []budgetStoreCase{
+		{"in-process", func(*testing.T) (BudgetStore, func(context.Context) error) { return NewMemoryBudgets(), nil }},
+		{"redis", func(t *testing.T) (BudgetStore, func(context.Context) error) {
+			s := newTestRedisBudgets(t, redistest.Start(t), redistest.Prefix(t), "r1")
+			return s, s.Alive
+		}},
+	}
 }

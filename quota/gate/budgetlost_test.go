@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/store"
 	"github.com/meterproxy/meterproxy/test/poll"
 	"github.com/meterproxy/meterproxy/test/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // lostEnv is a budget in Redis that two replicas share, gone and live,

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/test/redistest"
 )
 

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/redis/go-redis/v9"
+
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 //go:embed cap.lua

@@ -3,10 +3,9 @@ package gate
 import (
 	"time"
 
-	"github.com/meterproxy/meterproxy/quota/store"
-
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/adaptive"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // Caller caps: a caller with callers[].max_in_flight or

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/test/poll"
-	"github.com/meterproxy/meterproxy/test/runtest"
-
 	"github.com/meterproxy/meterproxy/test/redistest"
-	"github.com/redis/go-redis/v9"
+	"github.com/meterproxy/meterproxy/test/runtest"
 )
 
 // newTestRedisStore returns a Redis on its own key prefix, with a 1 s

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meterproxy/meterproxy/test/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // TestTLSCAFileVerifies: against a redis-server whose certificate a private
