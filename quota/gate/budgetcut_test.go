@@ -10,7 +10,6 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
-	"github.com/meterproxy/meterproxy/test/redistest"
 )
 
 // hiddenReq is a request of caller import (a $1 daily budget; bulk's is
