@@ -208,13 +208,20 @@ func runAccountsBorrow(t *testing.T, srv *redistest.Server, replicas int) {
 	t.Logf("phase 3, chat below its reserve from %s: bulk at chat %v, interactive at chat %v", drained.Format("15:04:05.000"),
 		perSecond("chat", "bulk", drained, drained.Add(3*time.Second)), perSecond("chat", "interactive", drained, drained.Add(3*time.Second)))
 
-	// Bulk borrowed chat while interactive was idle, up to its reserve.
+	// Bulk borrowed chat while interactive was idle, up to its reserve: in
+	// each second what chat lends, what the second before left of it (a
+	// burst admitted in one second can land in the next on a loaded
+	// machine, as arrivalsAllowed allows) and arrivalsLate.
 	steady := borrowed[1 : len(borrowed)-1]
 	total := 0
-	for _, n := range steady {
+	for i, n := range steady {
 		total += n
-		if n > accountsBorrowed+arrivalsLate {
-			t.Errorf("bulk took %d of chat in a second, more than the %d above its reserve", n, accountsBorrowed)
+		allowed := accountsBorrowed + arrivalsLate
+		if i > 0 {
+			allowed += max(0, accountsBorrowed-steady[i-1])
+		}
+		if n > allowed {
+			t.Errorf("bulk took %d of chat in a second (%v), more than the %d above its reserve", n, steady, accountsBorrowed)
 		}
 	}
 	if mean := float64(total) / float64(len(steady)); mean < 0.6*accountsBorrowed {

@@ -42,7 +42,7 @@ func helm(t *testing.T, args ...string) (string, error) {
 		bin = filepath.Join(root, "bin", "helm")
 	}
 	if _, err := os.Stat(bin); err != nil { //nolint:gosec // HELM is the test runner's own choice of binary
-		t.Fatalf("no helm at %s: run `make helm-install` (make test does) or set HELM", bin)
+		t.Fatalf("no helm at %s: run `make test-chart` (it builds the pinned Helm first) or set HELM", bin)
 	}
 	cmd := exec.CommandContext(t.Context(), bin, args...) //nolint:gosec // as above; args are the test's own
 	cmd.Dir = root

@@ -17,9 +17,10 @@ import (
 )
 
 // tierTargets are the make targets CI runs (.ci/run), one tier each: make
-// test the suite that counts, make test-load the long load runs (build tag
-// load), make test-faults the fault suite (build tag faults).
-var tierTargets = []string{"test", "test-load", "test-faults"}
+// test the suite that counts, make test-chart the Helm chart's tests (they
+// need Helm built), make test-load the long load runs (build tag load),
+// make test-faults the fault suite (build tag faults).
+var tierTargets = []string{"test", "test-chart", "test-load", "test-faults"}
 
 // tierRun is one `go test` a tier runs on this package: the build tags it
 // sets, the -run pattern it selects by (nil: every test) and the -skip
