@@ -122,15 +122,20 @@ func createTurn(n int, extra string) string {
 	return fmt.Sprintf(`{"type":"response.create","model":"gpt-4o","max_output_tokens":40,"input":"count the sheep, turn %d"%s}`, n, extra)
 }
 
-// socketsQuiet waits until p has no socket open and nothing in flight.
+// socketsQuiet waits until p has no socket open and nothing in flight,
+// and returns a scrape taken after that.
 func socketsQuiet(t *testing.T, p *procs.Proxy) procs.Metrics {
 	t.Helper()
-	var m procs.Metrics
 	waitFor(t, "sockets closed", func() bool {
-		m = scrape(t, p.AdminURL)
+		m := scrape(t, p.AdminURL)
 		return sum(m, "meterproxy_sockets_open", nil) == 0 && sum(m, "meterproxy_caller_in_flight", nil) == 0
 	})
-	return m
+	// A scrape is no snapshot: the registry gathers its families one by
+	// one while the proxy goes on, so the scrape that saw the last socket
+	// close may have read a turn's counters before it counted them. A
+	// socket closes after its turns are settled and counted, so a scrape
+	// begun after one that saw it closed reads them all.
+	return scrape(t, p.AdminURL)
 }
 
 // TestSocketTurnsMeteredExactly: two turns on one socket, each settled
