@@ -43,6 +43,10 @@ type Observation struct {
 	Requests, Tokens, InputTokens, OutputTokens Bucket
 	// RetryAfter is the upstream's retry hint (retry-after-ms preferred over retry-after); -1 none.
 	RetryAfter time.Duration
+	// OverLimit says the upstream serves the account at lower priority
+	// because it is over its rate (Fireworks' x-ratelimit-over-limit:
+	// yes): below any reserve, whatever the counts say.
+	OverLimit bool
 }
 
 // Unknown returns an Observation in which every field is -1.

@@ -11,13 +11,19 @@ import (
 // x-ratelimit-{limit,remaining,reset}-{requests,tokens} (also Azure's
 // x-rate-limit-* spelling), Anthropic
 // anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset},
-// and retry-after-ms / retry-after. now is the receipt time, used to turn
-// absolute resets (RFC 3339, HTTP dates) into durations.
+// the OpenAI-compatible hosts' own words (compatible.go: Together's
+// x-ratelimit-{limit,remaining,reset} and x-tokenlimit-*, Fireworks'
+// x-ratelimit-*-tokens-{prompt,generated} and x-ratelimit-over-limit,
+// Mistral's x-ratelimitbysize-*-minute), and retry-after-ms / retry-after.
+// now is the receipt time, used to turn absolute resets (RFC 3339, HTTP
+// dates) into durations.
 //
 // When several spellings report the same dimension, Parse prefers
-// x-ratelimit-* then x-rate-limit-* then anthropic-ratelimit-*, taking the
-// first spelling that reported a count; fields are never mixed across
-// spellings. OpenAI's project-scoped x-ratelimit-*-project-tokens headers
+// x-ratelimit-* then x-rate-limit-* then anthropic-ratelimit-* then the
+// compatible hosts' (Together's, then Mistral's for tokens; Fireworks'
+// prompt and generated buckets fill InputTokens and OutputTokens after
+// Anthropic's), taking the first spelling that reported a count; fields are
+// never mixed across spellings. OpenAI's project-scoped x-ratelimit-*-project-tokens headers
 // fill Tokens only when no x-ratelimit-*-tokens or x-rate-limit-*-tokens
 // header reported a count. Other x-ratelimit-* names (such as
 // x-ratelimit-limit-tokens_usage_based) are ignored.
@@ -34,12 +40,15 @@ func Parse(h http.Header, now time.Time) Observation {
 	xRequests, xTokens, xProject := openAI(h, now)
 	azRequests, azTokens := azureLegacy(h, now)
 	anRequests, anTokens, anInput, anOutput := anthropic(h, now)
+	toRequests, toTokens := together(h, now)
+	fwPrompt, fwGenerated, overLimit := fireworks(h, now)
 	o := Observation{
-		Requests:     first(xRequests, azRequests, anRequests),
-		Tokens:       first(xTokens, azTokens, xProject, anTokens),
-		InputTokens:  anInput,
-		OutputTokens: anOutput,
+		Requests:     first(xRequests, azRequests, anRequests, toRequests),
+		Tokens:       first(xTokens, azTokens, xProject, anTokens, toTokens, mistral(h, now)),
+		InputTokens:  first(anInput, fwPrompt),
+		OutputTokens: first(anOutput, fwGenerated),
 		RetryAfter:   -1,
+		OverLimit:    overLimit,
 	}
 	if d, ok := ParseRetryAfter(h, now); ok {
 		o.RetryAfter = d

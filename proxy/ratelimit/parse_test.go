@@ -365,6 +365,105 @@ func TestParse(t *testing.T) {
 			},
 		},
 		{
+			// Together: requests and tokens a second, the reset in seconds.
+			name: "together",
+			kv: []string{
+				"x-ratelimit-limit", "10",
+				"x-ratelimit-remaining", "3",
+				"x-ratelimit-reset", "0.4",
+				"x-tokenlimit-limit", "20000",
+				"x-tokenlimit-remaining", "1500",
+			},
+			want: Observation{
+				Requests:     win(10, 3, 400*time.Millisecond),
+				Tokens:       win(20000, 1500, -1),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
+				RetryAfter:   -1,
+			},
+		},
+		{
+			// Together's own spelling never mixes into OpenAI's, which wins.
+			name: "openai spelling beside together's",
+			kv: []string{
+				"x-ratelimit-limit-requests", "600",
+				"x-ratelimit-remaining-requests", "599",
+				"x-ratelimit-limit", "10",
+				"x-ratelimit-remaining", "0",
+			},
+			want: Observation{
+				Requests:     win(600, 599, -1),
+				Tokens:       unknownBucket(),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
+				RetryAfter:   -1,
+			},
+		},
+		{
+			// Fireworks: OpenAI's request headers, tokens a second by
+			// direction, and served at lower priority when over its rate.
+			name: "fireworks over its limit",
+			kv: []string{
+				"x-ratelimit-limit-requests", "6000",
+				"x-ratelimit-remaining-requests", "5990",
+				"x-ratelimit-limit-tokens-prompt", "100000",
+				"x-ratelimit-remaining-tokens-prompt", "99000",
+				"x-ratelimit-limit-tokens-generated", "10000",
+				"x-ratelimit-remaining-tokens-generated", "0",
+				"x-ratelimit-over-limit", " Yes ",
+			},
+			want: Observation{
+				Requests:     win(6000, 5990, -1),
+				Tokens:       unknownBucket(),
+				InputTokens:  win(100000, 99000, -1),
+				OutputTokens: win(10000, 0, -1),
+				RetryAfter:   -1,
+				OverLimit:    true,
+			},
+		},
+		{
+			name: "fireworks not over its limit",
+			kv:   []string{"x-ratelimit-over-limit", "no"},
+			want: Unknown(),
+		},
+		{
+			// Mistral: tokens a minute, no request counts.
+			name: "mistral",
+			kv: []string{
+				"x-ratelimitbysize-limit-minute", "500000",
+				"x-ratelimitbysize-remaining-minute", "499000",
+				"x-ratelimitbysize-limit-month", "1000000000",
+				"x-ratelimitbysize-remaining-month", "999000000",
+			},
+			want: Observation{
+				Requests:     unknownBucket(),
+				Tokens:       win(500000, 499000, -1),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
+				RetryAfter:   -1,
+			},
+		},
+		{
+			// Groq: OpenAI's names, requests a day and tokens a minute,
+			// fractional Go durations.
+			name: "groq",
+			kv: []string{
+				"x-ratelimit-limit-requests", "14400",
+				"x-ratelimit-remaining-requests", "14370",
+				"x-ratelimit-reset-requests", "2m59.56s",
+				"x-ratelimit-limit-tokens", "18000",
+				"x-ratelimit-remaining-tokens", "17997",
+				"x-ratelimit-reset-tokens", "7.66s",
+			},
+			want: Observation{
+				Requests:     win(14400, 14370, 2*time.Minute+59560*time.Millisecond),
+				Tokens:       win(18000, 17997, 7660*time.Millisecond),
+				InputTokens:  unknownBucket(),
+				OutputTokens: unknownBucket(),
+				RetryAfter:   -1,
+			},
+		},
+		{
 			name: "no rate-limit headers",
 			kv:   []string{"content-type", "application/json", "x-request-id", "req_1"},
 			want: Unknown(),

@@ -26,6 +26,14 @@ func TestBelowReserve(t *testing.T) {
 		{"limit-only never below", obs(win(60, -1, time.Second), unknownBucket()), 0.5, 0, false},
 		{"reserve 0 never below even when exhausted", obs(win(60, 0, time.Second), win(150000, 0, time.Minute)), 0, 0, false},
 		{"negative reserve never below", obs(win(60, 0, time.Second), unknownBucket()), -1, 0, false},
+		{"over its limit (Fireworks) is below for 1s", Observation{Requests: win(6000, 5990, -1), Tokens: unknownBucket(),
+			InputTokens: unknownBucket(), OutputTokens: unknownBucket(), RetryAfter: -1, OverLimit: true}, 0.2, time.Second, true},
+		{"over its limit with a longer reset below takes the reset", Observation{Requests: win(60, 0, 5*time.Second), Tokens: unknownBucket(),
+			InputTokens: unknownBucket(), OutputTokens: unknownBucket(), RetryAfter: -1, OverLimit: true}, 0.2, 5 * time.Second, true},
+		{"over its limit at reserve 0 is never below", Observation{Requests: unknownBucket(), Tokens: unknownBucket(),
+			InputTokens: unknownBucket(), OutputTokens: unknownBucket(), RetryAfter: -1, OverLimit: true}, 0, 0, false},
+		{"fireworks generated tokens below", Observation{Requests: unknownBucket(), Tokens: unknownBucket(),
+			InputTokens: win(100000, 99000, -1), OutputTokens: win(10000, 500, -1), RetryAfter: -1}, 0.2, time.Second, true},
 		{
 			"anthropic output tokens below",
 			Observation{
