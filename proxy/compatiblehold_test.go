@@ -25,6 +25,7 @@ func TestHeldOnCompatibleHostsHeaders(t *testing.T) {
 		{"together with room", []string{"x-ratelimit-limit", "10", "x-ratelimit-remaining", "9", "x-tokenlimit-limit", "20000", "x-tokenlimit-remaining", "19000"}, false},
 		{"fireworks generated tokens", []string{"x-ratelimit-limit-tokens-generated", "10000", "x-ratelimit-remaining-tokens-generated", "50"}, true},
 		{"fireworks over its limit", []string{"x-ratelimit-limit-requests", "6000", "x-ratelimit-remaining-requests", "5999", "x-ratelimit-over-limit", "yes"}, true},
+		{"fireworks over its limit alone", []string{"x-ratelimit-over-limit", "yes"}, true},
 		{"fireworks with room", []string{"x-ratelimit-limit-tokens-prompt", "100000", "x-ratelimit-remaining-tokens-prompt", "99000", "x-ratelimit-over-limit", "no"}, false},
 		{"mistral tokens a minute", []string{"x-ratelimitbysize-limit-minute", "500000", "x-ratelimitbysize-remaining-minute", "1000"}, true},
 		{"mistral with room", []string{"x-ratelimitbysize-limit-minute", "500000", "x-ratelimitbysize-remaining-minute", "499000"}, false},

@@ -118,7 +118,7 @@ func (mt *metering) heed(ex *exchange, obs ratelimit.Observation, status int, li
 	if limited && obs.RetryAfter > 0 {
 		throttle = min(obs.RetryAfter, mt.maxHold)
 	}
-	known := obs.Requests.Known() || obs.Tokens.Known() || obs.InputTokens.Known() || obs.OutputTokens.Known()
+	known := obs.Requests.Known() || obs.Tokens.Known() || obs.InputTokens.Known() || obs.OutputTokens.Known() || obs.OverLimit
 	if !known && throttle == 0 {
 		return
 	}
