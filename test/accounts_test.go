@@ -224,8 +224,13 @@ func runAccountsBorrow(t *testing.T, srv *redistest.Server, replicas int) {
 			t.Errorf("bulk took %d of chat in a second (%v), more than the %d above its reserve", n, steady, accountsBorrowed)
 		}
 	}
-	if mean := float64(total) / float64(len(steady)); mean < 0.6*accountsBorrowed {
-		t.Errorf("bulk borrowed %.1f a second of chat while interactive was idle, want at least %.0f of the %d it lends", mean, 0.6*accountsBorrowed, accountsBorrowed)
+	// Without borrowing it is 0. With it, a second now and then dips to a
+	// third of what chat lends while its windows and the fleet's catch up
+	// (seen alike on the code before and after issue 35's split: [14 8 14
+	// 14 4 14], [10 5 5 11] in the steady seconds), so the mean is asked
+	// to be half of it, not more.
+	if mean := float64(total) / float64(len(steady)); mean < 0.5*accountsBorrowed {
+		t.Errorf("bulk borrowed %.1f a second of chat while interactive was idle, want at least %.0f of the %d it lends", mean, 0.5*accountsBorrowed, accountsBorrowed)
 	}
 	// Interactive was admitted at once, and chat never refused.
 	if n := slow.Load(); n > 0 {
