@@ -3,10 +3,8 @@ package quota
 import (
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
@@ -22,17 +20,7 @@ func TestAdmitterSpends(t *testing.T) {
 		a := runAdmitter(t, cfg, []classify.Caller{{Name: "import", Class: classify.Bulk, Budget: classify.Budget{USD: 1, Per: classify.PerMonth}}})
 		req := Request{Class: classify.Bulk, Caller: "import", Model: Model{Name: "gpt-4o"}, CostBounds: CostBounds{InputTokens: 1000, OutputTokens: 500}}
 		// The worst case: 1000 × $2.50/M + 500 × $10/M = $0.0075.
-		spent := func() price.Nanodollars {
-			time.Sleep(gate.BudgetRefresh) // the budget gate reads its budgets again; the bubble's clock
-			synctest.Wait()
-			for _, b := range a.State().Budgets {
-				if b.Budget == "caller:import" {
-					return price.FromDollars(b.Spent)
-				}
-			}
-			t.Fatal("no caller:import budget in the state")
-			return 0
-		}
+		spent := func() price.Nanodollars { return price.FromDollars(budgetAfterRefresh(t, a, "caller:import").Spent) }
 		l, err := a.Admit(t.Context(), req)
 		if err != nil {
 			t.Fatal(err)

@@ -3,10 +3,8 @@ package quota
 import (
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
@@ -60,12 +58,8 @@ func TestAdmitterReservesAtMaxOutput(t *testing.T) {
 			t.Fatalf("admit: %v (a reservation at what max_tokens asks would not fit the $1 budget)", err)
 		}
 		defer l.Release()
-		time.Sleep(gate.BudgetRefresh) // the budget gate reads its budgets again; the bubble's clock
-		synctest.Wait()
-		for _, b := range a.State().Budgets {
-			if b.Budget == "caller:import" && price.FromDollars(b.Reserved) != want {
-				t.Errorf("reserved %s, want %s", price.FromDollars(b.Reserved), want)
-			}
+		if got := price.FromDollars(budgetAfterRefresh(t, a, "caller:import").Reserved); got != want {
+			t.Errorf("reserved %s, want %s", got, want)
 		}
 	})
 }

@@ -3,10 +3,8 @@ package quota
 import (
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 )
 
@@ -47,15 +45,7 @@ func TestAdmitterReservesMaxInput(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := runAdmitter(t, cfg, callers)
 				reserved := func() price.Nanodollars {
-					time.Sleep(gate.BudgetRefresh) // the budget gate reads its budgets again; the bubble's clock
-					synctest.Wait()
-					for _, b := range a.State().Budgets {
-						if b.Budget == "caller:import" {
-							return price.FromDollars(b.Reserved)
-						}
-					}
-					t.Fatal("no caller:import budget in the state")
-					return 0
+					return price.FromDollars(budgetAfterRefresh(t, a, "caller:import").Reserved)
 				}
 				tt.req.Class, tt.req.Caller = classify.Bulk, "import"
 				l, err := a.Admit(t.Context(), tt.req)
