@@ -3,9 +3,11 @@ package proxy
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/quota"
 )
 
@@ -15,9 +17,13 @@ import (
 type Account struct {
 	quota.Account `koanf:",squash"`
 	// URL is the account's base address, as upstream.url is the single
-	// account's: every account of one provider (told by the host) unless
-	// upstream.provider names it.
+	// account's.
 	URL string `koanf:"url"`
+	// Provider is the account's provider, as upstream.provider names the
+	// single account's (auto: told by URL's host); unset, it is
+	// upstream.provider. Accounts of different providers serve the
+	// paths of their own provider's API alone (served.go).
+	Provider Provider `koanf:"provider"`
 	// APIKeyEnv names the environment variable that holds the account's
 	// key, injected into every request sent to it; unset or empty, the
 	// start is refused.
@@ -73,40 +79,33 @@ func newUpstreamAccounts(cfg UpstreamConfig, keys map[string]string) (map[string
 	return out, nil
 }
 
-// firstURL is the URL of the one account, or of upstream.accounts[0]:
-// whose host tells the provider when upstream.provider is auto (every
-// account's must tell the same; Config.Validate).
-func (c UpstreamConfig) firstURL() string {
-	if len(c.Accounts) > 0 {
-		return c.Accounts[0].URL
-	}
-	return c.URL
-}
-
 // validateAccountEndpoints checks the proxy's part of upstream.accounts:
-// each account's url and api_key_env, and that every account is of the
-// provider the first one is: the proxy resolves each request's dialect
-// before it knows where it goes. The rest of each account is quota's to
-// check (quota.Config.Validate); whether its key variable is set, the
-// start's, which reads the environment.
+// each account's url, provider and api_key_env, and that the accounts
+// serving each path family are of one provider (validateFamilies). The
+// rest of each account is quota's to check (quota.Config.Validate);
+// whether its key variable is set, the start's, which reads the
+// environment.
 func (c Config) validateAccountEndpoints(bad func(string, string, ...any)) {
-	var first *upstreamProvider
+	each := make([]*upstreamProvider, len(c.Upstream.Accounts))
 	for i, a := range c.Upstream.Accounts {
 		key := fmt.Sprintf("upstream.accounts[%d]", i)
-		u, ok := checkUpstreamURL(bad, key+".url", a.URL, c.Upstream.Provider)
+		if a.Provider != "" {
+			if err := configcheck.OneOf(a.Provider, providers...); err != nil {
+				bad(key+".provider", "%v", err)
+				continue
+			}
+		}
+		p := accountProvider(a, c.Upstream.Provider)
+		u, ok := checkUpstreamURL(bad, key+".url", a.URL, p)
 		if a.APIKeyEnv == "" {
 			bad(key+".api_key_env", "must name the environment variable that holds the account's key: with several accounts the proxy holds every key")
 		}
-		if !ok {
-			continue
-		}
-		p := newUpstreamProvider(c.Upstream.Provider, u)
-		if first == nil {
-			first = &p
-		} else if p != *first {
-			bad(key+".url", "is not of the provider upstream.accounts[0].url is (told by the host): every account must be of one provider, or set upstream.provider")
+		if ok {
+			up := newUpstreamProvider(p, u)
+			each[i] = &up
 		}
 	}
+	validateFamilies(bad, each)
 }
 
 // accounts is the part of the handler that says where requests go: the
@@ -116,21 +115,44 @@ func (c Config) validateAccountEndpoints(bad func(string, string, ...any)) {
 // (spill.go). Safe for concurrent use.
 type accounts struct {
 	shared
-	// byName are where requests go, by the account quota admitted them at
-	// (reconfigure replaces it).
-	byName atomic.Pointer[map[string]upstreamAccount]
+	// byName are where requests go, by the account quota admitted them at,
+	// and families which accounts serve each path family (reconfigure
+	// replaces both, byName first).
+	byName   atomic.Pointer[map[string]upstreamAccount]
+	families atomic.Pointer[familyTable]
 	// holdsKeys says the proxy injects a key of its own into every
 	// request (upstream.api_key, or several accounts).
 	holdsKeys bool
-	provider  upstreamProvider
 }
 
 // newExchange is the exchange of a request on rt from res under live,
-// answered through rec: its endpoint resolved against the provider, and
-// spending this account when the proxy holds its key or the caller is a
-// configured one (destination.spent).
+// answered through rec: its endpoint resolved against the provider of
+// the accounts that serve its family, and spending this account when the
+// proxy holds its key or the caller is a configured one
+// (destination.spent).
 func (a *accounts) newExchange(live *Live, res classify.Result, rt route, rec *recorder) *exchange {
-	return &exchange{res: res, endpoint: a.provider.resolve(rt), live: live, dest: destination{spent: a.holdsKeys || res.Known}, rec: rec}
+	s := a.families.Load().served[rt.family]
+	ep := s.provider.resolve(rt)
+	ep.among, ep.unserved = s.among, !s.ok
+	return &exchange{res: res, endpoint: ep, live: live, dest: destination{spent: a.holdsKeys || res.Known}, rec: rec}
+}
+
+// unserved is the refusal of ex's request when no account serves its
+// path's family, or none of those serves or lends to its class
+// (noAccount), else nil.
+func (a *accounts) unserved(ex *exchange, method, path string) *refusal {
+	var f refusal
+	switch {
+	case ex.unserved:
+		f = noAccount(fmt.Sprintf("meterproxy: no configured account serves %s (%s %s); the accounts are %s",
+			familyNames[ex.rt.family], method, bounded(path, maxNamedPath), a.families.Load().listed))
+	case ex.among != nil && a.admitter.HomeAccount(ex.res.Class, ex.among) == "":
+		f = noAccount(fmt.Sprintf("meterproxy: no account that serves %s (%s) serves or lends to the %s class",
+			familyNames[ex.rt.family], strings.Join(ex.among, ", "), ex.res.Class))
+	default:
+		return nil
+	}
+	return &f
 }
 
 // of is the account quota admitted ex's request at, or for one
@@ -140,7 +162,7 @@ func (a *accounts) of(ex *exchange) string {
 	if ex.tally.lease != nil {
 		return ex.tally.lease.Account()
 	}
-	return a.admitter.HomeAccount(ex.res.Class)
+	return a.admitter.HomeAccount(ex.res.Class, ex.among)
 }
 
 // get is where requests admitted at the account named name go.
@@ -153,6 +175,11 @@ func (a *accounts) reconfigure(cfg UpstreamConfig, keys map[string]string) error
 	if err != nil {
 		return err
 	}
+	ft, err := newFamilyTable(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.families.Store(&ft) // after byName: every account it names is known
 	for name, acct := range *a.byName.Load() {
 		if _, ok := next[name]; !ok {
 			next[name] = acct

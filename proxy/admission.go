@@ -50,7 +50,7 @@ func (mt *metering) prepare(hdr http.Header, ex *exchange, body *body) ([]byte, 
 	ex.ask.background = ex.rt.api == usage.Responses && fields.Background
 	ex.ask.hiddenInput, ex.ask.longContext = fields.HiddenInput, ex.rt.api == usage.Messages && longContext(hdr)
 	ex.ask.model, ex.ask.outputCap, ex.ask.generations = modelOf(ex.rt, fields), fields.OutputCeiling(), fields.Generations
-	home := mt.admitter.HomeAccount(ex.res.Class) // until admission says where it goes
+	home := mt.admitter.HomeAccount(ex.res.Class, ex.among) // until admission says where it goes
 	ex.at(home, mt.admitter.PoolAt(home, func() quota.Model { return ex.ask.model }))
 	ex.dest.pooled = true
 	ex.ask.cost, ex.ask.settle = ex.dialect.charge(ex.ask.inputEstimate, fields)

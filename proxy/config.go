@@ -138,7 +138,8 @@ type UpstreamConfig struct {
 	// accounting (how tokens are charged, how buckets refill) every
 	// request falls under: auto (by path — /v1/messages and /v1/complete
 	// Anthropic, /openai/… Azure — else by host — api.openai.com OpenAI,
-	// *.openai.azure.com Azure — else an OpenAI-compatible server), openai,
+	// *.openai.azure.com Azure, api.anthropic.com Anthropic — else an
+	// OpenAI-compatible server), openai,
 	// azure, anthropic or openai-compatible (set it when the upstream is a
 	// gateway in front of one provider). Named, it holds for every path:
 	// anthropic with /v1/chat/completions is Anthropic's OpenAI-compatible
@@ -147,9 +148,10 @@ type UpstreamConfig struct {
 	// the credential header. See the provider table, provider.go.
 	Provider Provider `koanf:"provider"`
 	// Accounts, when set, are several provider accounts behind the proxy,
-	// each with its URL, key and limits (Account; see "Several
-	// accounts"). Set, the upstream's url and APIKey, the top-level
-	// account section but its expected_replicas, and
+	// each with its URL, provider, key and limits (Account; see "Several
+	// accounts" and "Several providers"). Set, the upstream's url and
+	// APIKey, the top-level account section but its expected_replicas and
+	// models (the pools every account that lists none shares), and
 	// classify.unknown_callers: forward are refused.
 	Accounts []Account `koanf:"accounts"`
 }

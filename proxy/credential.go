@@ -1,10 +1,6 @@
 package proxy
 
-import (
-	"net/http"
-
-	"github.com/meterproxy/meterproxy/classify"
-)
+import "net/http"
 
 // credentialHeaders are the headers a caller may carry its key in.
 var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
@@ -16,26 +12,25 @@ var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
 // header), nor has Azure OpenAI (the resource is the URL).
 var accountSelectors = []string{"Openai-Organization", "Openai-Project"}
 
-// replaceCredential puts key where the caller put its own (Authorization:
-// Bearer, api-key or x-api-key) and drops every other credential header,
-// and the caller's account selectors: they would choose among the
-// organizations and projects of key, not of the caller's own. A caller
-// without a key gets it in fallback, the header its API reads a key from
-// (endpoint.credential).
-func replaceCredential(h http.Header, fallback, key string) {
-	used, _, ok := classify.Credential(h)
-	if !ok {
-		used = fallback
-	}
+// replaceCredential puts key, an account's API key the proxy holds, in
+// header, the one its provider reads an API key from (endpoint.
+// credential: Authorization: Bearer for OpenAI and OpenAI-compatible
+// servers, api-key for Azure OpenAI, x-api-key for Anthropic), whatever
+// header the caller put its own in — Claude Code's ANTHROPIC_AUTH_TOKEN
+// arrives as Authorization, where Anthropic reads OAuth tokens, not
+// keys — and drops every other credential header, and the caller's
+// account selectors: they would choose among the organizations and
+// projects of key, not of the caller's own.
+func replaceCredential(h http.Header, header, key string) {
 	for _, name := range credentialHeaders {
 		h.Del(name)
 	}
 	for _, name := range accountSelectors {
 		h.Del(name)
 	}
-	if used == "Authorization" {
-		h.Set(used, "Bearer "+key)
+	if header == "Authorization" {
+		h.Set(header, "Bearer "+key)
 		return
 	}
-	h.Set(used, key)
+	h.Set(header, key)
 }

@@ -175,7 +175,7 @@ func (ex *exchange) stateName() string {
 // counts that account's spend, so none may hold it.
 func (ex *exchange) request() quota.Request {
 	return quota.Request{Class: ex.res.Class, Caller: ex.res.Caller, Anonymous: ex.res.Anonymous, Tokens: ex.ask.cost,
-		Model: ex.ask.model, Account: ex.dest.account, Pinned: ex.ask.socket, Free: !ex.rt.generates || !ex.dest.spent, Unmetered: ex.rt.unmetered(),
+		Model: ex.ask.model, Account: ex.dest.account, Pinned: ex.ask.socket, Accounts: ex.among, Free: !ex.rt.generates || !ex.dest.spent, Unmetered: ex.rt.unmetered(),
 		CostBounds: quota.CostBounds{InputTokens: ex.ask.inputEstimate, OutputTokens: ex.ask.outputCap, Generations: ex.ask.generations,
 			Tier: ex.dest.tier, HiddenInput: ex.ask.hiddenInput, LongContext: ex.ask.longContext}}
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -122,16 +121,16 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	first, err := url.Parse(cfg.Upstream.firstURL())
+	ft, err := newFamilyTable(cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}
 	bodies := newBodyReader(cfg.Server)
 	sh := shared{admitter: d.Admitter, log: d.Log, bodies: bodies, tr: newTracer(d.Tracer),
 		m: newMetrics(d.Registry, d.Admitter.Pools(), d.Live.Classifier.Callers(), bodies.budget)}
-	accts := &accounts{shared: sh, provider: newUpstreamProvider(cfg.Upstream.Provider, first),
-		holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0}
+	accts := &accounts{shared: sh, holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0}
 	accts.byName.Store(&byName)
+	accts.families.Store(&ft)
 	mt := &metering{shared: sh, maxHold: cfg.Upstream.MaxHold}
 	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}}
 	door := frontDoor{maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams}
@@ -207,6 +206,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	leave, ok := h.door.screen(w, r, ex, bad, err)
 	defer leave()
 	if !ok {
+		return
+	}
+	if f := h.accounts.unserved(ex, r.Method, r.URL.Path); f != nil {
+		closeUnread(w, r)
+		ex.refuse(*f)
 		return
 	}
 	if rt.streamed() {

@@ -247,16 +247,22 @@ func newUpstreamProvider(p Provider, upstream *url.URL) upstreamProvider {
 		return upstreamProvider{host: dialectAzure}
 	case host == "api.openai.com":
 		return upstreamProvider{host: dialectOpenAI}
+	case host == "api.anthropic.com":
+		return upstreamProvider{host: dialectAnthropic}
 	default:
 		return upstreamProvider{host: dialectCompatible}
 	}
 }
 
 // endpoint is a request resolved against the provider table once: what
-// its path speaks (rt) and whose accounting it falls under (dialect).
+// its path speaks (rt), whose accounting it falls under (dialect), and
+// the accounts that serve its family (among: nil for every account;
+// unserved when none does, served.go).
 type endpoint struct {
-	rt      route
-	dialect dialect
+	rt       route
+	dialect  dialect
+	among    []string
+	unserved bool
 }
 
 // resolve is the endpoint of a request on rt: the named provider's

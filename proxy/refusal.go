@@ -119,6 +119,12 @@ const (
 	// reasonTooManySessions: a Realtime handshake past
 	// classes.<class>.max_sessions or callers[].max_sessions.
 	reasonTooManySessions = "too_many_sessions"
+	// reasonNoAccount: no account of upstream.accounts serves the API the
+	// request's path belongs to (accounts of several providers serve
+	// their own provider's paths alone), or none of those serves or
+	// lends to the request's class. It is never sent to another
+	// provider.
+	reasonNoAccount = "no_account"
 )
 
 // reasonStatus is a reason and the HTTP status it is answered with.
@@ -158,6 +164,13 @@ var refusalCodes = []reasonStatus{
 	{reasonTooManyStreams, http.StatusTooManyRequests},
 	{reasonTooManySockets, http.StatusTooManyRequests},
 	{reasonTooManySessions, http.StatusTooManyRequests},
+	{reasonNoAccount, http.StatusNotFound},
+}
+
+// noAccount refuses a request no account may serve (reasonNoAccount),
+// saying why in message.
+func noAccount(message string) refusal {
+	return refusal{status: http.StatusNotFound, reason: reasonNoAccount, kind: "invalid_request_error", message: message}
 }
 
 // openAIError is OpenAI's (and Azure's) error body.
@@ -245,6 +258,9 @@ func reasonOf(err error, class classify.Class, api string) (f refusal, decided b
 				e.Budget, bounded(api, maxNamedPath), budgetKeyOf(e.Budget, "unpriced_apis"))}, true
 	}
 	c := class.String()
+	if errors.Is(err, quota.ErrNoAccount) {
+		return noAccount("meterproxy: no account that serves this request's API (" + bounded(api, maxNamedPath) + ") serves or lends to the " + c + " class"), true
+	}
 	if e, ok := errors.AsType[*gate.RefusedError](err); ok {
 		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
 			message: "meterproxy: the " + c + " queue is full", retryAfter: e.RetryAfter, retry: true}

@@ -142,13 +142,17 @@ func (sk *sockets) serve(w http.ResponseWriter, r *http.Request, api socketAPI, 
 	if !ok {
 		return
 	}
+	if f := sk.accounts.unserved(ex, r.Method, r.URL.Path); f != nil {
+		ex.refuse(*f)
+		return
+	}
 	exit, ok := sk.set.enter(res.Caller, sk.bounds.perCaller)
 	if !ok {
 		ex.refuse(tooManySockets(sk.bounds.perCaller))
 		return
 	}
 	defer exit()
-	ex.at(sk.admitter.HomeAccount(res.Class), "")
+	ex.at(sk.admitter.HomeAccount(res.Class, ex.among), "")
 	leaveAPI, f := api.open(sk, r, ex)
 	if f != nil {
 		ex.refuse(*f)

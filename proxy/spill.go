@@ -27,7 +27,7 @@ import (
 // Resource Unavailable is flexTry's: it says nothing of the account.
 // tried are the accounts tried so far.
 func (a *accounts) spillTo(r *http.Request, ex *exchange, resp *http.Response, err error, tried []string) *quota.Lease {
-	if ex.tally.lease == nil || !movable(r, resp, err, ex) || !a.admitter.Others(ex.res.Class, tried) {
+	if ex.tally.lease == nil || !movable(r, resp, err, ex) || !a.admitter.Others(ex.res.Class, ex.among, tried) {
 		return nil
 	}
 	// The refusing account's lease is settled: its measurement counts the

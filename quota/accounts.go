@@ -142,7 +142,9 @@ func validateAccounts(c Config, bad func(string, string, ...any)) {
 			acct.Account.MaxInFlight, acct.Account.ExpectedReplicas)
 		checkMaxCharge(bad, ak, acct.Account.MaxRequestTokens, acct.Account.TokensPerMinute)
 		checkMinInFlight(bad, ak, acct.Account.MinInFlight, acct.Account.MaxInFlight)
-		validateModels(acct, bad)
+		if len(a.Account.Models) > 0 { // else the shared account.models, checked once
+			validateModels(acct, bad)
+		}
 	}
 	for _, cl := range classify.Classes {
 		if !reached[cl] {

@@ -274,3 +274,60 @@ func TestAccountsHeaderReserve(t *testing.T) {
 		}
 	})
 }
+
+// TestAccountsAmongServesOnlyThose: a request that names the accounts it
+// may go to (Request.Accounts: those of its API's provider) is admitted,
+// borrows and is moved among them alone, and finds nowhere to go when
+// none of them serves or lends to its class.
+func TestAccountsAmongServesOnlyThose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := twoAccounts()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		a := runAdmitter(t, cfg, nil)
+		onlyBatch := []string{"batch"}
+		first, err := a.Admit(t.Context(), Request{Class: classify.Bulk, Accounts: onlyBatch})
+		if err != nil || first.Account() != "batch" {
+			t.Fatalf("bulk among batch: %v at %q", err, first.Account())
+		}
+		// Batch is full (1 slot); chat would lend, but is not among them:
+		// the next waits at batch and gets its freed slot.
+		got := make(chan *Lease, 1)
+		go func() {
+			lease, err := a.Admit(t.Context(), Request{Class: classify.Bulk, Accounts: onlyBatch})
+			if err != nil {
+				t.Errorf("waiting bulk: %v", err)
+			}
+			got <- lease
+		}()
+		synctest.Wait()
+		select {
+		case l := <-got:
+			t.Fatalf("bulk among batch alone was admitted at %q while batch was full", l.Account())
+		default:
+		}
+		if a.Others(classify.Bulk, onlyBatch, []string{"batch"}) {
+			t.Error("Others: a move found somewhere beside batch, the one account it may go to")
+		}
+		if !a.Others(classify.Bulk, nil, []string{"batch"}) {
+			t.Error("Others: among every account, chat lends to bulk")
+		}
+		first.Release()
+		synctest.Wait()
+		if l := <-got; l.Account() != "batch" {
+			t.Fatalf("the waiting request went to %q", l.Account())
+		} else {
+			l.Release()
+		}
+		if home := a.HomeAccount(classify.Interactive, onlyBatch); home != "" {
+			t.Errorf("HomeAccount(interactive, [batch]) = %q, want none: batch neither serves nor lends to it", home)
+		}
+		if home := a.HomeAccount(classify.Bulk, []string{"chat"}); home != "chat" {
+			t.Errorf("HomeAccount(bulk, [chat]) = %q, want chat, which lends to it", home)
+		}
+		if _, err := a.Admit(t.Context(), Request{Class: classify.Interactive, Accounts: onlyBatch}); !errors.Is(err, ErrNoAccount) {
+			t.Errorf("interactive among batch alone: %v, want ErrNoAccount", err)
+		}
+	})
+}

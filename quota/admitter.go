@@ -362,12 +362,16 @@ func (a *Admitter) Pools() []Labels {
 	return pools
 }
 
-// HomeAccount is the account a request of class c goes to first: the
-// first that serves it (or, with none, lends to it); "" for the one
-// account of a configuration without upstream.accounts.
-func (a *Admitter) HomeAccount(c classify.Class) string {
-	if cands := a.routing.Load().candidates[c]; len(cands) > 0 {
-		return cands[0]
+// HomeAccount is the account a request of class c goes to first among
+// accounts (Request.Accounts; nil is every account): the first that
+// serves it (or, with none, lends to it); "" for the one account of a
+// configuration without upstream.accounts, or when none of accounts
+// serves or lends to c.
+func (a *Admitter) HomeAccount(c classify.Class, accounts []string) string {
+	for _, account := range a.routing.Load().candidates[c] {
+		if among(accounts, account) {
+			return account
+		}
 	}
 	return ""
 }

@@ -313,9 +313,11 @@ func (c ClassesConfig) maxWait(cl classify.Class) time.Duration {
 	return c.Interactive.MaxWait
 }
 
-// ForAccount is the Config account name enforces: its own account section,
-// and the classes partitioned by what it serves and lends (classesFor).
-// Without upstream.accounts, or for a name not configured, it is c.
+// ForAccount is the Config account name enforces: its own account section
+// — with the top-level account.models, the pools every account shares,
+// when it lists no models of its own — and the classes partitioned by
+// what it serves and lends (classesFor). Without upstream.accounts, or
+// for a name not configured, it is c.
 func (c Config) ForAccount(name string) Config {
 	for i, a := range c.Accounts {
 		if a.Name != name {
@@ -324,6 +326,9 @@ func (c Config) ForAccount(name string) Config {
 		acct := a.Account
 		if acct.ExpectedReplicas == 0 {
 			acct.ExpectedReplicas = c.Account.ExpectedReplicas
+		}
+		if len(acct.Models) == 0 {
+			acct.Models = c.Account.Models
 		}
 		c.Account, c.Classes = acct, a.classesFor(c.Classes)
 		c.accountKey = fmt.Sprintf("upstream.accounts[%d].account", i)

@@ -41,6 +41,11 @@ type Request struct {
 	// class may go to (HomeAccount is).
 	Account string
 	Pinned  bool
+	// Accounts, when not nil, are the only accounts the request may be
+	// admitted at, borrowing and moves included: those that serve its
+	// API (the proxy's to say, from its path and each account's
+	// provider). nil is every account its class may go to.
+	Accounts []string
 	// admission is what Admit works out for it.
 	admission
 }

@@ -50,16 +50,18 @@ func newRouting(cfg Config) *routing {
 }
 
 // routes are the accounts req may be admitted at, in order of preference,
-// each with the pool req's model draws on there and its charge there. An
-// account where req's charge is more than one request may be charged is
-// left out; when that leaves none, the first such refusal is the error.
+// each with the pool req's model draws on there and its charge there:
+// its class's candidates among req.Accounts. An account where req's
+// charge is more than one request may be charged is left out; when that
+// leaves none, the first such refusal is the error, and ErrNoAccount when
+// no candidate is among req.Accounts.
 // They are appended to out (a caller's array: no allocation per request
 // for a few accounts).
 func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error) {
 	cands := rt.candidates[req.Class]
 	var refused error
 	for _, account := range cands {
-		if req.Pinned && account != req.Account {
+		if req.Pinned && account != req.Account || !among(req.Accounts, account) {
 			continue
 		}
 		ac := rt.accounts[account]
@@ -73,9 +75,15 @@ func (a *Admitter) routes(rt *routing, req Request, out []route) ([]route, error
 		out = append(out, route{account: account, pool: r.pool, l: a.pool(store.PoolID(account, r.pool)), tokens: tokens})
 	}
 	if len(out) == 0 {
-		return nil, refused
+		return nil, cmp.Or(refused, ErrNoAccount)
 	}
 	return out, nil
+}
+
+// among reports whether account is one of accounts, every account for
+// nil (Request.Accounts).
+func among(accounts []string, account string) bool {
+	return accounts == nil || slices.Contains(accounts, account)
 }
 
 // maxRoutes is how many routes a request's array holds before they
@@ -227,10 +235,11 @@ func (a *Admitter) HeaderReserve(account string) float64 {
 var errNoOtherAccount = errors.New("quota: no other account the request may go to")
 
 // Others reports whether a request of class c may go to an account other
-// than those in tried: whether Readmit has anywhere to look.
-func (a *Admitter) Others(c classify.Class, tried []string) bool {
+// than those in tried, among accounts (Request.Accounts): whether Readmit
+// has anywhere to look.
+func (a *Admitter) Others(c classify.Class, accounts, tried []string) bool {
 	for _, account := range a.routing.Load().candidates[c] {
-		if !slices.Contains(tried, account) {
+		if among(accounts, account) && !slices.Contains(tried, account) {
 			return true
 		}
 	}

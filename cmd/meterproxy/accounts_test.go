@@ -72,8 +72,10 @@ func TestAccountsConfigRefusals(t *testing.T) {
 		"missing key": {accountsYAML(""), accountsEnv[:2], "upstream.accounts[1].api_key_env: OPENAI_KEY_BATCH is unset"},
 		"no key env":  {strings.Replace(accountsYAML(""), "api_key_env: OPENAI_KEY_BATCH", "", 1), accountsEnv, "upstream.accounts[1].api_key_env: must name"},
 		"bad url":     {strings.Replace(accountsYAML(""), "url: https://api.openai.com\n      api_key_env: OPENAI_KEY_BATCH", "url: ftp://x\n      api_key_env: OPENAI_KEY_BATCH", 1), accountsEnv, "upstream.accounts[1].url"},
-		"two providers": {strings.Replace(accountsYAML(""), "url: https://api.openai.com\n      api_key_env: OPENAI_KEY_BATCH", "url: https://x.openai.azure.com\n      api_key_env: OPENAI_KEY_BATCH", 1),
-			accountsEnv, "upstream.accounts[1].url: is not of the provider"},
+		"openai beside compatible": {strings.Replace(accountsYAML(""), "url: https://api.openai.com\n      api_key_env: OPENAI_KEY_BATCH", "url: http://vllm.internal:8000\n      api_key_env: OPENAI_KEY_BATCH", 1),
+			accountsEnv, "upstream.accounts[1]: is openai-compatible and upstream.accounts[0] is openai: both would serve OpenAI's API"},
+		"bad provider": {strings.Replace(accountsYAML(""), "api_key_env: OPENAI_KEY_BATCH", "api_key_env: OPENAI_KEY_BATCH\n      provider: gemeni", 1),
+			accountsEnv, "upstream.accounts[1].provider"},
 		"limits":      {strings.Replace(accountsYAML(""), "max_in_flight: 100", "max_in_flight: 0", 1), accountsEnv, "upstream.accounts[1].account.max_in_flight"},
 		"unknown key": {strings.Replace(accountsYAML(""), "serves: [bulk]", "serves: [bulk]\n      weight: 2", 1), accountsEnv, "weight"},
 		"bad class":   {strings.Replace(accountsYAML(""), "serves: [bulk]", "serves: [batch]", 1), accountsEnv, "upstream.accounts[1].serves"},
@@ -140,5 +142,57 @@ func TestReloadAccountsLive(t *testing.T) {
 	r.reloadTo(t, "classify: {unknown_callers: reject}\ncallers:\n  - {name: chat, key_env: CHAT_KEY, class: interactive}\n")
 	if got := testutil.ToFloat64(r.results.WithLabelValues(reloadNeedsRestart)); got != 1 {
 		t.Fatalf("going back to one account: %v needs_restart; logs:\n%s", got, r.logs)
+	}
+}
+
+// severalProvidersYAML is a deployment of an OpenAI project, an Azure
+// OpenAI resource and an Anthropic workspace, with one pool list every
+// account shares (account.models) but Anthropic, which lists its own.
+const severalProvidersYAML = `
+classify: {unknown_callers: reject}
+callers:
+  - {name: chat, key_env: CHAT_KEY, class: interactive}
+account:
+  models:
+    - {name: mini, match: ["gpt-4o-mini*"], requests_per_minute: 600, max_in_flight: 10}
+upstream:
+  accounts:
+    - name: openai
+      url: https://api.openai.com
+      api_key_env: OPENAI_KEY
+      account: {requests_per_minute: 10000, max_in_flight: 200}
+      serves: [interactive, bulk]
+    - name: azure-east
+      url: https://east.openai.azure.com
+      api_key_env: AZURE_KEY
+      account: {requests_per_minute: 5000, max_in_flight: 100}
+      serves: [interactive, bulk]
+    - name: anthropic
+      url: https://api.anthropic.com
+      api_key_env: ANTHROPIC_KEY
+      account:
+        requests_per_minute: 4000
+        max_in_flight: 100
+        models:
+          - {name: haiku, match: ["claude-haiku-*"], requests_per_minute: 1000, max_in_flight: 20}
+      serves: [interactive, bulk]
+`
+
+var severalProvidersEnv = []string{"CHAT_KEY=sk-caller-chat-aaaaaaaaaaaaaaaa", "OPENAI_KEY=sk-openai", "AZURE_KEY=azure-key", "ANTHROPIC_KEY=sk-ant-key"}
+
+// TestAccountsOfSeveralProvidersConfig: accounts of three providers load
+// (each told by its host), and the shared pool list reaches the accounts
+// that list none of their own, under the account's name.
+func TestAccountsOfSeveralProvidersConfig(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, severalProvidersYAML), severalProvidersEnv, lookupIn(severalProvidersEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := cfg.quota()
+	for account, want := range map[string]string{"openai": "mini", "azure-east": "mini", "anthropic": "haiku"} {
+		models := q.ForAccount(account).Account.Models
+		if len(models) != 1 || models[0].Name != want {
+			t.Errorf("%s's pools: %+v, want %s alone", account, models, want)
+		}
 	}
 }

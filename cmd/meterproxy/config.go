@@ -152,13 +152,11 @@ func (c Config) validateBesideAccounts(p *configcheck.Problems, getenv func(stri
 		p.Add("upstream.url", "is set beside upstream.accounts, whose URLs are each account's url: remove it")
 	}
 	top := c.Account
-	top.ExpectedReplicas = def.Account.ExpectedReplicas // the one key the accounts share
-	if len(top.Models) == 0 {
-		top.Models = def.Account.Models // unset decodes as nil
-	}
+	top.ExpectedReplicas = def.Account.ExpectedReplicas // the keys the accounts share
+	top.Models = def.Account.Models
 	if !reflect.DeepEqual(top, def.Account) {
 		p.Add("account", "is set beside upstream.accounts, whose limits are each account's account section "+
-			"(only account.expected_replicas, which they share, may be set): move it into them")
+			"(only account.expected_replicas and account.models, which they share, may be set): move it into them")
 	}
 	for i, a := range c.Upstream.Accounts {
 		if a.APIKeyEnv != "" && getenv(a.APIKeyEnv) == "" {
