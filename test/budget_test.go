@@ -49,12 +49,17 @@ func budgetConfig(cfg config) {
 	cfg.set("classify.unknown_callers", "reject")
 }
 
-// budgetShapes are the requests the budgeted callers send in turn: a plain
-// chat completion, an OpenAI stream with usage, an Anthropic stream.
-var budgetShapes = []struct {
+// budgetShape is a request a budgeted caller sends: its path, its body
+// (a format of its output cap and its number) and the API that reads its
+// answer's usage.
+type budgetShape struct {
 	path, body string
 	api        usage.API
-}{
+}
+
+// budgetShapes are the requests the budgeted callers send in turn: a plain
+// chat completion, an OpenAI stream with usage, an Anthropic stream.
+var budgetShapes = []budgetShape{
 	{"/v1/chat/completions", `{"model":"gpt-4o","max_tokens":%d,"messages":[{"role":"user","content":"count the sheep, request %d"}]}`, usage.ChatCompletions},
 	{"/v1/chat/completions", `{"model":"gpt-4o","max_tokens":%d,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"stream the sheep, request %d"}]}`, usage.ChatCompletions},
 	{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":%d,"stream":true,"messages":[{"role":"user","content":"the sheep again, request %d"}]}`, usage.Messages},
@@ -64,6 +69,8 @@ var budgetShapes = []struct {
 // upstream served the budgeted caller, priced here by hand from the usage
 // each answer reported; the refusals by code; interactive's answers.
 type budgetRun struct {
+	// shapes are what is sent in turn; nil is budgetShapes.
+	shapes             []budgetShape
 	mu                 sync.Mutex
 	spent              float64 // dollars
 	served             int
@@ -105,7 +112,11 @@ func budgetFleet(t *testing.T) config {
 // sendBudgeted sends one request of shape n and records its answer; it
 // reports whether the caller may go on (not refused as budget_exceeded).
 func (r *budgetRun) sendBudgeted(ctx context.Context, client *http.Client, base string, n int) bool {
-	shape := budgetShapes[n%len(budgetShapes)]
+	shapes := r.shapes
+	if shapes == nil {
+		shapes = budgetShapes
+	}
+	shape := shapes[n%len(shapes)]
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+shape.path, strings.NewReader(fmt.Sprintf(shape.body, budgetMaxTokens, n)))
 	if err != nil {
 		r.note("%v", err)
