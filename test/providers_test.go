@@ -50,7 +50,10 @@ func (c *peakCounter) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := c.now.Add(1)
 		defer c.now.Add(-1)
-		for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+		for p := c.peak.Load(); n > p; p = c.peak.Load() {
+			if c.peak.CompareAndSwap(p, n) {
+				break
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
