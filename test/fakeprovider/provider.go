@@ -57,8 +57,8 @@ var _ http.Handler = (*Provider)(nil)
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
 	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs(),
-		capacity: capacityFault{share: clampShare(cfg.OverCapacity)},
-		idle:     make(chan struct{}), sockets: make(map[*socketConn]struct{}), socketsGone: make(chan struct{})}
+		idle: make(chan struct{}), sockets: make(map[*socketConn]struct{}), socketsGone: make(chan struct{}),
+		capacity: capacityFault{share: clampShare(cfg.OverCapacity)}}
 	close(p.idle)
 	close(p.socketsGone)
 	p.resetLocked()
