@@ -44,6 +44,7 @@ func TestHeldOnCompatibleHostsWords(t *testing.T) {
 		{"groq", fakeprovider.Config{Dialect: fakeprovider.DialectGroq, TPM: 12000}, long, 4, -1, 12000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a fake and a proxy each; counts, not timing, are asserted
 			tc.cfg.Latency = 20 * time.Millisecond
 			body := `{"model":"m","messages":[{"role":"user","content":"` + tc.body + `"}]}`
 			runCompatibleHold(t, tc.cfg, body, tc.workers, tc.requestsLimit, tc.tokensLimit)
