@@ -149,6 +149,24 @@ func (q *waitQueue) handListedLocked(c classify.Class, who []*waiter, n int64, t
 	return given
 }
 
+// handOne admits class c's oldest waiter, if one waits, on a grant
+// handed back (limiter.handBack); with tokens its cost is charged to the
+// window as a correction, the store never having charged it. A store
+// call out meanwhile that lists it finds it gone and gives its tokens
+// back (handListedLocked).
+func (q *waitQueue) handOne(c classify.Class, tokens bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.classes[c].q.head
+	if w == nil {
+		return
+	}
+	if tokens && w.cost > 0 {
+		q.leases.corrections[c].Add(w.cost)
+	}
+	q.admitLocked(c, w)
+}
+
 // handCountedLocked gives class c's limit grants to its oldest waiters,
 // for a call that did not list them: each costs one request, whoever it
 // is. It returns how many it admitted.

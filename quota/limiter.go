@@ -181,8 +181,7 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 	case granted && timedOut:
 		return l.grant(w.lease(&l.leases, c)), nil
 	case granted:
-		lease := w.lease(&l.leases, c)
-		lease.cancel() // it never went: its tokens are given back
+		l.handBack(w.lease(&l.leases, c)) // it never went: its grant goes on
 		return nil, cause
 	case werr != nil:
 		return nil, werr
@@ -190,6 +189,24 @@ func (l *limiter) leave(c classify.Class, w *waiter, cause error) (*Lease, error
 		return nil, &gate.RefusedError{Class: c, Reason: gate.ErrWaitTimeout, RetryAfter: l.limits.Load().retryAfter(c, ahead), Wait: w.wait}
 	default:
 		return nil, cause
+	}
+}
+
+// handBack ends s, a grant its request never took — it was granted
+// elsewhere first (admitFirst's let-go) or its client left as it was
+// granted — and hands the grant to the oldest waiter of its class here,
+// when one waits and bulk is not held: the window's request the store
+// counted for s is not lost to the others waiting, as it was when s was
+// only cancelled (a lender whose grants went to requests another account
+// had granted the same moment lent a third of its room: both queues hand
+// out grants oldest first, so their heads are the same requests). s's
+// tokens are given back and the waiter's charged, its slot handed on.
+func (l *limiter) handBack(s *Lease) {
+	c := s.class
+	held := c == classify.Bulk && (l.UpstreamHold() > 0 || l.loop.pending.holds(time.Now()))
+	s.cancel()
+	if !held {
+		l.queue.handOne(c, l.limits.Load().enforced.AccountTPM > 0)
 	}
 }
 

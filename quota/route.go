@@ -18,7 +18,8 @@ import (
 // — the accounts that serve its class first, in order, then those that
 // lend to it — and when every one is busy, at all of them at once: the
 // first to grant it wins, and the others let it go (a grant that raced
-// the let-go is handed back, its tokens returned). So a request goes to
+// the let-go is handed on to the next waiter there, limiter.handBack: the
+// store counted it in its window). So a request goes to
 // its own account while that has room, borrows the moment it has none,
 // and never waits at one account while another it may use has room.
 
@@ -167,8 +168,8 @@ func admitFirst(ctx context.Context, routes []route, req Request, first int) (*L
 		case won == nil:
 			won = a.lease
 			letGo(errLetGo)
-		default: // granted before it heard of the first: it never goes
-			a.lease.cancel()
+		default: // granted before it heard of the first: it never goes, its grant goes on
+			routes[a.i].l.handBack(a.lease)
 		}
 	}
 	if won != nil {

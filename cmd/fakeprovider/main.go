@@ -14,6 +14,13 @@
 //	fakeprovider -rpm 600 -tpm 60000 -enforce-tpm -window 10s \
 //	    -model gpt-4o:rpm=300,tpm=30000 -model gpt-4o-mini:tpm=100000
 //
+// -dialect speaks an OpenAI-compatible host's rate-limit headers on the
+// OpenAI paths (together, fireworks, mistral, groq; deepseek sends none
+// and keeps a queued request open with keep-alives every -keep-alive);
+// -over-capacity answers a share of requests 503, the model over capacity:
+//
+//	fakeprovider -dialect together -rpm 600 -tpm 60000 -over-capacity 0.1
+//
 // It serves the Responses API over WebSocket (GET /v1/responses with
 // Upgrade: websocket) and Realtime sessions (GET /v1/realtime?model=…)
 // as well; -ws-max-age bounds how long a socket stays open (60 minutes,
@@ -74,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "rpm", cfg.RPM, "tpm", cfg.TPM, "enforce_tpm", cfg.EnforceTPM,
-		"window", cfg.Window, "models", len(cfg.Models), "slots", cfg.Slots,
+		"window", cfg.Window, "models", len(cfg.Models), "slots", cfg.Slots, "dialect", string(cfg.Dialect), "over_capacity", cfg.OverCapacity,
 		"latency", cfg.Latency, "chunks", cfg.StreamChunks, "chunk_interval", cfg.ChunkInterval,
 		"ws_max_age", cfg.WSMaxAge, "ws_max_message_bytes", cfg.WSMaxMessageBytes)
 	served := make(chan error, 1)
@@ -125,6 +132,13 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 	})
 	fs.DurationVar(&cfg.WSMaxAge, "ws-max-age", cfg.WSMaxAge, "how long a WebSocket (Responses or Realtime) may stay open; then an error event and close 1000, as OpenAI's 60 minutes")
 	fs.Int64Var(&cfg.WSMaxMessageBytes, "ws-max-message", cfg.WSMaxMessageBytes, "largest client message on a WebSocket, in bytes; larger closes it with 1009")
+	fs.Func("dialect", "the OpenAI-compatible host whose rate-limit headers and habits the OpenAI paths speak: openai, together, fireworks, mistral, groq or deepseek", func(v string) error {
+		d, err := fakeprovider.ParseDialect(v)
+		cfg.Dialect = d
+		return err
+	})
+	fs.DurationVar(&cfg.KeepAlive, "keep-alive", cfg.KeepAlive, "with -dialect deepseek, how often a queued request's wait is filled with a keep-alive (0 = 1s)")
+	fs.Float64Var(&cfg.OverCapacity, "over-capacity", cfg.OverCapacity, "share of requests (0..1) answered 503 because the model is over capacity, as Together answers (0 = none)")
 	fs.IntVar(&cfg.MaxOutputTokens, "max-output-tokens", cfg.MaxOutputTokens, "most output tokens a chat request may ask for; more is answered 400 (0 = 2^31-1)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err

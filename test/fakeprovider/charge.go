@@ -37,6 +37,10 @@ func (p *Provider) limit(a *arrival, api api, path string, body []byte, now time
 func (p *Provider) limitCharge(a *arrival, api api, model string, prompt int, f chargeFields, now time.Time) {
 	lim := p.limitsFor(model)
 	a.limits = lim
+	if p.cfg.Dialect == DialectFireworks && api == openAI {
+		p.limitFireworks(a, lim, prompt, now)
+		return
+	}
 	a.admitted, a.requests = lim.requests.admit(now)
 	if api == anthropic && p.cfg.EnforceTPM {
 		var ok bool

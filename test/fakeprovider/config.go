@@ -89,6 +89,17 @@ type Config struct {
 	// capacity (see SetFlexUnavailable, which changes it while serving).
 	// Zero: flex always has capacity.
 	FlexUnavailable float64
+	// Dialect is the OpenAI-compatible host whose words the OpenAI paths
+	// speak (dialects.go): its rate-limit headers, its buckets' spans,
+	// DeepSeek's keep-alives. Zero: OpenAI's.
+	Dialect Dialect
+	// KeepAlive is how often DialectDeepSeek fills a queued request's
+	// wait with a keep-alive. Zero means DefaultKeepAlive.
+	KeepAlive time.Duration
+	// OverCapacity is the share of requests, 0..1, the rate limit admits
+	// that are answered 503 because the model is over capacity (see
+	// SetOverCapacity, which changes it while serving). Zero: never.
+	OverCapacity float64
 	// WSMaxAge is how long a WebSocket (a Responses socket, a Realtime
 	// session) may stay open, as OpenAI's last at most 60 minutes: at
 	// that age the provider sends an error event
@@ -152,6 +163,13 @@ func (c Config) Validate() error {
 	check("slots", c.Slots < 0, c.Slots)
 	check("ws_max_age", c.WSMaxAge < 0, c.WSMaxAge)
 	check("ws_max_message_bytes", c.WSMaxMessageBytes < 0, c.WSMaxMessageBytes)
+	check("keep_alive", c.KeepAlive < 0, c.KeepAlive)
+	if _, err := ParseDialect(string(c.Dialect)); err != nil {
+		errs = append(errs, err)
+	}
+	if !(c.OverCapacity >= 0 && c.OverCapacity <= 1) {
+		errs = append(errs, fmt.Errorf("fakeprovider: over_capacity must be between 0 and 1, got %v", c.OverCapacity))
+	}
 	if !(c.FlexUnavailable >= 0 && c.FlexUnavailable <= 1) {
 		errs = append(errs, fmt.Errorf("fakeprovider: flex_unavailable must be between 0 and 1, got %v", c.FlexUnavailable))
 	}

@@ -58,6 +58,12 @@
 // server is: latency stretched by the requests in service over the slots.
 // [Config.EndLag] ends a stream that long after its last event, as an
 // upstream's end may lag its terminal event.
+// [Config.Dialect] makes the OpenAI paths speak an OpenAI-compatible
+// host's words (dialects.go): Together's, Fireworks', Mistral's and
+// Groq's rate-limit headers from buckets of their own spans, DeepSeek's
+// keep-alives while a request queues; [Config.OverCapacity] (or
+// [Provider.SetOverCapacity]) answers a share of the admitted requests 503,
+// the model over capacity, as Together tells it from a caller's 429.
 // Anthropic's token remainders are rounded to the nearest thousand, as
 // Anthropic's are. Batch endpoints have their own quota at real providers,
 // so they are neither debited nor limited here.

@@ -47,6 +47,8 @@ type Provider struct {
 	socketsClosing int
 	// jobs are the files and batches (files.go, batch.go).
 	jobs *batchJobs
+	// capacity is Config.OverCapacity's state (dialects.go).
+	capacity capacityFault
 }
 
 var _ http.Handler = (*Provider)(nil)
@@ -55,7 +57,8 @@ var _ http.Handler = (*Provider)(nil)
 // on Config; negative ones count as zero.
 func New(cfg Config) *Provider {
 	p := &Provider{cfg: cfg.withDefaults(), slots: max(cfg.Slots, 0), flexShare: clampShare(cfg.FlexUnavailable), jobs: newBatchJobs(),
-		idle: make(chan struct{}), sockets: make(map[*socketConn]struct{}), socketsGone: make(chan struct{})}
+		idle: make(chan struct{}), sockets: make(map[*socketConn]struct{}), socketsGone: make(chan struct{}),
+		capacity: capacityFault{share: clampShare(cfg.OverCapacity)}}
 	close(p.idle)
 	close(p.socketsGone)
 	p.resetLocked()
@@ -70,9 +73,12 @@ type limits struct {
 }
 
 // newLimits are full buckets of rpm, tpm and otpm a minute, refilled per
-// cfg (Window), filled to cfg.TPMStart.
+// cfg (Window), holding what cfg's dialect holds (Dialect.spans), filled
+// to cfg.TPMStart.
 func newLimits(cfg Config, rpm, tpm, otpm int) *limits {
-	l := &limits{requests: newBucket(rpm, cfg.Window), tokens: newBucket(tpm, cfg.Window), output: newBucket(otpm, cfg.Window)}
+	rs, ts, os := cfg.Dialect.spans()
+	l := &limits{requests: newSpanBucket(rpm, cfg.Window, rs), tokens: newSpanBucket(tpm, cfg.Window, ts),
+		output: newSpanBucket(otpm, cfg.Window, os)}
 	if f := cfg.TPMStart; f > 0 && f < 1 {
 		l.tokens.level *= f
 		l.output.level *= f
@@ -190,9 +196,12 @@ func (x *exchange) serve(readErr error) {
 		return
 	}
 	x.faults = f
+	if x.overCapacity() {
+		return
+	}
 	slowdown, done := p.enterService(x.now)
 	defer done()
-	if !x.wait(time.Duration(float64(f.latencyOr(p.cfg.Latency)) * slowdown)) {
+	if !x.queue(time.Duration(float64(f.latencyOr(p.cfg.Latency)) * slowdown)) {
 		return
 	}
 	if f.status != 0 {
@@ -200,6 +209,7 @@ func (x *exchange) serve(readErr error) {
 		return
 	}
 	x.route()
+	x.chargeGenerated()
 }
 
 // setHeaders writes the rate-limit and request-id headers every response
@@ -215,7 +225,9 @@ func (x *exchange) setHeaders() {
 	case azure:
 		setAzureLimitHeaders(h, x.arr.requests, x.arr.tokens)
 	default:
-		setOpenAILimitHeaders(h, x.arr.requests, x.arr.tokens)
+		if !x.setDialectLimitHeaders(h) {
+			setOpenAILimitHeaders(h, x.arr.requests, x.arr.tokens)
+		}
 	}
 	h.Set("x-request-id", id)
 }

@@ -28,6 +28,13 @@ type limitState struct {
 	remaining int           // the level at the per-minute scale, floored, never below zero
 	untilFull time.Duration // time until the bucket is full again
 	retry     time.Duration // time until a request would be admitted
+	// full and left are the bucket's level when full and now, floored,
+	// never below zero: the limit and remaining over the bucket's own
+	// span (a dialect's, dialects.go), where limit and remaining are a
+	// minute's. over says the level is below zero: more was spent than
+	// the bucket held.
+	full, left int
+	over       bool
 }
 
 func newBucket(perMinute int, window time.Duration) bucket {
@@ -126,11 +133,24 @@ func (b *bucket) positive(now time.Time) (bool, limitState) {
 	return false, st
 }
 
+// stateAt is the bucket's state at now, refilled; nothing for an
+// unlimited bucket.
+func (b *bucket) stateAt(now time.Time) limitState {
+	if b.capacity == 0 {
+		return limitState{}
+	}
+	b.refill(now)
+	return b.state(now)
+}
+
 func (b *bucket) state(now time.Time) limitState {
 	st := limitState{
 		limit:     int(b.capacity),
 		remaining: int(math.Floor(math.Max(b.level, 0) * b.capacity / b.full)),
 		untilFull: b.until(now, b.full-b.level),
+		full:      int(math.Floor(b.full)),
+		left:      int(math.Floor(math.Max(b.level, 0))),
+		over:      b.level < 0,
 	}
 	if b.level < 1 {
 		st.retry = b.until(now, 1-b.level)
