@@ -224,13 +224,15 @@ func runAccountsBorrow(t *testing.T, srv *redistest.Server, replicas int) {
 			t.Errorf("bulk took %d of chat in a second (%v), more than the %d above its reserve", n, steady, accountsBorrowed)
 		}
 	}
-	// Without borrowing it is 0. With it, a second now and then dips to a
-	// third of what chat lends while its windows and the fleet's catch up
-	// (seen alike on the code before and after issue 35's split: [14 8 14
-	// 14 4 14], [10 5 5 11] in the steady seconds), so the mean is asked
-	// to be half of it, not more.
-	if mean := float64(total) / float64(len(steady)); mean < 0.5*accountsBorrowed {
-		t.Errorf("bulk borrowed %.1f a second of chat while interactive was idle, want at least %.0f of the %d it lends", mean, 0.5*accountsBorrowed, accountsBorrowed)
+	// Without borrowing it is 0. A second used to dip to a third of what
+	// chat lends ([14 6 4 4 5 14] on a loaded machine): the grants chat
+	// gave requests that bulk's own account granted the same moment were
+	// thrown away, the window's request lost (quota's limiter.handBack
+	// hands them on now; quota's TestAccountsLentGrantIsNotLost). The
+	// mean is asked to be three quarters of it: a second's edge still
+	// lands a burst in the next on a loaded machine.
+	if mean := float64(total) / float64(len(steady)); mean < 0.75*accountsBorrowed {
+		t.Errorf("bulk borrowed %.1f a second of chat while interactive was idle, want at least %.1f of the %d it lends", mean, 0.75*accountsBorrowed, accountsBorrowed)
 	}
 	// Interactive was admitted at once, and chat never refused.
 	if n := slow.Load(); n > 0 {
