@@ -46,6 +46,26 @@ func accountProvider(a Account, upstream Provider) Provider {
 	return upstream
 }
 
+// AccountProviders are the providers of c's accounts, in order, as
+// check-config prints them: the provider's name, with "(told by the
+// host)" where neither the account nor upstream.provider names it; ""
+// for an account whose url does not parse. c is valid.
+func AccountProviders(c UpstreamConfig) []string {
+	out := make([]string, len(c.Accounts))
+	for i, a := range c.Accounts {
+		u, err := url.Parse(a.URL)
+		if err != nil {
+			continue
+		}
+		p := newUpstreamProvider(accountProvider(a, c.Provider), u)
+		out[i] = p.host.String()
+		if !p.named {
+			out[i] += " (told by the host)"
+		}
+	}
+	return out
+}
+
 // serves reports whether an account of provider p serves family f: the
 // family's own provider's accounts do, and OpenAI's paths go to OpenAI's
 // and any OpenAI-compatible server's.

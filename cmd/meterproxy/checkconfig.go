@@ -28,7 +28,7 @@ func checkConfig(cfg Config, w io.Writer) error {
 	const gap = "\t\t"
 	var inFlight int64
 	if len(q.Accounts) > 0 {
-		inFlight = printAccounts(p, q, cfg.Upstream.Accounts)
+		inFlight = printAccounts(p, q, cfg.Upstream)
 	} else {
 		p("pool default (the account)\tfleet\tper replica (÷ %d expected replicas: %s)", cfg.Account.ExpectedReplicas, perReplicaMeaning(q))
 		printPool(p, q)

@@ -12,13 +12,15 @@ import (
 )
 
 // printAccounts prints, for each of upstream.accounts, a section: where it
-// is (the URL's host alone: a URL may carry credentials), which variable
-// holds its key (by name: the key is never printed), what it serves and
+// is (the URL's host alone: a URL may carry credentials) and its
+// provider, which variable holds its key (by name: the key is never printed), what it serves and
 // lends, what each class may take there, then its pools' numbers as the
 // one account's are printed. It returns every pool's in-flight bound of
 // every account together, which the one transport is sized for. q is
-// the quota configuration of accounts (q.Accounts their quota part).
-func printAccounts(p func(string, ...any), q quota.Config, accounts []proxy.Account) int64 {
+// the quota configuration of upstream's accounts (q.Accounts their quota
+// part).
+func printAccounts(p func(string, ...any), q quota.Config, upstream proxy.UpstreamConfig) int64 {
+	accounts, providers := upstream.Accounts, proxy.AccountProviders(upstream)
 	const gap = "\t\t"
 	var inFlight int64
 	for i, pa := range accounts {
@@ -29,6 +31,7 @@ func printAccounts(p func(string, ...any), q quota.Config, accounts []proxy.Acco
 		}
 		p("account %s (upstream.accounts[%d])\t", a.Name, i)
 		p("  upstream host\t%s", hostOf(pa.URL))
+		p("  provider\t%s", providers[i])
 		// The configuration is valid, and that requires the variable set.
 		p("  key\tfrom $%s (set; the key is never printed)", pa.APIKeyEnv)
 		p("  serves / lends to\t%s / %s", classList(a.Serves), classList(a.LendsTo))

@@ -26,6 +26,7 @@ func TestCheckConfigAccounts(t *testing.T) {
 	for _, want := range []string{
 		`account chat-project \(upstream\.accounts\[0\]\)`,
 		`upstream host\s+api\.openai\.com\n`,
+		`provider\s+openai \(told by the host\)\n`,
 		`key\s+from \$OPENAI_KEY_CHAT \(set; the key is never printed\)`,
 		`serves / lends to\s+interactive / bulk\n`,
 		`interactive here\s+served \(account 1 of 1 for interactive: chat-project\); any free capacity, at most 166\.67 requests/s, 200 in flight; ` +
