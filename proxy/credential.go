@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/meterproxy/meterproxy/classify"
 )
 
 // credentialHeaders are the headers a caller may carry its key in.
-var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
+var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key", "X-Goog-Api-Key"}
 
 // accountSelectors are the request headers that choose which of a key's
 // organizations and projects a request is charged to and limited under:
@@ -17,7 +19,8 @@ var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
 var accountSelectors = []string{"Openai-Organization", "Openai-Project"}
 
 // replaceCredential puts key where the caller put its own (Authorization:
-// Bearer, api-key or x-api-key) and drops every other credential header,
+// Bearer, api-key, x-api-key or x-goog-api-key; a Gemini caller's ?key=
+// is one of them by then, keyFromQuery) and drops every other credential header,
 // and the caller's account selectors: they would choose among the
 // organizations and projects of key, not of the caller's own. A caller
 // without a key gets it in fallback, the header its API reads a key from
@@ -38,4 +41,39 @@ func replaceCredential(h http.Header, fallback, key string) {
 		return
 	}
 	h.Set(used, key)
+}
+
+// queryKey is the query parameter the Gemini API also reads a key from.
+const queryKey = "key"
+
+// keyFromQuery moves a Gemini caller's ?key= into the X-Goog-Api-Key
+// header of r, which the Gemini API reads a key from too, before anything
+// reads r: from then on the key is classified as any other credential
+// (classify.Credential), a different key in the header conflicts with it
+// (classify.ConflictingCredentials), and it never stands in the URL that
+// goes upstream, into a log or into a trace. Only paths of Gemini's
+// families are read (elsewhere "key" may mean something else); every
+// value of it is moved, and r's URL keeps the rest of its query as sent.
+func keyFromQuery(r *http.Request) {
+	if f := familyOf(r.URL.Path); f != familyGemini && f != familyGeminiOpenAI || !strings.Contains(r.URL.RawQuery, queryKey) {
+		return
+	}
+	var kept []string
+	moved := false
+	for part := range strings.SplitSeq(r.URL.RawQuery, "&") {
+		name, value, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); err != nil || n != queryKey {
+			kept = append(kept, part)
+			continue
+		}
+		if v, err := url.QueryUnescape(value); err == nil {
+			r.Header.Add("X-Goog-Api-Key", v)
+		} else {
+			r.Header.Add("X-Goog-Api-Key", value)
+		}
+		moved = true
+	}
+	if moved {
+		r.URL.RawQuery = strings.Join(kept, "&")
+	}
 }

@@ -193,11 +193,14 @@ func (f refusal) write(w http.ResponseWriter, shape errorShape) {
 		h.Set("Retry-After-Ms", strconv.FormatInt(max(f.retryAfter.Milliseconds(), 1), 10))
 	}
 	var body any
-	if shape == shapeAnthropic {
+	switch shape {
+	case shapeAnthropic:
 		var e anthropicError
 		e.Type, e.Error.Type, e.Error.Message = "error", f.kind, f.message
 		body = e
-	} else {
+	case shapeGoogle:
+		body = f.googleBody()
+	default:
 		var e openAIError
 		e.Error.Message, e.Error.Type, e.Error.Code = f.message, f.kind, f.reason
 		body = e
