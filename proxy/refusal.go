@@ -158,6 +158,7 @@ var refusalCodes = []reasonStatus{
 	{reasonTooManyStreams, http.StatusTooManyRequests},
 	{reasonTooManySockets, http.StatusTooManyRequests},
 	{reasonTooManySessions, http.StatusTooManyRequests},
+	{reasonNoQuotaForModel, http.StatusTooManyRequests},
 }
 
 // openAIError is OpenAI's (and Azure's) error body.
