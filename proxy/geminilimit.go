@@ -17,7 +17,10 @@ import (
 // brings any, so nothing is held, the answer is no rate limit for the
 // adaptive bound (exchange.answer), and the caller gets meterproxy's own
 // refusal, no_quota_for_model, naming the model, in its API's shape
-// (noQuotaAnswer) — unless another account takes the request (spillTo).
+// (noQuotaAnswer) — unless another account takes the request (spillTo),
+// or under mode: shadow, where the provider's answer passes as sent. Only
+// the answer to a request that spent this account is read (observe): a
+// caller's own key's 429 passes as sent.
 
 // reasonNoQuotaForModel: the account's Gemini tier has no quota for the
 // request's model (Google's 429 with a quota of 0); nothing is held.
