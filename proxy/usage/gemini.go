@@ -37,7 +37,6 @@ const (
 )
 
 var (
-	geminiUsageKey  = []byte(`"usageMetadata"`)
 	geminiFinishKey = []byte(`"finishReason"`)
 	geminiBlockKey  = []byte(`"blockReason"`)
 )
