@@ -193,13 +193,15 @@ func TestProviderCombinations(t *testing.T) {
 	families := []struct {
 		path       string
 		credential func(seen) string
-		anthropic  bool
+		shape      errorShape
 	}{
-		{"/v1/chat/completions", func(s seen) string { return s.Authorization }, false},
-		{"/v1/responses", func(s seen) string { return s.Authorization }, false},
-		{"/v1/messages", func(s seen) string { return s.XAPIKey }, true},
-		{"/openai/deployments/gpt-4o/chat/completions", func(s seen) string { return s.APIKey }, false},
-		{"/openai/v1/chat/completions", func(s seen) string { return s.APIKey }, false},
+		{"/v1/chat/completions", func(s seen) string { return s.Authorization }, shapeOpenAI},
+		{"/v1/responses", func(s seen) string { return s.Authorization }, shapeOpenAI},
+		{"/v1/messages", func(s seen) string { return s.XAPIKey }, shapeAnthropic},
+		{"/openai/deployments/gpt-4o/chat/completions", func(s seen) string { return s.APIKey }, shapeOpenAI},
+		{"/openai/v1/chat/completions", func(s seen) string { return s.APIKey }, shapeOpenAI},
+		{"/v1beta/openai/chat/completions", func(s seen) string { return s.Authorization }, shapeOpenAI},
+		{"/v1beta/models/gemini-2.0-flash:generateContent", func(s seen) string { return s.XGoogAPIKey }, shapeGoogle},
 	}
 	for _, provider := range providers {
 		t.Run(string(provider), func(t *testing.T) {
@@ -213,7 +215,7 @@ func TestProviderCombinations(t *testing.T) {
 					t.Fatalf("%s: %d %s: %v", f.path, status, raw, err)
 				}
 				want := "sk-upstream"
-				if f.path == "/v1/chat/completions" || f.path == "/v1/responses" {
+				if f.path == "/v1/chat/completions" || f.path == "/v1/responses" || f.path == "/v1beta/openai/chat/completions" {
 					want = "Bearer sk-upstream"
 				}
 				if c := f.credential(got); c != want {
@@ -223,9 +225,14 @@ func TestProviderCombinations(t *testing.T) {
 				if status != http.StatusBadRequest {
 					t.Fatalf("%s: a repeated key answered %d %s", f.path, status, raw)
 				}
-				if f.anthropic {
+				switch f.shape {
+				case shapeAnthropic:
 					anthropicShape("invalid_request_error")(t, raw)
-				} else {
+				case shapeGoogle:
+					if e := googleErrorOf(t, raw); e.Error.Status != "INVALID_ARGUMENT" || e.Error.Code != http.StatusBadRequest || e.reason() != reasonDuplicateKey {
+						t.Errorf("%s: %s, want Google's INVALID_ARGUMENT naming duplicate_key", f.path, raw)
+					}
+				default:
 					openAIShape("invalid_request_error", reasonDuplicateKey)(t, raw)
 				}
 			}
