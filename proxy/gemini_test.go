@@ -139,7 +139,7 @@ func (e googleError) reason() string {
 // and is answered no_quota_for_model in the API's shape, naming the
 // model: Google's on the native API, OpenAI's on the compatible one.
 func TestGeminiRetryInfoHolds(t *testing.T) {
-	fake := fakeprovider.New(fakeprovider.Config{Models: []fakeprovider.ModelLimits{{Name: "gemini-2.0-flash", RPM: 1}, {Name: "gemini-2.5-pro", NoQuota: true}}})
+	fake := fakeprovider.New(fakeprovider.Config{Models: []fakeprovider.ModelLimits{{Name: "gemini-2.5-pro", NoQuota: true}}})
 	p := geminiProxy(t, fake, nil)
 	noQuota := []struct {
 		path, body string
@@ -162,19 +162,28 @@ func TestGeminiRetryInfoHolds(t *testing.T) {
 	if got := counterValue(t, p.reg, "meterproxy_refusals_total", map[string]string{"reason": reasonNoQuotaForModel}); got != 2 {
 		t.Errorf("meterproxy_refusals_total{reason=no_quota_for_model} = %v, want 2", got)
 	}
-	path := "/v1beta/models/gemini-2.0-flash:generateContent"
-	if status, _, b := do(t, newRequest(t, http.MethodPost, p.URL+path, geminiRequestBody)); status != http.StatusOK {
-		t.Fatalf("the first request: %d %s", status, b) // it carries the no-quota answers' hold to the limiter, were there one
+	if status, _, b := do(t, newRequest(t, http.MethodPost, p.URL+"/v1beta/models/gemini-2.5-flash:generateContent", geminiRequestBody)); status != http.StatusOK {
+		t.Fatalf("the next request: %d %s", status, b) // it carries the no-quota answers' hold to the limiter, were there one
 	}
 	if hold := p.admitter.State().UpstreamHoldSeconds; hold != 0 {
 		t.Errorf("after the answers without quota: upstream hold %vs, want none", hold)
 	}
-	status, h, b := do(t, newRequest(t, http.MethodPost, p.URL+path, geminiRequestBody))
-	if status != http.StatusTooManyRequests || h.Get("Retry-After") != "" {
-		t.Fatalf("the second request: %d %v %s", status, h, b)
+	for _, tc := range []struct{ name, path, body string }{
+		{"native", "/v1beta/models/gemini-2.0-flash:generateContent", geminiRequestBody},
+		{"openai-compatible", "/v1beta/openai/chat/completions", `{"model":"gemini-2.0-flash","messages":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakeprovider.New(fakeprovider.Config{Models: []fakeprovider.ModelLimits{{Name: "gemini-2.0-flash", RPM: 1}}})
+			p := geminiProxy(t, fake, nil)
+			if status, _, b := do(t, newRequest(t, http.MethodPost, p.URL+tc.path, tc.body)); status != http.StatusOK {
+				t.Fatalf("the first request: %d %s", status, b)
+			}
+			status, h, b := do(t, newRequest(t, http.MethodPost, p.URL+tc.path, tc.body))
+			if status != http.StatusTooManyRequests || h.Get("Retry-After") != "" || !strings.Contains(string(b), "google.rpc.RetryInfo") ||
+				strings.Contains(string(b), "meterproxy") {
+				t.Fatalf("the second request: %d %v %s, want Google's 429 passed on as sent", status, h, b)
+			}
+			waitFor(t, "the hold RetryInfo asks for", func() bool { return p.admitter.State().UpstreamHoldSeconds > 1 })
+		})
 	}
-	if e := googleErrorOf(t, b); !strings.Contains(string(b), "google.rpc.RetryInfo") || e.reason() != "" {
-		t.Errorf("the upstream's 429 was not passed on as Google sent it: %s", b)
-	}
-	waitFor(t, "the hold RetryInfo asks for", func() bool { return p.admitter.State().UpstreamHoldSeconds > 1 })
 }
