@@ -55,7 +55,10 @@ const queryKey = "key"
 // families are read (elsewhere "key" may mean something else); every
 // value of it is moved, and r's URL keeps the rest of its query as sent.
 func keyFromQuery(r *http.Request) {
-	if f := familyOf(r.URL.Path); f != familyGemini && f != familyGeminiOpenAI || !strings.Contains(r.URL.RawQuery, queryKey) {
+	if r.URL.RawQuery == "" {
+		return
+	}
+	if f := familyOf(r.URL.Path); f != familyGemini && f != familyGeminiOpenAI { // a name spelt escaped ("%6Bey") is the key too
 		return
 	}
 	var kept []string
