@@ -168,13 +168,17 @@ func TestGeminiRetryInfoHolds(t *testing.T) {
 	if hold := p.admitter.State().UpstreamHoldSeconds; hold != 0 {
 		t.Errorf("after the answers without quota: upstream hold %vs, want none", hold)
 	}
-	for _, tc := range []struct{ name, path, body string }{
-		{"native", "/v1beta/models/gemini-2.0-flash:generateContent", geminiRequestBody},
-		{"openai-compatible", "/v1beta/openai/chat/completions", `{"model":"gemini-2.0-flash","messages":[]}`},
+	for _, tc := range []struct {
+		name, path, body string
+		provider         Provider
+	}{
+		{"native", "/v1beta/models/gemini-2.0-flash:generateContent", geminiRequestBody, "gemini"},
+		{"openai-compatible", "/v1beta/openai/chat/completions", `{"model":"gemini-2.0-flash","messages":[]}`, "gemini"},
+		{"through a gateway", "/v1beta/models/gemini-2.0-flash:generateContent", geminiRequestBody, "openai-compatible"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := fakeprovider.New(fakeprovider.Config{Models: []fakeprovider.ModelLimits{{Name: "gemini-2.0-flash", RPM: 1}}})
-			p := geminiProxy(t, fake, nil)
+			p := geminiProxy(t, fake, func(c *Config, _ *quota.Config) { c.Upstream.Provider = tc.provider })
 			if status, _, b := do(t, newRequest(t, http.MethodPost, p.URL+tc.path, tc.body)); status != http.StatusOK {
 				t.Fatalf("the first request: %d %s", status, b)
 			}

@@ -26,6 +26,13 @@ import (
 // request's model (Google's 429 with a quota of 0); nothing is held.
 const reasonNoQuotaForModel = "no_quota_for_model"
 
+// fromGoogle says ex's answer may be Google's: its account's dialect is
+// Gemini, or its path is one of Gemini's families (a gateway named
+// openai-compatible in front of Gemini passes Google's 429 on as sent).
+func (ex *exchange) fromGoogle() bool {
+	return ex.dialect == dialectGemini || families[ex.rt.family].dialect == dialectGemini
+}
+
 // googleLimitOf reads what resp, a Gemini 429, says in its body (its
 // first ratelimit.MaxGoogleError bytes); resp's body reads whole
 // afterwards all the same.

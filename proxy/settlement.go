@@ -108,7 +108,7 @@ func (mt *metering) observe(resp *http.Response, now time.Time, ex *exchange) {
 	}
 	ex.dest.noQuota = nil
 	obs := ratelimit.Parse(resp.Header, now)
-	if limited && ex.dialect == dialectGemini && heedGoogle(resp, ex, &obs) {
+	if limited && ex.fromGoogle() && heedGoogle(resp, ex, &obs) {
 		return // no quota for the model: nothing to wait for (geminilimit.go)
 	}
 	mt.heed(ex, obs, resp.StatusCode, limited, refillOf(ex.live.Refill, ex.dialect, resp.Header), now)
