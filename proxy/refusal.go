@@ -83,8 +83,8 @@ const (
 	// differently (front door).
 	reasonNonCanonicalPath = "non_canonical_path"
 	// reasonConflictingCredentials: more than one credential header
-	// (Authorization, api-key, x-api-key) with different values (front
-	// door).
+	// (Authorization, api-key, x-api-key, x-goog-api-key, or a Gemini
+	// path's ?key=) with different values (front door).
 	reasonConflictingCredentials = "conflicting_credentials"
 	// reasonBodyTimeout: the body did not arrive within
 	// server.body_read_timeout.
