@@ -1,6 +1,7 @@
 package test
 
 import (
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +16,9 @@ import (
 // geminiAccountKey is the Gemini account's key the proxy holds.
 const geminiAccountKey = "AIzaSy-e2e-gemini-account-key-000"
 
+// gemini-2.5-flash's prices, USD per million tokens (config.example.yaml).
+const geminiFlashIn, geminiFlashCached, geminiFlashOut = 0.30, 0.03, 2.50
+
 const geminiBody = `{"contents":[{"role":"user","parts":[{"text":"count the sheep"}]}],"generationConfig":{"thinkingConfig":{"thinkingBudget":5}}}`
 
 // TestGemini (issue 36 item 2): meterproxy in front of a Gemini account
@@ -25,7 +29,8 @@ const geminiBody = `{"contents":[{"role":"user","parts":[{"text":"count the shee
 //   - Both APIs, plain and streamed (Gemini's SSE and its JSON array; the
 //     OpenAI-compatible endpoint's chat completions, plain and SSE), are
 //     metered at exactly the usage the fake reports, thoughts as output,
-//     with the account's key where each API reads it.
+//     and priced at it (cached content at its price), with the account's
+//     key where each API reads it.
 //   - A model without quota (Google's 429 with quotaValue "0") is
 //     answered no_quota_for_model in each API's shape, and holds nothing.
 //   - Gemini's own 429 (RESOURCE_EXHAUSTED, no rate-limit header, its
@@ -43,6 +48,7 @@ func TestGemini(t *testing.T) {
 	// Windows that never bind: only the upstream's word may hold a request.
 	cfg.set("account.requests_per_minute", 6_000_000)
 	cfg.set("classes.bulk.max_wait", "30s")
+	cfg.set("prices", []map[string]any{{"match": []string{"gemini-2.5-flash*"}, "input": geminiFlashIn, "cached_input": geminiFlashCached, "output": geminiFlashOut}})
 	env := append([]string{"METERPROXY_UPSTREAM_API_KEY=" + geminiAccountKey}, fleetEnv...)
 	p := startProxy(t, cfg, env, chatKey, importKey, geminiAccountKey)
 	client := newClient(t, 4)
@@ -58,6 +64,8 @@ func TestGemini(t *testing.T) {
 			{"generateContent", "/v1beta/models/gemini-2.5-flash:generateContent", geminiBody, native(chatKey), "application/json"},
 			{"v1 generateContent", "/v1/models/gemini-2.5-flash:generateContent", geminiBody, native(chatKey), "application/json"},
 			{"streamGenerateContent alt=sse", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", geminiBody, native(chatKey), "text/event-stream"},
+			{"cached content", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", geminiBody,
+				map[string]string{"X-Goog-Api-Key": chatKey, fakeprovider.HeaderCachedTokens: "4"}, "text/event-stream"},
 			{"streamGenerateContent JSON array", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", geminiBody, native(chatKey), "application/json"},
 			{"key in the query", "/v1beta/models/gemini-2.5-flash:generateContent?key=" + chatKey, geminiBody, nil, "application/json"},
 			{"openai-compatible", "/v1beta/openai/chat/completions", `{"model":"gemini-2.5-flash","messages":[{"role":"user","content":"hi"}]}`,
@@ -68,6 +76,8 @@ func TestGemini(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				fake.Reset()
+				spend := map[string]string{"caller": "chat-frontend", "estimated": "false"}
+				spent0 := scrape(t, p.AdminURL).Sum("meterproxy_spend_usd_total", spend)
 				before := readTokens(scrape(t, p.AdminURL), "chat-frontend")
 				status, h, b := post(t, client, p.URL+tc.path, tc.body, tc.headers)
 				if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), tc.contentType) {
@@ -82,6 +92,13 @@ func TestGemini(t *testing.T) {
 				want := tokenCount{int64(u.InputTokens), int64(u.OutputTokens)}
 				if got.reported != want || got.estimated != (tokenCount{}) || want.in == 0 || want.out == 0 {
 					t.Errorf("metered %s reported, %s estimated; the fake reports %s", got.reported, got.estimated, want)
+				}
+				if _, cached := tc.headers[fakeprovider.HeaderCachedTokens]; cached != (u.CachedTokens == 4) {
+					t.Errorf("the fake reports %d cached tokens", u.CachedTokens)
+				}
+				cost := (float64(u.InputTokens-u.CachedTokens)*geminiFlashIn + float64(u.CachedTokens)*geminiFlashCached + float64(u.OutputTokens)*geminiFlashOut) / 1e6
+				if spent := scrape(t, p.AdminURL).Sum("meterproxy_spend_usd_total", spend) - spent0; math.Abs(spent-cost) > cost*1e-6 || cost == 0 {
+					t.Errorf("spent $%.9f, want $%.9f (%+v at gemini-2.5-flash's prices)", spent, cost, *u)
 				}
 				if strings.HasPrefix(tc.path, "/v1beta/openai/") {
 					if seen.Get("Authorization") != "Bearer "+geminiAccountKey {
