@@ -6,12 +6,13 @@ import (
 )
 
 // credentialHeaders are the canonical names of the headers Credential reads,
-// in the order it reads them: OpenAI style, Azure OpenAI, Anthropic.
-var credentialHeaders = [...]string{"Authorization", "Api-Key", "X-Api-Key"}
+// in the order it reads them: OpenAI style, Azure OpenAI, Anthropic,
+// Google's Gemini API.
+var credentialHeaders = [...]string{"Authorization", "Api-Key", "X-Api-Key", "X-Goog-Api-Key"}
 
 // Credential returns where the caller put its API key and the key itself.
 // It looks at "Authorization" (scheme "Bearer", matched case-insensitively),
-// then "Api-Key", then "X-Api-Key"; the first that holds a non-empty key
+// then "Api-Key", then "X-Api-Key", then "X-Goog-Api-Key"; the first that holds a non-empty key
 // wins. Keys are trimmed of surrounding spaces and tabs. header is the
 // canonical header name. ok is false when no header holds a key; an
 // Authorization header with another scheme (such as Basic) is skipped.
@@ -51,7 +52,7 @@ func BearerToken(v string) (token string, ok bool) {
 func trim(s string) string { return strings.Trim(s, " \t") }
 
 // ConflictingCredentials reports whether h carries more than one distinct
-// credential: two of Authorization, Api-Key and X-Api-Key (or two lines of
+// credential: two of Authorization, Api-Key, X-Api-Key and X-Goog-Api-Key (or two lines of
 // one of them) holding different values. Credential reads one of them and
 // the provider may authenticate with another, so such a request must not be
 // classified by one key and forwarded with the other. An Authorization

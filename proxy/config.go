@@ -137,11 +137,12 @@ type UpstreamConfig struct {
 	// Provider is the provider behind the upstream's URL, whose
 	// accounting (how tokens are charged, how buckets refill) every
 	// request falls under: auto (by path — /v1/messages and /v1/complete
-	// Anthropic, /openai/… Azure — else by host — api.openai.com OpenAI,
-	// *.openai.azure.com Azure, api.anthropic.com Anthropic — else an
-	// OpenAI-compatible server), openai,
-	// azure, anthropic or openai-compatible (set it when the upstream is a
-	// gateway in front of one provider). Named, it holds for every path:
+	// Anthropic, /openai/… Azure, /v1beta/… and /v1/models/{model}:method
+	// Gemini — else by host — api.openai.com OpenAI, *.openai.azure.com
+	// Azure, api.anthropic.com Anthropic, generativelanguage.googleapis.com
+	// Gemini — else an OpenAI-compatible server), openai, azure,
+	// anthropic, openai-compatible or gemini (set it when the upstream is
+	// a gateway in front of one provider). Named, it holds for every path:
 	// anthropic with /v1/chat/completions is Anthropic's OpenAI-compatible
 	// endpoint, charged as Anthropic charges. It never changes what the
 	// path speaks: where usage and the model are read, the error shape,

@@ -18,9 +18,11 @@ const (
 	dialectAzure
 	// dialectAnthropic is Anthropic.
 	dialectAnthropic
+	// dialectGemini is Google's Gemini API, native or OpenAI-compatible.
+	dialectGemini
 )
 
-var dialectNames = [...]string{"openai-compatible", "openai", "azure", "anthropic"}
+var dialectNames = [...]string{"openai-compatible", "openai", "azure", "anthropic", "gemini"}
 
 func (d dialect) String() string { return dialectNames[d] }
 
@@ -46,6 +48,11 @@ func (d dialect) String() string { return dialectNames[d] }
 //     output_tokens_per_minute (Lease.Spent, in modifyResponse),
 //     and Anthropic's own anthropic-ratelimit-output-tokens-* headers
 //     hold bulk below the reserve like any other bucket (see observe).
+//   - Gemini's tokens-per-minute limit counts input tokens (its rate-limit
+//     tables, ai.google.dev/gemini-api/docs/rate-limits, list it as "TPM
+//     (input)"); no limit of its counts output. A pool's
+//     tokens_per_minute is its input budget, charged as Anthropic's is:
+//     the input estimate, settled to the input the response reports.
 //   - Any other OpenAI-compatible server: the input estimate plus the most
 //     output the request allows, settled to the reported usage (the
 //     estimate is the safe side; the settling gives back what was not
@@ -68,7 +75,7 @@ func (d dialect) charge(input int64, req usage.Request) (cost int64, settle sett
 		return min(max(input, out), usage.MaxTokens), settleNone
 	case dialectAzure:
 		return usage.AddTokens(input, out), settleNone
-	case dialectAnthropic:
+	case dialectAnthropic, dialectGemini:
 		return min(input, usage.MaxTokens), settleInput
 	default:
 		return usage.AddTokens(input, out), settleTotal

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 	"github.com/meterproxy/meterproxy/quota"
 	"github.com/meterproxy/meterproxy/quota/gate"
@@ -105,6 +106,10 @@ type destination struct {
 	// at (quota.Flex.Tier): "" otherwise.
 	flex *flexSend
 	tier string
+	// noQuota is set when the account's last answer was Gemini's 429
+	// saying its tier has no quota for the model (geminilimit.go): nil
+	// otherwise.
+	noQuota *ratelimit.GoogleLimit
 }
 
 // charges are what an exchange's request was charged, and settle.
@@ -190,10 +195,10 @@ func exchangeOf(ctx context.Context) *exchange {
 // answer is the outcome of ex's upstream exchange answered with status
 // (0: no answer came), as its lease settles it: measured for the adaptive
 // bound only when the request spent this account (a caller's own key's
-// 429 is its account's), and not flex's lack of capacity, which says
-// nothing of the account.
+// 429 is its account's), and not flex's lack of capacity nor Gemini's
+// lack of any quota for the model, which say nothing of its load.
 func (ex *exchange) answer(status int) quota.Outcome {
-	return quota.Outcome{Status: status, Measured: ex.dest.spent && !ex.flexUnavailable()}
+	return quota.Outcome{Status: status, Measured: ex.dest.spent && !ex.flexUnavailable() && ex.dest.noQuota == nil}
 }
 
 // settledBy is the usage u of ex's response as its lease is settled to

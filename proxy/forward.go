@@ -126,6 +126,9 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 		}
 		lease := h.accounts.spillTo(r, ex, resp, err, tried)
 		if lease == nil {
+			if err == nil && ex.dest.noQuota != nil && !ex.live.Shadow { // under mode: shadow nothing forwarded is changed
+				resp = noQuotaAnswer(resp, ex)
+			}
 			if err == nil {
 				h.metering.began(resp, ex, now)
 			}

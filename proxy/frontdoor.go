@@ -68,7 +68,7 @@ func inspect(r *http.Request) (route, *refusal) {
 		return route{family: familyOf(r.URL.Path)}, &f
 	case classify.ConflictingCredentials(r.Header):
 		return refuse(http.StatusBadRequest, reasonConflictingCredentials,
-			"meterproxy: the request carries more than one credential (Authorization, api-key, x-api-key) with different values")
+			"meterproxy: the request carries more than one credential (Authorization, api-key, x-api-key, x-goog-api-key or a Gemini ?key=) with different values")
 	}
 	rt, err := routeOf(r.URL)
 	rt.generates = writes(r.Method) && !rt.free
@@ -76,6 +76,9 @@ func inspect(r *http.Request) (route, *refusal) {
 	case errors.Is(err, errBadDeployment):
 		return refuse(http.StatusBadRequest, reasonNonCanonicalPath,
 			"meterproxy: the Azure deployment name in the path must be letters, digits, '-', '_' and '.', not ending in '.', without percent-encoding or ';' parameters")
+	case errors.Is(err, errBadModel):
+		return refuse(http.StatusBadRequest, reasonNonCanonicalPath,
+			"meterproxy: the Gemini model name in the path must be letters, digits, '-', '_' and '.', not ending in '.', without percent-encoding")
 	case errors.Is(err, errNonCanonicalPath):
 		return refuse(http.StatusBadRequest, reasonNonCanonicalPath, "meterproxy: the path is not canonical (dot segments, empty segments, encoded slashes or ';' parameters)")
 	}

@@ -192,6 +192,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	r = h.tr.startRequest(r, start)
 	live := h.live.Load()
+	keyFromQuery(r)
 	res, err := live.Classifier.Classify(r.Header, r.URL.Path)
 	if api := socketOf(r); api != nil { // a WebSocket the proxy meters (socket.go)
 		defer h.tr.endRequest(r.Context())

@@ -23,7 +23,7 @@ func stringsReader(s string) io.Reader { return strings.NewReader(s) }
 // echoUpstream answers with what it received: method, path, credential
 // headers, the class header and the body.
 type seen struct {
-	Method, Path, Authorization, APIKey, XAPIKey, Class, Body string
+	Method, Path, Authorization, APIKey, XAPIKey, Class, Body, XGoogAPIKey string
 }
 
 func echoUpstream() http.Handler {
@@ -31,7 +31,7 @@ func echoUpstream() http.Handler {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		got := seen{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Api-Key"),
-			r.Header.Get("X-Api-Key"), r.Header.Get("X-Meterproxy-Class"), string(body)}
+			r.Header.Get("X-Api-Key"), r.Header.Get("X-Meterproxy-Class"), string(body), r.Header.Get("X-Goog-Api-Key")}
 		_ = json.NewEncoder(w).Encode(got) //nolint:gosec // G117: the test upstream echoes the fixture credentials it received; the tests assert them
 	})
 }
@@ -67,6 +67,10 @@ func TestCredentialReplacement(t *testing.T) {
 		{"anthropic x-api-key", "/v1/messages", "X-Api-Key", "caller", seen{XAPIKey: "sk-upstream"}},
 		{"none, openai path", "/v1/embeddings", "", "", seen{Authorization: "Bearer sk-upstream"}},
 		{"none, anthropic path", "/v1/messages", "", "", seen{XAPIKey: "sk-upstream"}},
+		{"gemini x-goog-api-key", "/v1beta/models/gemini-2.0-flash:generateContent", "X-Goog-Api-Key", "caller", seen{XGoogAPIKey: "sk-upstream"}},
+		{"none, gemini path", "/v1beta/models/gemini-2.0-flash:generateContent", "", "", seen{XGoogAPIKey: "sk-upstream"}},
+		{"none, gemini openai-compatible path", "/v1beta/openai/chat/completions", "", "", seen{Authorization: "Bearer sk-upstream"}},
+		{"bearer on a gemini path", "/v1beta/models/gemini-2.0-flash:generateContent", "Authorization", "Bearer sk-caller", seen{Authorization: "Bearer sk-upstream"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,6 +41,14 @@ const (
 	// familyAnthropic is Anthropic's API: /v1/messages and /v1/complete,
 	// and paths below them.
 	familyAnthropic
+	// familyGeminiOpenAI is Gemini's OpenAI-compatible endpoint: paths
+	// under /v1beta/openai, OpenAI's API in OpenAI's words (its errors,
+	// Authorization: Bearer, usage) at Google.
+	familyGeminiOpenAI
+	// familyGemini is Google's Gemini API: every other path under
+	// /v1beta, and /v1/models/{model}:{method} (generateContent and the
+	// rest of the model's methods).
+	familyGemini
 )
 
 // errorShape is the shape of an error body (see refusal.write).
@@ -52,6 +60,9 @@ const (
 	shapeOpenAI errorShape = iota
 	// shapeAnthropic is {"type":"error","error":{"type","message"}}.
 	shapeAnthropic
+	// shapeGoogle is Google's {"error":{"code","message","status"}}
+	// (google.rpc.Status).
+	shapeGoogle
 )
 
 // familyFacts are what a family says of every request on its paths.
@@ -70,16 +81,20 @@ type familyFacts struct {
 
 // families is the family table.
 var families = [...]familyFacts{
-	familyOpenAI:    {errors: shapeOpenAI, keyHeader: "Authorization", byHost: true},
-	familyAzure:     {errors: shapeOpenAI, keyHeader: "Api-Key", dialect: dialectAzure},
-	familyAnthropic: {errors: shapeAnthropic, keyHeader: "X-Api-Key", dialect: dialectAnthropic},
+	familyOpenAI:       {errors: shapeOpenAI, keyHeader: "Authorization", byHost: true},
+	familyAzure:        {errors: shapeOpenAI, keyHeader: "Api-Key", dialect: dialectAzure},
+	familyAnthropic:    {errors: shapeAnthropic, keyHeader: "X-Api-Key", dialect: dialectAnthropic},
+	familyGeminiOpenAI: {errors: shapeOpenAI, keyHeader: "Authorization", dialect: dialectGemini},
+	familyGemini:       {errors: shapeGoogle, keyHeader: "X-Goog-Api-Key", dialect: dialectGemini},
 }
 
 // pathRow is one row of pathTable: the paths it matches and what they are.
 type pathRow struct {
 	// pattern is a path, segment by segment; the segment {deployment}
 	// matches any one segment, an Azure deployment: the model the request
-	// is for (modelOf); {id} matches any one segment too (an object's id).
+	// is for (modelOf); {model}:method matches a segment that ends in
+	// :method, the Gemini model before the colon being the model the
+	// request is for; {id} matches any one segment (an object's id).
 	pattern string
 	// below says the row also matches every path below pattern.
 	below  bool
@@ -94,6 +109,7 @@ type pathRow struct {
 // The pattern segments that match any one segment.
 const (
 	deploymentSegment = "{deployment}"
+	modelSegment      = "{model}"
 	idSegment         = "{id}"
 )
 
@@ -152,23 +168,37 @@ var pathTable = []pathRow{
 	{pattern: "/openai/deployments/{deployment}/embeddings", family: familyAzure, api: usage.Embeddings},
 	{pattern: "/openai/deployments/{deployment}", below: true, family: familyAzure, api: usage.Other},
 	{pattern: "/openai", below: true, family: familyAzure, api: usage.Other},
+	{pattern: "/v1beta/openai/chat/completions", family: familyGeminiOpenAI, api: usage.ChatCompletions},
+	{pattern: "/v1beta/openai/embeddings", family: familyGeminiOpenAI, api: usage.Embeddings},
+	{pattern: "/v1beta/openai", below: true, family: familyGeminiOpenAI, api: usage.Other},
+	{pattern: "/v1beta/models/{model}:generateContent", family: familyGemini, api: usage.GenerateContent},
+	{pattern: "/v1beta/models/{model}:streamGenerateContent", family: familyGemini, api: usage.GenerateContent},
+	{pattern: "/v1beta/models/{model}:countTokens", family: familyGemini, api: usage.Other, free: true},
+	{pattern: "/v1beta/models/{model}:embedContent", family: familyGemini, api: usage.EmbedContent},
+	{pattern: "/v1beta/models/{model}:batchEmbedContents", family: familyGemini, api: usage.EmbedContent},
+	{pattern: "/v1beta", below: true, family: familyGemini, api: usage.Other},
+	{pattern: "/v1/models/{model}:generateContent", family: familyGemini, api: usage.GenerateContent},
+	{pattern: "/v1/models/{model}:streamGenerateContent", family: familyGemini, api: usage.GenerateContent},
+	{pattern: "/v1/models/{model}:countTokens", family: familyGemini, api: usage.Other, free: true},
+	{pattern: "/v1/models/{model}:embedContent", family: familyGemini, api: usage.EmbedContent},
+	{pattern: "/v1/models/{model}:batchEmbedContents", family: familyGemini, api: usage.EmbedContent},
 }
 
 // lookup is the row of pathTable that path (without a trailing slash)
-// matches, and the deployment segment it names; ok is false when no row
-// does.
-func lookup(path string) (row pathRow, deployment string, ok bool) {
+// matches, and the model it names (an Azure deployment, a Gemini model);
+// ok is false when no row does.
+func lookup(path string) (row pathRow, model string, ok bool) {
 	for _, row := range pathTable {
-		if deployment, ok := row.match(path); ok {
-			return row, deployment, true
+		if model, ok := row.match(path); ok {
+			return row, model, true
 		}
 	}
 	return pathRow{api: usage.Other}, "", false
 }
 
-// match reports whether path is row's, and the segment it has where the
-// pattern has {deployment}.
-func (row pathRow) match(path string) (deployment string, ok bool) {
+// match reports whether path is row's, and the model it names where the
+// pattern has {deployment} or {model}:method.
+func (row pathRow) match(path string) (model string, ok bool) {
 	rest, ok := strings.CutPrefix(path, "/")
 	if !ok {
 		return "", false
@@ -180,15 +210,18 @@ func (row pathRow) match(path string) (deployment string, ok bool) {
 		}
 		var got string
 		got, rest, more = strings.Cut(rest, "/")
+		method, named := strings.CutPrefix(want, modelSegment)
 		switch {
 		case want == deploymentSegment && got != "":
-			deployment = got
+			model = got
+		case named && method != "" && len(got) > len(method) && strings.HasSuffix(got, method):
+			model = strings.TrimSuffix(got, method)
 		case want == idSegment && got != "":
 		case want != got:
 			return "", false
 		}
 	}
-	return deployment, !more || row.below
+	return model, !more || row.below
 }
 
 // familyOf is the family of a path, canonical or not: a refusal given
@@ -221,7 +254,7 @@ func (p Provider) dialect() (dialect, bool) {
 }
 
 // providers are the upstream.provider values.
-var providers = []Provider{ProviderAuto, "openai", "azure", "anthropic", "openai-compatible"}
+var providers = []Provider{ProviderAuto, "openai", "azure", "anthropic", "openai-compatible", "gemini"}
 
 // UnmarshalText implements encoding.TextUnmarshaler, so a config file that
 // names another provider is refused at load, by key.
@@ -249,6 +282,8 @@ func newUpstreamProvider(p Provider, upstream *url.URL) upstreamProvider {
 		return upstreamProvider{host: dialectOpenAI}
 	case host == "api.anthropic.com":
 		return upstreamProvider{host: dialectAnthropic}
+	case host == "generativelanguage.googleapis.com":
+		return upstreamProvider{host: dialectGemini}
 	default:
 		return upstreamProvider{host: dialectCompatible}
 	}
@@ -283,19 +318,27 @@ func (ep endpoint) errorShape() errorShape { return families[ep.rt.family].error
 func (ep endpoint) credential() string { return families[ep.rt.family].keyHeader }
 
 // doubledPrefix is the path prefix the proxy would double on upstream —
-// "/v1" or, for Azure, "/openai" — when upstream's path ends in it, else
-// "". The proxy appends the caller's path whole (the SDK's base URL
-// points at the proxy, so paths arrive as /v1/chat/completions or
-// /openai/deployments/…), so the provider's own base URL
-// (https://api.openai.com/v1) doubles it. "/openai" is a prefix of its own
-// only on Azure: an OpenAI-compatible server may live under one (Groq's
-// https://api.groq.com/openai is right as written).
+// "/v1", for Azure "/openai", for Gemini "/v1beta/openai" or "/v1beta" —
+// when upstream's path ends in it, else "". The proxy appends the
+// caller's path whole (the SDK's base URL points at the proxy, so paths
+// arrive as /v1/chat/completions, /openai/deployments/… or
+// /v1beta/openai/chat/completions), so the provider's own base URL
+// (https://api.openai.com/v1,
+// https://generativelanguage.googleapis.com/v1beta/openai/) doubles it.
+// "/openai" is a prefix of its own only on Azure: an OpenAI-compatible
+// server may live under one (Groq's https://api.groq.com/openai is right
+// as written); "/v1beta" only on Gemini.
 func doubledPrefix(upstream *url.URL, p Provider) string {
 	path := strings.TrimRight(upstream.Path, "/")
+	host := newUpstreamProvider(p, upstream).host
 	switch {
 	case strings.HasSuffix(path, "/v1"):
 		return "/v1"
-	case strings.HasSuffix(path, "/openai") && newUpstreamProvider(p, upstream).host == dialectAzure:
+	case strings.HasSuffix(path, "/v1beta/openai") && host == dialectGemini:
+		return "/v1beta/openai"
+	case strings.HasSuffix(path, "/v1beta") && host == dialectGemini:
+		return "/v1beta"
+	case strings.HasSuffix(path, "/openai") && host == dialectAzure:
 		return "/openai"
 	}
 	return ""

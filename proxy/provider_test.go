@@ -23,6 +23,7 @@ func TestProviderTable(t *testing.T) {
 	const (
 		A, B, M    = routeMetered, routeBatch, routeUpload
 		oa, az, an = familyOpenAI, familyAzure, familyAnthropic
+		gc, gn     = familyGeminiOpenAI, familyGemini
 	)
 	paths := []struct {
 		path       string
@@ -87,27 +88,55 @@ func TestProviderTable(t *testing.T) {
 		{"/openai/files/file-1", usage.Other, A, az, ""},
 		{"/openai", usage.Other, A, az, ""},
 		{"/openaix/v1/chat/completions", usage.Other, A, oa, ""},
+		{"/v1beta/openai/chat/completions", usage.ChatCompletions, A, gc, ""},
+		{"/v1beta/openai/chat/completions/", usage.ChatCompletions, A, gc, ""},
+		{"/v1beta/openai/embeddings", usage.Embeddings, A, gc, ""},
+		{"/v1beta/openai/models", usage.Other, A, gc, ""},
+		{"/v1beta/openai/images/generations", usage.Other, A, gc, ""},
+		{"/v1beta/openaix/chat/completions", usage.Other, A, gn, ""},
+		{"/v1beta/models/gemini-2.5-flash:generateContent", usage.GenerateContent, A, gn, "gemini-2.5-flash"},
+		{"/v1beta/models/gemini-2.5-flash:streamGenerateContent", usage.GenerateContent, A, gn, "gemini-2.5-flash"},
+		{"/v1beta/models/gemini-2.0-flash:countTokens", usage.Other, A, gn, "gemini-2.0-flash"},
+		{"/v1beta/models/gemini-embedding-001:embedContent", usage.EmbedContent, A, gn, "gemini-embedding-001"},
+		{"/v1beta/models/gemini-embedding-001:batchEmbedContents", usage.EmbedContent, A, gn, "gemini-embedding-001"},
+		{"/v1beta/models/gemini-2.5-flash:predict", usage.Other, A, gn, ""},
+		{"/v1beta/models/:generateContent", usage.Other, A, gn, ""},
+		{"/v1beta/models/gemini-2.5-flash", usage.Other, A, gn, ""},
+		{"/v1beta/models", usage.Other, A, gn, ""},
+		{"/v1beta/cachedContents", usage.Other, A, gn, ""},
+		{"/v1beta", usage.Other, A, gn, ""},
+		{"/v1/models/gemini-2.5-pro:generateContent", usage.GenerateContent, A, gn, "gemini-2.5-pro"},
+		{"/v1/models/gemini-2.5-pro:streamGenerateContent", usage.GenerateContent, A, gn, "gemini-2.5-pro"},
+		{"/v1/models/gemini-2.5-pro:countTokens", usage.Other, A, gn, "gemini-2.5-pro"},
+		{"/v1/models/text-embedding-004:embedContent", usage.EmbedContent, A, gn, "text-embedding-004"},
+		{"/v1/models/text-embedding-004:batchEmbedContents", usage.EmbedContent, A, gn, "text-embedding-004"},
+		{"/v1/models/gpt-4o", usage.Other, A, oa, ""},
+		{"/v1betax", usage.Other, A, oa, ""},
 	}
 	// dialects is the dialect of each family under each upstream.provider
 	// (auto by upstream.url's host).
 	dialects := []struct {
 		provider Provider
 		host     string
-		want     [3]dialect // by family: OpenAI's, Azure's, Anthropic's
+		want     [5]dialect // by family: OpenAI's, Azure's, Anthropic's, Gemini's OpenAI-compatible, Gemini's
 	}{
-		{ProviderAuto, "api.openai.com", [3]dialect{dialectOpenAI, dialectAzure, dialectAnthropic}},
-		{ProviderAuto, "API.OpenAI.com:443", [3]dialect{dialectOpenAI, dialectAzure, dialectAnthropic}},
-		{ProviderAuto, "my-resource.openai.azure.com", [3]dialect{dialectAzure, dialectAzure, dialectAnthropic}},
-		{ProviderAuto, "api.anthropic.com", [3]dialect{dialectCompatible, dialectAzure, dialectAnthropic}},
-		{ProviderAuto, "vllm:8000", [3]dialect{dialectCompatible, dialectAzure, dialectAnthropic}},
-		{ProviderAuto, "api.openai.com.evil.example", [3]dialect{dialectCompatible, dialectAzure, dialectAnthropic}},
-		{"openai", "gateway.internal", [3]dialect{dialectOpenAI, dialectOpenAI, dialectOpenAI}},
-		{"azure", "gateway.internal", [3]dialect{dialectAzure, dialectAzure, dialectAzure}},
-		{"anthropic", "gateway.internal", [3]dialect{dialectAnthropic, dialectAnthropic, dialectAnthropic}},
-		{"openai-compatible", "api.openai.com", [3]dialect{dialectCompatible, dialectCompatible, dialectCompatible}},
+		{ProviderAuto, "api.openai.com", [5]dialect{dialectOpenAI, dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{ProviderAuto, "API.OpenAI.com:443", [5]dialect{dialectOpenAI, dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{ProviderAuto, "my-resource.openai.azure.com", [5]dialect{dialectAzure, dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{ProviderAuto, "api.anthropic.com", [5]dialect{dialectAnthropic, // its OpenAI-compatible endpoint, charged as Anthropic charges
+			dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{ProviderAuto, "generativelanguage.googleapis.com", [5]dialect{dialectGemini, dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{ProviderAuto, "GenerativeLanguage.googleapis.com:443", [5]dialect{dialectGemini, dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{ProviderAuto, "vllm:8000", [5]dialect{dialectCompatible, dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{ProviderAuto, "api.openai.com.evil.example", [5]dialect{dialectCompatible, dialectAzure, dialectAnthropic, dialectGemini, dialectGemini}},
+		{"openai", "gateway.internal", [5]dialect{dialectOpenAI, dialectOpenAI, dialectOpenAI, dialectOpenAI, dialectOpenAI}},
+		{"azure", "gateway.internal", [5]dialect{dialectAzure, dialectAzure, dialectAzure, dialectAzure, dialectAzure}},
+		{"anthropic", "gateway.internal", [5]dialect{dialectAnthropic, dialectAnthropic, dialectAnthropic, dialectAnthropic, dialectAnthropic}},
+		{"openai-compatible", "api.openai.com", [5]dialect{dialectCompatible, dialectCompatible, dialectCompatible, dialectCompatible, dialectCompatible}},
+		{"gemini", "gateway.internal", [5]dialect{dialectGemini, dialectGemini, dialectGemini, dialectGemini, dialectGemini}},
 	}
-	shapes := [3]errorShape{shapeOpenAI, shapeOpenAI, shapeAnthropic}
-	credentials := [3]string{"Authorization", "Api-Key", "X-Api-Key"}
+	shapes := [5]errorShape{shapeOpenAI, shapeOpenAI, shapeAnthropic, shapeOpenAI, shapeGoogle}
+	credentials := [5]string{"Authorization", "Api-Key", "X-Api-Key", "Authorization", "X-Goog-Api-Key"}
 	for _, d := range dialects {
 		up := newUpstreamProvider(d.provider, &url.URL{Scheme: "https", Host: d.host})
 		for _, tt := range paths {
@@ -116,7 +145,7 @@ func TestProviderTable(t *testing.T) {
 				t.Fatalf("%s: %v", tt.path, err)
 			}
 			ep := up.resolve(rt)
-			got := []any{ep.rt.api, ep.rt.kind, ep.rt.family, ep.rt.deployment, ep.errorShape(), ep.credential(), ep.dialect}
+			got := []any{ep.rt.api, ep.rt.kind, ep.rt.family, ep.rt.deployment + ep.rt.model, ep.errorShape(), ep.credential(), ep.dialect}
 			want := []any{tt.api, tt.kind, tt.family, tt.deployment, shapes[tt.family], credentials[tt.family], d.want[tt.family]}
 			for i := range got {
 				if got[i] != want[i] {
@@ -165,13 +194,15 @@ func TestProviderCombinations(t *testing.T) {
 	families := []struct {
 		path       string
 		credential func(seen) string
-		anthropic  bool
+		shape      errorShape
 	}{
-		{"/v1/chat/completions", func(s seen) string { return s.Authorization }, false},
-		{"/v1/responses", func(s seen) string { return s.Authorization }, false},
-		{"/v1/messages", func(s seen) string { return s.XAPIKey }, true},
-		{"/openai/deployments/gpt-4o/chat/completions", func(s seen) string { return s.APIKey }, false},
-		{"/openai/v1/chat/completions", func(s seen) string { return s.APIKey }, false},
+		{"/v1/chat/completions", func(s seen) string { return s.Authorization }, shapeOpenAI},
+		{"/v1/responses", func(s seen) string { return s.Authorization }, shapeOpenAI},
+		{"/v1/messages", func(s seen) string { return s.XAPIKey }, shapeAnthropic},
+		{"/openai/deployments/gpt-4o/chat/completions", func(s seen) string { return s.APIKey }, shapeOpenAI},
+		{"/openai/v1/chat/completions", func(s seen) string { return s.APIKey }, shapeOpenAI},
+		{"/v1beta/openai/chat/completions", func(s seen) string { return s.Authorization }, shapeOpenAI},
+		{"/v1beta/models/gemini-2.0-flash:generateContent", func(s seen) string { return s.XGoogAPIKey }, shapeGoogle},
 	}
 	for _, provider := range providers {
 		t.Run(string(provider), func(t *testing.T) {
@@ -185,7 +216,7 @@ func TestProviderCombinations(t *testing.T) {
 					t.Fatalf("%s: %d %s: %v", f.path, status, raw, err)
 				}
 				want := "sk-upstream"
-				if f.path == "/v1/chat/completions" || f.path == "/v1/responses" {
+				if f.path == "/v1/chat/completions" || f.path == "/v1/responses" || f.path == "/v1beta/openai/chat/completions" {
 					want = "Bearer sk-upstream"
 				}
 				if c := f.credential(got); c != want {
@@ -195,9 +226,14 @@ func TestProviderCombinations(t *testing.T) {
 				if status != http.StatusBadRequest {
 					t.Fatalf("%s: a repeated key answered %d %s", f.path, status, raw)
 				}
-				if f.anthropic {
+				switch f.shape {
+				case shapeAnthropic:
 					anthropicShape("invalid_request_error")(t, raw)
-				} else {
+				case shapeGoogle:
+					if e := googleErrorOf(t, raw); e.Error.Status != "INVALID_ARGUMENT" || e.Error.Code != http.StatusBadRequest || e.reason() != reasonDuplicateKey {
+						t.Errorf("%s: %s, want Google's INVALID_ARGUMENT naming duplicate_key", f.path, raw)
+					}
+				default:
 					openAIShape("invalid_request_error", reasonDuplicateKey)(t, raw)
 				}
 			}
@@ -223,6 +259,13 @@ func TestDoubledPrefix(t *testing.T) {
 		{"https://res.openai.azure.com/openai", ProviderAuto, "/openai"},
 		{"https://gateway.internal/openai", "azure", "/openai"},
 		{"https://gateway.internal/v1beta", ProviderAuto, ""},
+		{"https://generativelanguage.googleapis.com", ProviderAuto, ""},
+		{"https://generativelanguage.googleapis.com/v1beta", ProviderAuto, "/v1beta"},
+		{"https://generativelanguage.googleapis.com/v1beta/openai/", ProviderAuto, "/v1beta/openai"},
+		{"https://gateway.internal/v1beta/openai", "gemini", "/v1beta/openai"},
+		{"https://gateway.internal/v1beta/", "gemini", "/v1beta"},
+		{"https://gateway.internal/v1beta/openai", ProviderAuto, ""},
+		{"https://generativelanguage.googleapis.com/openai", ProviderAuto, ""},
 	} {
 		u, err := url.Parse(tt.url)
 		if err != nil {

@@ -83,8 +83,8 @@ const (
 	// differently (front door).
 	reasonNonCanonicalPath = "non_canonical_path"
 	// reasonConflictingCredentials: more than one credential header
-	// (Authorization, api-key, x-api-key) with different values (front
-	// door).
+	// (Authorization, api-key, x-api-key, x-goog-api-key, or a Gemini
+	// path's ?key=) with different values (front door).
 	reasonConflictingCredentials = "conflicting_credentials"
 	// reasonBodyTimeout: the body did not arrive within
 	// server.body_read_timeout.
@@ -165,6 +165,7 @@ var refusalCodes = []reasonStatus{
 	{reasonTooManySockets, http.StatusTooManyRequests},
 	{reasonTooManySessions, http.StatusTooManyRequests},
 	{reasonNoAccount, http.StatusNotFound},
+	{reasonNoQuotaForModel, http.StatusTooManyRequests},
 }
 
 // noAccount refuses a request no account may serve (reasonNoAccount),
@@ -206,11 +207,14 @@ func (f refusal) write(w http.ResponseWriter, shape errorShape) {
 		h.Set("Retry-After-Ms", strconv.FormatInt(max(f.retryAfter.Milliseconds(), 1), 10))
 	}
 	var body any
-	if shape == shapeAnthropic {
+	switch shape {
+	case shapeAnthropic:
 		var e anthropicError
 		e.Type, e.Error.Type, e.Error.Message = "error", f.kind, f.message
 		body = e
-	} else {
+	case shapeGoogle:
+		body = f.googleBody()
+	default:
 		var e openAIError
 		e.Error.Message, e.Error.Type, e.Error.Code = f.message, f.kind, f.reason
 		body = e

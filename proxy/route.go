@@ -35,9 +35,10 @@ type route struct {
 	api    usage.API
 	family family
 	// deployment is the Azure deployment an /openai/deployments/{name}/…
+	// path names, model the Gemini model a /v1beta/models/{model}:method
 	// path names: the model the request is for (modelOf).
-	deployment string
-	kind       routeKind
+	deployment, model string
+	kind              routeKind
 	// free is the path's row's: nothing on it costs money. generates says
 	// the request may cost money (pathTable's rule): it writes (POST, PUT,
 	// PATCH) on a path that is not free. inspect sets it, knowing the
@@ -59,12 +60,15 @@ func writes(method string) bool {
 	return true
 }
 
-// modelOf is the model a request on rt is for: the Azure deployment its
-// path names, else the model its body names (usage.ReadRequest); none
+// modelOf is the model a request on rt is for: the Azure deployment or
+// the Gemini model its path names, else the model its body names (usage.ReadRequest); none
 // when there is neither (a malformed body, GET /v1/models).
 func modelOf(rt route, req usage.Request) quota.Model {
-	if rt.deployment != "" {
+	switch {
+	case rt.deployment != "":
 		return quota.Model{Name: rt.deployment, Deployment: true}
+	case rt.model != "":
+		return quota.Model{Name: rt.model}
 	}
 	return quota.Model{Name: req.Model}
 }
@@ -84,6 +88,11 @@ var errNonCanonicalPath = errors.New("proxy: non-canonical request path")
 // percent-encoding. It is a non-canonical path.
 var errBadDeployment = fmt.Errorf("%w: Azure deployment name", errNonCanonicalPath)
 
+// errBadModel means a Gemini model segment (/v1beta/models/{model}:method)
+// that is not a name usage.ValidDeployment accepts, spelt as it is: the
+// provider could read another model than the proxy's pool does.
+var errBadModel = fmt.Errorf("%w: Gemini model name", errNonCanonicalPath)
+
 // routeOf resolves r's route from its path, after checking that the path is
 // canonical: it starts with "/", has no "." or ".." segment, no empty
 // segment ("//") but a single trailing slash, carries no slash or
@@ -92,7 +101,7 @@ var errBadDeployment = fmt.Errorf("%w: Azure deployment name", errNonCanonicalPa
 // accepted and ignored, so /v1/chat/completions/ is metered as
 // /v1/chat/completions. An Azure deployment segment must be a name
 // usage.ValidDeployment accepts, spelt without percent-encoding
-// (errBadDeployment).
+// (errBadDeployment); so must a Gemini model segment (errBadModel).
 func routeOf(u *url.URL) (route, error) {
 	p := u.Path
 	if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\;") || hasEncodedSeparator(u.EscapedPath()) {
@@ -106,6 +115,13 @@ func routeOf(u *url.URL) (route, error) {
 	}
 	row, dep, _ := lookup(p)
 	rt := route{api: row.api, family: row.family, kind: row.kind, free: row.free}
+	if dep != "" && row.family == familyGemini {
+		if !usage.ValidDeployment(dep) || !strings.Contains(u.EscapedPath(), "/models/"+dep+":") {
+			return route{}, errBadModel
+		}
+		rt.model = dep
+		return rt, nil
+	}
 	if dep != "" {
 		// The escaped path must spell the name as it is: "gpt%2D4o" is
 		// gpt-4o here and perhaps not at the provider.

@@ -114,6 +114,9 @@ func TestModelOf(t *testing.T) {
 		{"/v1/models", ``, "", false},
 		{"/v1/chat/completions", `{"model":7}`, "", false},
 		{"/v1/chat/completions", `{not json`, "", false},
+		{"/v1beta/models/gemini-2.5-flash:generateContent", `{"model":"ignored","contents":[]}`, "gemini-2.5-flash", false},
+		{"/v1/models/gemini-2.5-pro:streamGenerateContent?alt=sse", `{"contents":[]}`, "gemini-2.5-pro", false},
+		{"/v1beta/openai/chat/completions", `{"model":"gemini-2.0-flash","messages":[]}`, "gemini-2.0-flash", false},
 	}
 	for _, tt := range tests {
 		u, err := url.ParseRequestURI(tt.path)
@@ -181,6 +184,8 @@ func FuzzModelOf(f *testing.F) {
 	f.Add("/openai/deployments/d/chat/completions", []byte(`{}`))
 	f.Add("/openai/deployments/d%2E/chat/completions", []byte(`{}`))
 	f.Add("/v1/messages", []byte(`{"model":"claude","messages":[[[[[`))
+	f.Add("/v1beta/models/gemini-2.5-flash:generateContent", []byte(`{}`))
+	f.Add("/v1beta/models/a%3Ab:generateContent", []byte(`{}`))
 	f.Fuzz(func(t *testing.T, path string, body []byte) {
 		u, err := url.ParseRequestURI(path)
 		if err != nil {
@@ -200,6 +205,9 @@ func FuzzModelOf(f *testing.F) {
 		}
 		if m.Deployment && (!usage.ValidDeployment(m.Name) || !under(u.EscapedPath(), "/openai/deployments/"+m.Name)) {
 			t.Fatalf("deployment %q from %q", m.Name, path)
+		}
+		if rt.model != "" && (!usage.ValidDeployment(rt.model) || !strings.Contains(u.EscapedPath(), "/models/"+rt.model+":") || m.Name != rt.model) {
+			t.Fatalf("Gemini model %q from %q", rt.model, path)
 		}
 	})
 }

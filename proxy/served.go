@@ -126,9 +126,11 @@ func (t *familyTable) everyFamily(p upstreamProvider) {
 
 // familyNames name the families in refusals and errors.
 var familyNames = [len(families)]string{
-	familyOpenAI:    "OpenAI's API",
-	familyAzure:     "Azure OpenAI's API",
-	familyAnthropic: "Anthropic's API",
+	familyOpenAI:       "OpenAI's API",
+	familyAzure:        "Azure OpenAI's API",
+	familyAnthropic:    "Anthropic's API",
+	familyGeminiOpenAI: "Gemini's OpenAI-compatible API",
+	familyGemini:       "Gemini's API",
 }
 
 // validateFamilies checks that the accounts serving each family are of

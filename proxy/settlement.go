@@ -95,7 +95,9 @@ func (mt *metering) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut boo
 //
 // Flex's 429 Resource Unavailable passed on after max_wait (flexretry.go)
 // is no rate limit of the account: it is not counted in
-// meterproxy_upstream_429_total, and holds nothing.
+// meterproxy_upstream_429_total, and holds nothing. Gemini says what its
+// 429 means in its body (geminilimit.go): its retry delay holds as a
+// Retry-After does, and a tier without quota for the model holds nothing.
 func (mt *metering) observe(resp *http.Response, now time.Time, ex *exchange) {
 	limited := resp.StatusCode == http.StatusTooManyRequests && !ex.flexUnavailable()
 	if limited {
@@ -104,7 +106,11 @@ func (mt *metering) observe(resp *http.Response, now time.Time, ex *exchange) {
 	if ex == nil || !ex.dest.spent {
 		return
 	}
+	ex.dest.noQuota = nil
 	obs := ratelimit.Parse(resp.Header, now)
+	if limited && ex.fromGoogle() && heedGoogle(resp, ex, &obs) {
+		return // no quota for the model: nothing to wait for (geminilimit.go)
+	}
 	mt.heed(ex, obs, resp.StatusCode, limited, refillOf(ex.live.Refill, ex.dialect, resp.Header), now)
 }
 

@@ -163,7 +163,9 @@ func operationOf(api usage.API) string {
 	switch api {
 	case usage.ChatCompletions, usage.Responses, usage.Messages, usage.Realtime:
 		return semconv.GenAIOperationNameChat.Value.AsString()
-	case usage.Embeddings:
+	case usage.GenerateContent:
+		return semconv.GenAIOperationNameGenerateContent.Value.AsString()
+	case usage.Embeddings, usage.EmbedContent:
 		return semconv.GenAIOperationNameEmbeddings.Value.AsString()
 	case usage.Completions:
 		return semconv.GenAIOperationNameTextCompletion.Value.AsString()
@@ -172,7 +174,7 @@ func operationOf(api usage.API) string {
 }
 
 // providerOf is gen_ai.provider.name for d: semconv's name for OpenAI,
-// Azure OpenAI and Anthropic, and "openai_compatible" for any other
+// Azure OpenAI, Anthropic and Gemini (gcp.gemini), and "openai_compatible" for any other
 // server of OpenAI's API.
 func providerOf(d dialect) string {
 	switch d {
@@ -182,6 +184,8 @@ func providerOf(d dialect) string {
 		return semconv.GenAIProviderNameAzureAIOpenAI.Value.AsString()
 	case dialectAnthropic:
 		return semconv.GenAIProviderNameAnthropic.Value.AsString()
+	case dialectGemini:
+		return semconv.GenAIProviderNameGCPGemini.Value.AsString()
 	}
 	return "openai_compatible"
 }

@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 	fs.IntVar(&cfg.OutputTPM, "output-tpm", cfg.OutputTPM, "Anthropic's output tokens per minute, with -enforce-tpm (0 = output charged to -tpm)")
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "a server with a knee: latency × max(1, requests in service ÷ slots), as a self-hosted model server's batch slots (0 = no knee)")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "refill the buckets in fixed windows of this length, as Azure does (0 = continuously)")
-	fs.Func("model", "a model's (or Azure deployment's) own limits, NAME:rpm=N,tpm=N,output-tpm=N (any of them; repeat the flag per model)", func(v string) error {
+	fs.Func("model", "a model's (or Azure deployment's) own limits, NAME:rpm=N,tpm=N,output-tpm=N (any of them; repeat the flag per model), or NAME:no-quota, a Gemini model the tier has no quota for (every request 429, quota 0)", func(v string) error {
 		m, err := parseModel(v)
 		cfg.Models = append(cfg.Models, m)
 		return err
@@ -150,7 +150,8 @@ func parseFlags(args []string, stderr io.Writer) (fakeprovider.Config, string, e
 }
 
 // parseModel reads one -model value, NAME:rpm=N,tpm=N,output-tpm=N, where
-// each limit is optional and 0 (or absent) means unlimited.
+// each limit is optional and 0 (or absent) means unlimited; no-quota
+// among them is ModelLimits.NoQuota.
 func parseModel(v string) (fakeprovider.ModelLimits, error) {
 	name, limits, _ := strings.Cut(v, ":")
 	m := fakeprovider.ModelLimits{Name: name}
@@ -161,6 +162,10 @@ func parseModel(v string) (fakeprovider.ModelLimits, error) {
 		return m, nil
 	}
 	for kv := range strings.SplitSeq(limits, ",") {
+		if kv == "no-quota" {
+			m.NoQuota = true
+			continue
+		}
 		k, val, ok := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(val)
 		if !ok || err != nil || n < 0 {

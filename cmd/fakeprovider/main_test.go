@@ -37,11 +37,11 @@ func TestParseFlags(t *testing.T) {
 			fakeprovider.Config{Latency: time.Second, StreamChunks: 7, RPM: 600, TPM: 90000, WSMaxAge: 5 * time.Minute, WSMaxMessageBytes: 4096},
 			"127.0.0.1:9", false},
 		{"token limits, models and windows", []string{"-tpm", "6000", "-enforce-tpm", "-output-tpm", "900", "-window", "10s",
-			"-model", "gpt-4o:rpm=300,tpm=30000", "-model", "my-deployment:output-tpm=5", "-model", "free"},
+			"-model", "gpt-4o:rpm=300,tpm=30000", "-model", "my-deployment:output-tpm=5", "-model", "free", "-model", "gemini-2.5-pro:no-quota"},
 			fakeprovider.Config{Latency: def.Latency, StreamChunks: def.StreamChunks, ChunkInterval: def.ChunkInterval,
 				WSMaxAge: def.WSMaxAge, WSMaxMessageBytes: def.WSMaxMessageBytes,
 				TPM: 6000, EnforceTPM: true, OutputTPM: 900, Window: 10 * time.Second, Models: []fakeprovider.ModelLimits{
-					{Name: "gpt-4o", RPM: 300, TPM: 30000}, {Name: "my-deployment", OutputTPM: 5}, {Name: "free"}}}, ":8081", false},
+					{Name: "gpt-4o", RPM: 300, TPM: 30000}, {Name: "my-deployment", OutputTPM: 5}, {Name: "free"}, {Name: "gemini-2.5-pro", NoQuota: true}}}, ":8081", false},
 		{"a model without a name", []string{"-model", ":rpm=5"}, fakeprovider.Config{}, "", true},
 		{"a model's unknown limit", []string{"-model", "gpt-4o:rps=5"}, fakeprovider.Config{}, "", true},
 		{"a model's bad number", []string{"-model", "gpt-4o:rpm=-5"}, fakeprovider.Config{}, "", true},

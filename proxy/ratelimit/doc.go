@@ -2,7 +2,8 @@
 // rate limits: the x-ratelimit-* headers of OpenAI, Azure OpenAI and
 // OpenAI-compatible servers such as Groq, Azure's older x-rate-limit-*
 // spelling, Anthropic's anthropic-ratelimit-* headers, and the
-// retry-after-ms / Retry-After hints. [Parse] turns one response's headers
+// retry-after-ms / Retry-After hints, and the error body of Google's
+// Gemini API, which sends no such headers ([ParseGoogleError]). [Parse] turns one response's headers
 // into an [Observation]; [Observation.BelowReserve] says whether the upstream
 // account is running below a reserve and for how long.
 //

@@ -26,6 +26,12 @@ const (
 	// (realtime.go). Placed after Other so that the values before keep
 	// their numbers.
 	Realtime
+	// GenerateContent is Google's Gemini API: generateContent and
+	// streamGenerateContent (gemini.go), its usage in usageMetadata.
+	GenerateContent
+	// EmbedContent is the Gemini API's embedContent and
+	// batchEmbedContents: input only.
+	EmbedContent
 )
 
 // String returns the API's name as used in logs.
@@ -43,6 +49,10 @@ func (a API) String() string {
 		return "completions"
 	case Realtime:
 		return "realtime"
+	case GenerateContent:
+		return "generate_content"
+	case EmbedContent:
+		return "embed_content"
 	default:
 		return "other"
 	}

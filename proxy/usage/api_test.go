@@ -20,6 +20,7 @@ func TestAPIString(t *testing.T) {
 	for api, want := range map[API]string{
 		ChatCompletions: "chat_completions", Responses: "responses", Messages: "messages",
 		Embeddings: "embeddings", Completions: "completions", Other: "other", API(200): "other",
+		GenerateContent: "generate_content", EmbedContent: "embed_content",
 	} {
 		if got := api.String(); got != want {
 			t.Errorf("API(%d).String() = %q, want %q", api, got, want)

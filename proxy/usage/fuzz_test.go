@@ -19,6 +19,7 @@ var streamSeeds = []struct {
 	{ChatCompletions, sse(chunkPrioHello, chunkNullTier, chunkNoTierUsage, chunkDone)}, {ChatCompletions, sse(vllmCache1, vllmCache2, vllmCache3, chunkDone)},
 	{Responses, sse(respCreatedAuto, respDelta1, respCachedDone)}, {Messages, sse(antPrioStart, antDelta1, antBatchDelta, antStop)},
 	{Realtime, sse(`{"type":"response.created","response":{"id":"r"}}`, `{"type":"response.output_text.delta","delta":"hi"}`, realtimeDoneEvent)},
+	{GenerateContent, geminiSSE(geminiChunk1, geminiChunk2, geminiChunk3)}, {GenerateContent, geminiSSE(geminiBlocked)},
 }
 
 // tierPattern is what Usage.Tier may hold, written apart from validTier;
@@ -59,7 +60,7 @@ func FuzzMeterSSE(f *testing.F) {
 		f.Add([]byte(s.stream), uint8(s.api), uint8(7), true)
 	}
 	f.Fuzz(func(t *testing.T, stream []byte, api, size uint8, complete bool) {
-		a := API(api % uint8(Realtime+1))
+		a := API(api % uint8(EmbedContent+1))
 		whole := NewMeter(a, eventStream, est)
 		_, _ = whole.Write(stream)
 		want := whole.Finish(complete)
@@ -99,18 +100,20 @@ func FuzzMeterJSON(f *testing.F) {
 		{ChatCompletions, chatJSON}, {Embeddings, embeddingsJSON}, {Responses, responsesJSON},
 		{Messages, anthropicJSON}, {ChatCompletions, openAIErrorJSON},
 		{ChatCompletions, chatCachedJSON}, {ChatCompletions, chatCacheWriteJSON}, {Responses, responsesCachedJSON}, {Messages, anthropicPriorityJSON},
+		{GenerateContent, geminiJSON}, {GenerateContent, geminiArray(geminiChunk1, geminiChunk2, geminiChunk3)}, {GenerateContent, geminiToolUse},
+		{EmbedContent, geminiEmbedJSON},
 	} {
 		f.Add([]byte(seed.body), uint8(seed.api))
 	}
 	f.Fuzz(func(t *testing.T, body []byte, api uint8) {
-		a := API(api % uint8(Realtime+1))
+		a := API(api % uint8(EmbedContent+1))
 		m := NewMeter(a, appJSON, est)
 		_, _ = m.Write(body)
 		got := m.Finish(true)
 		if got.Input < 0 || got.Output < 0 || got.Total() < 0 {
 			t.Fatalf("negative usage %+v", got)
 		}
-		if a == Embeddings && got.Output != 0 {
+		if (a == Embeddings || a == EmbedContent) && got.Output != 0 {
 			t.Fatalf("embeddings output %d", got.Output)
 		}
 		if got.Estimated && (got.Input != est || got.CacheRead != 0 || got.CacheWrite != 0 || got.Output > ceilQuarter(int64(len(body)))) {

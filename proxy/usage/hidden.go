@@ -17,8 +17,9 @@ import (
 // as input), Anthropic's container (the files of a code-execution
 // container) and mcp_servers (tools listed and called remotely), and
 // Chat Completions' web_search_options (search results read by the
-// model). prompt counts too, but only as an object (promptKey).
-var hiddenStateKeys = [...]string{"previous_response_id", "conversation", "container", "mcp_servers", "web_search_options"}
+// model), and a Gemini request's cachedContent (geminirequest.go). prompt counts too, but only as an object (promptKey).
+var hiddenStateKeys = [...]string{"previous_response_id", "conversation", "container", "mcp_servers", "web_search_options",
+	"cachedContent", "cached_content"}
 
 // promptKey is a Responses request's stored prompt when its value is an
 // object ({"id": "pmpt_…", "variables": …}): the prompt's text is the
@@ -27,9 +28,9 @@ var hiddenStateKeys = [...]string{"previous_response_id", "conversation", "conta
 const promptKey = "prompt"
 
 // partContainers are the top-level keys whose values hiddenParts looks
-// into: a Responses request's input items and a chat or Messages
-// request's messages.
-var partContainers = [...]string{"input", "messages"}
+// into: a Responses request's input items, a chat or Messages request's
+// messages and a Gemini request's contents.
+var partContainers = [...]string{"input", "messages", "contents"}
 
 // hiddenPartTypes are the type values, of an input item, a content part
 // or a block nested in one, whose tokens the body's size does not bound:
@@ -98,23 +99,23 @@ func hasServerTool(tools gjson.Result) (found bool) {
 		return false
 	}
 	tools.ForEach(func(_, tool gjson.Result) bool {
-		found = typeIs(tool, func(t string) bool { return hasPrefixFold(t, serverToolPrefixes[:]) })
+		found = typeIs(tool, func(t string) bool { return hasPrefixFold(t, serverToolPrefixes[:]) }) || hasGeminiServerTool(tool)
 		return !found
 	})
 	return found
 }
 
 // hiddenParts reports whether v, at depth below a part container, holds
-// (within maxPartDepth) an object whose type is one of hiddenPartTypes:
-// one pass over each array or object, looking at its type and into its
-// members.
+// (within maxPartDepth) an object whose type is one of hiddenPartTypes,
+// or a Gemini part with one of geminiHiddenParts: one pass over each
+// array or object, looking at its type and members and into them.
 func hiddenParts(v gjson.Result, depth int) (found bool) {
 	if depth > maxPartDepth || !v.IsArray() && !v.IsObject() {
 		return false
 	}
 	object := v.IsObject()
 	v.ForEach(func(k, e gjson.Result) bool {
-		found = object && isType(k, e, isHiddenPart) || hiddenParts(e, depth+1)
+		found = object && (isType(k, e, isHiddenPart) || oneOfFold(k.Str, geminiHiddenParts[:])) || hiddenParts(e, depth+1)
 		return !found
 	})
 	return found

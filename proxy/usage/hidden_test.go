@@ -93,3 +93,33 @@ func TestReadRequestHiddenInputKeepsTheFields(t *testing.T) {
 		t.Error("a repeated model after previous_response_id was not refused")
 	}
 }
+
+// TestReadRequestGemini: a Gemini request's output cap and candidates
+// are read from its generationConfig, in either spelling, the largest
+// winning; what hides its input (cached content, inline or file data,
+// Google's own tools) is seen, and text parts and function tools are not.
+func TestReadRequestGemini(t *testing.T) {
+	const text = `"contents":[{"role":"user","parts":[{"text":"inlineData, fileData"}]}]`
+	for _, tt := range []struct {
+		name, body      string
+		maxOutput, gens int64
+		hidden          bool
+	}{
+		{"text", `{` + text + `}`, 0, 1, false},
+		{"output cap", `{` + text + `,"generationConfig":{"maxOutputTokens":500,"candidateCount":2}}`, 500, 2, false},
+		{"proto spelling", `{` + text + `,"generation_config":{"max_output_tokens":300,"candidate_count":3}}`, 300, 3, false},
+		{"both spellings: the largest", `{"generationConfig":{"maxOutputTokens":100,"max_output_tokens":700},"generation_config":{"maxOutputTokens":400}}`, 700, 1, false},
+		{"wrong type", `{"generationConfig":{"maxOutputTokens":"500"}}`, 0, 1, false},
+		{"cachedContent", `{"cachedContent":"cachedContents/abc",` + text + `}`, 0, 1, true},
+		{"inlineData", `{"contents":[{"role":"user","parts":[{"text":"what is it?"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}}]}]}`, 0, 1, true},
+		{"file_data", `{"contents":[{"parts":[{"file_data":{"mime_type":"application/pdf","file_uri":"https://x/files/1"}}]}]}`, 0, 1, true},
+		{"googleSearch", `{` + text + `,"tools":[{"googleSearch":{}}]}`, 0, 1, true},
+		{"codeExecution", `{` + text + `,"tools":[{"codeExecution":{}}]}`, 0, 1, true},
+		{"function tools only", `{` + text + `,"tools":[{"functionDeclarations":[{"name":"googleSearch"}]}]}`, 0, 1, false},
+	} {
+		got, err := ReadRequest("application/json", []byte(tt.body))
+		if err != nil || got.MaxOutput != tt.maxOutput || got.Generations != tt.gens || got.HiddenInput != tt.hidden {
+			t.Errorf("%s: ReadRequest = %+v, %v; want MaxOutput %d, Generations %d, HiddenInput %v", tt.name, got, err, tt.maxOutput, tt.gens, tt.hidden)
+		}
+	}
+}

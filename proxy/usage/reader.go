@@ -5,8 +5,8 @@ package usage
 // in a stream's events. Each family's reader is in the file that
 // describes its responses: chatReader (Chat Completions and legacy
 // completions, openai.go), embeddingsReader (embeddings.go),
-// responsesReader (responses.go), anthropicReader (anthropic.go) and
-// realtimeReader (realtime.go). A reader holds nothing: what a response
+// responsesReader (responses.go), anthropicReader (anthropic.go),
+// realtimeReader (realtime.go) and geminiReader (gemini.go). A reader holds nothing: what a response
 // reported is its tally, which the Meter holds.
 type reader interface {
 	// body reads a whole JSON body.
@@ -40,6 +40,10 @@ func readerFor(api API) reader {
 		return anthropicReader{}
 	case Realtime:
 		return realtimeReader{}
+	case GenerateContent:
+		return geminiReader{}
+	case EmbedContent:
+		return geminiReader{embed: true}
 	}
 	return nil
 }

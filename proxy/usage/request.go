@@ -19,13 +19,15 @@ type Request struct {
 	// longer than maxModel bytes.
 	Model string
 	// MaxOutput is the largest of max_tokens, max_completion_tokens and
-	// max_output_tokens, in tokens, rounded up and within [0, maxCount];
+	// max_output_tokens (and a Gemini generationConfig's maxOutputTokens,
+	// geminirequest.go), in tokens, rounded up and within [0, maxCount];
 	// 0 when none is set.
 	MaxOutput int64
 	// Generations is how many completions the provider generates for the
 	// request: the larger of n (choices returned) and best_of (legacy
-	// completions: candidates generated server-side, best_of ≥ n), within
-	// [1, maxCount]. 0 reads as 1.
+	// completions: candidates generated server-side, best_of ≥ n), or a
+	// Gemini generationConfig's candidateCount, within [1, maxCount]. 0
+	// reads as 1.
 	Generations int64
 	// Background is a Responses request's background: true. The provider
 	// then answers at once (status queued, no usage) and generates after
@@ -187,6 +189,9 @@ func readJSON(body []byte) (Request, error) {
 	doc.ForEach(func(k, v gjson.Result) bool {
 		f, ok := fieldOf(k.Str)
 		switch {
+		case !ok && isGeminiConfig(k.Str):
+			req.readGeminiConfig(v)
+			return true
 		case !ok:
 			req.HiddenInput = req.HiddenInput || hidesInput(k.Str, v)
 			return true

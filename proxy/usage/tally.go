@@ -18,6 +18,8 @@ type tally struct {
 	reasoning int64
 	// audio is the reported audio parts of in and out (realtime.go).
 	audio audioParts
+	// gemini is the reported parts of a Gemini in and out (gemini.go).
+	gemini geminiParts
 	// tier is the last valid service tier the response named (noteTier),
 	// model the last model it named (noteModel).
 	tier, model string

@@ -17,6 +17,10 @@ import (
 //   - Anthropic: input tokens estimated at admission; output tokens as they
 //     are generated, max_tokens not counted — to a bucket of their own
 //     (OTPM) with Config.OutputTPM, which refuses new requests once spent.
+//   - Gemini: input tokens ("TPM (input)"), at admission.
+//
+// A model the account's tier has no quota for (ModelLimits.NoQuota) is
+// refused every request, and charged nothing.
 //
 // Token counts here are a quarter of the body's bytes (promptTokens) for
 // the prompt, and one per generated word.
@@ -36,7 +40,11 @@ func (p *Provider) limit(a *arrival, api api, path string, body []byte, now time
 // output fields f (p.mu held).
 func (p *Provider) limitCharge(a *arrival, api api, model string, prompt int, f chargeFields, now time.Time) {
 	lim := p.limitsFor(model)
-	a.limits = lim
+	a.limits, a.model = lim, model
+	if lim.noQuota {
+		a.admitted, a.noQuota = false, true
+		return
+	}
 	if p.cfg.Dialect == DialectFireworks && api == openAI {
 		p.limitFireworks(a, lim, prompt, now)
 		return
@@ -102,8 +110,12 @@ func (p *Provider) chargeOutput(a arrival, now time.Time, n int) {
 }
 
 // modelOf is the model a request on path naming model in its body is
-// for, as a provider keeps limits: an Azure deployment, else the body's.
+// for, as a provider keeps limits: an Azure deployment or a Gemini API
+// path's model, else the body's.
 func modelOf(path, model string) string {
+	if m, _, ok := geminiPath(path); ok {
+		return m
+	}
 	if rest, ok := strings.CutPrefix(path, "/openai/deployments/"); ok {
 		name, _, _ := strings.Cut(rest, "/")
 		return name
@@ -127,7 +139,7 @@ func admissionCharge(a api, prompt int, f chargeFields) int {
 	switch a {
 	case azure:
 		return prompt + maxOut*max(1, f.BestOf)
-	case anthropic:
+	case anthropic, gemini, geminiOpenAI:
 		return prompt
 	default:
 		return max(prompt, maxOut)

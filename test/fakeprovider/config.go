@@ -128,8 +128,12 @@ type Config struct {
 // ModelLimits are one model's own limits (Config.Models); zero fields are
 // unlimited.
 type ModelLimits struct {
-	Name                string // the model field or Azure deployment, exactly
+	Name                string // the model field, Azure deployment or Gemini path's model, exactly
 	RPM, TPM, OutputTPM int
+	// NoQuota refuses every request for the model 429, as Gemini refuses
+	// a model the account's tier has no quota for: RESOURCE_EXHAUSTED
+	// with a quotaValue of "0" (geminierrors.go).
+	NoQuota bool
 }
 
 // DefaultConfig returns the configuration cmd/fakeprovider starts from.

@@ -1,6 +1,7 @@
 // Package fakeprovider is an in-process double of an LLM provider: an
-// OpenAI-compatible and Anthropic-compatible upstream served by an
-// [http.Handler], for tests, demos and benchmarks of meterproxy.
+// OpenAI-compatible, Anthropic-compatible and Gemini-compatible upstream
+// served by an [http.Handler], for tests, demos and benchmarks of
+// meterproxy.
 //
 // It answers
 //
@@ -23,6 +24,16 @@
 //	GET  /v1/messages/batches/{id}/results  its results, JSONL, once it ended
 //	GET  /v1/responses (Upgrade: websocket)  the Responses API over WebSocket
 //	GET  /v1/realtime?model=… (Upgrade: websocket)  a Realtime session
+//	POST /v1beta/models/{model}:generateContent        Gemini (JSON); also under /v1/models/…
+//	POST /v1beta/models/{model}:streamGenerateContent  Gemini streamed: SSE with ?alt=sse, else a JSON array
+//	POST /v1beta/models/{model}:countTokens            Gemini's token count
+//	POST /v1beta/models/{model}:embedContent, :batchEmbedContents  Gemini embeddings (no usage)
+//	POST /v1beta/openai/…       Gemini's OpenAI-compatible endpoint: the OpenAI paths above
+//
+// Gemini's answers and its RESOURCE_EXHAUSTED rate limit are described in
+// gemini.go and geminierrors.go: no rate-limit headers, the retry delay
+// and the quota in the 429's body, a model without quota
+// (ModelLimits.NoQuota) refused with a quota of 0.
 //
 // A batch runs when it is first retrieved, and ends at once: an OpenAI
 // batch completed, with each request answered as a chat completion in its

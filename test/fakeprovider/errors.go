@@ -72,6 +72,10 @@ func anthropicErrorType(status int) string {
 
 // fail answers status with msg in the error shape of the path's provider.
 func (x *exchange) fail(status int, msg string) {
+	if x.api.google() {
+		x.failGoogle(googleStatus{Code: status, Message: msg, Status: googleCode(status)})
+		return
+	}
 	if x.api == anthropic {
 		x.writeJSON(status, anthropicError{
 			Type:  "error",
@@ -90,6 +94,10 @@ func (x *exchange) failJSON(err error) {
 
 // injectFault answers the status X-Fake-Status asked for.
 func (x *exchange) injectFault() {
+	if x.api.google() && x.faults.status == http.StatusTooManyRequests {
+		x.failGeminiLimit(x.arr.model, false, x.faults.retryAfter) // Gemini's word on when is in its body
+		return
+	}
 	if x.faults.hasRetryAfter {
 		setRetryAfter(x.w.Header(), x.faults.retryAfter)
 	}

@@ -70,6 +70,9 @@ type limits struct {
 	requests bucket // RPM
 	tokens   bucket // TPM: Anthropic's input with an output bucket
 	output   bucket // Anthropic's OTPM; unlimited unless Config.OutputTPM
+	// noQuota refuses every request: a Gemini tier without quota for the
+	// model (ModelLimits.NoQuota).
+	noQuota bool
 }
 
 // newLimits are full buckets of rpm, tpm and otpm a minute, refilled per
@@ -104,10 +107,26 @@ const (
 	// azure is Azure OpenAI: OpenAI's bodies under /openai/deployments/{name}/…
 	// or /openai/v1/…, its headers with resets in bare seconds.
 	azure
+	// gemini is Google's Gemini API (gemini.go): /v1beta/… and
+	// /v1/models/{model}:{method}.
+	gemini
+	// geminiOpenAI is Gemini's OpenAI-compatible endpoint: OpenAI's bodies
+	// under /v1beta/openai/…, Google's errors in a JSON array.
+	geminiOpenAI
 )
+
+// google reports whether a is one of Google's: no rate-limit headers,
+// Google's errors.
+func (a api) google() bool { return a == gemini || a == geminiOpenAI }
 
 func apiFor(path string) api {
 	switch {
+	case strings.HasPrefix(path, "/v1beta/openai/"):
+		return geminiOpenAI
+	case strings.HasPrefix(path, "/v1beta/"):
+		return gemini
+	case strings.HasPrefix(path, "/v1/models/") && strings.Contains(path, ":"):
+		return gemini
 	case path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/"):
 		return anthropic
 	case strings.HasPrefix(path, "/openai/"):
@@ -181,6 +200,10 @@ func (x *exchange) serve(readErr error) {
 	x.arr = p.arriveTurn(r, x.body, x.now, turnInfo{socket: x.socket, streamID: x.streamID, limited: !isBatchPath(r.URL.Path)})
 	defer func() { p.finish(x.arr, x.status, x.outcome, x.flexRefused, x.usage) }()
 	x.setHeaders()
+	if !x.arr.admitted && x.api.google() {
+		x.failGeminiLimit(x.arr.model, x.arr.noQuota, max(x.arr.requests.retry, x.arr.tokens.retry))
+		return
+	}
 	if !x.arr.admitted {
 		setRetryAfter(w.Header(), max(x.arr.requests.retry, x.arr.tokens.retry, x.arr.output.retry))
 		x.fail(http.StatusTooManyRequests, "Rate limit reached. Please try again later.")
@@ -224,6 +247,8 @@ func (x *exchange) setHeaders() {
 		return
 	case azure:
 		setAzureLimitHeaders(h, x.arr.requests, x.arr.tokens)
+	case gemini, geminiOpenAI:
+		return // Google sends no rate-limit headers, and no request id
 	default:
 		if !x.setDialectLimitHeaders(h) {
 			setOpenAILimitHeaders(h, x.arr.requests, x.arr.tokens)
@@ -255,6 +280,10 @@ func (x *exchange) route() {
 	if x.batchRoute() {
 		return
 	}
+	if x.api == gemini {
+		x.geminiRoute()
+		return
+	}
 	type handler struct {
 		method string
 		answer func()
@@ -274,8 +303,11 @@ func (x *exchange) route() {
 		"/v1/messages/batches":       {http.MethodPost, x.anthropicBatch},
 	}
 	path := x.r.URL.Path
-	if x.api == azure {
+	switch x.api {
+	case azure:
 		path = openAIPath(path)
+	case geminiOpenAI:
+		path = "/v1/" + strings.TrimPrefix(path, "/v1beta/openai/")
 	}
 	h, ok := handlers[path]
 	switch {

@@ -132,6 +132,8 @@ type arrival struct {
 	tokens   limitState // token bucket after the debit
 	output   limitState // Anthropic's output bucket, when it has one
 	limits   *limits    // the buckets it drew on; nil when not limited
+	model    string     // the model it was limited as (modelOf)
+	noQuota  bool       // refused for a model without quota (ModelLimits.NoQuota)
 }
 
 // turnInfo is what arriveTurn needs to know of a request beyond its HTTP
@@ -303,5 +305,6 @@ func (p *Provider) resetLocked() {
 	p.models = make(map[string]*limits, len(p.cfg.Models))
 	for _, m := range p.cfg.Models {
 		p.models[m.Name] = newLimits(p.cfg, m.RPM, m.TPM, m.OutputTPM)
+		p.models[m.Name].noQuota = m.NoQuota
 	}
 }
