@@ -75,12 +75,13 @@ func providerAccounts(t *testing.T, providers ...Provider) (*testProxy, map[Prov
 	return p, at
 }
 
-// TestAccountsOfSeveralProviders: accounts of OpenAI, Azure and Anthropic
+// TestAccountsOfSeveralProviders: accounts of OpenAI, Azure, Anthropic and
+// Gemini
 // behind one proxy — each SDK family's request reaches only its
 // provider's account, with only that account's key, in the header that
 // provider reads; the caller's key reaches none.
 func TestAccountsOfSeveralProviders(t *testing.T) {
-	p, at := providerAccounts(t, "openai", "azure", "anthropic")
+	p, at := providerAccounts(t, "openai", "azure", "anthropic", "gemini")
 	tests := []struct {
 		path, body string
 		to         Provider
@@ -90,6 +91,8 @@ func TestAccountsOfSeveralProviders(t *testing.T) {
 		{"/openai/deployments/gpt-4o/chat/completions", `{"messages":[]}`, "azure", "Api-Key"},
 		{"/openai/v1/chat/completions", `{"model":"gpt-4o","messages":[]}`, "azure", "Api-Key"},
 		{"/v1/messages", `{"model":"claude-sonnet-4","max_tokens":10,"messages":[]}`, "anthropic", "X-Api-Key"},
+		{"/v1beta/models/gemini-2.5-flash:generateContent", `{"contents":[]}`, "gemini", "X-Goog-Api-Key"},
+		{"/v1beta/openai/chat/completions", `{"model":"gemini-2.5-flash","messages":[]}`, "gemini", "Authorization"},
 	}
 	for _, tt := range tests {
 		req := newRequest(t, http.MethodPost, p.URL+tt.path, tt.body)
@@ -110,13 +113,19 @@ func TestAccountsOfSeveralProviders(t *testing.T) {
 			t.Errorf("%s's account saw %d requests %v, want %d", tt.to, len(seen), paths, want)
 		}
 		key := "sk-" + string(tt.to) + "-acct-key"
-		for _, h := range seen {
-			if got := strings.TrimPrefix(h.Get(tt.header), "Bearer "); got != key {
-				t.Errorf("%s's account: %s = %q, want its own key", tt.to, tt.header, got)
+		for i, h := range seen {
+			var header string // the row's whose path it was
+			for _, u := range tests {
+				if strings.HasPrefix(u.path, paths[i]) {
+					header = u.header
+				}
 			}
-			for _, other := range []string{"Authorization", "Api-Key", "X-Api-Key"} {
-				if other != tt.header && h.Get(other) != "" {
-					t.Errorf("%s's account was sent %s too", tt.to, other)
+			if got := strings.TrimPrefix(h.Get(header), "Bearer "); got != key {
+				t.Errorf("%s's account: %s on %s = %q, want its own key", tt.to, header, paths[i], got)
+			}
+			for _, other := range []string{"Authorization", "Api-Key", "X-Api-Key", "X-Goog-Api-Key"} {
+				if other != header && h.Get(other) != "" {
+					t.Errorf("%s's account was sent %s too on %s", tt.to, other, paths[i])
 				}
 			}
 		}
