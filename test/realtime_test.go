@@ -231,9 +231,15 @@ func TestRealtimeMeteredExactly(t *testing.T) {
 	if want.CacheRead == 0 {
 		t.Errorf("no cached input in the responses: the test does not price it")
 	}
+	// The provider key goes in the header each provider reads keys from:
+	// Authorization on OpenAI's path, api-key on Azure's.
 	for _, r := range fp.Requests() {
-		if got := r.Header.Get("Authorization"); r.Socket == fakeprovider.SocketRealtime && got != "Bearer sk-provider-realtime-test" {
-			t.Errorf("the provider saw Authorization %q, want the provider key", got)
+		header, want := "Authorization", "Bearer sk-provider-realtime-test"
+		if strings.HasPrefix(r.Path, "/openai/") {
+			header, want = "Api-Key", "sk-provider-realtime-test"
+		}
+		if got := r.Header.Get(header); r.Socket == fakeprovider.SocketRealtime && got != want {
+			t.Errorf("the provider saw %s %q on %s, want the provider key", header, redact(got), r.Path)
 		}
 	}
 }
