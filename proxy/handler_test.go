@@ -70,7 +70,13 @@ func TestCredentialReplacement(t *testing.T) {
 		{"gemini x-goog-api-key", "/v1beta/models/gemini-2.0-flash:generateContent", "X-Goog-Api-Key", "caller", seen{XGoogAPIKey: "sk-upstream"}},
 		{"none, gemini path", "/v1beta/models/gemini-2.0-flash:generateContent", "", "", seen{XGoogAPIKey: "sk-upstream"}},
 		{"none, gemini openai-compatible path", "/v1beta/openai/chat/completions", "", "", seen{Authorization: "Bearer sk-upstream"}},
-		{"bearer on a gemini path", "/v1beta/models/gemini-2.0-flash:generateContent", "Authorization", "Bearer sk-caller", seen{Authorization: "Bearer sk-upstream"}},
+		// A held key goes in the header its provider reads keys from,
+		// wherever the caller put its own: Gemini reads OAuth tokens from
+		// Authorization, API keys from x-goog-api-key; Anthropic OAuth
+		// tokens from Authorization, keys from x-api-key.
+		{"bearer on a gemini path", "/v1beta/models/gemini-2.0-flash:generateContent", "Authorization", "Bearer sk-caller", seen{XGoogAPIKey: "sk-upstream"}},
+		{"bearer on an anthropic path", "/v1/messages", "Authorization", "Bearer sk-caller", seen{XAPIKey: "sk-upstream"}},
+		{"x-api-key on an openai path", "/v1/chat/completions", "X-Api-Key", "caller", seen{Authorization: "Bearer sk-upstream"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
