@@ -33,17 +33,7 @@ func TestHeldOnCompatibleHostsHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newTestProxy(t, proxyOpts{upstream: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				h := w.Header()
-				h.Set("Content-Type", "application/json")
-				for i := 0; i+1 < len(tt.kv); i += 2 {
-					h.Set(tt.kv[i], tt.kv[i+1])
-				}
-				_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`))
-			}), mutate: func(c *Config, _ *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
-				c.Upstream.Provider = "openai"
-				c.Upstream.APIKey = "sk-test" // the proxy's own key: its answers speak of this account (destination.spent)
-			}})
+			p := headersProxy(t, http.StatusOK, tt.kv, `{"id":"c","object":"chat.completion","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
 			send := func() {
 				t.Helper()
 				if status, _, b := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`)); status != http.StatusOK {
@@ -61,4 +51,23 @@ func TestHeldOnCompatibleHostsHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// headersProxy is a proxy holding its own key (its answers speak of this
+// account: destination.spent) in front of an OpenAI upstream that
+// answers every request status, with the headers kv (name, value, …) and
+// body.
+func headersProxy(t *testing.T, status int, kv []string, body string) *testProxy {
+	return newTestProxy(t, proxyOpts{upstream: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}), mutate: func(c *Config, _ *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
+		c.Upstream.Provider = "openai"
+		c.Upstream.APIKey = "sk-test"
+	}})
 }

@@ -4,9 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-
-	"github.com/meterproxy/meterproxy/classify"
-	"github.com/meterproxy/meterproxy/quota"
 )
 
 // overCapacityBody is Together's 503 for a model over capacity, in
@@ -37,18 +34,7 @@ func TestUpstream503IsNotOurRate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newTestProxy(t, proxyOpts{upstream: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				h := w.Header()
-				h.Set("Content-Type", "application/json")
-				for i := 0; i+1 < len(tt.kv); i += 2 {
-					h.Set(tt.kv[i], tt.kv[i+1])
-				}
-				w.WriteHeader(tt.status)
-				_, _ = w.Write([]byte(overCapacityBody))
-			}), mutate: func(c *Config, _ *quota.Config, _ *classify.Config, _ *[]classify.Caller) {
-				c.Upstream.Provider = "openai"
-				c.Upstream.APIKey = "sk-test" // the proxy's own key: its answers speak of this account
-			}})
+			p := headersProxy(t, tt.status, tt.kv, overCapacityBody)
 			send := func() {
 				t.Helper()
 				status, _, b := do(t, newRequest(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`))
