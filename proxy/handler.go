@@ -132,7 +132,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	accts.byName.Store(&byName)
 	accts.families.Store(&ft)
 	mt := &metering{shared: sh, maxHold: cfg.Upstream.MaxHold}
-	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}}
+	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}, decisions: cfg.Server.DecisionHeaders}
 	door := frontDoor{maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams}
 	sk := &sockets{shared: sh, metering: mt, records: rs, accounts: accts, door: door,
 		set: newSocketSet(), bounds: newSocketBounds(cfg.Server), sessions: newSessionSet(), writeStall: cfg.Server.WriteStallTimeout,
