@@ -51,8 +51,9 @@ type ServerConfig struct {
 	// pool was known X-Meterproxy-Account, X-Meterproxy-Pool (configured
 	// names, default for the account's own) and X-Meterproxy-Queue-Ms
 	// (the wait for admission, whole milliseconds) — never a key, nor
-	// anything the caller sent (decision.go). A WebSocket's 101 carries
-	// the class and account. False sends none of them.
+	// anything the caller sent. A WebSocket's 101 carries the class and
+	// account. False sends none of them. Like the rest of server, it
+	// applies at start.
 	DecisionHeaders bool `koanf:"decision_headers"`
 }
 

@@ -117,6 +117,9 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_sockets_closed_total":            {"counter", map[string][]string{"api": {"responses", "realtime"}, "side": {"client", "upstream", "meterproxy"}}},
 	"meterproxy_realtime_sessions":               {"gauge", map[string][]string{"class": classValues, "caller": nil}},
 	"meterproxy_realtime_unheld_responses_total": {"counter", classLabel},
+	// One series each: what the replica runs (issue 37, item 5).
+	"meterproxy_build_info":  {"gauge", map[string][]string{"version": nil, "goversion": nil}},
+	"meterproxy_config_info": {"gauge", map[string][]string{"hash": nil, "mode": {"enforce", "shadow"}}},
 }
 
 // seriesSpec resolves a series name to what meterproxy exports under it: a
