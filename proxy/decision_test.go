@@ -3,7 +3,10 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/coder/websocket"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
@@ -112,5 +115,32 @@ func TestDecisionHeadersAfterASpill(t *testing.T) {
 	}
 	if got := h.Get(headerClass); got != "interactive" {
 		t.Errorf("%s = %q, want interactive", headerClass, got)
+	}
+}
+
+// TestDecisionHeadersOnASocket: a Responses WebSocket's 101 names the
+// class and the account the socket is pinned to, and no pool or wait:
+// its turns are admitted one by one.
+func TestDecisionHeadersOnASocket(t *testing.T) {
+	up := newWSUpstream()
+	defer up.free()
+	p := socketProxy(t, up, nil)
+	hdr := http.Header{"Authorization": {"Bearer sk-alice"}, "Openai-Beta": {"responses_websockets=2026-02-06"}}
+	c, resp, err := websocket.Dial(t.Context(), strings.Replace(p.URL, "http", "ws", 1)+"/v1/responses", &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer func() { _ = c.CloseNow() }()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got := resp.Header.Get(headerClass); got != "bulk" {
+		t.Errorf("%s = %q on the 101, want bulk", headerClass, got)
+	}
+	if got := resp.Header.Get(headerAccount); got != "default" {
+		t.Errorf("%s = %q on the 101, want default", headerAccount, got)
+	}
+	if v := resp.Header.Values(headerQueueMs); len(v) > 0 {
+		t.Errorf("%s = %q on the 101, want none", headerQueueMs, v)
 	}
 }
