@@ -127,6 +127,9 @@ func TestDecisionHeadersOnASocket(t *testing.T) {
 	p := socketProxy(t, up, nil)
 	hdr := http.Header{"Authorization": {"Bearer sk-alice"}, "Openai-Beta": {"responses_websockets=2026-02-06"}}
 	c, resp, err := websocket.Dial(t.Context(), strings.Replace(p.URL, "http", "ws", 1)+"/v1/responses", &websocket.DialOptions{HTTPHeader: hdr})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
