@@ -95,12 +95,12 @@ func (mt *metering) admitExchange(ctx context.Context, ex *exchange, start time.
 	wait := ex.access.waited.Seconds()
 	if err == nil {
 		admitted(span, lease, end)
-		mt.m.admission.queueWait.WithLabelValues(class, waitAdmitted).Observe(wait)
 		outcome := admitAdmitted
 		if lease.Held() {
 			outcome = admitHeld
 		}
 		at := quota.LabelsOf(lease.Account(), lease.Pool()) // where it was admitted: maybe not the account it waited at first
+		mt.m.admission.queueWait.WithLabelValues(at.Account, at.Pool, class, waitAdmitted).Observe(wait)
 		mt.m.admission.admissions.WithLabelValues(at.Account, at.Pool, class, outcome).Inc()
 		mt.m.admission.callerAdmissions.WithLabelValues(at.Account, at.Pool, class, res.Caller).Inc()
 		return lease, nil
@@ -112,7 +112,7 @@ func (mt *metering) admitExchange(ctx context.Context, ex *exchange, start time.
 		notAdmitted(span, err, nil, end)
 		return nil, nil
 	case ctx.Err() == nil && f.reason != reasonChargeTooLarge: // a charge too large is refused before it waits
-		mt.m.admission.queueWait.WithLabelValues(class, waitRefused).Observe(wait)
+		mt.m.admission.queueWait.WithLabelValues(pool.Account, pool.Pool, class, waitRefused).Observe(wait)
 	}
 	mt.m.admission.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitRefused).Inc()
 	notAdmitted(span, err, &f, end)

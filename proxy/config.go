@@ -46,6 +46,15 @@ type ServerConfig struct {
 	// AdminToken, when set, is the bearer token /admin/* and
 	// /debug/pprof/* require. Without it, never expose AdminListen.
 	AdminToken string `koanf:"admin_token"`
+	// DecisionHeaders answers every request with how meterproxy treated
+	// it: X-Meterproxy-Class (the class it was counted in), and once its
+	// pool was known X-Meterproxy-Account, X-Meterproxy-Pool (configured
+	// names, default for the account's own) and X-Meterproxy-Queue-Ms
+	// (the wait for admission, whole milliseconds) — never a key, nor
+	// anything the caller sent. A WebSocket's 101 carries the class and
+	// account. False sends none of them. Like the rest of server, it
+	// applies at start.
+	DecisionHeaders bool `koanf:"decision_headers"`
 }
 
 // BodyLimits are the server keys that bound request bodies: the size of
@@ -174,6 +183,10 @@ func DefaultServerConfig() ServerConfig {
 		// about the account. The chart sets the pod's address explicitly.
 		AdminListen:   "127.0.0.1:9090",
 		ShutdownGrace: 30 * time.Second,
+		// A caller should see the class it was counted in, and where it
+		// waited: an importer whose interactive claim was denied learns
+		// it from its own answers. Names from config only.
+		DecisionHeaders: true,
 		BodyLimits: BodyLimits{
 			// Anthropic documents 32 MB for Messages; chat bodies are far smaller.
 			MaxBodyBytes: 32 << 20,

@@ -95,8 +95,14 @@ type Live struct {
 	Refill Refill
 	// InjectStreamUsage is upstream.inject_stream_usage.
 	InjectStreamUsage bool
-	// ConfigVersion identifies the configuration, for /admin/state.
+	// ConfigVersion identifies the whole configuration (listen addresses
+	// included, secrets left out), for /admin/state.
 	ConfigVersion string
+	// ConfigHash identifies what the replicas of a fleet must agree on
+	// (limits, classes, callers, prices), for /admin/state and
+	// meterproxy_config_info: equal across a fleet that runs one
+	// configuration.
+	ConfigHash string
 	// Shadow (mode: shadow) forwards everything at once and only records
 	// what admission would have decided.
 	Shadow bool
@@ -132,7 +138,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	accts.byName.Store(&byName)
 	accts.families.Store(&ft)
 	mt := &metering{shared: sh, maxHold: cfg.Upstream.MaxHold}
-	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}}
+	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}, decisions: cfg.Server.DecisionHeaders}
 	door := frontDoor{maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams}
 	sk := &sockets{shared: sh, metering: mt, records: rs, accounts: accts, door: door,
 		set: newSocketSet(), bounds: newSocketBounds(cfg.Server), sessions: newSessionSet(), writeStall: cfg.Server.WriteStallTimeout,
@@ -144,6 +150,9 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		writeStall: cfg.Server.WriteStallTimeout, aheadGrace: aheadGrace,
 	}
 	h.live.Store(&d.Live)
+	if d.Registry != nil {
+		d.Registry.MustRegister(configInfo{live: &h.live})
+	}
 	if h.retry.transport == nil {
 		h.retry.transport = http.DefaultTransport
 	}
@@ -280,5 +289,7 @@ func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.
 // State returns the live numbers for /admin/state. Safe for concurrent use.
 func (h *Handler) State() State {
 	last, byPool := h.metering.last.get()
-	return State{ConfigVersion: h.live.Load().ConfigVersion, State: h.admitter.State(), Upstream: last, UpstreamPools: byPool}
+	live := h.live.Load()
+	return State{ConfigVersion: live.ConfigVersion, ConfigHash: live.ConfigHash, Mode: modeOf(live),
+		State: h.admitter.State(), Upstream: last, UpstreamPools: byPool}
 }

@@ -148,16 +148,16 @@ func newMetrics(reg prometheus.Registerer, pools []quota.Labels, callers []strin
 	}, []string{"caller"})
 	m.admission.queueWait = f.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "meterproxy_queue_wait_seconds",
-		Help: "Time from arrival to admission decision, by class and outcome: admitted, or refused (queue full, max_wait, a cap, the store, shutdown); a client that left is in neither.",
+		Help: "Time from arrival to admission decision, by account and pool (admitted: where it was admitted; refused: the first it could go to), class and outcome: admitted, or refused (queue full, max_wait, a cap, the store, shutdown); a client that left is in neither.",
 		// Refusals at max_wait are apart, so they never pull the
 		// admitted quantiles up to the bucket past max_wait.
 		Buckets: []float64{.0005, .001, .005, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60},
-	}, []string{"class", "outcome"})
+	}, []string{"account", "pool", "class", "outcome"})
 	m.upstream.duration = f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "meterproxy_upstream_duration_seconds",
-		Help:    "Upstream service time, from sending the request to the end of the upstream's answer (not the client's reading of it), by class.",
+		Help:    "Upstream service time, from sending the request to the end of the upstream's answer (not the client's reading of it), by the account and pool that served it (both none for batches and uploads) and class.",
 		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300},
-	}, []string{"class"})
+	}, []string{"account", "pool", "class"})
 	m.spent.tokens = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "meterproxy_tokens_total",
 		Help: "Tokens of successful responses by account, pool, class, caller, kind (input, output) and whether they are an estimate (no usage in the response, or cut short).",
@@ -268,6 +268,11 @@ func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) 
 		m.spent.unpriced.WithLabelValues(acct, pool)
 		m.upstream.flexRetries.WithLabelValues(acct, pool)
 		m.upstream.spills.WithLabelValues(acct)
+		m.upstream.duration.WithLabelValues(acct, pool, class)
+		if p != noPool { // every wait is at a pool
+			m.admission.queueWait.WithLabelValues(acct, pool, class, waitAdmitted)
+			m.admission.queueWait.WithLabelValues(acct, pool, class, waitRefused)
+		}
 		for _, r := range refusalCodes {
 			m.outcomes.refusals.WithLabelValues(acct, pool, class, r.reason)
 		}
@@ -285,9 +290,6 @@ func (m *metrics) preinit(class string, pools []quota.Labels, callers []string) 
 			m.spent.spend.WithLabelValues(acct, pool, class, caller, "true")
 		}
 	}
-	m.admission.queueWait.WithLabelValues(class, waitAdmitted)
-	m.admission.queueWait.WithLabelValues(class, waitRefused)
-	m.upstream.duration.WithLabelValues(class)
 	for _, o := range shadowOutcomes {
 		m.outcomes.shadow.WithLabelValues(class, o)
 	}

@@ -23,10 +23,23 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 	return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 }
 
-// histogramCount reads one histogram series' sample count from reg.
+// histogramCount reads the sample count of the histogram series of name
+// in reg whose labels include labels, added up.
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
 	t.Helper()
-	return findSeries(t, reg, name, labels).GetHistogram().GetSampleCount()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == name && matches(m, labels) {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }
 
 // findSeries is the series of name with labels in reg, or nil.
@@ -126,6 +139,15 @@ func TestMetricsByAccount(t *testing.T) {
 	if findSeries(t, p.reg, "meterproxy_refusals_total", map[string]string{"account": "none", "pool": "none"}) == nil {
 		t.Error("no pre-initialised refusals series of account and pool none")
 	}
+	// Issue 37 (item 6): the two histograms a slow request is found by
+	// carry its account and pool, every pool's series there from the start.
+	for _, account := range []string{"ptu", "paygo"} {
+		for _, name := range []string{"meterproxy_queue_wait_seconds", "meterproxy_upstream_duration_seconds"} {
+			if findSeries(t, p.reg, name, map[string]string{"account": account, "pool": "default", "class": "bulk"}) == nil {
+				t.Errorf("no pre-initialised %s series of account %s", name, account)
+			}
+		}
+	}
 	if status, body := postChat(t, p); status != http.StatusOK {
 		t.Fatalf("caller got %d %s, want the next account's 200", status, body)
 	}
@@ -133,6 +155,14 @@ func TestMetricsByAccount(t *testing.T) {
 	if n := counterValue(t, p.reg, "meterproxy_admissions_total", admitted); n != 1 {
 		t.Errorf("meterproxy_admissions_total%v = %v, want 1", admitted, n)
 	}
+	waited := map[string]string{"account": "ptu", "pool": "default", "class": "interactive", "outcome": "admitted"}
+	if n := histogramCount(t, p.reg, "meterproxy_queue_wait_seconds", waited); n != 1 {
+		t.Errorf("meterproxy_queue_wait_seconds%v counts %d, want the admission's 1", waited, n)
+	}
+	took := map[string]string{"account": "paygo", "pool": "default", "class": "interactive"}
+	waitFor(t, "the upstream duration at the account that served it", func() bool {
+		return histogramCount(t, p.reg, "meterproxy_upstream_duration_seconds", took) == 1
+	})
 	served := map[string]string{"account": "paygo", "pool": "default", "class": "interactive", "caller": "chat", "kind": "output", "estimated": "false"}
 	if n := counterValue(t, p.reg, "meterproxy_tokens_total", served); n != 2 {
 		t.Errorf("meterproxy_tokens_total%v = %v, want the response's 2", served, n)

@@ -47,6 +47,10 @@ type recorder struct {
 	starved atomic.Bool
 	// written counts the body bytes written to the client.
 	written int64
+	// decide sets the decision headers (decision.go) on the final
+	// answer's, or a WebSocket's 101, just before they are written;
+	// nil with server.decision_headers off, and once they are set.
+	decide func(http.Header)
 }
 
 // Why meterproxy cut a client off (recorder.cutFor).
@@ -147,14 +151,27 @@ func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 && status >= 200 {
 		r.status = status
 	}
+	if status >= 200 || status == http.StatusSwitchingProtocols {
+		r.decided()
+	}
 	r.renew() // an informational answer (1xx) is written at once
 	r.ResponseWriter.WriteHeader(status)
+}
+
+// decided sets the decision headers, once: they go out with the answer's
+// header, so they are set from what is known as it is written.
+func (r *recorder) decided() {
+	if r.decide != nil {
+		r.decide(r.Header())
+		r.decide = nil
+	}
 }
 
 // Write implements http.ResponseWriter.
 func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+		r.decided()
 	}
 	r.renew()
 	n, err := r.ResponseWriter.Write(b)

@@ -16,14 +16,21 @@ type records struct {
 	// access is the access log (nil: off); ids makes request ids.
 	access *AccessLog
 	ids    requestIDs
+	// decisions is server.decision_headers: every answer says how its
+	// request was treated (decision.go).
+	decisions bool
 }
 
 // begin starts ex's record: the request r arrived at start; its id
 // (the caller's X-Request-Id when sane, else a new one) answers in w's
-// X-Request-Id, and goes upstream (rewrite, sockets.dial).
+// X-Request-Id, and goes upstream (rewrite, sockets.dial); its answer
+// will carry the decision headers when they are on.
 func (rs *records) begin(ex *exchange, w http.ResponseWriter, r *http.Request, start time.Time) {
 	ex.dest.in, ex.access.start, ex.access.requestID = r, start, rs.ids.of(r.Header)
 	w.Header()[requestIDHeader] = []string{ex.access.requestID}
+	if rs.decisions {
+		ex.rec.decide = func(h http.Header) { setDecision(h, ex) }
+	}
 }
 
 // beginTurn starts the record of a turn on socket s, made now.

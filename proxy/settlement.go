@@ -164,7 +164,8 @@ func (mt *metering) endUpstream(ex *exchange) {
 	ex.upstream.once.Do(func() {
 		end := time.Now()
 		took := end.Sub(ex.upstream.start)
-		mt.m.upstream.duration.WithLabelValues(ex.res.Class.String()).Observe(took.Seconds())
+		served := ex.poolLabels() // the account that answered: after a spill, the one it moved to
+		mt.m.upstream.duration.WithLabelValues(served.Account, served.Pool, ex.res.Class.String()).Observe(took.Seconds())
 		mt.m.admission.little[ex.res.Class].add(end, took)
 		if ex.upstream.gauge != nil {
 			ex.upstream.gauge.Dec()

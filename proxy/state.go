@@ -13,8 +13,14 @@ import (
 // decision. Admission's (store, window, in flight, queues, hold, caps) are
 // quota's State, inline.
 type State struct {
-	// ConfigVersion identifies the configuration in force.
+	// ConfigVersion identifies the configuration in force, whole: two
+	// replicas that differ only in their listen addresses differ here.
 	ConfigVersion string `json:"config_version"`
+	// ConfigHash identifies what the fleet must agree on (Live.ConfigHash):
+	// equal on every replica of a fleet that runs one configuration.
+	ConfigHash string `json:"config_hash"`
+	// Mode is shadow or enforce.
+	Mode string `json:"mode"`
 	quota.State
 	// Upstream is the provider's last report, of any pool's model.
 	Upstream *UpstreamState `json:"upstream,omitempty"`

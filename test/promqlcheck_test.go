@@ -64,13 +64,13 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_caller_waiting":            {"gauge", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil}},
 	"meterproxy_body_memory_bytes":         {"gauge", nil},
 	"meterproxy_body_memory_limit_bytes":   {"gauge", nil},
-	"meterproxy_queue_wait_seconds":        {"histogram", map[string][]string{"class": classValues, "outcome": {"admitted", "refused"}}},
+	"meterproxy_queue_wait_seconds":        {"histogram", map[string][]string{"account": nil, "pool": nil, "class": classValues, "outcome": {"admitted", "refused"}}},
 	"meterproxy_queue_depth":               {"gauge", poolClassLabel},
 	"meterproxy_in_flight":                 {"gauge", poolClassLabel},
 	"meterproxy_fleet_in_flight":           {"gauge", poolClassLabel},
 	"meterproxy_in_flight_limit":           {"gauge", poolLabel},
 	"meterproxy_measured_in_flight":        {"gauge", classLabel},
-	"meterproxy_upstream_duration_seconds": {"histogram", classLabel},
+	"meterproxy_upstream_duration_seconds": {"histogram", poolClassLabel},
 	"meterproxy_shadow_decisions_total": {"counter", map[string][]string{"class": classValues,
 		"outcome": {"admitted", "held", "queue_full", "max_wait_exceeded", "caller_cap_exceeded", "charge_too_large", "unfinished", "store_unavailable",
 			"budget_exceeded", "unpriced_model", "unmetered_api"}}},
@@ -117,6 +117,9 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_sockets_closed_total":            {"counter", map[string][]string{"api": {"responses", "realtime"}, "side": {"client", "upstream", "meterproxy"}}},
 	"meterproxy_realtime_sessions":               {"gauge", map[string][]string{"class": classValues, "caller": nil}},
 	"meterproxy_realtime_unheld_responses_total": {"counter", classLabel},
+	// One series each: what the replica runs (issue 37, item 5).
+	"meterproxy_build_info":  {"gauge", map[string][]string{"version": nil, "goversion": nil}},
+	"meterproxy_config_info": {"gauge", map[string][]string{"hash": nil, "mode": {"enforce", "shadow"}}},
 }
 
 // seriesSpec resolves a series name to what meterproxy exports under it: a

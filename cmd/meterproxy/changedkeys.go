@@ -43,3 +43,15 @@ func changedKeys(prefix string, a, b reflect.Value) []string {
 	}
 	return keys
 }
+
+// changedConfigKeys names the keys in which configurations a and b differ
+// ("classes.bulk.share", "callers", "prices"), in the order of Config's
+// fields: what a reload changed. Never a value, so a changed secret is
+// named and not shown.
+func changedConfigKeys(a, b Config) []string {
+	keys := []string{} // logged as [] when nothing changed
+	for _, k := range changedKeys("", reflect.ValueOf(a), reflect.ValueOf(b)) {
+		keys = append(keys, strings.TrimPrefix(k, "."))
+	}
+	return keys
+}

@@ -31,7 +31,8 @@ import (
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is set at build time with -ldflags "-X main.version=…";
+// buildVersion falls back to the build information without it.
 var version = "dev"
 
 func main() {
@@ -116,7 +117,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		return runSweep(ctx, cfg, sweepArgs, getenv, stdout, stderr)
 	default: // version
-		_, err := fmt.Fprintln(stdout, "meterproxy", version)
+		_, err := fmt.Fprintln(stdout, "meterproxy", buildVersion())
 		return err
 	}
 }

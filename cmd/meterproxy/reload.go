@@ -120,20 +120,23 @@ func (r *reloader) reload(trigger string) {
 		}
 		r.results.WithLabelValues(result).Inc()
 		r.log.Error("config_reload_refused", append(attrs, slog.String("reason", reason),
-			slog.String("error", err.Error()), slog.String("kept_version", r.current.version()))...)
+			slog.String("error", err.Error()), slog.String("kept_config_hash", r.current.configHash()))...)
 		return
 	}
 	if err := r.handler.ReconfigureAccounts(cfg.Upstream, cfg.accountKeys(r.src.getenv)); err != nil {
 		r.results.WithLabelValues(reloadFailure).Inc()
 		r.log.Error("config_reload_refused", slog.String("trigger", trigger), slog.String("reason", "invalid"),
-			slog.String("error", err.Error()), slog.String("kept_version", r.current.version()))
+			slog.String("error", err.Error()), slog.String("kept_config_hash", r.current.configHash()))
 		return
 	}
 	r.admitter.Reconfigure(cfg.quota(), cfg.Callers)
 	r.handler.Reconfigure(live(cfg, classifier))
+	keys := changedConfigKeys(r.current, cfg)
+	previous := r.current.configHash()
 	r.current = cfg
 	r.results.WithLabelValues(reloadSuccess).Inc()
-	r.log.Info("config_reloaded", slog.String("trigger", trigger), slog.String("version", cfg.version()))
+	r.log.Info("config_reloaded", slog.String("trigger", trigger), slog.Any("keys", keys),
+		slog.String("config_hash", cfg.configHash()), slog.String("previous_config_hash", previous), slog.String("mode", string(cfg.Mode)))
 }
 
 // needsRestartError refuses a reload whose file changes sections that

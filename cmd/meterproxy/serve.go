@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/proxy"
@@ -42,7 +43,8 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger, stdout
 	if len(cfg.Upstream.Accounts) > 0 {
 		upstream = fmt.Sprintf("%d accounts", len(cfg.Upstream.Accounts))
 	}
-	log.Info("starting", slog.String("config", configFile), slog.String("version", cfg.version()),
+	log.Info("starting", slog.String("config", configFile), slog.String("version", buildVersion()),
+		slog.String("goversion", runtime.Version()), slog.String("config_hash", cfg.configHash()),
 		slog.String("mode", string(cfg.Mode)), slog.String("upstream", upstream), slog.String("store", store))
 	if cfg.Upstream.APIKey == "" && len(cfg.Upstream.Accounts) == 0 && len(cfg.Callers) == 0 {
 		// Only responses that spent this account move its state.
@@ -52,6 +54,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger, stdout
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg)
 	admitter, err := quota.New(cfg.quota(), quota.Deps{Callers: cfg.Callers, Log: log, Registry: reg})
 	if err != nil {
 		return err
@@ -62,7 +65,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger, stdout
 	transport := proxy.NewTransport(cfg.Upstream, admitter.InFlightLimit())
 	defer transport.CloseIdleConnections()
 
-	tp, err := newTracerProvider(ctx, cfg.Tracing, src.getenv, version)
+	tp, err := newTracerProvider(ctx, cfg.Tracing, src.getenv, buildVersion())
 	if err != nil {
 		return err
 	}
@@ -134,7 +137,8 @@ func checkServable(cfg Config, getenv func(string) string) (*classify.Classifier
 func live(cfg Config, classifier *classify.Classifier) proxy.Live {
 	return proxy.Live{
 		Classifier: classifier, ClassHeader: cfg.Classify.Header, Refill: cfg.Upstream.Refill,
-		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, ConfigVersion: cfg.version(), Shadow: cfg.Mode == ModeShadow,
+		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, ConfigVersion: cfg.version(), ConfigHash: cfg.configHash(),
+		Shadow:   cfg.Mode == ModeShadow,
 		Sessions: proxy.NewSessionLimits(cfg.Classes, cfg.Callers),
 	}
 }
