@@ -144,6 +144,20 @@ func (c Config) validateBesideAccounts(p *configcheck.Problems, getenv func(stri
 			"the proxy sends each account's own key and a caller's key must never reach an account it was not issued for: "+
 			"set classify.unknown_callers: reject and configure callers[]")
 	}
+	c.validateAccountsShape(p)
+	for i, a := range c.Upstream.Accounts {
+		if a.APIKeyEnv != "" && getenv(a.APIKeyEnv) == "" {
+			p.Add(fmt.Sprintf("upstream.accounts[%d].api_key_env", i), "%s is unset or empty: the account's key must be in it", a.APIKeyEnv)
+		}
+	}
+}
+
+// validateAccountsShape checks that the single account's keys are not set
+// beside upstream.accounts: what plan needs of them too.
+func (c Config) validateAccountsShape(p *configcheck.Problems) {
+	if len(c.Upstream.Accounts) == 0 {
+		return
+	}
 	def := defaultConfig()
 	if c.Upstream.APIKey != "" {
 		p.Add("upstream.api_key", "is set beside upstream.accounts, whose keys are each account's api_key_env: remove it")
@@ -157,11 +171,6 @@ func (c Config) validateBesideAccounts(p *configcheck.Problems, getenv func(stri
 	if !reflect.DeepEqual(top, def.Account) {
 		p.Add("account", "is set beside upstream.accounts, whose limits are each account's account section "+
 			"(only account.expected_replicas and account.models, which they share, may be set): move it into them")
-	}
-	for i, a := range c.Upstream.Accounts {
-		if a.APIKeyEnv != "" && getenv(a.APIKeyEnv) == "" {
-			p.Add(fmt.Sprintf("upstream.accounts[%d].api_key_env", i), "%s is unset or empty: the account's key must be in it", a.APIKeyEnv)
-		}
 	}
 }
 
@@ -177,6 +186,27 @@ const envPrefix = "METERPROXY_"
 // and METERPROXY_* variables from environ, then validates. Every unknown
 // key and invalid value is reported at once, by key.
 func loadConfig(path string, environ []string, getenv func(string) string) (Config, error) {
+	return loadConfigFor(useServe, path, environ, getenv)
+}
+
+// use is what a command uses of the configuration, so it validates only
+// that: plan and sweep do not serve, so neither asks for the callers' keys
+// nor refuses the open relay that serving would be.
+type use int
+
+const (
+	// useServe is serve and check-config: everything.
+	useServe use = iota
+	// usePlan is plan: the server, upstream, account and pool sections,
+	// without the keys of callers or accounts.
+	usePlan
+	// useSweep is sweep: the server and upstream sections.
+	useSweep
+)
+
+// loadConfigFor is loadConfig validating what u uses; the decoder still
+// refuses every unknown key and ill-typed value.
+func loadConfigFor(u use, path string, environ []string, getenv func(string) string) (Config, error) {
 	def := defaultConfig()
 	k := koanf.New(".")
 	if err := k.Load(structs.Provider(def, "koanf"), nil); err != nil {
@@ -208,7 +238,7 @@ func loadConfig(path string, environ []string, getenv func(string) string) (Conf
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dec}); err != nil {
 		errs = append(errs, decodeErrors(err)...)
 	}
-	errs = append(errs, cfg.validate(getenv))
+	errs = append(errs, cfg.validateFor(u, getenv))
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
@@ -218,7 +248,19 @@ func loadConfig(path string, environ []string, getenv func(string) string) (Conf
 // validate checks every section, each under its key in the file (the
 // sections report keys relative to themselves; see configcheck), and what
 // spans sections.
-func (c Config) validate(getenv func(string) string) error {
+func (c Config) validate(getenv func(string) string) error { return c.validateFor(useServe, getenv) }
+
+// validateFor is validate of what u uses.
+func (c Config) validateFor(u use, getenv func(string) string) error {
+	switch u {
+	case useSweep:
+		return c.proxy().Validate()
+	case usePlan:
+		var p configcheck.Problems
+		c.Upstream.APIKey = "" // plan sends nothing: the key, from the file or the environment, is serve's business
+		c.validateAccountsShape(&p)
+		return errors.Join(c.proxy().Validate(), c.quota().Validate(), p.Err())
+	}
 	var p configcheck.Problems
 	if c.Upstream.APIKey != "" && c.Classify.UnknownCallers == classify.UnknownForward && !c.Upstream.KeyForUnknownCallers {
 		p.Add("upstream.key_for_unknown_callers", "upstream.api_key is set and "+
