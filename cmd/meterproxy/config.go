@@ -219,7 +219,7 @@ func loadConfigFor(u use, path string, environ []string, getenv func(string) str
 			return Config{}, fmt.Errorf("config: %s: %w", path, err)
 		}
 	}
-	envErrs, err := loadEnv(k, known, environ)
+	envErrs, fromEnv, err := loadEnv(k, known, environ)
 	if err != nil {
 		return Config{}, err
 	}
@@ -235,10 +235,13 @@ func loadConfigFor(u use, path string, environ []string, getenv func(string) str
 		ZeroFields:       true,
 		TagName:          "koanf",
 	}
+	var decoded []error
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dec}); err != nil {
-		errs = append(errs, decodeErrors(err)...)
+		decoded = decodeErrors(err)
 	}
-	errs = append(errs, cfg.validateFor(u, getenv))
+	errs = append(errs, decoded...)
+	errs = append(errs, besideDecoded(cfg.validateFor(u, getenv), decoded)...)
+	errs = namingSources(errs, fromEnv)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
@@ -309,12 +312,14 @@ func leafKeys(k *koanf.Koanf) map[string]bool {
 // loadEnv applies METERPROXY_* overrides. A variable is matched to a key by
 // upper-casing the key and replacing dots with underscores; a variable that
 // matches no key is an error, so a typo does not pass silently.
-func loadEnv(k *koanf.Koanf, known map[string]bool, environ []string) ([]error, error) {
+// It returns, beside the errors, the variable that set each key it set.
+func loadEnv(k *koanf.Koanf, known map[string]bool, environ []string) ([]error, map[string]string, error) {
 	byEnv := make(map[string]string, len(known))
 	for key := range known {
 		byEnv[envPrefix+strings.ToUpper(strings.ReplaceAll(key, ".", "_"))] = key
 	}
 	var unknown []string
+	fromEnv := map[string]string{}
 	p := env.Provider(".", env.Opt{
 		Prefix:      envPrefix,
 		EnvironFunc: func() []string { return environ },
@@ -324,18 +329,19 @@ func loadEnv(k *koanf.Koanf, known map[string]bool, environ []string) ([]error, 
 				unknown = append(unknown, name)
 				return "", nil
 			}
+			fromEnv[key] = name
 			return key, value
 		},
 	})
 	if err := k.Load(p, nil); err != nil {
-		return nil, fmt.Errorf("config: environment: %w", err)
+		return nil, nil, fmt.Errorf("config: environment: %w", err)
 	}
 	slices.Sort(unknown)
 	errs := make([]error, 0, len(unknown))
 	for _, name := range unknown {
 		errs = append(errs, fmt.Errorf("%s: environment variable matches no config key", name))
 	}
-	return errs, nil
+	return errs, fromEnv, nil
 }
 
 var (
