@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -123,6 +122,7 @@ func (u *unreachableLog) warn(log *slog.Logger, account string, err error) {
 		now = u.now
 	}
 	u.mu.Unlock()
-	s.Warn(context.Background(), log, now(), unreachableEvery, "account_unreachable",
-		slog.String("account", account), slog.String("error", err.Error()))
+	if attrs, ok := s.Take(now(), unreachableEvery, slog.String("account", account), slog.String("error", err.Error())); ok {
+		log.Warn("account_unreachable", attrs...)
+	}
 }

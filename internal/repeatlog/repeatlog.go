@@ -5,7 +5,6 @@
 package repeatlog
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -21,31 +20,36 @@ type Summary struct {
 	last       []any
 }
 
-// Warn logs msg with attrs at warn on log, at now, unless a line was
-// written less than every before: then it is counted, and its attrs kept
-// for the next line.
-func (s *Summary) Warn(ctx context.Context, log *slog.Logger, now time.Time, every time.Duration, msg string, attrs ...any) {
+// Take counts a message with attrs at now and reports whether to log it:
+// yes, with the attrs to log (attrs, and "suppressed" and "over" when
+// messages were counted since the last line), unless a line was written
+// less than every before; then its attrs are kept for the next line. The
+// caller logs it under its own static message.
+func (s *Summary) Take(now time.Time, every time.Duration, attrs ...any) ([]any, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.logged.IsZero() && now.Sub(s.logged) < every {
 		s.suppressed++
 		s.last = attrs
-		return
+		return nil, false
 	}
 	if s.suppressed > 0 {
 		attrs = append(attrs, slog.Int("suppressed", s.suppressed), slog.Duration("over", now.Sub(s.logged)))
 	}
-	log.WarnContext(ctx, msg, attrs...)
 	s.logged, s.suppressed, s.last = now, 0, nil
+	return attrs, true
 }
 
-// Flush logs the messages counted since the last line, if any (with the
-// latest's attrs), and ends the run: the next message is logged at once.
-func (s *Summary) Flush(log *slog.Logger, now time.Time, msg string) {
+// Flush ends the run, so the next message is logged at once, and reports
+// whether messages were counted since the last line: then the attrs of
+// the line that stands for them (the latest's, "suppressed" and "over").
+func (s *Summary) Flush(now time.Time) ([]any, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var attrs []any
 	if s.suppressed > 0 {
-		log.Warn(msg, append(s.last, slog.Int("suppressed", s.suppressed), slog.Duration("over", now.Sub(s.logged)))...)
+		attrs = append(s.last, slog.Int("suppressed", s.suppressed), slog.Duration("over", now.Sub(s.logged)))
 	}
 	s.logged, s.suppressed, s.last = time.Time{}, 0, nil
+	return attrs, attrs != nil
 }

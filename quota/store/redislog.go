@@ -32,13 +32,19 @@ type RedisLog struct {
 
 // Printf implements go-redis's internal.Logging.
 func (r *RedisLog) Printf(ctx context.Context, format string, v ...any) {
-	r.sum.Warn(ctx, r.log, r.now(), redisLogEvery, "redis_client", slog.String("message", fmt.Sprintf(format, v...)))
+	if attrs, ok := r.sum.Take(r.now(), redisLogEvery, slog.String("message", fmt.Sprintf(format, v...))); ok {
+		r.log.WarnContext(ctx, "redis_client", attrs...)
+	}
 }
 
 // Flush logs the messages counted since the last line, if any, and ends
 // the run: the next message is logged at once. The store calls it when
 // Redis answers again.
-func (r *RedisLog) Flush() { r.sum.Flush(r.log, r.now(), "redis_client") }
+func (r *RedisLog) Flush() {
+	if attrs, ok := r.sum.Flush(r.now()); ok {
+		r.log.Warn("redis_client", attrs...)
+	}
+}
 
 // RouteRedisLogs sends go-redis's messages to log and returns the route,
 // to flush when Redis answers again. go-redis has one logger per process:
