@@ -123,6 +123,8 @@ type accounts struct {
 	// holdsKeys says the proxy injects a key of its own into every
 	// request (upstream.api_key, or several accounts).
 	holdsKeys bool
+	// unreachable summarises account_unreachable (spill.go).
+	unreachable unreachableLog
 }
 
 // newExchange is the exchange of a request on rt from res under live,

@@ -4,7 +4,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"sync"
+	"time"
 
+	"github.com/meterproxy/meterproxy/internal/repeatlog"
 	"github.com/meterproxy/meterproxy/quota"
 )
 
@@ -54,7 +57,7 @@ func (a *accounts) spill(ex *exchange, resp *http.Response, err error, lease *qu
 	if resp != nil {
 		drain(resp)
 	} else {
-		a.log.Warn("account_unreachable", slog.String("account", ex.dest.account), slog.String("error", err.Error()))
+		a.unreachable.warn(a.log, ex.dest.account, err)
 	}
 	a.m.upstream.spills.WithLabelValues(ex.dest.account).Inc()
 	ex.trace.tried.spills++
@@ -86,4 +89,40 @@ func (a *accounts) retarget(r *http.Request, ex *exchange) (*http.Request, error
 		replaceCredential(r2.Header, ex.credential(), acct.key)
 	}
 	return r2, nil
+}
+
+// unreachableEvery is how often, at most, account_unreachable reaches the
+// log for one account while its moves repeat: an account that is down
+// fails every request sent to it, and each is moved.
+const unreachableEvery = time.Minute
+
+// unreachableLog keeps account_unreachable to a line a minute per account,
+// as the Redis client's log is kept (repeatlog): each line says how many
+// moves it stands for. Its zero value is ready; safe for concurrent use.
+type unreachableLog struct {
+	mu sync.Mutex
+	by map[string]*repeatlog.Summary // by account name: a closed set, the configured accounts
+	// now is the clock; nil is time.Now.
+	now func() time.Time
+}
+
+// warn logs, or counts, a move from account, unreachable with err.
+func (u *unreachableLog) warn(log *slog.Logger, account string, err error) {
+	u.mu.Lock()
+	if u.by == nil {
+		u.by = map[string]*repeatlog.Summary{}
+	}
+	s, ok := u.by[account]
+	if !ok {
+		s = &repeatlog.Summary{}
+		u.by[account] = s
+	}
+	now := time.Now
+	if u.now != nil {
+		now = u.now
+	}
+	u.mu.Unlock()
+	if attrs, ok := s.Take(now(), unreachableEvery, slog.String("account", account), slog.String("error", err.Error())); ok {
+		log.Warn("account_unreachable", attrs...)
+	}
 }

@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota"
@@ -188,5 +192,56 @@ func TestSpillMovableDialFailure(t *testing.T) {
 		if got := movable(c.r, nil, c.err, ex); got != c.want {
 			t.Errorf("%s: movable %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestSpillUnreachableIsSummarised: many moves from an account that is
+// down log a bounded number of account_unreachable lines, each saying how
+// many moves it stands for, and every move is still counted.
+func TestSpillUnreachableIsSummarised(t *testing.T) {
+	down, paygo := newAccountServer(t, http.StatusOK), newAccountServer(t, http.StatusOK)
+	down.Close()
+	p := spillProxy(t, down, paygo)
+	const moves = 44
+	for range moves {
+		if status, body := postChat(t, p); status != http.StatusOK {
+			t.Fatalf("caller got %d %s, want the next account's 200", status, body)
+		}
+	}
+	if n := counterValue(t, p.reg, "meterproxy_account_spills_total", map[string]string{"account": "ptu"}); n != moves {
+		t.Errorf("meterproxy_account_spills_total{account=ptu} = %v, want %d", n, moves)
+	}
+	lines := strings.Count(p.logs.String(), `"msg":"account_unreachable"`)
+	if lines < 1 || lines > 2 {
+		t.Errorf("%d account_unreachable lines for %d moves within a minute, want one:\n%s", lines, moves, p.logs.String())
+	}
+}
+
+// TestUnreachableLogCounts: over five minutes of moves a second, a line a
+// minute, the lines standing for every move once flushed.
+func TestUnreachableLogCounts(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	now := time.Unix(1_700_000_000, 0)
+	u := unreachableLog{now: func() time.Time { return now }}
+	const moves = 300
+	for range moves {
+		u.warn(log, "ptu", errors.New("dial tcp: connection refused"))
+		now = now.Add(time.Second)
+	}
+	total, lines := 0, 0
+	for line := range strings.Lines(buf.String()) {
+		var rec struct{ Suppressed int }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		total += 1 + rec.Suppressed
+		lines++
+	}
+	if lines > 6 {
+		t.Errorf("%d lines for five minutes of moves, want about one a minute", lines)
+	}
+	if total > moves || total < moves-60 { // the last minute's are counted until the next line
+		t.Errorf("the lines stand for %d moves of %d", total, moves)
 	}
 }

@@ -53,6 +53,9 @@ func checkConfig(cfg Config, w io.Writer) error {
 	for line := range strings.Lines(table.String()) {
 		out += strings.TrimRight(line, " \n") + "\n"
 	}
+	for _, w := range replicasWarnings(cfg) {
+		out += "warning: " + w + "\n"
+	}
 	_, err := io.WriteString(w, out+"\n"+pricesSection(q)+"\n"+budgetsSection(cfg))
 	return err
 }

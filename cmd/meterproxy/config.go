@@ -144,6 +144,20 @@ func (c Config) validateBesideAccounts(p *configcheck.Problems, getenv func(stri
 			"the proxy sends each account's own key and a caller's key must never reach an account it was not issued for: "+
 			"set classify.unknown_callers: reject and configure callers[]")
 	}
+	c.validateAccountsShape(p)
+	for i, a := range c.Upstream.Accounts {
+		if a.APIKeyEnv != "" && getenv(a.APIKeyEnv) == "" {
+			p.Add(fmt.Sprintf("upstream.accounts[%d].api_key_env", i), "%s is unset or empty: the account's key must be in it", a.APIKeyEnv)
+		}
+	}
+}
+
+// validateAccountsShape checks that the single account's keys are not set
+// beside upstream.accounts: what plan needs of them too.
+func (c Config) validateAccountsShape(p *configcheck.Problems) {
+	if len(c.Upstream.Accounts) == 0 {
+		return
+	}
 	def := defaultConfig()
 	if c.Upstream.APIKey != "" {
 		p.Add("upstream.api_key", "is set beside upstream.accounts, whose keys are each account's api_key_env: remove it")
@@ -157,11 +171,6 @@ func (c Config) validateBesideAccounts(p *configcheck.Problems, getenv func(stri
 	if !reflect.DeepEqual(top, def.Account) {
 		p.Add("account", "is set beside upstream.accounts, whose limits are each account's account section "+
 			"(only account.expected_replicas and account.models, which they share, may be set): move it into them")
-	}
-	for i, a := range c.Upstream.Accounts {
-		if a.APIKeyEnv != "" && getenv(a.APIKeyEnv) == "" {
-			p.Add(fmt.Sprintf("upstream.accounts[%d].api_key_env", i), "%s is unset or empty: the account's key must be in it", a.APIKeyEnv)
-		}
 	}
 }
 
@@ -177,6 +186,27 @@ const envPrefix = "METERPROXY_"
 // and METERPROXY_* variables from environ, then validates. Every unknown
 // key and invalid value is reported at once, by key.
 func loadConfig(path string, environ []string, getenv func(string) string) (Config, error) {
+	return loadConfigFor(useServe, path, environ, getenv)
+}
+
+// use is what a command uses of the configuration, so it validates only
+// that: plan and sweep do not serve, so neither asks for the callers' keys
+// nor refuses the open relay that serving would be.
+type use int
+
+const (
+	// useServe is serve and check-config: everything.
+	useServe use = iota
+	// usePlan is plan: the server, upstream, account and pool sections,
+	// without the keys of callers or accounts.
+	usePlan
+	// useSweep is sweep: the server and upstream sections.
+	useSweep
+)
+
+// loadConfigFor is loadConfig validating what u uses; the decoder still
+// refuses every unknown key and ill-typed value.
+func loadConfigFor(u use, path string, environ []string, getenv func(string) string) (Config, error) {
 	def := defaultConfig()
 	k := koanf.New(".")
 	if err := k.Load(structs.Provider(def, "koanf"), nil); err != nil {
@@ -189,7 +219,7 @@ func loadConfig(path string, environ []string, getenv func(string) string) (Conf
 			return Config{}, fmt.Errorf("config: %s: %w", path, err)
 		}
 	}
-	envErrs, err := loadEnv(k, known, environ)
+	envErrs, fromEnv, err := loadEnv(k, known, environ)
 	if err != nil {
 		return Config{}, err
 	}
@@ -205,10 +235,13 @@ func loadConfig(path string, environ []string, getenv func(string) string) (Conf
 		ZeroFields:       true,
 		TagName:          "koanf",
 	}
+	var decoded []error
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dec}); err != nil {
-		errs = append(errs, decodeErrors(err)...)
+		decoded = decodeErrors(err)
 	}
-	errs = append(errs, cfg.validate(getenv))
+	errs = append(errs, decoded...)
+	errs = append(errs, besideDecoded(cfg.validateFor(u, getenv), decoded)...)
+	errs = namingSources(errs, fromEnv)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
@@ -218,7 +251,19 @@ func loadConfig(path string, environ []string, getenv func(string) string) (Conf
 // validate checks every section, each under its key in the file (the
 // sections report keys relative to themselves; see configcheck), and what
 // spans sections.
-func (c Config) validate(getenv func(string) string) error {
+func (c Config) validate(getenv func(string) string) error { return c.validateFor(useServe, getenv) }
+
+// validateFor is validate of what u uses.
+func (c Config) validateFor(u use, getenv func(string) string) error {
+	switch u {
+	case useSweep:
+		return c.proxy().Validate()
+	case usePlan:
+		var p configcheck.Problems
+		c.Upstream.APIKey = "" // plan sends nothing: the key, from the file or the environment, is serve's business
+		c.validateAccountsShape(&p)
+		return errors.Join(c.proxy().Validate(), c.quota().Validate(), p.Err())
+	}
 	var p configcheck.Problems
 	if c.Upstream.APIKey != "" && c.Classify.UnknownCallers == classify.UnknownForward && !c.Upstream.KeyForUnknownCallers {
 		p.Add("upstream.key_for_unknown_callers", "upstream.api_key is set and "+
@@ -267,12 +312,14 @@ func leafKeys(k *koanf.Koanf) map[string]bool {
 // loadEnv applies METERPROXY_* overrides. A variable is matched to a key by
 // upper-casing the key and replacing dots with underscores; a variable that
 // matches no key is an error, so a typo does not pass silently.
-func loadEnv(k *koanf.Koanf, known map[string]bool, environ []string) ([]error, error) {
+// It returns, beside the errors, the variable that set each key it set.
+func loadEnv(k *koanf.Koanf, known map[string]bool, environ []string) ([]error, map[string]string, error) {
 	byEnv := make(map[string]string, len(known))
 	for key := range known {
 		byEnv[envPrefix+strings.ToUpper(strings.ReplaceAll(key, ".", "_"))] = key
 	}
 	var unknown []string
+	fromEnv := map[string]string{}
 	p := env.Provider(".", env.Opt{
 		Prefix:      envPrefix,
 		EnvironFunc: func() []string { return environ },
@@ -282,18 +329,19 @@ func loadEnv(k *koanf.Koanf, known map[string]bool, environ []string) ([]error, 
 				unknown = append(unknown, name)
 				return "", nil
 			}
+			fromEnv[key] = name
 			return key, value
 		},
 	})
 	if err := k.Load(p, nil); err != nil {
-		return nil, fmt.Errorf("config: environment: %w", err)
+		return nil, nil, fmt.Errorf("config: environment: %w", err)
 	}
 	slices.Sort(unknown)
 	errs := make([]error, 0, len(unknown))
 	for _, name := range unknown {
 		errs = append(errs, fmt.Errorf("%s: environment variable matches no config key", name))
 	}
-	return errs, nil
+	return errs, fromEnv, nil
 }
 
 var (

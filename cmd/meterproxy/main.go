@@ -105,13 +105,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		return checkConfig(cfg, stdout)
 	case "plan":
-		cfg, err := loadConfig(configPath, environ, getenv)
+		cfg, err := loadConfigFor(usePlan, configPath, environ, getenv)
 		if err != nil {
 			return fmt.Errorf("plan: invalid config:\n%w", err)
 		}
 		return runPlan(ctx, cfg, planArgs, stdout)
 	case "sweep":
-		cfg, err := loadConfig(configPath, environ, getenv)
+		cfg, err := loadConfigFor(useSweep, configPath, environ, getenv)
 		if err != nil {
 			return fmt.Errorf("sweep: invalid config:\n%w", err)
 		}

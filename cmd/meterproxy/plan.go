@@ -33,10 +33,13 @@ func plan(cfg Config, in planInput) (planResult, error) {
 }
 
 // poolsPlan is the plan of the account and, under Pools, each
-// account.models pool's, planned as an account of its own.
+// account.models pool's, planned as an account of its own. A pool whose
+// bound works out to 0 (capacity.ErrZeroBound) has no plan: it is under
+// Unplanned, with why, and the rest are planned.
 type poolsPlan struct {
 	planResult
-	Pools map[string]planResult `json:"pools,omitempty"`
+	Pools     map[string]planResult `json:"pools,omitempty"`
+	Unplanned map[string]string     `json:"unplanned_pools,omitempty"`
 }
 
 // planPools plans the account and every pool.
@@ -50,6 +53,13 @@ func planPools(cfg Config, in planInput) (poolsPlan, error) {
 		pc := cfg
 		pc.Account = cfg.quota().Pool(m.Name).Account
 		pr, err := plan(pc, in)
+		if errors.Is(err, capacity.ErrZeroBound) {
+			if out.Unplanned == nil {
+				out.Unplanned = map[string]string{}
+			}
+			out.Unplanned[m.Name] = err.Error()
+			continue
+		}
 		if err != nil {
 			return poolsPlan{}, fmt.Errorf("pool %s: %w", m.Name, err)
 		}
@@ -130,6 +140,12 @@ func runPlan(ctx context.Context, cfg Config, f *planFlags, stdout io.Writer) er
 	for _, m := range cfg.Account.Models {
 		pc := cfg
 		pc.Account = cfg.quota().Pool(m.Name).Account
+		if why, ok := r.Unplanned[m.Name]; ok {
+			if _, err := fmt.Fprintf(stdout, "\npool %s (account.models[].name): not planned: %s\n", m.Name, why); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := fmt.Fprintf(stdout, "\npool %s (account.models[].name; its numbers below are the pool's, as account.* are the account's)\n", m.Name); err != nil {
 			return err
 		}

@@ -119,6 +119,12 @@ func runPlanAccounts(cfg Config, in planInput, replicasSet, asJSON bool, stdout 
 			return err
 		}
 		for _, m := range ac.Account.Models {
+			if why, ok := ap.Unplanned[m.Name]; ok {
+				if _, err := fmt.Fprintf(stdout, "\npool %s/%s (its account.models[].name): not planned: %s\n", ap.Name, m.Name, why); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := fmt.Fprintf(stdout, "\npool %s/%s (its account.models[].name; its numbers below are the pool's, as account.* are the account's)\n", ap.Name, m.Name); err != nil {
 				return err
 			}

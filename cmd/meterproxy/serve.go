@@ -52,6 +52,7 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger, stdout
 			"pass-through mode (no upstream.api_key) and no callers configured: no response is known to spend this account, "+
 				"so the provider's rate-limit headers hold nothing; configure callers[] to have them read"))
 	}
+	logReplicasWarnings(log, cfg)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(reg)

@@ -187,7 +187,7 @@ func TestSweepMaxBoundsTheRamp(t *testing.T) {
 	if got := tableRows(out); !slices.Equal(got, []int{1, 3, 5}) {
 		t.Errorf("table rows %v, want 1 3 5:\n%s", got, out)
 	}
-	for _, want := range []string{"stopped: --max 6 reached", "throughput still grew at the last complete step: the knee may lie higher (raise --max)", "recommended bound: 5"} {
+	for _, want := range []string{"stopped: concurrency 5 was the last step: the next would pass --max 6", "throughput still grew at the last complete step: the knee may lie higher (raise --max)", "recommended bound: 5"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -115,7 +115,11 @@ func (r sweepResult) writeStop(b *strings.Builder) {
 	case stopInterrupted:
 		fmt.Fprintf(b, "stopped: interrupted at concurrency %d; that step takes no part in the knee\n", last.concurrency)
 	default:
-		fmt.Fprintf(b, "stopped: --max %d reached\n", r.max)
+		if last.concurrency == r.max {
+			fmt.Fprintf(b, "stopped: --max %d reached\n", r.max)
+		} else {
+			fmt.Fprintf(b, "stopped: concurrency %d was the last step: the next would pass --max %d\n", last.concurrency, r.max)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ package capacity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -67,6 +68,10 @@ type Result struct {
 	Why string `json:"-"`
 }
 
+// ErrZeroBound is Plan's error when the account's rate keeps fewer than one
+// request in flight at the service time: there is no bound to plan.
+var ErrZeroBound = errors.New("the fleet in-flight bound is 0")
+
 // Plan works out the in-flight bounds, connections, replica ceiling and
 // batch size that in.Account allows at in.ServiceTime per request. It is
 // pure: Little's law (in flight = rate × service time) and rounding.
@@ -120,9 +125,9 @@ func Plan(in Input) (Result, error) {
 		if r.BoundBy == BoundTokens {
 			check = "--tokens-per-request and " + check
 		}
-		return Result{}, fmt.Errorf("plan: the fleet in-flight bound is 0: at %s per request the account's rate keeps fewer than one request in flight on average "+
+		return Result{}, fmt.Errorf("plan: %w: at %s per request the account's rate keeps fewer than one request in flight on average "+
 			"(%s), so there is no in-flight bound to plan — a single worker sending one request at a time would already exceed the allowance, "+
-			"and the rate alone limits it; check %s (the mean service time per request, such as 800ms)", lat, r.Why, check)
+			"and the rate alone limits it; check %s (the mean service time per request, such as 800ms)", ErrZeroBound, lat, r.Why, check)
 	}
 	if a.MaxInFlight > 0 && a.MaxInFlight < r.FleetInFlight {
 		rate := "request rate"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -99,6 +100,10 @@ type BudgetState struct {
 	Resets   time.Time `json:"resets"`
 }
 
+// alertUSD is the spend at which a budget of usd alerts at share, to the
+// micro-dollar: 3 × 0.8 is 2.4, not the float product 2.4000000000000004.
+func alertUSD(usd, share float64) float64 { return math.Round(usd*share*1e6) / 1e6 }
+
 // BudgetRefresh is how often the loop reads every budget's spend for the
 // metrics, when no heartbeat is configured.
 const BudgetRefresh = time.Second
@@ -117,7 +122,7 @@ func (g *BudgetGate) refresh(ctx context.Context) {
 		}
 		for i, k := range keys {
 			seen = append(seen, BudgetState{Budget: k.Budget, Period: k.Period, Limit: k.Limit.Dollars(),
-				Spent: uses[i].Spent.Dollars(), Reserved: uses[i].Reserved.Dollars(), Alert: bs[i].USD * bs[i].Alert(), Resets: k.Resets})
+				Spent: uses[i].Spent.Dollars(), Reserved: uses[i].Reserved.Dollars(), Alert: alertUSD(bs[i].USD, bs[i].Alert()), Resets: k.Resets})
 		}
 	}
 	g.mu.Lock()

@@ -258,7 +258,7 @@ meterproxy_budget_spent_usd{budget="class:bulk"} 0
 # TYPE meterproxy_budget_alert_usd gauge
 meterproxy_budget_alert_usd{budget="caller:import"} 0.8
 meterproxy_budget_alert_usd{budget="caller:lenient"} 0.8
-meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
+meterproxy_budget_alert_usd{budget="class:bulk"} 1.2
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "meterproxy_budget_reserved_usd", "meterproxy_budget_spent_usd", "meterproxy_budget_alert_usd"); err != nil {
 			t.Error(err)
@@ -267,8 +267,8 @@ meterproxy_budget_alert_usd{budget="class:bulk"} 1.2000000000000002
 		time.Sleep(BudgetRefresh)
 		synctest.Wait()
 		for _, b := range g.State() {
-			if b.Budget == "class:bulk" && (b.Spent != 0.25 || b.Reserved != 0) {
-				t.Errorf("class:bulk after a settle at 25¢: %+v, want 0.25 spent, none reserved", b)
+			if b.Budget == "class:bulk" && (b.Spent != 0.25 || b.Reserved != 0 || b.Alert != 1.2) {
+				t.Errorf("class:bulk after a settle at 25¢: %+v, want 0.25 spent, none reserved, alert at 1.2", b)
 			}
 		}
 	})
@@ -323,5 +323,15 @@ func budgetStoreCases() []budgetStoreCase {
 			s := newTestRedisBudgets(t, redistest.Start(t), redistest.Prefix(t), "r1")
 			return s, s.Alive
 		}},
+	}
+}
+
+// TestAlertUSDPrintsAsConfigured: a $3 budget alerting at 0.8 alerts at
+// 2.4 in /admin/state and /metrics, not 2.4000000000000004.
+func TestAlertUSDPrintsAsConfigured(t *testing.T) {
+	for _, tt := range []struct{ usd, share, want float64 }{{3, 0.8, 2.4}, {1.5, 0.8, 1.2}, {100, 0.9, 90}} {
+		if got := alertUSD(tt.usd, tt.share); got != tt.want {
+			t.Errorf("alertUSD(%g, %g) = %v, want %v", tt.usd, tt.share, got, tt.want)
+		}
 	}
 }

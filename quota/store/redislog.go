@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/meterproxy/meterproxy/internal/repeatlog"
 )
 
 // redisLogEvery is how often, at most, go-redis's messages reach the log
@@ -26,45 +27,23 @@ const redisLogEvery = time.Minute
 type RedisLog struct {
 	log *slog.Logger
 	now func() time.Time
-
-	mu sync.Mutex
-	// logged is when the last line was written; zero: no run of
-	// messages is going on.
-	logged     time.Time
-	suppressed int
-	last       string
+	sum repeatlog.Summary
 }
 
 // Printf implements go-redis's internal.Logging.
 func (r *RedisLog) Printf(ctx context.Context, format string, v ...any) {
-	msg := fmt.Sprintf(format, v...)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	if !r.logged.IsZero() && now.Sub(r.logged) < redisLogEvery {
-		r.suppressed++
-		r.last = msg
-		return
+	if attrs, ok := r.sum.Take(r.now(), redisLogEvery, slog.String("message", fmt.Sprintf(format, v...))); ok {
+		r.log.WarnContext(ctx, "redis_client", attrs...)
 	}
-	attrs := []any{slog.String("message", msg)}
-	if r.suppressed > 0 {
-		attrs = append(attrs, slog.Int("suppressed", r.suppressed), slog.Duration("over", now.Sub(r.logged)))
-	}
-	r.log.WarnContext(ctx, "redis_client", attrs...)
-	r.logged, r.suppressed, r.last = now, 0, ""
 }
 
 // Flush logs the messages counted since the last line, if any, and ends
 // the run: the next message is logged at once. The store calls it when
 // Redis answers again.
 func (r *RedisLog) Flush() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.suppressed > 0 {
-		r.log.Warn("redis_client", slog.String("message", r.last), slog.Int("suppressed", r.suppressed),
-			slog.Duration("over", r.now().Sub(r.logged)))
+	if attrs, ok := r.sum.Flush(r.now()); ok {
+		r.log.Warn("redis_client", attrs...)
 	}
-	r.logged, r.suppressed, r.last = time.Time{}, 0, ""
 }
 
 // RouteRedisLogs sends go-redis's messages to log and returns the route,
