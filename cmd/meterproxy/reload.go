@@ -68,10 +68,18 @@ func newReloader(cfg Config, src source, admitter *quota.Admitter, h *proxy.Hand
 	return &reloader{src: src, admitter: admitter, handler: h, log: log, results: results, current: cfg}
 }
 
-// watch reloads on SIGHUP and when the config file changes, until ctx ends.
-func (r *reloader) watch(ctx context.Context) {
+// hangups is SIGHUP's channel for watch, registered before serve says it
+// is serving: a SIGHUP that arrives before watch runs is held for it, not
+// taken by the default action, which ends the process.
+func hangups() chan os.Signal {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
+// watch reloads on SIGHUP (hup, from hangups) and when the config file
+// changes, until ctx ends.
+func (r *reloader) watch(ctx context.Context, hup chan os.Signal) {
 	defer signal.Stop(hup)
 	var changed <-chan fsnotify.Event
 	var watchErrs <-chan error

@@ -111,7 +111,8 @@ func serve(ctx context.Context, cfg Config, src source, log *slog.Logger, stdout
 	srv.OnGraceEnding(stopAdmitting, h.ServiceTime)
 	var g errgroup.Group
 	g.Go(func() error { return admitter.Run(admitCtx) })
-	g.Go(func() error { r.watch(admitCtx); return nil })
+	hup := hangups()
+	g.Go(func() error { r.watch(admitCtx, hup); return nil })
 	g.Go(func() error { reopenOnHUP(admitCtx, access, log); return nil })
 	err = srv.Run(ctx, proxyLn, adminLn)
 	stopAdmitting()
