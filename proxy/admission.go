@@ -13,7 +13,7 @@ import (
 // metering is the part of the handler that admits a request and settles
 // its answer, an HTTP request's and a socket turn's alike: what admission
 // is asked (prepare, flexFor), the admission (admitExchange, or in mode
-// shadow shadowAdmit), and what the upstream's answer settles, counts and
+// shadow a shadow decision: shadows, shadow.go), and what the upstream's answer settles, counts and
 // says of the account (settlement.go). Safe for concurrent use.
 type metering struct {
 	shared
@@ -21,6 +21,8 @@ type metering struct {
 	last lastReport
 	// maxHold is upstream.max_hold: no answer holds bulk longer.
 	maxHold time.Duration
+	// shadows are mode shadow's decisions under way.
+	shadows *shadows
 }
 
 // prepare reads what admission needs of a metered request's body (its
@@ -117,46 +119,4 @@ func (mt *metering) admitExchange(ctx context.Context, ex *exchange, start time.
 	mt.m.admission.admissions.WithLabelValues(pool.Account, pool.Pool, class, admitRefused).Inc()
 	notAdmitted(span, err, &f, end)
 	return nil, &f
-}
-
-// shadowAdmit asks admission, beside a request that is forwarded at once
-// (mode: shadow), what it would have decided, and records it. The
-// decision runs to its end whatever the response does — a request that
-// would have waited is recorded admitted after its hold, or refused at
-// max_wait, though its real response ended long before — so shadow mode
-// counts what enforcement would have: a fast upstream must not hide the
-// 429s an operator runs shadow mode to learn about. Call the returned
-// func when the response ends. A shadow slot is held as enforcement would
-// have held the request's: from its grant for as long as the real
-// exchange took, so the counts admission decides on follow the traffic.
-// Only a shutdown (the admitter closed) leaves a decision unfinished. The
-// real response's priced usage (shadowUsage) is charged to the shadow
-// lease's budgets, so that they fill as enforcement's would.
-func (mt *metering) shadowAdmit(ctx context.Context, ex *exchange) func() {
-	req := ex.request()
-	c := req.Class
-	start := time.Now()
-	type ended struct {
-		took  time.Duration
-		usage *quota.Usage // the response's, when it was metered
-	}
-	end := make(chan ended, 1)
-	go func() {
-		lease, err := mt.admitter.Admit(context.WithoutCancel(ctx), req)
-		mt.m.outcomes.shadow.WithLabelValues(c.String(), shadowOutcome(lease, err, c)).Inc()
-		if lease == nil {
-			return
-		}
-		granted := time.Now()
-		e := <-end
-		if e.usage != nil {
-			lease.Settle(quota.Outcome{Usage: e.usage, Shadow: true})
-		}
-		if rest := time.Until(granted.Add(e.took)); rest > 0 {
-			time.AfterFunc(rest, lease.Release)
-			return
-		}
-		lease.Release()
-	}()
-	return func() { end <- ended{time.Since(start), ex.tally.shadowUsage} }
 }

@@ -115,10 +115,6 @@ type destination struct {
 // charges are what an exchange's request was charged, and settle.
 type charges struct {
 	lease *quota.Lease
-	// shadowUsage is the response's usage when no lease charged it: in
-	// mode shadow, the shadow decision's lease does (shadowAdmit); nil
-	// when it had none.
-	shadowUsage *quota.Usage
 	// batch is a batch creation's reservation (batchcreate.go).
 	batch *gate.BatchHold
 }

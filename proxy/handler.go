@@ -119,6 +119,7 @@ func (h *Handler) Reconfigure(l Live) {
 	h.m.preinitAll(pools, l.Classifier.Callers())
 	h.metering.last.keep(append(pools, noPool))
 	h.live.Store(&l)
+	h.metering.shadows.set(l.Shadow) // after the store: a request that reads enforce makes no decision the drop misses
 }
 
 // NewHandler returns the forwarding handler for cfg.
@@ -137,7 +138,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 	accts := &accounts{shared: sh, holdsKeys: cfg.Upstream.APIKey != "" || len(cfg.Upstream.Accounts) > 0}
 	accts.byName.Store(&byName)
 	accts.families.Store(&ft)
-	mt := &metering{shared: sh, maxHold: cfg.Upstream.MaxHold}
+	mt := &metering{shared: sh, maxHold: cfg.Upstream.MaxHold, shadows: &shadows{admitter: d.Admitter, decided: sh.m.outcomes.shadow}}
 	rs := &records{shared: sh, access: d.Access, ids: requestIDs{prefix: newIDPrefix()}, decisions: cfg.Server.DecisionHeaders}
 	door := frontDoor{maxUnknownStreams: cfg.Server.MaxUnknownCallerStreams}
 	sk := &sockets{shared: sh, metering: mt, records: rs, accounts: accts, door: door,
@@ -150,6 +151,7 @@ func NewHandler(cfg Config, d Deps) (*Handler, error) {
 		writeStall: cfg.Server.WriteStallTimeout, aheadGrace: aheadGrace,
 	}
 	h.live.Store(&d.Live)
+	mt.shadows.set(d.Live.Shadow)
 	if d.Registry != nil {
 		d.Registry.MustRegister(configInfo{live: &h.live})
 	}
@@ -245,7 +247,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if live.Shadow {
-		defer h.metering.shadowAdmit(r.Context(), ex)()
+		defer h.metering.shadows.decide(r.Context(), ex)()
 	} else {
 		lease, ok := h.admit(r, ex, start)
 		if !ok {

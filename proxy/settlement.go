@@ -52,8 +52,10 @@ func (mt *metering) settle(ex *exchange, o quota.Outcome, u usage.Usage, cut boo
 // u its answer reported (nil: none to read), cut saying it was cut short
 // (usage.Meter.Cut) — quota decides what that charges (quota.Lease.Settle)
 // — and counts the cost its budgets were charged. Without a lease it
-// prices u at the prices in force, and counts that. Only a response that
-// spent this account counts (a caller's own key spends another's).
+// prices u at the prices in force, and counts that; in mode shadow its
+// budgets are charged that, whatever they have left (the shadow
+// decision beside it reserves nothing). Only a response that spent this
+// account counts (a caller's own key spends another's).
 func (mt *metering) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut bool) {
 	if u != nil {
 		o.Usage = ex.settledBy(*u, cut)
@@ -76,7 +78,9 @@ func (mt *metering) spend(ex *exchange, o quota.Outcome, u *usage.Usage, cut boo
 	} else {
 		cost, priced = mt.admitter.Cost(ex.ask.model, o.Usage.Priced)
 	}
-	ex.tally.shadowUsage = o.Usage // for the shadow lease's budgets, if there is one
+	if ex.live.Shadow && priced {
+		mt.admitter.Charge(ex.request(), cost) // forwarded unadmitted: its budgets are charged what it spent
+	}
 	mt.m.countSpend(ex.poolLabels(), ex.res, cost, priced, u.Estimated)
 	ex.access.tally.charged(cost, priced)
 }

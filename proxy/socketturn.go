@@ -67,7 +67,7 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 	ex.at(account, sk.admitter.PoolAt(account, func() quota.Model { return ex.ask.model }))
 	t := &socketTurn{s: s, ex: ex}
 	if ex.live.Shadow {
-		t.shadowEnd = sk.metering.shadowAdmit(ctx, ex)
+		t.shadowEnd = sk.metering.shadows.decide(ctx, ex)
 	} else {
 		lease, f := sk.metering.admitExchange(ctx, ex, start, "response.create on "+ex.rt.api.String())
 		switch {

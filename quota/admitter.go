@@ -27,8 +27,8 @@ type Admitter struct {
 	// says of the accounts, for Admit (route.go).
 	cfg     atomic.Pointer[Config]
 	routing atomic.Pointer[routing]
-	// onStoreCall observes every pool's store calls (metrics).
-	onStoreCall func(time.Duration, error)
+	// observers are what its metrics read besides the pools.
+	observers
 
 	mu sync.Mutex
 	// pools are the pools' limiters, by pool name (pool.go), the account's
@@ -44,6 +44,28 @@ type Admitter struct {
 	// run is Run's context once it has started; nil before.
 	run context.Context
 	wg  sync.WaitGroup
+}
+
+// observers are what an Admitter's metrics read besides its pools:
+// onStoreCall observes every pool's store calls; shadow says its
+// decisions are shadow mode's (SetShadow), for the gauges' mode label.
+type observers struct {
+	onStoreCall func(time.Duration, error)
+	shadow      atomic.Bool
+}
+
+// SetShadow says whether the proxy runs in mode shadow, where every
+// admission is a shadow decision (Simulate): the gauges of queues, slots
+// and windows carry it as their mode label (shadow or enforce), so
+// simulated numbers are never read as enforcement's.
+func (a *Admitter) SetShadow(shadow bool) { a.shadow.Store(shadow) }
+
+// mode is the gauges' mode label.
+func (o *observers) mode() string {
+	if o.shadow.Load() {
+		return "shadow"
+	}
+	return "enforce"
 }
 
 // poolRun is one pool's limiter and how to stop it.
@@ -170,6 +192,30 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Lease, error) {
 		lease.price, lease.worst = p, req.cost
 	}
 	return lease, err
+}
+
+// Simulate is Admit for a shadow decision (mode: shadow), beside a
+// request forwarded at once: it waits, and is granted or refused, as
+// Admit would decide — in its pool's queue and window, under its
+// caller's cap and max_queue, its wait ended at max_wait or when ctx
+// ends — but its budgets are only asked whether they would refuse it at
+// what they have spent: it reserves nothing there, and its lease
+// charges them nothing (Charge charges the forwarded request's cost).
+// Release its lease; never Settle it.
+func (a *Admitter) Simulate(ctx context.Context, req Request) (*Lease, error) {
+	req.simulated = true
+	return a.Admit(ctx, req)
+}
+
+// Charge charges cost, spent by req forwarded without admission (mode:
+// shadow), to its caller's and class's budgets whatever they have left,
+// past their limits if need be: the provider spent it. A Free request
+// charges nothing.
+func (a *Admitter) Charge(req Request, cost price.Nanodollars) {
+	if req.Free || cost <= 0 {
+		return
+	}
+	a.budgets.ChargePass(req.Caller, req.Class).Settle(cost)
 }
 
 // WorstCase is the most req may cost at the prices in force

@@ -63,18 +63,19 @@ type poolCollector struct {
 
 func newPoolCollector(a *Admitter) *poolCollector {
 	pc, ap := []string{"account", "pool", "class"}, []string{"account", "pool"}
+	pcm := []string{"account", "pool", "class", "mode"} // counted by admission's decisions: shadow's in mode shadow
 	return &poolCollector{
 		a: a,
 		queued: prometheus.NewDesc("meterproxy_queue_depth",
-			"Requests waiting for admission, by account, pool and class.", pc, nil),
+			"Requests waiting for admission, by account, pool, class and mode (shadow: mode shadow's simulated decisions, which no request waits for; enforce).", pcm, nil),
 		inFlight: prometheus.NewDesc("meterproxy_in_flight",
-			"Requests admitted by this replica and not yet finished, by account, pool and class.", pc, nil),
+			"Requests admitted by this replica and not yet finished, by account, pool, class and mode (as meterproxy_queue_depth).", pcm, nil),
 		fleet: prometheus.NewDesc("meterproxy_fleet_in_flight",
-			"Requests in flight across the fleet, by account, pool and class: this replica's own now and the others' as they last told the store, slots taken ahead of demand (credits) left out.", pc, nil),
+			"Requests in flight across the fleet, by account, pool and class: this replica's own now and the others' as they last told the store, slots taken ahead of demand (credits) left out; mode as meterproxy_queue_depth (this replica's).", pcm, nil),
 		usedRequests: prometheus.NewDesc("meterproxy_window_used_requests",
-			"Requests the class was granted in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.", pc, nil),
+			"Requests the class was granted in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer; mode as meterproxy_queue_depth.", pcm, nil),
 		usedTokens: prometheus.NewDesc("meterproxy_window_used_tokens",
-			"Tokens the class was charged in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer.", pc, nil),
+			"Tokens the class was charged in the pool's current one-second window (fleet-wide with Redis), as of the store's last answer; mode as meterproxy_queue_depth.", pcm, nil),
 		limitRequests: prometheus.NewDesc("meterproxy_limit_requests_per_second",
 			"The most the class may take of the pool in a second, as configured and enforced (fleet-wide with Redis): the account's allowance for interactive; for bulk its share, or all but the interactive reserve while it may borrow.", pc, nil),
 		limitTokens: prometheus.NewDesc("meterproxy_limit_tokens_per_second",
@@ -99,6 +100,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	mode := c.a.mode()
 	c.a.eachPool(func(id string, l *limiter) {
 		pool := poolLabels(id)
 		bound := l.InFlightLimit()
@@ -112,11 +114,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		rps, tps := lim.PerSecond()
 		for _, cl := range classify.Classes {
 			class := cl.String()
-			gauge(c.queued, float64(l.Queued(cl)), pool.Account, pool.Pool, class)
-			gauge(c.inFlight, float64(l.InFlight(cl)), pool.Account, pool.Pool, class)
-			gauge(c.fleet, float64(l.FleetInFlight(cl)), pool.Account, pool.Pool, class)
-			gauge(c.usedRequests, float64(w.Requests[cl]), pool.Account, pool.Pool, class)
-			gauge(c.usedTokens, float64(w.Tokens[cl]), pool.Account, pool.Pool, class)
+			gauge(c.queued, float64(l.Queued(cl)), pool.Account, pool.Pool, class, mode)
+			gauge(c.inFlight, float64(l.InFlight(cl)), pool.Account, pool.Pool, class, mode)
+			gauge(c.fleet, float64(l.FleetInFlight(cl)), pool.Account, pool.Pool, class, mode)
+			gauge(c.usedRequests, float64(w.Requests[cl]), pool.Account, pool.Pool, class, mode)
+			gauge(c.usedTokens, float64(w.Tokens[cl]), pool.Account, pool.Pool, class, mode)
 			gauge(c.limitRequests, rps[cl], pool.Account, pool.Pool, class)
 			if lim.AccountTPM > 0 {
 				gauge(c.limitTokens, tps[cl], pool.Account, pool.Pool, class)
@@ -135,13 +137,13 @@ type capCollector struct {
 }
 
 func newCapCollector(a *Admitter) *capCollector {
-	label := []string{"caller"}
+	label, decided := []string{"caller"}, []string{"caller", "mode"}
 	return &capCollector{
 		a: a,
 		queued: prometheus.NewDesc("meterproxy_caller_queue_depth",
-			"Requests of a capped caller waiting on this replica, by caller.", label, nil),
+			"Requests of a capped caller waiting on this replica, by caller and mode (shadow: shadow mode's simulated decisions).", decided, nil),
 		inFlight: prometheus.NewDesc("meterproxy_caller_cap_slots_used",
-			"Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. A request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight).", label, nil),
+			"Slots taken under a capped caller's max_in_flight across the fleet, at the store's last answer, by caller. A request holds its slot from passing the cap until it ends, its wait in its pool included, so this can read above the caller's requests upstream (meterproxy_caller_in_flight). By mode, as meterproxy_caller_queue_depth.", decided, nil),
 		limit: prometheus.NewDesc("meterproxy_caller_in_flight_limit",
 			"A capped caller's callers[].max_in_flight (0: no in-flight cap), by caller.", label, nil),
 		rateLimit: prometheus.NewDesc("meterproxy_caller_limit_requests_per_second",
@@ -154,9 +156,10 @@ func (c *capCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (c *capCollector) Collect(ch chan<- prometheus.Metric) {
+	mode := c.a.mode()
 	for name, st := range c.a.caps.States() {
-		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name)
-		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name)
+		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued), name, mode)
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.FleetInFlight), name, mode)
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.MaxInFlight), name)
 		ch <- prometheus.MustNewConstMetric(c.rateLimit, prometheus.GaugeValue, float64(st.RequestsPerMinute)/60, name)
 	}

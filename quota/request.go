@@ -53,7 +53,7 @@ type Request struct {
 // gate is what the caller gates know of r.
 func (r Request) gate() gate.Request {
 	return gate.Request{Caller: r.Caller, Class: r.Class, Cost: r.cost, Floor: r.floor, Priced: r.priced, Model: r.Model.Name, Generates: !r.Free,
-		Unmetered: r.Unmetered}
+		Unmetered: r.Unmetered, Simulated: r.simulated}
 }
 
 // CostBounds are what a Request may cost in tokens at most, for its
@@ -94,4 +94,6 @@ type admission struct {
 	// cut the reservation of cost to (reservation). Admit sets them.
 	cost, floor price.Nanodollars
 	priced      bool
+	// simulated says it is a shadow decision's (Admitter.Simulate).
+	simulated bool
 }

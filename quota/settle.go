@@ -25,10 +25,6 @@ type Outcome struct {
 	// it; nil when there was none to read (a refusal, an answer the proxy
 	// does not meter).
 	Usage *Usage
-	// Shadow says the lease is a shadow decision's, beside a request
-	// forwarded at once (mode: shadow): only its budgets are charged, so
-	// that they fill as enforcement's would.
-	Shadow bool
 }
 
 // Usage is an answer's usage as a lease is settled to it.
@@ -86,16 +82,11 @@ type Settled struct {
 //   - Its budgets are charged its priced usage when Charged — at its
 //     worst case when its usage is Worst — in place of what they held
 //     reserved; a lease settled without usage charges them nothing.
-//
-// A Shadow outcome only charges the budgets.
 func (s *Lease) Settle(o Outcome) Settled {
 	if !s.ended.CompareAndSwap(false, true) {
 		return Settled{}
 	}
 	u := o.Usage
-	if o.Shadow {
-		return s.charge(u)
-	}
 	if o.Measured {
 		s.answered(o.Status)
 	}

@@ -63,7 +63,6 @@ func TestSettlePolicy(t *testing.T) {
 		{"not measured: no work", Outcome{Status: 200, Usage: reported(15)}, 15 - cost, 100, 0, 0, priced},
 		{"cut before any answer", Outcome{Measured: true, Usage: estimated(115)}, 0, 100, 1, 0, priced},
 		{"a caller's own key's usage: no budget", Outcome{Status: 200, Usage: func() *Usage { u := reported(15); u.Charged = false; return u }()}, 15 - cost, 100, 0, 0, -1},
-		{"shadow: budgets alone", Outcome{Status: 200, Measured: true, Usage: reported(15), Shadow: true}, 0, 0, 0, 0, priced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

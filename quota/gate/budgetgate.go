@@ -192,6 +192,9 @@ func (g *BudgetGate) Start(ctx context.Context, r Request, until time.Time) (Pas
 		return Pass{}, nil // every budget lets it through at $0
 	}
 	keys := periods(bs, g.now())
+	if r.Simulated {
+		return Pass{}, g.wouldRefuse(ctx, keys, newBudgetCut(r).floor)
+	}
 	id := g.nextID()
 	held, err := g.reserve(ctx, set, keys, id, r, until)
 	if err != nil {
@@ -392,14 +395,22 @@ func (g *BudgetGate) Check(ctx context.Context, r Request) error {
 	if !r.Priced {
 		return Unpriced(bs, r.Model)
 	}
-	keys := periods(bs, g.now())
+	return g.wouldRefuse(ctx, periods(bs, g.now()), 0)
+}
+
+// wouldRefuse is the refusal of a request of cost on keys at what they
+// have spent, reserving nothing: a budget spent, or one whose unspent
+// part cost does not fit (a *BudgetExceededError, Cost set); or
+// store.ErrStoreUnavailable when the store cannot say. What others hold
+// reserved refuses nothing: a reservation waits for those.
+func (g *BudgetGate) wouldRefuse(ctx context.Context, keys []budgetKey, cost price.Nanodollars) error {
 	uses, err := g.store.read(ctx, keys)
 	if err != nil || len(uses) != len(keys) {
 		return errors.Join(store.ErrStoreUnavailable, err)
 	}
 	for i, k := range keys {
-		if uses[i].Spent >= k.Limit {
-			return &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: uses[i].Spent, Resets: k.Resets}
+		if spent := uses[i].Spent; spent >= k.Limit || cost > k.Limit-spent {
+			return &BudgetExceededError{Budget: k.Budget, Limit: k.Limit, Spent: spent, Cost: cost, Resets: k.Resets}
 		}
 	}
 	return nil

@@ -55,6 +55,11 @@ type Request struct {
 	// (quota.Request.Unmetered).
 	Model                string
 	Generates, Unmetered bool
+	// Simulated says the request is a shadow decision's, beside one
+	// forwarded at once (mode: shadow): a budget asks whether it would
+	// refuse it at what it has spent, and reserves nothing (the request
+	// forwarded is charged what it spent: quota.Admitter.Charge).
+	Simulated bool
 }
 
 // Pass is a request's way through a Gate. Its zero value is a
