@@ -53,9 +53,9 @@ var errSweepInterrupted = errors.New("sweep: interrupted; the table shows the st
 
 // runSweep is the sweep command: it ramps concurrency against the upstream
 // step by step, reporting each step on stderr as it ends, then prints the
-// table, the knee and what the sweep spent on stdout (and the SVG). It
-// stops at the first 429, at --max, when a whole step fails, or on ctx's
-// end.
+// table, the knee, the bound and what the sweep spent on stdout (and the
+// SVG). It stops at the first 429, at --max, when a whole step fails,
+// when a step's rate passes the provider's rate limit, or on ctx's end.
 func runSweep(ctx context.Context, cfg Config, f *sweepFlags, getenv func(string) string, stdout, stderr io.Writer) error {
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -139,6 +139,7 @@ const (
 	stopRateLimited = "429"
 	stopFailed      = "failed"
 	stopInterrupted = "interrupted"
+	stopLimit       = "limit" // a step's rate passed the limit the provider's headers report
 )
 
 // sweep is one run of the command: the request, the levels and how long
@@ -172,6 +173,8 @@ func (sw sweep) run(ctx context.Context, progress io.Writer) sweepResult {
 			res.stop = stopRateLimited
 		case s.answered == 0:
 			res.stop = stopFailed
+		case pastLimit(sw.target.api, res.steps):
+			res.stop = stopLimit
 		default:
 			continue
 		}

@@ -143,13 +143,14 @@ func checkSVG(t *testing.T, svg []byte, points int, wantKnee bool) {
 }
 
 // TestSweepStopsAtThe429: against a provider allowing 60 requests a
-// minute (a full bucket of 60 at the start), concurrency 2 at 50 ms sends
-// about 40 in its second and passes; 4 meets a 429, and the sweep stops
-// there, saying the rate limit binds, with the last clean level as the
-// bound.
+// minute (a full bucket of 60 at the start) that sends no rate-limit
+// headers, concurrency 2 at 50 ms sends about 40 in its second and
+// passes; 4 meets a 429, and the sweep stops there, saying the rate limit
+// binds, with the last clean level as the bound. (With the headers the
+// sweep stops at 2, past the limit they report: TestSweepRateLimitBinds.)
 func TestSweepStopsAtThe429(t *testing.T) {
 	p := fakeprovider.New(fakeprovider.Config{RPM: 60, Latency: 50 * time.Millisecond, NoLog: true})
-	srv := httptest.NewServer(p)
+	srv := httptest.NewServer(withoutLimitHeaders(p))
 	defer srv.Close()
 	out, progress, err := runSweepCmd(t.Context(), t, "--url", srv.URL, "--model", "fake-model",
 		"--start", "2", "--step", "2", "--max", "64", "--duration", "1s")

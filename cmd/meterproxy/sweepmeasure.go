@@ -73,8 +73,9 @@ type step struct {
 	// the step's window (see measure).
 	completionsPerMin, outputTokensPerSec float64
 	// p50 and p99 are nearest-rank percentiles of the latencies of the
-	// requests sent inside the step's window and answered 2xx.
-	p50, p99 time.Duration
+	// requests sent inside the step's window and answered 2xx, mean their
+	// mean.
+	p50, p99, mean time.Duration
 	// errors counts failures by kind: an HTTP status ("429", "500"),
 	// kindTimeout or kindConnection.
 	errors map[string]int
@@ -84,6 +85,8 @@ type step struct {
 	spent                     usage.Usage
 	// detail is the first connection error's text.
 	detail string
+	// limits are the provider's rate limits its answers' headers reported.
+	limits providerLimits
 	// rateLimited and interrupted say the step was cut short: by a 429,
 	// or by the operator. Such a step takes no part in the knee.
 	rateLimited, interrupted bool
@@ -102,11 +105,13 @@ func (s step) complete() bool { return !s.rateLimited && !s.interrupted }
 // requests that ended inside the window would miss up to one per worker
 // (at 32 workers and 800 ms, 1.5 s would count 32 and not 60).
 func measure(c int, start, end time.Time, outs []outcome) step {
-	s := step{concurrency: c, errors: map[string]int{}}
+	s := step{concurrency: c, errors: map[string]int{}, limits: noLimits()}
 	var work, tokens float64
 	var lat []time.Duration
+	var total time.Duration
 	for _, o := range outs {
 		s.sent++
+		s.limits.observe(o.limits)
 		switch o.kind {
 		case kindOK:
 		case kindCanceled:
@@ -126,6 +131,7 @@ func measure(c int, start, end time.Time, outs []outcome) step {
 		s.spent.Output += o.usage.Output
 		if !o.start.Before(start) && o.start.Before(end) {
 			lat = append(lat, o.end.Sub(o.start))
+			total += o.end.Sub(o.start)
 		}
 		f := inWindow(o, start, end)
 		work += f
@@ -137,6 +143,9 @@ func measure(c int, start, end time.Time, outs []outcome) step {
 	}
 	slices.Sort(lat)
 	s.p50, s.p99 = percentile(lat, 50), percentile(lat, 99)
+	if len(lat) > 0 {
+		s.mean = total / time.Duration(len(lat))
+	}
 	return s
 }
 

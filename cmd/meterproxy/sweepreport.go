@@ -58,16 +58,35 @@ func (r sweepResult) mark(i, at, best int, ok bool) string {
 		return "interrupted"
 	case s.rateLimited:
 		return "429: stopped here"
-	case ok && i == at:
+	case r.stop == stopLimit && i == len(r.steps)-1:
+		return "past the rate limit: stopped here"
+	case ok && i == at && r.bound(at) == s.concurrency:
 		return "<- knee = recommended bound"
+	case ok && i == at:
+		return "<- knee"
 	case ok && i == best:
 		return "best"
 	}
 	return ""
 }
 
-// writeKnee states the knee, its rule, and the bound recommended.
+// bound is the bound recommended when the knee is step at: the knee, or
+// less where the provider's rate limit binds first (limitBound), never
+// below 1.
+func (r sweepResult) bound(at int) int {
+	k := r.steps[at]
+	_, lim, limited := sweptLimits(r.target.api, r.steps)
+	if !limited || k.completionsPerMin <= lim.perMin {
+		return k.concurrency
+	}
+	c, _ := limitBound(r.steps, lim.perMin)
+	return max(1, min(c, k.concurrency))
+}
+
+// writeKnee states the knee, its rule, the provider's rate limit when
+// its headers reported one, the bound recommended and what to configure.
 func (r sweepResult) writeKnee(b *strings.Builder, at, best int, ok bool) {
+	all, lim, limited := sweptLimits(r.target.api, r.steps)
 	if !ok {
 		b.WriteString("knee: none: no step ran its whole duration with an answer\n")
 		return
@@ -75,8 +94,14 @@ func (r sweepResult) writeKnee(b *strings.Builder, at, best int, ok bool) {
 	k, top := r.steps[at], r.steps[best]
 	fmt.Fprintf(b, "knee: concurrency %d, the smallest whose completions a minute reach %.0f%% of the best seen (%.0f at %d)\n",
 		k.concurrency, kneeShare*100, top.completionsPerMin, top.concurrency)
+	if limited {
+		fmt.Fprintf(b, "rate limit: %s, the smallest the provider's headers reported\n", lim)
+	}
+	bound := r.bound(at)
 	last := lastComplete(r.steps)
 	switch {
+	case limited && k.completionsPerMin > lim.perMin:
+		r.writeLimitBound(b, bound, k, lim)
 	case r.stop == stopRateLimited && at == last:
 		fmt.Fprintf(b, "recommended bound: %d, the last concurrency before the 429: the provider's rate limit binds before the server's knee\n", k.concurrency)
 	case at == last && len(r.steps) > 1:
@@ -88,6 +113,24 @@ func (r sweepResult) writeKnee(b *strings.Builder, at, best int, ok bool) {
 	default:
 		fmt.Fprintf(b, "recommended bound: %d, the knee: more in flight adds latency, not throughput\n", k.concurrency)
 	}
+	if limited && k.completionsPerMin <= lim.perMin {
+		fmt.Fprintf(b, "the bound's %.0f completions a minute stay within the provider's rate limit: the server's capacity binds, not the rate\n", k.completionsPerMin)
+	}
+	fmt.Fprintf(b, "config: %s\n", strings.Join(all.configLines(bound), ", "))
+}
+
+// writeLimitBound states a bound the provider's rate limit lim sets below
+// the server's knee k: where the rate meets the limit, by Little's law.
+func (r sweepResult) writeLimitBound(b *strings.Builder, bound int, k step, lim rateLimit) {
+	c, w := limitBound(r.steps, lim.perMin)
+	if c < 1 {
+		fmt.Fprintf(b, "recommended bound: 1: even one request in flight (%s mean latency) sends more than the provider's rate limit allows; "+
+			"the rate limit binds, not the server's capacity: let account.requests_per_minute hold the rate\n", fmtLatency(w))
+		return
+	}
+	fmt.Fprintf(b, "recommended bound: %d, where the rate meets the limit: the provider's rate limit (%s) binds, not the server's capacity; "+
+		"%d in flight at %s mean latency send about %.0f a minute, where %d sent %.0f\n",
+		bound, lim, bound, fmtLatency(w), float64(bound)/w.Minutes(), k.concurrency, k.completionsPerMin)
 }
 
 // lastComplete is the index of the last complete step, or -1.
@@ -114,12 +157,37 @@ func (r sweepResult) writeStop(b *strings.Builder) {
 		b.WriteString("\n")
 	case stopInterrupted:
 		fmt.Fprintf(b, "stopped: interrupted at concurrency %d; that step takes no part in the knee\n", last.concurrency)
+	case stopLimit:
+		r.writeLimitStop(b, last)
 	default:
 		if last.concurrency == r.max {
 			fmt.Fprintf(b, "stopped: --max %d reached\n", r.max)
 		} else {
 			fmt.Fprintf(b, "stopped: concurrency %d was the last step: the next would pass --max %d\n", last.concurrency, r.max)
 		}
+	}
+}
+
+// writeLimitStop says the ramp ended at step last, whose rate passed the
+// provider's rate limit, and whether its step was long enough for the
+// provider's burst to drain, that is for a 429 to come: a step shorter
+// than that measures the burst, not a rate the provider sustains.
+func (r sweepResult) writeLimitStop(b *strings.Builder, last step) {
+	_, lim, _ := sweptLimits(r.target.api, r.steps)
+	fmt.Fprintf(b, "stopped: concurrency %d sent %.0f completions a minute, past the provider's rate limit (%.0f requests/min); "+
+		"higher steps would only spend its bucket\n", last.concurrency, last.completionsPerMin, lim.perMin)
+	d, known := lim.drain(last)
+	switch {
+	case !known:
+		fmt.Fprintf(b, "note: the provider reported no remaining count, so the sweep could not tell whether %s steps outlast its burst; "+
+			"the limit in its headers binds whatever the table shows\n", r.duration)
+	case d > r.duration:
+		need := d.Round(time.Second) + time.Second
+		fmt.Fprintf(b, "note: steps of %s are shorter than the provider's burst takes to drain at this rate "+
+			"(%d %s left, %.0f requests/min past the limit: %s), so no 429 could come; the rate above the limit is the burst's, not sustained. "+
+			"To see the 429, rerun with --start %d --max %d --duration %s\n",
+			r.duration, last.limits[lim.dim].remaining, dimUnits[lim.dim], last.completionsPerMin-lim.perMin, d.Round(time.Second),
+			last.concurrency, last.concurrency, need)
 	}
 }
 

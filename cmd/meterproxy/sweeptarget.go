@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meterproxy/meterproxy/proxy/ratelimit"
 	"github.com/meterproxy/meterproxy/proxy/usage"
 )
 
@@ -134,12 +135,13 @@ var errRequestTimeout = errors.New("sweep: request timed out")
 
 // outcome is one request's record: when it was sent and ended, how it
 // ended (kindOK, an HTTP status code such as "429", or another kind), and
-// the usage of a 2xx answer. detail is a transport error's text, without
-// the URL.
+// the usage of a 2xx answer, and the rate limits any answer's headers
+// reported. detail is a transport error's text, without the URL.
 type outcome struct {
 	start, end time.Time
 	kind       string
 	usage      usage.Usage
+	limits     ratelimit.Observation
 	detail     string
 }
 
@@ -148,7 +150,7 @@ type outcome struct {
 func (t sweepTarget) send(ctx context.Context, client *http.Client, timeout time.Duration) outcome {
 	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errRequestTimeout)
 	defer cancel()
-	o := outcome{start: time.Now()}
+	o := outcome{start: time.Now(), limits: ratelimit.Unknown()}
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, t.url, bytes.NewReader(t.body))
 	if err != nil {
 		o.end, o.kind, o.detail = time.Now(), kindConnection, err.Error()
@@ -162,6 +164,7 @@ func (t sweepTarget) send(ctx context.Context, client *http.Client, timeout time
 		return o
 	}
 	defer func() { _ = resp.Body.Close() }()
+	o.limits = ratelimit.ParseMinute(resp.Header, time.Now())
 	m := usage.NewMeter(t.api, resp.Header.Get("Content-Type"), usage.EstimateInput(t.body))
 	_, err = io.Copy(m, resp.Body)
 	o.end = time.Now()

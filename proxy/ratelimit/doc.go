@@ -4,7 +4,8 @@
 // spelling, Anthropic's anthropic-ratelimit-* headers, and the
 // retry-after-ms / Retry-After hints, and the error body of Google's
 // Gemini API, which sends no such headers ([ParseGoogleError]). [Parse] turns one response's headers
-// into an [Observation]; [Observation.BelowReserve] says whether the upstream
+// into an [Observation] ([ParseMinute]: only the buckets that count a minute,
+// for a reader turning a limit into a rate); [Observation.BelowReserve] says whether the upstream
 // account is running below a reserve and for how long.
 //
 // Each dialect is one small function over precomputed canonical header

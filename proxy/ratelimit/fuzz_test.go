@@ -110,6 +110,11 @@ func FuzzParse(f *testing.F) {
 		}
 		o := Parse(h, time.Unix(nowUnix, 0))
 		checkObservation(t, o)
+		m := ParseMinute(h, time.Unix(nowUnix, 0))
+		checkObservation(t, m)
+		if m.Requests.reported() && m.Requests != o.Requests || m.Tokens.reported() && m.Tokens != o.Tokens {
+			t.Fatalf("ParseMinute %+v disagrees with Parse %+v where it reports", m, o)
+		}
 		for _, refill := range []Refill{RefillContinuous, RefillWindow} {
 			if hold, below := o.BelowReserve(0, refill); below || hold != 0 {
 				t.Fatalf("BelowReserve(0, %s) = (%v, %v) for %+v, want (0, false)", refill, hold, below, o)

@@ -34,6 +34,22 @@ import (
 // by [ParseRetryAfter]. Like [http.Header.Get], Parse reads the first value
 // of each canonical key, which is how net/http stores response headers.
 func Parse(h http.Header, now time.Time) Observation {
+	return parse(h, now, true)
+}
+
+// ParseMinute is [Parse] without the buckets that count a second
+// (Together's x-ratelimit-{limit,remaining} and x-tokenlimit-*, Fireworks'
+// x-ratelimit-*-tokens-{prompt,generated}), which it leaves unknown: what
+// it reports counts a minute, as OpenAI, Azure, Anthropic and Mistral
+// define their limits — except Groq's requests, a day's under OpenAI's
+// names, which no header tells apart. It serves a reader that turns a
+// limit into a rate.
+func ParseMinute(h http.Header, now time.Time) Observation {
+	return parse(h, now, false)
+}
+
+// parse is Parse, with the per-second buckets read only when perSecond.
+func parse(h http.Header, now time.Time, perSecond bool) Observation {
 	if len(h) == 0 {
 		return Unknown()
 	}
@@ -42,6 +58,9 @@ func Parse(h http.Header, now time.Time) Observation {
 	anRequests, anTokens, anInput, anOutput := anthropic(h, now)
 	toRequests, toTokens := together(h, now)
 	fwPrompt, fwGenerated, overLimit := fireworks(h, now)
+	if !perSecond {
+		toRequests, toTokens, fwPrompt, fwGenerated = unknownBucket(), unknownBucket(), unknownBucket(), unknownBucket()
+	}
 	o := Observation{
 		Requests:     first(xRequests, azRequests, anRequests, toRequests),
 		Tokens:       first(xTokens, azTokens, xProject, anTokens, toTokens, mistral(h, now)),

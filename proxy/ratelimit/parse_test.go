@@ -494,6 +494,40 @@ func TestParseNilHeader(t *testing.T) {
 	}
 }
 
+// TestParseMinute: ParseMinute reads what Parse reads but the buckets
+// that count a second (Together's, Fireworks' tokens), which it leaves
+// unknown; OpenAI's names beside Together's still win.
+func TestParseMinute(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		kv   []string
+		want Observation
+	}{
+		{"together alone", []string{"x-ratelimit-limit", "10", "x-ratelimit-remaining", "3", "x-tokenlimit-limit", "20000"}, Unknown()},
+		{"openai beside together's", []string{"x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "599", "x-ratelimit-limit", "10"},
+			Observation{Requests: win(600, 599, -1), Tokens: unknownBucket(), InputTokens: unknownBucket(), OutputTokens: unknownBucket(), RetryAfter: -1}},
+		{"fireworks: its minute's requests, not its second's tokens", []string{"x-ratelimit-limit-requests", "6000", "x-ratelimit-remaining-requests", "5990",
+			"x-ratelimit-limit-tokens-prompt", "100000", "x-ratelimit-remaining-tokens-prompt", "99000", "x-ratelimit-over-limit", "yes"},
+			Observation{Requests: win(6000, 5990, -1), Tokens: unknownBucket(), InputTokens: unknownBucket(), OutputTokens: unknownBucket(), RetryAfter: -1, OverLimit: true}},
+		{"anthropic", []string{"anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "49",
+			"anthropic-ratelimit-input-tokens-limit", "30000", "anthropic-ratelimit-input-tokens-remaining", "29000"},
+			Observation{Requests: win(50, 49, -1), Tokens: unknownBucket(), InputTokens: win(30000, 29000, -1), OutputTokens: unknownBucket(), RetryAfter: -1}},
+		{"mistral's minute", []string{"x-ratelimitbysize-limit-minute", "500000", "x-ratelimitbysize-remaining-minute", "499000"},
+			Observation{Requests: unknownBucket(), Tokens: win(500000, 499000, -1), InputTokens: unknownBucket(), OutputTokens: unknownBucket(), RetryAfter: -1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParseMinute(header(tt.kv...), receipt)
+			if got != tt.want {
+				t.Errorf("ParseMinute =\n\t%+v\nwant\n\t%+v", got, tt.want)
+			}
+			checkObservation(t, got)
+		})
+	}
+	if got := ParseMinute(nil, receipt); got != Unknown() {
+		t.Errorf("ParseMinute(nil) = %+v, want Unknown()", got)
+	}
+}
+
 func TestParseFirstValueWins(t *testing.T) {
 	h := http.Header{}
 	h.Add("x-ratelimit-limit-requests", "60")
