@@ -20,7 +20,7 @@ var commands = []command{
 		"size a worker fleet: in-flight bounds, connections, maxReplicas and batch size at that service time"},
 	{"sweep", "(--url URL | --config FILE) --model M [--path P] [--api-key-env VAR] [--max-tokens T] " +
 		"[--start N] [--max N] [--step F|+N] [--duration D] [--timeout D] [--svg FILE]",
-		"ramp concurrency against an upstream in steps and report its knee: the in-flight bound that gives (nearly) all its throughput"},
+		"ramp concurrency against an upstream in steps and report its knee: the in-flight bound that gives (nearly) all its throughput, within the rate limit its headers report"},
 	{"version", "", "print the version"},
 	{"help", "[COMMAND]", "print this help, or a command's flags"},
 }
