@@ -121,6 +121,9 @@ func (g *BudgetGate) ReserveBatch(ctx context.Context, r Request, until time.Tim
 	return h, nil
 }
 
+// Budgeted reports whether any budget is configured.
+func (g *BudgetGate) Budgeted() bool { return len(g.budgets.Load().all()) > 0 }
+
 // BudgetedBy returns the budgets of caller and class.
 func (g *BudgetGate) BudgetedBy(caller string, class classify.Class) []NamedBudget {
 	return g.budgets.Load().of(caller, class)
