@@ -12,11 +12,12 @@ import (
 )
 
 // Breaker is the windows store's breaker as LocalBudgets uses it
-// (*store.Failover): Call makes a call to the shared store unless the
-// breaker is open, and reports whether its answer stands; a failure
-// opens it.
+// (*store.Failover).
 type Breaker interface {
+	// Call makes call on the shared store unless the breaker is open,
+	// and reports whether its answer stands; a failure opens it.
 	Call(ctx context.Context, call func(context.Context) error) (done bool, err error)
+	// Degraded reports whether the breaker is open.
 	Degraded() bool
 }
 
