@@ -167,3 +167,94 @@ func showState(t *testing.T, p *procs.Proxy) {
 		t.Logf("/admin/state: %.300s", body[i:])
 	}
 }
+
+// TestBudgetsLocalDuringOutage: budgets.on_store_error: local on two
+// replicas (expected_replicas 2) whose Redis is killed mid-day: each
+// replica goes on serving the budgeted caller within its share of what
+// was left — (limit − spent) ÷ 2 — and refuses budget_exceeded beyond it;
+// once Redis is back (appendonly: the spend before the outage is still
+// there) what each spent locally is added to Redis's spend, once: the
+// budget's spend is what was spent before plus both replicas' local
+// spend, within the budget.
+func TestBudgetsLocalDuringOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartPersistent(t)
+	cfg := budgetOn(t, srv)
+	cfg.set("account.expected_replicas", 2)
+	cfg.set("budgets.on_store_error", "local")
+	replicas := []*procs.Proxy{startProxy(t, cfg, fleetEnv, chatKey, importKey), startProxy(t, cfg, fleetEnv, chatKey, importKey)}
+	client := newClient(t, 1)
+	send := func(p *procs.Proxy, n int) (int, string) {
+		status, _, body := post(t, client, p.URL+"/v1/chat/completions", fmt.Sprintf(budgetShapes[0].body, budgetMaxTokens, n),
+			map[string]string{"Authorization": "Bearer " + importKey})
+		return status, string(body)
+	}
+	budget := map[string]string{"budget": "caller:nightly-import"}
+	for n := range 20 {
+		if status, body := send(replicas[n%2], n); status != http.StatusOK {
+			t.Fatalf("request %d: %d %s", n, status, body)
+		}
+	}
+	var before float64
+	for _, p := range replicas { // both have read the spend: their shares are known
+		waitFor(t, "the spend settled and read", func() bool {
+			m := scrape(t, p.AdminURL)
+			before = sum(m, "meterproxy_budget_spent_usd", budget)
+			return before > 0.1 && sum(m, "meterproxy_budget_reserved_usd", budget) == 0
+		})
+	}
+
+	srv.Kill(t)
+	var local [2]float64
+	served := [2]int{}
+	for i, p := range replicas {
+		for n := 1000 * (i + 1); ; n++ {
+			status, body := send(p, n)
+			if status == http.StatusTooManyRequests && strings.Contains(body, "budget_exceeded") {
+				break
+			}
+			if status != http.StatusOK || served[i] > 200 {
+				t.Fatalf("replica %d during the outage: %d %s", i, status, body)
+			}
+			served[i]++
+		}
+		waitFor(t, "the local spend counted", func() bool {
+			m := scrape(t, p.AdminURL)
+			local[i] = sum(m, "meterproxy_budget_local_spent_usd_total", budget)
+			return local[i] > 0 && sum(m, "meterproxy_budget_local", nil) == 1
+		})
+		if share := (budgetUSD - before) / 2; local[i] > share+1e-9 {
+			t.Errorf("replica %d spent $%.4f on its own, past its share $%.4f", i, local[i], share)
+		}
+	}
+
+	srv.Restart(t)
+	var after float64
+	for _, p := range replicas {
+		waitFor(t, "the local spend reconciled", func() bool {
+			m := scrape(t, p.AdminURL)
+			after = sum(m, "meterproxy_budget_spent_usd", budget)
+			return sum(m, "meterproxy_budget_local_reconciled_usd_total", budget) == sum(m, "meterproxy_budget_local_spent_usd_total", budget) &&
+				sum(m, "meterproxy_budget_local", nil) == 0
+		})
+	}
+	want := before + local[0] + local[1]
+	waitFor(t, "Redis's spend to hold both replicas' local spend", func() bool {
+		after = sum(scrape(t, replicas[0].AdminURL), "meterproxy_budget_spent_usd", budget)
+		return after >= want-1e-6
+	})
+	t.Logf("$%.4f spent of $%.2f before the outage; during it replica 0 served %d ($%.4f), replica 1 %d ($%.4f), each then refused budget_exceeded "+
+		"(share $%.4f); after it Redis holds $%.4f", before, budgetUSD, served[0], local[0], served[1], local[1], (budgetUSD-before)/2, after)
+	if after > want+1e-6 || after > budgetUSD {
+		t.Errorf("Redis's spend $%.4f after the reconciliation, want $%.4f (counted once), within $%.2f", after, want, budgetUSD)
+	}
+	for n := 5000; ; n++ { // what the shares left unspent, from Redis, then refused
+		status, body := send(replicas[n%2], n)
+		if status == http.StatusTooManyRequests && strings.Contains(body, "budget_exceeded") {
+			break
+		}
+		if status != http.StatusOK || n > 5100 {
+			t.Fatalf("after the outage: %d %s", status, body)
+		}
+	}
+}

@@ -57,9 +57,13 @@ func (c *BudgetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if l, ok := c.g.store.(*LocalBudgets); ok {
 		states, active := l.localState()
+		byName := map[string]LocalBudgetState{}
 		for _, b := range states {
-			ch <- prometheus.MustNewConstMetric(c.localSpent, prometheus.CounterValue, b.Spent, b.Budget)
-			ch <- prometheus.MustNewConstMetric(c.localReconciled, prometheus.CounterValue, b.Reconciled, b.Budget)
+			byName[b.Budget] = b
+		}
+		for _, b := range c.g.State() { // from 0, each configured budget; one removed by a reload is no more
+			ch <- prometheus.MustNewConstMetric(c.localSpent, prometheus.CounterValue, byName[b.Budget].Spent, b.Budget)
+			ch <- prometheus.MustNewConstMetric(c.localReconciled, prometheus.CounterValue, byName[b.Budget].Reconciled, b.Budget)
 		}
 		ch <- prometheus.MustNewConstMetric(c.localMode, prometheus.GaugeValue, map[bool]float64{true: 1}[active])
 	}
