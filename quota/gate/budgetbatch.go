@@ -8,6 +8,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // BatchRequest is a batch about to be created, as the proxy metered it.
@@ -113,6 +114,13 @@ func (g *BudgetGate) ReserveBatch(ctx context.Context, r Request, until time.Tim
 	id := g.nextID()
 	if _, err := g.reserve(ctx, set, keys, id, r, until); err != nil {
 		return nil, err
+	}
+	if l, ok := g.store.(*LocalBudgets); ok && l.heldLocally(id) {
+		// A batch's reservation outlives its request in the store's
+		// batch record, which a local share cannot give it: refused, as
+		// under budgets.on_store_error: closed.
+		g.enqueue(budgetSettle{keys: keys, id: id})
+		return nil, fmt.Errorf("%w: a batch cannot be reserved on a replica's local share while the store fails", store.ErrStoreUnavailable)
 	}
 	h.id, h.keys, h.rec.Reserved = id, keys, r.Cost
 	for _, k := range keys {

@@ -266,6 +266,14 @@ func (s *LocalBudgets) read(ctx context.Context, keys []budgetKey) ([]budgetUse,
 	return out, nil
 }
 
+// heldLocally reports whether reservation id is held locally: made on
+// this replica's share while the store failed.
+func (s *LocalBudgets) heldLocally(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.book.ids[id]
+}
+
 // nextFlushID is a flush's reservation id: "local-" and a sequence
 // number, never one of the gate's (base-36 digits alone).
 func (s *LocalBudgets) nextFlushID() string { return "local-" + strconv.FormatUint(s.seq.Add(1), 36) }

@@ -76,7 +76,8 @@ func (r localReplica) spent(ctx context.Context) BudgetState {
 // with what it held). Closed, the default, refuses 503 store_unavailable
 // during the outage. Local: two replicas that read $0.40 spent of $1 may
 // each spend $0.30 (what was left ÷ 2) on their own while Redis is down,
-// and are refused budget_exceeded beyond; once Redis answers again, what
+// and are refused budget_exceeded beyond (a batch, which no local share
+// can hold, store_unavailable); once Redis answers again, what
 // each spent is added to Redis's spend once — $1.00 in all, however often
 // reconcile runs — and the budget refuses from Redis.
 func TestLocalBudgetsOutage(t *testing.T) {
@@ -100,6 +101,13 @@ func TestLocalBudgetsOutage(t *testing.T) {
 		t.Fatalf("on_store_error closed during the outage: %v, want store_unavailable", err)
 	}
 	for _, r := range []localReplica{a, b} {
+		// A batch's reservation outlives its request: no local share holds
+		// it, and what it reserved comes back.
+		batch := Request{Caller: "import", Class: classify.Bulk, Cost: price.FromDollars(0.05), Priced: true, Generates: true}
+		if _, err := r.g.ReserveBatch(ctx, batch, time.Now().Add(time.Second), BatchRecord{}); !errors.Is(err, store.ErrStoreUnavailable) {
+			t.Fatalf("a batch during the outage: %v, want store_unavailable", err)
+		}
+		r.g.settlePending(ctx)
 		for i := range 3 {
 			if err := r.spend(ctx, 0.10); err != nil {
 				t.Fatalf("local request %d of $0.10, within the $0.30 share: %v", i, err)
