@@ -163,7 +163,12 @@ func (a *Admitter) PoolAt(account string, model func() Model) string {
 
 // Warm connects to Redis and loads the script before the first request;
 // see backend.Warm. It does nothing in process.
-func (a *Admitter) Warm(ctx context.Context) { a.backend.Warm(ctx, a.backend.log) }
+func (a *Admitter) Warm(ctx context.Context) {
+	a.backend.Warm(ctx, a.backend.log)
+	if a.budgets.Budgeted() {
+		a.backend.checkPersistence(ctx)
+	}
+}
 
 // Admit waits until req may go upstream and returns its Lease, which the
 // caller must Release when the upstream exchange ends. What req costs in

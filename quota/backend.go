@@ -84,11 +84,27 @@ func openBackend(cfg Config, log *slog.Logger) (*backend, error) {
 	b.Caps = gate.NewFailoverCapCounter(gate.NewRedisCapCounter(client, cfg.Store, primary.Replica()), gate.NewMemoryCapCounter(nil), b.failover)
 	b.Adapt = store.NewFailoverAdapt(store.NewRedisAdapt(client, cfg.Store, primary.Replica()), b.failover)
 	// Budgets fail closed, whatever store.on_error says: no replica can
-	// tell alone what the fleet has spent.
+	// tell alone what the fleet has spent; budgets.on_store_error: local
+	// bounds each replica to its share of what was left.
 	budgets := gate.NewRedisBudgets(client, cfg.Store, primary.Replica())
 	b.Budgets, b.BudgetsAlive = budgets, budgets.Alive
+	if cfg.Budgets.OnStoreError == gate.StoreErrorLocal {
+		b.Budgets = gate.NewLocalBudgets(budgets, b.failover, fleetReplicas(cfg))
+	}
 	b.Batches = gate.NewRedisBatches(client, cfg.Store, primary.Replica())
 	return b, nil
+}
+
+// fleetReplicas is how many replicas share the budgets, for their local
+// shares: the most expected_replicas of any account (the fleet is the
+// same whichever account it sends to; the larger count is the smaller,
+// safer share).
+func fleetReplicas(cfg Config) int64 {
+	n := cfg.Account.ExpectedReplicas
+	for _, a := range cfg.Accounts {
+		n = max(n, a.Account.ExpectedReplicas)
+	}
+	return n
 }
 
 // warmTimeout bounds Warm: a first connection and TLS handshake may take
@@ -110,6 +126,27 @@ func (b *backend) Warm(ctx context.Context, log *slog.Logger) {
 			log.Warn("store_warm_failed", slog.String("error", err.Error()))
 			return
 		}
+	}
+}
+
+// checkPersistence warns, with Redis, when budgets' spend would not
+// survive a Redis restart (redis_not_persistent), and says so when Redis
+// will not tell (redis_persistence_unknown: CONFIG GET refused, as
+// managed Redis often does). It never fails the start.
+func (b *backend) checkPersistence(ctx context.Context) {
+	if b.client == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
+	defer cancel()
+	p, err := store.ReadPersistence(ctx, b.client)
+	if err != nil {
+		b.log.Info("redis_persistence_unknown", slog.String("reason", "budgets are configured and meterproxy could not read Redis's persistence settings, "+
+			"so it cannot tell whether their spend survives a Redis restart: make sure Redis runs with appendonly yes"), slog.String("error", err.Error()))
+		return
+	}
+	if lost := p.Lost(); lost != nil {
+		b.log.Warn("redis_not_persistent", slog.String("reason", "budgets are configured and "+lost.Error()))
 	}
 }
 

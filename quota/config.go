@@ -24,6 +24,9 @@ type Config struct {
 	// model none matches costs 0. Reloadable, like the rest.
 	Prices price.Table  `koanf:"prices"`
 	Store  store.Config `koanf:"store"`
+	// Budgets is what holds for every spend budget: what a budgeted
+	// request gets while the store fails.
+	Budgets gate.BudgetsConfig `koanf:"budgets"`
 	// Accounts are upstream.accounts, when set: several provider accounts,
 	// each with its own Account section (accounts.go); Account is then
 	// only the defaults they share (expected_replicas).
@@ -197,6 +200,7 @@ func DefaultConfig() Config {
 		Prices: []price.Price{},
 		Store: store.Config{KeyPrefix: "meterproxy", OnError: store.OnErrorLocal, Timeout: 50 * time.Millisecond,
 			BudgetTimeout: time.Second, Heartbeat: time.Second},
+		Budgets: gate.DefaultBudgets(),
 	}
 }
 
@@ -268,6 +272,12 @@ func (c Config) Validate() error {
 			bad("store.redis_url", "%v", err) // go-redis errors never echo the password
 		}
 		urlOK, storeURL = err == nil, u
+	}
+	c.Budgets.Check(bad, "budgets")
+	if c.Store.Shared() && c.Store.SpendFile != "" {
+		bad("store.spend_file", "is set beside %s, which keeps budgets' spend in Redis: the file would be neither read nor written, "+
+			"and the spend it holds would not count; remove %s (or %s, to keep spend in the file)",
+			configcheck.Ref("store.redis_url"), configcheck.Ref("store.spend_file"), configcheck.Ref("store.redis_url"))
 	}
 	if _, err := store.LoadTLSCA(c.Store.TLSCAFile, storeURL); urlOK && err != nil {
 		bad("store.tls_ca_file", "%v", err)

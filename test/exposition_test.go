@@ -27,6 +27,7 @@ func TestExpositionMatchesTheDashboardsSet(t *testing.T) {
 	cfg.set("prices", []map[string]any{{"match": []string{"m"}, "input": 1.0, "output": 2.0}})
 	cfg.set("account.tokens_per_minute", 6_000_000) // so the token limits are exported
 	cfg.set("account.adaptive_in_flight", true)     // so the adaptive bound's families are exported
+	cfg.set("budgets.on_store_error", "local")      // so the local fallback's families are
 	p := startProxy(t, cfg, fleetEnv, importKey)
 	if status, _, b := post(t, newClient(t, 1), p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`,
 		map[string]string{"Authorization": "Bearer " + importKey}); status != 200 {

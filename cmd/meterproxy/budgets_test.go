@@ -31,6 +31,13 @@ func TestCheckConfigBudgets(t *testing.T) {
 			[]string{"budget class:bulk (classes.bulk.budget): $10.00 a day (UTC), alert at $8.00; unpriced models pass at $0; " +
 				"APIs meterproxy cannot price (images, audio, …) charged their worst case\n"},
 			[]string{"warning: store.spend_file", "warning: prices", "warning: classes"}},
+		// Issue 37 item 3: what budgets do while Redis fails.
+		{"on Redis, closed", "store: {redis_url: \"redis://127.0.0.1:6379/0\"}\nclasses: {bulk: {budget: {usd: 10, per: day}}}\n",
+			[]string{"budgets while Redis fails: refused, 503 store_unavailable (budgets.on_store_error: closed)\n"}, []string{"warning: budgets.on_store_error"}},
+		{"on Redis, local, one replica", "store: {redis_url: \"redis://127.0.0.1:6379/0\"}\nbudgets: {on_store_error: local}\nclasses: {bulk: {budget: {usd: 10, per: day}}}\n",
+			[]string{"÷ 1 (budgets.on_store_error: local)", "warning: budgets.on_store_error is local and account.expected_replicas is 1"}, nil},
+		{"on Redis, local, three replicas", "store: {redis_url: \"redis://127.0.0.1:6379/0\"}\nbudgets: {on_store_error: local}\naccount: {expected_replicas: 3}\n" +
+			"classes: {bulk: {budget: {usd: 10, per: day}}}\n", []string{"each replica spends at most what a budget had left ÷ 3"}, []string{"warning: budgets.on_store_error"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := loadConfig(writeConfig(t, c.yaml), nil, lookupIn([]string{"IMPORT_KEY=sk-import"}))

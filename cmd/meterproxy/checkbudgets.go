@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/meterproxy/meterproxy/classify"
+	"github.com/meterproxy/meterproxy/quota/gate"
 )
 
 // budgetsSection is check-config's account of spend budgets: each one, and
@@ -50,8 +51,32 @@ func budgetsSection(cfg Config) string {
 	if cfg.Store.RedisURL == "" && cfg.Store.SpendFile == "" {
 		out.WriteString("warning: store.spend_file is not set and there is no Redis: budgets' spend is kept in memory and starts from $0 at every restart\n")
 	}
+	if cfg.Store.Shared() {
+		out.WriteString(storeErrorLine(cfg))
+	}
 	if len(cfg.Prices) == 0 && unpricedRefused {
 		out.WriteString("warning: prices: none configured: every budgeted request that names a model is refused as unpriced_model\n")
 	}
 	return out.String()
+}
+
+// storeErrorLine is check-config's line on what budgets do while Redis
+// fails (budgets.on_store_error), and its warning when local shares are
+// cut for one replica (expected_replicas 1: each replica alone may spend
+// all that was left).
+func storeErrorLine(cfg Config) string {
+	if cfg.Budgets.OnStoreError != gate.StoreErrorLocal {
+		return "budgets while Redis fails: refused, 503 store_unavailable (budgets.on_store_error: closed)\n"
+	}
+	q := cfg.quota()
+	n := q.Account.ExpectedReplicas // as quota sizes the shares: the most of any account's
+	for _, a := range q.Accounts {
+		n = max(n, a.Account.ExpectedReplicas)
+	}
+	line := fmt.Sprintf("budgets while Redis fails: each replica spends at most what a budget had left ÷ %d (budgets.on_store_error: local), added to Redis's spend when it returns\n", n)
+	if n == 1 {
+		line += "warning: budgets.on_store_error is local and account.expected_replicas is 1: while Redis is out every replica may spend all that a budget had left, " +
+			"and N replicas N times that: set it to the number of replicas you run\n"
+	}
+	return line
 }

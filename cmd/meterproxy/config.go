@@ -24,6 +24,7 @@ import (
 	"github.com/meterproxy/meterproxy/internal/configcheck"
 	"github.com/meterproxy/meterproxy/proxy"
 	"github.com/meterproxy/meterproxy/quota"
+	"github.com/meterproxy/meterproxy/quota/gate"
 	"github.com/meterproxy/meterproxy/quota/price"
 	"github.com/meterproxy/meterproxy/quota/store"
 )
@@ -57,6 +58,10 @@ type Config struct {
 	Classify classify.Config `koanf:"classify"`
 	// Store is where the counters live: in process, or Redis for a fleet.
 	Store store.Config `koanf:"store"`
+	// Budgets is what holds for every spend budget (each is
+	// callers[].budget or classes.<class>.budget): what a budgeted
+	// request gets while Redis fails.
+	Budgets gate.BudgetsConfig `koanf:"budgets"`
 	// Log is the process's log and the access log.
 	Log LogConfig `koanf:"log"`
 	// Tracing exports a span per request over OTLP.
@@ -108,6 +113,7 @@ func defaultConfig() Config {
 		Callers:  []classify.Caller{},
 		Classify: classify.DefaultConfig(),
 		Store:    q.Store,
+		Budgets:  q.Budgets,
 		// The access log on stdout: where a Kubernetes log pipeline reads.
 		Log:     LogConfig{Level: "info", Format: "auto", Access: proxy.AccessStdout},
 		Tracing: defaultTracing(),
@@ -115,7 +121,7 @@ func defaultConfig() Config {
 }
 
 func (c Config) quota() quota.Config {
-	return quota.Config{Account: c.Account, Classes: c.Classes, Prices: c.Prices, Store: c.Store, Accounts: c.Upstream.QuotaAccounts()}
+	return quota.Config{Account: c.Account, Classes: c.Classes, Prices: c.Prices, Store: c.Store, Budgets: c.Budgets, Accounts: c.Upstream.QuotaAccounts()}
 }
 
 // accountKeys are the keys of upstream.accounts, by account name, from

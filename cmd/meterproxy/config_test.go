@@ -65,6 +65,13 @@ func TestLoadConfigRefusesBadInput(t *testing.T) {
 			[]string{`mode: must be enforce or shadow, got "loud"`, `store.on_error: must be local, open or closed, got "maybe"`,
 				`classify.unknown_callers: must be "forward" or "reject", got "sometimes"`}},
 		{"no hold bound", "upstream: {max_hold: 0s}\n", nil, []string{"upstream.max_hold: must be > 0"}},
+		// Issue 37 item 3: budgets beside Redis.
+		{"spend_file beside redis_url", "store: {redis_url: \"redis://127.0.0.1:6379/0\", spend_file: /var/lib/meterproxy/spend.json}\n", nil,
+			[]string{"store.spend_file: is set beside store.redis_url, which keeps budgets' spend in Redis: the file would be neither read nor written",
+				"remove store.spend_file (or store.redis_url, to keep spend in the file)"}},
+		{"spend_file beside redis_url from the environment", "store: {spend_file: /var/lib/meterproxy/spend.json}\n",
+			[]string{"METERPROXY_STORE_REDIS_URL=redis://127.0.0.1:6379/0"}, []string{"store.spend_file: is set beside store.redis_url"}},
+		{"budgets.on_store_error", "budgets: {on_store_error: open}\n", nil, []string{`budgets.on_store_error: must be closed or local, got "open"`}},
 		{"no budget timeout", "store: {budget_timeout: 0s}\n", nil, []string{"store.budget_timeout: must be > 0, got 0s"}},
 		{"output budget", "account: {output_tokens_per_minute: -1}\n", nil, []string{"account.output_tokens_per_minute: must be between 0 (not enforced) and 1000000000, got -1"}},
 		{"fairness and weight", "classes: {bulk: {fairness: random}}\ncallers:\n  - {name: a, key_env: K, class: bulk, weight: -2}\n", []string{"K=secret"},

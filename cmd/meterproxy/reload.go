@@ -42,7 +42,7 @@ const (
 // or not at all. Callers, classes, account limits, prices, the class
 // header, mode, upstream.inject_stream_usage and upstream.accounts (while
 // there are several) change live. Listen addresses, the rest
-// of the upstream, the store and logging apply only at start: a file that
+// of the upstream, the store, budgets and logging apply only at start: a file that
 // changes them is refused whole (needs_restart), since applying only its
 // live part would run a configuration nobody wrote and nothing validated
 // (the running provider key beside the file's unknown_callers: forward is
@@ -188,6 +188,7 @@ func prepareReload(current Config, src source) (Config, *classify.Classifier, er
 func effective(current, file Config) Config {
 	next := file
 	next.Server, next.Store, next.Log = current.Server, current.Store, current.Log
+	next.Budgets = current.Budgets
 	next.Upstream = current.Upstream
 	next.Upstream.InjectStreamUsage = file.Upstream.InjectStreamUsage
 	if len(current.Upstream.Accounts) > 0 && len(file.Upstream.Accounts) > 0 {
@@ -200,11 +201,11 @@ func effective(current, file Config) Config {
 }
 
 // startOnly returns c's sections that apply only at start, by key:
-// server, upstream (but for inject_stream_usage), store and log.
+// server, upstream (but for inject_stream_usage), store, budgets and log.
 func (c Config) startOnly() map[string]any {
 	up := c.Upstream
 	up.InjectStreamUsage = false
-	return map[string]any{"server": c.Server, "upstream": up, "store": c.Store, "log": c.Log}
+	return map[string]any{"server": c.Server, "upstream": up, "store": c.Store, "budgets": c.Budgets, "log": c.Log}
 }
 
 // changedAtStart names the keys that apply only at start in which a and b
@@ -212,7 +213,7 @@ func (c Config) startOnly() map[string]any {
 func changedAtStart(a, b Config) []string {
 	var changed []string
 	as, bs := a.startOnly(), b.startOnly()
-	for _, name := range []string{"server", "upstream", "store", "log"} {
+	for _, name := range []string{"server", "upstream", "store", "budgets", "log"} {
 		changed = append(changed, changedKeys(name, reflect.ValueOf(as[name]), reflect.ValueOf(bs[name]))...)
 	}
 	return changed

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/quota/price"
+	"github.com/meterproxy/meterproxy/quota/store"
 )
 
 // BatchRequest is a batch about to be created, as the proxy metered it.
@@ -114,12 +115,22 @@ func (g *BudgetGate) ReserveBatch(ctx context.Context, r Request, until time.Tim
 	if _, err := g.reserve(ctx, set, keys, id, r, until); err != nil {
 		return nil, err
 	}
+	if l, ok := g.store.(*LocalBudgets); ok && l.heldLocally(id) {
+		// A batch's reservation outlives its request in the store's
+		// batch record, which a local share cannot give it: refused, as
+		// under budgets.on_store_error: closed.
+		g.enqueue(budgetSettle{keys: keys, id: id})
+		return nil, fmt.Errorf("%w: a batch cannot be reserved on a replica's local share while the store fails", store.ErrStoreUnavailable)
+	}
 	h.id, h.keys, h.rec.Reserved = id, keys, r.Cost
 	for _, k := range keys {
 		h.rec.Keys = append(h.rec.Keys, batchKey{Budget: k.Budget, Period: k.Period, Resets: k.Resets})
 	}
 	return h, nil
 }
+
+// Budgeted reports whether any budget is configured.
+func (g *BudgetGate) Budgeted() bool { return len(g.budgets.Load().all()) > 0 }
 
 // BudgetedBy returns the budgets of caller and class.
 func (g *BudgetGate) BudgetedBy(caller string, class classify.Class) []NamedBudget {

@@ -333,6 +333,9 @@ func (g *BudgetGate) Run(ctx context.Context) error {
 				}
 			}
 			g.settlePending(ctx) // and any that failed before
+			if r, ok := g.store.(reconciler); ok {
+				r.reconcile(ctx) // what was spent locally while the store failed
+			}
 			g.refresh(ctx)
 		}
 	}
@@ -363,13 +366,20 @@ func (g *BudgetGate) settlePending(ctx context.Context) {
 	}
 	var failed []budgetSettle
 	for i, s := range todo {
-		if err := g.run(ctx, s); err != nil {
-			if ctx.Err() == nil {
-				g.log.Warn("budget_store_failed", slog.String("error", err.Error()))
-			}
-			failed = todo[i:]
-			break
+		err := g.run(ctx, s)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, errBudgetBypassed):
+			// Not made, and cost nothing (LocalBudgets): the others
+			// (settles of local reservations) go on.
+			failed = append(failed, s)
+			continue
+		case ctx.Err() == nil:
+			g.log.Warn("budget_store_failed", slog.String("error", err.Error()))
 		}
+		failed = append(failed, todo[i:]...)
+		break
 	}
 	g.mu.Lock()
 	g.pending = append(failed, g.pending...)

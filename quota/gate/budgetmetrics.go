@@ -11,6 +11,8 @@ type BudgetCollector struct {
 	g                             *BudgetGate
 	limit, spent, reserved, alert *prometheus.Desc
 	enqueued                      *prometheus.Desc
+	// local is budgets.on_store_error: local's (LocalBudgets).
+	localSpent, localReconciled, localMode *prometheus.Desc
 }
 
 // NewBudgetCollector returns the collector of g's budget metrics.
@@ -33,6 +35,12 @@ func NewBudgetCollector(g *BudgetGate) *BudgetCollector {
 		enqueued: prometheus.NewDesc("meterproxy_batch_enqueued_tokens",
 			"Input tokens (estimated) of the batches created through the proxy that it has not yet seen end, fleet-wide with Redis, by account, pool and class.",
 			[]string{"account", "pool", "class"}, nil),
+		localSpent: prometheus.NewDesc("meterproxy_budget_local_spent_usd_total",
+			"What this replica's requests spent on its local share of a budget while the store failed (budgets.on_store_error: local), in US dollars, by budget.", label, nil),
+		localReconciled: prometheus.NewDesc("meterproxy_budget_local_reconciled_usd_total",
+			"What of meterproxy_budget_local_spent_usd_total has been added to the store's spend since, in US dollars, by budget: the two are equal once reconciled.", label, nil),
+		localMode: prometheus.NewDesc("meterproxy_budget_local",
+			"1 while this replica answers budgets on its local share, the store failing (budgets.on_store_error: local), else 0.", nil, nil),
 	}
 }
 
@@ -46,6 +54,18 @@ func (c *BudgetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.spent, prometheus.GaugeValue, b.Spent, b.Budget)
 		ch <- prometheus.MustNewConstMetric(c.reserved, prometheus.GaugeValue, b.Reserved, b.Budget)
 		ch <- prometheus.MustNewConstMetric(c.alert, prometheus.GaugeValue, b.Alert, b.Budget)
+	}
+	if l, ok := c.g.store.(*LocalBudgets); ok {
+		states, active := l.localState()
+		byName := map[string]LocalBudgetState{}
+		for _, b := range states {
+			byName[b.Budget] = b
+		}
+		for _, b := range c.g.State() { // from 0, each configured budget; one removed by a reload is no more
+			ch <- prometheus.MustNewConstMetric(c.localSpent, prometheus.CounterValue, byName[b.Budget].Spent, b.Budget)
+			ch <- prometheus.MustNewConstMetric(c.localReconciled, prometheus.CounterValue, byName[b.Budget].Reconciled, b.Budget)
+		}
+		ch <- prometheus.MustNewConstMetric(c.localMode, prometheus.GaugeValue, map[bool]float64{true: 1}[active])
 	}
 	for _, e := range c.g.Enqueued() {
 		ch <- prometheus.MustNewConstMetric(c.enqueued, prometheus.GaugeValue, float64(e.Tokens), e.Account, e.Pool, e.Class)

@@ -248,3 +248,28 @@ func (m *MemoryBudgets) settleHeld(keys []budgetKey, id string, cost price.Nanod
 	}
 	m.dirty = true
 }
+
+// spentBy returns every budget period's settled spend that is above 0,
+// by slot: what LocalBudgets has yet to add to the shared store.
+func (m *MemoryBudgets) spentBy() map[budgetSlot]price.Nanodollars {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[budgetSlot]price.Nanodollars{}
+	for s, b := range m.slots {
+		if b.use.Spent > 0 {
+			out[s] = b.use.Spent
+		}
+	}
+	return out
+}
+
+// unspend takes amount off slot s's settled spend: spend LocalBudgets
+// added to the shared store, no longer this store's to count.
+func (m *MemoryBudgets) unspend(s budgetSlot, amount price.Nanodollars) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b := m.slots[s]; b != nil {
+		b.use.Spent = max(b.use.Spent-amount, 0)
+		m.dirty = true
+	}
+}

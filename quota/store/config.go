@@ -33,7 +33,8 @@ type Config struct {
 	// kept in across restarts (written every second; see package
 	// quota/gate's budgetfile.go);
 	// empty keeps it in memory only, from $0 at every start. With Redis,
-	// spend is kept there.
+	// spend is kept there, and setting both refuses the start: the file
+	// would be ignored, its spend lost without a word.
 	SpendFile string `koanf:"spend_file"`
 	// TLSCAFile is a PEM bundle of the certificate authorities that verify
 	// Redis's certificate on a rediss:// RedisURL (one server, Cluster or

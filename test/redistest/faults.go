@@ -18,8 +18,8 @@ func (s *Server) Kill(t testing.TB) {
 	p.kill()
 }
 
-// Restart starts the server again on the same port, empty since nothing is
-// persisted, and waits until it answers PING; existing clients reconnect to
+// Restart starts the server again on the same port and directory — empty
+// unless it was started persistent ([StartPersistent]) — and waits until it answers PING; existing clients reconnect to
 // it. A server still running is killed first, so Restart alone is a crash
 // and recovery. It fails the test on an external server, or if the port has
 // been taken by another process meanwhile.

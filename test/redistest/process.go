@@ -141,7 +141,7 @@ func (s *Server) launch(ctx context.Context, port int) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return launch(s.life, ctx, s.bin, serverArgs(port, s.dir), s.dir, opts)
+	return launch(s.life, ctx, s.bin, append(serverArgs(port, s.dir), s.args...), s.dir, opts)
 }
 
 // launch runs bin with args in dir, bound to life, and waits until the

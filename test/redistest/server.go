@@ -32,6 +32,8 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// args are added to serverArgs' (StartWith).
+	args []string
 	// life is the context of the test that called Start. Every redis-server
 	// process of this Server is bound to it, so a process started by Restart
 	// inside a subtest still lives exactly as long as the Server.
@@ -76,7 +78,7 @@ func startExternal(t testing.TB, url string) *Server {
 
 // startOwned runs a redis-server for t on a free port, retrying on a fresh
 // port when another process took the one it picked.
-func startOwned(t testing.TB) *Server {
+func startOwned(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -84,7 +86,7 @@ func startOwned(t testing.TB) *Server {
 			"install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) "+
 			"or set REDIS_URL=redis://host:port/db to use a running server (%v)", err)
 	}
-	s := &Server{owned: true, bin: bin, dir: t.TempDir(), life: t.Context()}
+	s := &Server{owned: true, bin: bin, dir: t.TempDir(), life: t.Context(), args: args}
 	// Registered before any process starts; t.Context is cancelled before
 	// cleanups run, which already makes os/exec kill the process.
 	t.Cleanup(s.stop)
