@@ -41,7 +41,12 @@ var (
 	// upstream.accounts) and "none" where pool is.
 	poolLabel      = map[string][]string{"account": nil, "pool": nil}
 	poolClassLabel = map[string][]string{"account": nil, "pool": nil, "class": classValues}
-	scrapeLabels   = []string{"job", "instance"} // added by Prometheus to every series
+	// modeValues are the mode label's, on the gauges admission's decisions
+	// drive: shadow mode's simulated decisions are told apart.
+	modeValues         = []string{"enforce", "shadow"}
+	poolClassModeLabel = map[string][]string{"account": nil, "pool": nil, "class": classValues, "mode": modeValues}
+	callerModeLabel    = map[string][]string{"caller": nil, "mode": modeValues}
+	scrapeLabels       = []string{"job", "instance"} // added by Prometheus to every series
 	// budget's values are caller:<name> and class:<class>, from the config.
 	budgetLabel = map[string][]string{"budget": nil}
 )
@@ -65,9 +70,9 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_body_memory_bytes":         {"gauge", nil},
 	"meterproxy_body_memory_limit_bytes":   {"gauge", nil},
 	"meterproxy_queue_wait_seconds":        {"histogram", map[string][]string{"account": nil, "pool": nil, "class": classValues, "outcome": {"admitted", "refused"}}},
-	"meterproxy_queue_depth":               {"gauge", poolClassLabel},
-	"meterproxy_in_flight":                 {"gauge", poolClassLabel},
-	"meterproxy_fleet_in_flight":           {"gauge", poolClassLabel},
+	"meterproxy_queue_depth":               {"gauge", poolClassModeLabel},
+	"meterproxy_in_flight":                 {"gauge", poolClassModeLabel},
+	"meterproxy_fleet_in_flight":           {"gauge", poolClassModeLabel},
 	"meterproxy_in_flight_limit":           {"gauge", poolLabel},
 	"meterproxy_measured_in_flight":        {"gauge", classLabel},
 	"meterproxy_upstream_duration_seconds": {"histogram", poolClassLabel},
@@ -85,8 +90,8 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_account_spills_total":     {"counter", map[string][]string{"account": nil}},
 	"meterproxy_tokens_total": {"counter", map[string][]string{"account": nil, "pool": nil, "class": classValues, "caller": nil,
 		"kind": {"input", "output"}, "estimated": {"true", "false"}}},
-	"meterproxy_window_used_requests":             {"gauge", poolClassLabel},
-	"meterproxy_window_used_tokens":               {"gauge", poolClassLabel},
+	"meterproxy_window_used_requests":             {"gauge", poolClassModeLabel},
+	"meterproxy_window_used_tokens":               {"gauge", poolClassModeLabel},
 	"meterproxy_limit_requests_per_second":        {"gauge", poolClassLabel},
 	"meterproxy_limit_tokens_per_second":          {"gauge", poolClassLabel},
 	"meterproxy_responses_cut_short_total":        {"counter", map[string][]string{"class": classValues, "side": {"client", "upstream"}}},
@@ -95,9 +100,9 @@ var exportedMetrics = map[string]metricSpec{
 	"meterproxy_store_errors_total":               {"counter", nil},
 	"meterproxy_store_call_duration_seconds":      {"histogram", map[string][]string{"result": {"ok", "error"}}},
 	"meterproxy_config_reloads_total":             {"counter", map[string][]string{"result": {"success", "failure", "needs_restart"}}},
-	"meterproxy_caller_queue_depth":               {"gauge", callerLabel},
+	"meterproxy_caller_queue_depth":               {"gauge", callerModeLabel},
 	"meterproxy_caller_in_flight":                 {"gauge", callerLabel},
-	"meterproxy_caller_cap_slots_used":            {"gauge", callerLabel},
+	"meterproxy_caller_cap_slots_used":            {"gauge", callerModeLabel},
 	"meterproxy_caller_in_flight_limit":           {"gauge", callerLabel},
 	"meterproxy_caller_limit_requests_per_second": {"gauge", callerLabel},
 	"meterproxy_adaptive_decisions_total": {"counter", map[string][]string{"account": nil, "pool": nil, "action": {"grow", "settle",
