@@ -38,25 +38,13 @@ func TestReloadUnderLoad(t *testing.T) {
 
 	client := newClient(t, 32)
 	ctx, stop := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[int]int{}
-	for range 12 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
-				req.Header.Set("Authorization", "Bearer "+importKey)
-				res, err := client.Do(req)
-				if err != nil {
-					return // cancelled by the test at the end: held, not lost
-				}
-				_ = res.Body.Close()
-				mu.Lock()
-				statuses[res.StatusCode]++
-				mu.Unlock()
-			}
-		})
-	}
+	wait := floodBulk(ctx, client, p.URL, `{"model":"m","messages":[]}`, 12, func(status int) {
+		mu.Lock()
+		statuses[status]++
+		mu.Unlock()
+	})
 	waitFor(t, "three seconds of the old partition", func() bool { return len(fake.Arrivals()) >= 4 })
 
 	cfg.set("classes.bulk.share", 0.5) // 5 a second
@@ -83,7 +71,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	waitFor(t, "two seconds after the broken file", func() bool { return fake.Arrivals()[broken+3] > 0 })
 	stopped := time.Now().Unix() // this last second is cut short by the test
 	stop()
-	wg.Wait()
+	wait()
 
 	arrivals := fake.Arrivals()
 	for s, n := range arrivals {
@@ -184,4 +172,27 @@ func TestReloadPools(t *testing.T) {
 	if got := admitted("default") - before; got != 1 {
 		t.Fatalf("admitted in the account's pool after the removal: %v, want 1", got)
 	}
+}
+
+// floodBulk runs workers that post body to url's chat completions as the
+// bulk caller (importKey), one request after another, each answer's status
+// told to count, until ctx ends; it returns the wait for them. A request
+// cut by ctx's end is held, not lost: it counts nothing.
+func floodBulk(ctx context.Context, client *http.Client, url, body string, workers int, count func(status int)) (wait func()) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+importKey)
+				res, err := client.Do(req)
+				if err != nil {
+					return
+				}
+				_ = res.Body.Close()
+				count(res.StatusCode)
+			}
+		})
+	}
+	return wg.Wait
 }

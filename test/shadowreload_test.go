@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,29 +46,15 @@ func TestShadowToEnforce(t *testing.T) {
 	client := newClient(t, 16)
 	var mu sync.Mutex
 	statuses := map[int]int{}
-	flood := func(ctx context.Context, workers int) func() {
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for ctx.Err() == nil {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","max_tokens":50,"messages":[]}`))
-					req.Header.Set("Authorization", "Bearer "+importKey)
-					res, err := client.Do(req)
-					if err != nil {
-						return // cancelled by the test: held, not lost
-					}
-					_ = res.Body.Close()
-					mu.Lock()
-					statuses[res.StatusCode]++
-					mu.Unlock()
-				}
-			})
-		}
-		return wg.Wait
+	body := `{"model":"m","max_tokens":50,"messages":[]}`
+	count := func(status int) {
+		mu.Lock()
+		statuses[status]++
+		mu.Unlock()
 	}
 
 	ctx, stop := context.WithCancel(t.Context())
-	wait := flood(ctx, 8)
+	wait := floodBulk(ctx, client, p.URL, body, 8, count)
 	waitFor(t, "a flood of shadow decisions queued", func() bool {
 		return sum(scrape(t, p.AdminURL), "meterproxy_queue_depth", map[string]string{"class": "bulk", "mode": "shadow"}) >= 50
 	})
@@ -100,7 +85,7 @@ func TestShadowToEnforce(t *testing.T) {
 	})
 	reloaded := time.Now().Unix()
 	ctx, stop = context.WithCancel(t.Context())
-	wait = flood(ctx, 8)
+	wait = floodBulk(ctx, client, p.URL, body, 8, count)
 	waitFor(t, "three whole seconds of enforcement", func() bool { return fake.Arrivals()[reloaded+4] > 0 })
 	stopped := time.Now().Unix() // this last second is cut short by the test
 	stop()
