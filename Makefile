@@ -88,8 +88,9 @@ helm-install: ## Build the pinned Helm from the Go module proxy into ./bin (for 
 		rm -f $(BIN)/.helm-*; touch $(BIN)/.helm-$(HELM_VERSION); \
 	fi
 
-bench: ## Benchmark meterproxy against a plain ReverseProxy in one run (test/bench; ~5 min); BENCHFLAGS passes flags.
+bench: ## Benchmark meterproxy against a plain ReverseProxy and nginx in one run (test/bench; installs redis-server and nginx-light if missing; ~5 min); BENCHFLAGS passes flags.
 	./.ci/ensure-redis
+	./.ci/ensure-nginx
 	$(GO) run ./test/bench $(BENCHFLAGS)
 
 bench-micro: ## Run every Go micro-benchmark once, with allocations.

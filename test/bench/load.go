@@ -80,7 +80,14 @@ func measure(ctx context.Context, t *target, rs *redisServer, run func() *vegeta
 	return r, nil
 }
 
-func (t *target) cpu() (time.Duration, error) { return cpuTime(t.pid) }
+// cpu is the CPU time t has used so far: its process's, or for a target
+// run as a process group (nginx) every process's in the group.
+func (t *target) cpu() (time.Duration, error) {
+	if t.group {
+		return groupCPUTime(t.pid)
+	}
+	return cpuTime(t.pid)
+}
 
 // openLoop sends rate requests a second for d, from at most conns
 // connections, whatever the latency: the schedule never waits for answers.

@@ -1,15 +1,17 @@
 // Command bench measures meterproxy against a plain httputil.ReverseProxy
-// in one run, on loopback: the fake provider hit directly, the baseline
-// proxy, meterproxy on its in-process store and meterproxy on Redis (a
-// redis-server it starts). Open-loop runs at fixed rates (vegeta) give
+// and nginx in one run, on loopback: the fake provider hit directly, the
+// baseline proxy, nginx (when installed: Debian's nginx-light; skipped,
+// its targets not measured, otherwise), meterproxy on its in-process store
+// and meterproxy on Redis (a redis-server it starts). Open-loop runs at fixed rates (vegeta) give
 // latency percentiles and errors; a closed-loop run gives the most each
 // can do; /proc gives CPU time per request and memory; Redis's
 // commandstats give commands per request; the proxy package's handler
 // benchmark gives allocations per request; a streamed run gives
 // time-to-first-byte and counts streams cut short. It prints one Markdown
-// report with ratios to the baseline and the issue's targets.
+// report with ratios to the baseline and the issue's targets, and exits 3
+// when one is missed.
 //
-//	go run ./test/bench [-duration 10s] [-rates 500,2000,5000] [-conns 32] [-held 10000]
+//	go run ./test/bench [-duration 10s] [-rates 1000,2000,5000] [-conns 32] [-held 10000] [-nginx PATH]
 //
 // `make bench` runs it. The load generator shares the machine with what it
 // measures, so only ratios within one run mean anything.
@@ -36,6 +38,7 @@ type options struct {
 	rates                       []int
 	conns, held                 int
 	heldOnly, adaptive          bool
+	nginx                       string // nginx's path; "" looks it up, "off" skips it
 }
 
 func main() {
@@ -45,10 +48,11 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "closed-loop warm-up of each target before measuring")
 	flag.DurationVar(&o.streamFor, "streams", 5*time.Second, "length of each streamed run")
-	rates := flag.String("rates", "500,2000,5000", "open-loop rates, requests a second")
+	rates := flag.String("rates", "1000,2000,5000", "open-loop rates, requests a second")
 	flag.IntVar(&o.conns, "conns", 32, "connections (concurrent callers) of every run")
 	flag.IntVar(&o.held, "held", 10000, "bulk requests held in the queue for the memory figure")
 	flag.BoolVar(&o.heldOnly, "held-only", false, "measure only the memory of held requests (for profiling)")
+	flag.StringVar(&o.nginx, "nginx", "", `nginx's path (default: on PATH or /usr/sbin/nginx; "off" skips it)`)
 	flag.BoolVar(&o.adaptive, "adaptive", false, "meterproxy's pools with adaptive_in_flight, the bound pinned at max_in_flight (what measuring costs)")
 	flag.Parse()
 	if *baseline != "" {
@@ -79,7 +83,11 @@ func main() {
 		return
 	}
 	fmt.Print(rep.markdown(o))
-	if miss := rep.missed(); len(miss) > 0 {
+	miss, skipped := rep.missed()
+	if len(skipped) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: targets not measured: %s\n", strings.Join(skipped, "; "))
+	}
+	if len(miss) > 0 {
 		fmt.Fprintf(os.Stderr, "bench: targets missed: %s\n", strings.Join(miss, "; "))
 		os.Exit(3)
 	}
@@ -120,6 +128,13 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer base.stop()
+	ngx, ngxNote, err := maybeNginx(ctx, o, dir, fake.url)
+	if err != nil {
+		return nil, err
+	}
+	if ngx != nil {
+		defer ngx.stop()
+	}
 	config := func(redisURL string) map[string]any {
 		cfg := meterproxyConfig(fake.url, redisURL, nil)
 		if o.adaptive {
@@ -146,7 +161,11 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	defer logged.stop()
 	targets := []*target{fake, base, local, shared, logged}
+	if ngx != nil {
+		targets = []*target{fake, base, ngx, local, shared, logged}
+	}
 	rep := newReport(targets)
+	rep.nginx, rep.nginxRan = ngxNote, ngx != nil
 	if o.heldOnly {
 		return rep, measureHeld(ctx, rep, mpBin, dir, fake.url, o.held)
 	}
@@ -211,6 +230,28 @@ func measureHeld(ctx context.Context, rep *report, bin, dir, upstream string, n 
 	defer held.stop()
 	rep.heldH2C, err = holdRequests(ctx, held, n, true)
 	return err
+}
+
+// maybeNginx starts nginx in front of upstream when it is installed (and
+// not -nginx off), and says how it runs or why it does not.
+func maybeNginx(ctx context.Context, o options, dir, upstream string) (*target, string, error) {
+	if o.nginx == "off" {
+		return nil, "skipped (-nginx off)", nil
+	}
+	bin := o.nginx
+	if bin == "" {
+		var err error
+		if bin, err = findNginx(); err != nil {
+			logf("skipping nginx: %v", err)
+			return nil, "not installed: " + nginxHint, nil
+		}
+	}
+	t, version, err := startNginx(ctx, bin, dir, upstream, o.conns)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, fmt.Sprintf("%s, %d worker processes, access log off, upstream keepalive %d, proxy_buffering off; its CPU is the master's and workers' summed",
+		version, nginxWorkers(), max(64, o.conns)), nil
 }
 
 // redisFor is the Redis server whose commands t's requests cost, or nil.

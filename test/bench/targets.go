@@ -18,11 +18,14 @@ import (
 )
 
 // target is one thing the load is pointed at: a URL and, for a proxy, its
-// process (for CPU time and memory) and admin URL (for its metrics).
+// process (for CPU time and memory) and admin URL (for its metrics). When
+// group is set, pid leads a process group and the target's CPU time is
+// every process's in it (nginx's master and workers).
 type target struct {
 	name     string
 	url      string
 	pid      int
+	group    bool
 	adminURL string
 	stop     func()
 }
