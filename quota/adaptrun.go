@@ -34,12 +34,35 @@ type adaptiveRun struct {
 	now func() time.Time
 	// add is the adds' numbering; tick's only.
 	add adaptAdds
+	// turnedOn wakes run when a reload gives the pool an adaptive bound
+	// (limiter.Reconfigure); nil in a zero adaptiveRun.
+	turnedOn chan struct{}
+	adaptSeen
+}
 
-	mu sync.Mutex
-	// last is the store's view as of the last tick.
-	last store.AdaptView
-	// decisions counts this replica's steps, by action.
+// adaptSeen is what an adaptiveRun's ticks leave for its readers:
+// last, the store's view as of the last tick, and decisions, this
+// replica's steps by action; mu guards both.
+type adaptSeen struct {
+	mu        sync.Mutex
+	last      store.AdaptView
 	decisions map[adaptive.Action]int64
+}
+
+// adaptIdleInterval is how often a pool without an adaptive bound drops
+// what its leases measured (its counts, summed, must not grow without
+// bound): an idle replica's pools do not wake every AdaptInterval for
+// nothing. A reload that gives the pool a bound wakes it at once
+// (turnedOn).
+const adaptIdleInterval = time.Minute
+
+// interval is how long run waits for the next tick: AdaptInterval while
+// the pool has an adaptive bound, adaptIdleInterval while it has none.
+func (r *adaptiveRun) interval() time.Duration {
+	if r.limits.Load().adaptive == nil {
+		return adaptIdleInterval
+	}
+	return store.AdaptInterval
 }
 
 // adaptAdds numbers a replica's adds to the adaptive store: seq numbers
@@ -50,17 +73,23 @@ type adaptAdds struct {
 	pending *store.AdaptCounts
 }
 
-// run ticks every store.AdaptInterval until ctx ends.
+// run ticks every interval until ctx ends. When a reload turns the
+// pool's bound on, what the leases measured while it was off is dropped
+// (no sample of the bound now in force) and the ticks go at
+// store.AdaptInterval from then.
 func (r *adaptiveRun) run(ctx context.Context) {
-	t := time.NewTicker(store.AdaptInterval)
+	t := time.NewTimer(r.interval())
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.turnedOn:
+			r.ledger.take(r.now())
 		case <-t.C:
 			r.tick(ctx)
 		}
+		t.Reset(r.interval())
 	}
 }
 

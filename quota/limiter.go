@@ -60,6 +60,7 @@ func newLimiter(cfg Config, limits store.Limits, store store.Store, heartbeat ti
 	l.queue.leases, l.queue.limits, l.queue.sig = &l.leases, &l.limits, &l.sig
 	l.adapt.ledger, l.adapt.limits, l.adapt.setBound, l.adapt.log = &l.leases.adapt, &l.limits, l.setBound, log
 	l.adapt.now = func() time.Time { return l.leases.now() }
+	l.adapt.turnedOn = make(chan struct{}, 1)
 	lp := &l.loop
 	lp.store, lp.log, lp.heartbeat = store, log, heartbeat
 	lp.limits, lp.queue, lp.leases, lp.sig = &l.limits, &l.queue, &l.leases, &l.sig
@@ -101,6 +102,7 @@ func (s *limitSet) at(b int64) *limitSet {
 // limits from the store's next call. Safe to call while serving.
 func (l *limiter) Reconfigure(cfg Config, limits store.Limits) {
 	l.limitsMu.Lock()
+	was := l.limits.Load()
 	set := &limitSet{enforced: limits, local: cfg.PerReplica(), ceiling: limits.InFlight,
 		classes: cfg.Classes, replicas: cfg.Account.ExpectedReplicas}
 	if cfg.Account.AdaptiveInFlight {
@@ -111,6 +113,9 @@ func (l *limiter) Reconfigure(cfg Config, limits store.Limits) {
 	}
 	l.limits.Store(set.at(l.adapt.bound.Load()))
 	l.limitsMu.Unlock()
+	if set.adaptive != nil && was != nil && was.adaptive == nil && l.adapt.turnedOn != nil {
+		store.Notify(l.adapt.turnedOn) // its run ticks at AdaptInterval from now
+	}
 	l.queue.reconfigure(cfg)
 	l.sig.reconfigured.Store(true)
 	store.Notify(l.sig.freed) // a waiter blocked under the old limits may go now
