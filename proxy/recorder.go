@@ -24,9 +24,8 @@ import (
 // long its answer streams.
 type recorder struct {
 	http.ResponseWriter
-	// rc sets the write deadline; stall is how far ahead (0: none, as
-	// for the test recorders), and deadline the last one set.
-	rc       *http.ResponseController
+	// stall is how far ahead the write deadline is set (0: none, as for
+	// the test recorders), and deadline the last one set.
 	stall    time.Duration
 	deadline time.Time
 	// status is the status the client got; 0 before any.
@@ -66,7 +65,7 @@ const (
 // newRecorder returns the recorder writing to w with stall as its write
 // deadline's distance.
 func newRecorder(w http.ResponseWriter, stall time.Duration) *recorder {
-	return &recorder{ResponseWriter: w, rc: http.NewResponseController(w), stall: stall}
+	return &recorder{ResponseWriter: w, stall: stall}
 }
 
 // renewSlack is the part of the stall a deadline may have run down
@@ -76,18 +75,18 @@ func newRecorder(w http.ResponseWriter, stall time.Duration) *recorder {
 const renewSlack = 100
 
 // renew moves the write deadline to stall from now (to now, once the
-// client is starved); unsupported only by test recorders.
+// client is starved); skipped by test recorders, which take none.
 func (r *recorder) renew() {
 	switch {
 	case r.starved.Load():
-		_ = r.rc.SetWriteDeadline(time.Now())
+		setWriteDeadline(r.ResponseWriter, time.Now())
 	case r.stall > 0:
 		now := time.Now()
 		if r.deadline.Sub(now) > r.stall-r.stall/renewSlack {
 			return
 		}
 		r.deadline = now.Add(r.stall)
-		_ = r.rc.SetWriteDeadline(r.deadline)
+		setWriteDeadline(r.ResponseWriter, r.deadline)
 	}
 }
 
@@ -96,7 +95,7 @@ func (r *recorder) renew() {
 // call from another goroutine than the writer's.
 func (r *recorder) starve() {
 	r.starved.Store(true)
-	_ = r.rc.SetWriteDeadline(time.Now())
+	setWriteDeadline(r.ResponseWriter, time.Now())
 }
 
 // failed records that writing to the client failed, and whether its
@@ -190,7 +189,7 @@ func (r *recorder) Flush() { _ = r.FlushError() }
 // client is gone.
 func (r *recorder) FlushError() error {
 	r.renew()
-	err := r.rc.Flush()
+	err := flush(r.ResponseWriter)
 	if err != nil {
 		r.failed()
 	}
