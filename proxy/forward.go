@@ -235,9 +235,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(acct.target)
 	pr.Out.Header.Del(ex.live.ClassHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
-	pr.Out.Header[requestIDHeader] = []string{ex.access.requestID}
+	pr.Out.Header[requestIDHeader] = ex.rec.slots.value(slotUpstreamID, ex.access.requestID)
 	// An uncompressed body, so usage parsing never sees gzip.
-	pr.Out.Header.Set("Accept-Encoding", "identity")
+	pr.Out.Header["Accept-Encoding"] = ex.rec.slots.value(slotAcceptEncoding, "identity")
 	if acct.key != "" {
 		replaceCredential(pr.Out.Header, ex.credential(), acct.key)
 	}

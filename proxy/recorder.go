@@ -46,10 +46,39 @@ type recorder struct {
 	starved atomic.Bool
 	// written counts the body bytes written to the client.
 	written int64
-	// decide sets the decision headers (decision.go) on the final
-	// answer's, or a WebSocket's 101, just before they are written;
-	// nil with server.decision_headers off, and once they are set.
-	decide func(http.Header)
+	// decide is the exchange whose decision headers (decision.go) go on
+	// the final answer's, or a WebSocket's 101, set just before they
+	// are written; nil with server.decision_headers off, and once they
+	// are set.
+	decide *exchange
+	// slots hold the values of the headers meterproxy sets (slotOf).
+	slots headerSlots
+}
+
+// headerSlots back the one value of each header meterproxy sets on an
+// answer or its upstream request (the request id, the decision headers,
+// Accept-Encoding), held with the recorder rather than made for each
+// header.
+type headerSlots [slotCount]string
+
+// The headerSlots' indexes.
+const (
+	slotRequestID = iota
+	slotUpstreamID
+	slotAcceptEncoding
+	slotClass
+	slotAccount
+	slotPool
+	slotQueueMs
+	slotCount
+)
+
+// value returns v as a header's values, held in slot i: a slice of one
+// with no room to grow, so an Add copies it rather than writing into the
+// slot after it.
+func (s *headerSlots) value(i int, v string) []string {
+	s[i] = v
+	return s[i : i+1 : i+1]
 }
 
 // Why meterproxy cut a client off (recorder.cutFor).
@@ -161,7 +190,7 @@ func (r *recorder) WriteHeader(status int) {
 // header, so they are set from what is known as it is written.
 func (r *recorder) decided() {
 	if r.decide != nil {
-		r.decide(r.Header())
+		setDecision(r.Header(), r.decide, &r.slots)
 		r.decide = nil
 	}
 }
