@@ -143,17 +143,18 @@ func (a *accounts) newExchange(live *Live, res classify.Result, rt route, rec *r
 // path's family, or none of those serves or lends to its class
 // (noAccount), else nil.
 func (a *accounts) unserved(ex *exchange, method, path string) *refusal {
-	var f refusal
+	var msg string
 	switch {
 	case ex.unserved:
-		f = noAccount(fmt.Sprintf("meterproxy: no configured account serves %s (%s %s); the accounts are %s",
-			familyNames[ex.rt.family], method, bounded(path, maxNamedPath), a.families.Load().listed))
+		msg = fmt.Sprintf("meterproxy: no configured account serves %s (%s %s); the accounts are %s",
+			familyNames[ex.rt.family], method, bounded(path, maxNamedPath), a.families.Load().listed)
 	case ex.among != nil && a.admitter.HomeAccount(ex.res.Class, ex.among) == "":
-		f = noAccount(fmt.Sprintf("meterproxy: no account that serves %s (%s) serves or lends to the %s class",
-			familyNames[ex.rt.family], strings.Join(ex.among, ", "), ex.res.Class))
+		msg = fmt.Sprintf("meterproxy: no account that serves %s (%s) serves or lends to the %s class",
+			familyNames[ex.rt.family], strings.Join(ex.among, ", "), ex.res.Class)
 	default:
-		return nil
+		return nil // a served request makes no refusal
 	}
+	f := noAccount(msg)
 	return &f
 }
 

@@ -71,13 +71,21 @@ type readAhead struct {
 // aheadHooks are what a readAhead calls, and its grace.
 type aheadHooks struct {
 	// stop cancels the upstream request: a read the pump waits in ends.
-	// ended runs once on the pump's goroutine when the upstream's body
-	// has ended (whole, failed, or abandoned by Close or a cut) and src
-	// is closed; cut runs on it before, when it cuts the client off.
-	stop, ended, cut func()
+	stop func()
+	// ends are told on the pump's goroutine how the answer ended.
+	ends aheadEnds
 	// grace is how long a client behind may take nothing while the
 	// budget is full (aheadGrace).
 	grace time.Duration
+}
+
+// aheadEnds are told how a readAhead's answer ended: ended runs once on
+// the pump's goroutine when the upstream's body has ended (whole, failed,
+// or abandoned by Close or a cut) and src is closed; cut runs on it
+// before, when it cuts the client off.
+type aheadEnds interface {
+	ended()
+	cut()
 }
 
 // aheadSignals are how a readAhead's pump and its client tell each other.
@@ -105,7 +113,7 @@ func (b *readAhead) pump() {
 			break
 		}
 		if room == nil {
-			b.cut()
+			b.ends.cut()
 			break
 		}
 		n, err := b.src.Read(room)
@@ -114,7 +122,7 @@ func (b *readAhead) pump() {
 		}
 	}
 	_ = b.src.Close() // before ended: a body cut before its end settles as cut (meteredBody)
-	b.ended()
+	b.ends.ended()
 	signal(b.ready)
 }
 
