@@ -75,10 +75,12 @@ func (b *bodyReader) read(w http.ResponseWriter, r *http.Request, interactive bo
 	}
 	setReadDeadline(w, time.Now().Add(b.timeout)) // skipped by test recorders, which take none
 	defer setReadDeadline(w, time.Time{})
-	src := http.MaxBytesReader(w, r.Body, b.max)
 	limit, exact := b.max, r.ContentLength >= 0
+	var src io.Reader = r.Body // a declared length within max: net/http reads no further
 	if exact {
 		limit = r.ContentLength
+	} else {
+		src = http.MaxBytesReader(w, r.Body, b.max)
 	}
 	bd := &body{budget: b.budget}
 	for {
@@ -163,9 +165,23 @@ func setBody(r *http.Request, body []byte) {
 		r.Body, r.GetBody = http.NoBody, nil
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.Body = newPayload(body)
+	r.GetBody = func() (io.ReadCloser, error) { return newPayload(body), nil }
 }
+
+// payload is a request body in memory as the transport reads it: a
+// bytes.Reader that closes, one value rather than a reader and its
+// io.NopCloser.
+type payload struct{ bytes.Reader }
+
+func newPayload(b []byte) *payload {
+	p := &payload{}
+	p.Reset(b)
+	return p
+}
+
+// Close implements io.Closer; it does nothing.
+func (*payload) Close() error { return nil }
 
 // copyBuffers is the ReverseProxy's pool of response copy buffers.
 type copyBuffers struct{ pool sync.Pool }

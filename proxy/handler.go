@@ -281,7 +281,7 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 // admit waits for admission; when it fails the answer is already written
 // (or, the client gone, none is).
 func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
-	lease, f := h.metering.admitExchange(r.Context(), ex, start, r.Method+" "+r.URL.Path)
+	lease, f := h.metering.admitExchange(r.Context(), ex, start, apiName{r.Method, r.URL.Path})
 	if f != nil {
 		ex.refuse(*f)
 	}
