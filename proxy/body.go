@@ -183,15 +183,24 @@ func newPayload(b []byte) *payload {
 // Close implements io.Closer; it does nothing.
 func (*payload) Close() error { return nil }
 
-// copyBuffers is the ReverseProxy's pool of response copy buffers.
+// copyBuffers is the ReverseProxy's pool of response copy buffers, kept
+// as pointers to their arrays: a buffer goes back without a pointer made
+// for it.
 type copyBuffers struct{ pool sync.Pool }
 
+// copyBuffer is the size of a response copy buffer, ReverseProxy's own.
+const copyBuffer = 32 << 10
+
 func newCopyBuffers() *copyBuffers {
-	return &copyBuffers{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+	return &copyBuffers{pool: sync.Pool{New: func() any { return new([copyBuffer]byte) }}}
 }
 
 // Get implements httputil.BufferPool.
-func (c *copyBuffers) Get() []byte { return *c.pool.Get().(*[]byte) }
+func (c *copyBuffers) Get() []byte { return c.pool.Get().(*[copyBuffer]byte)[:] }
 
-// Put implements httputil.BufferPool.
-func (c *copyBuffers) Put(b []byte) { c.pool.Put(&b) }
+// Put implements httputil.BufferPool; a buffer not of Get's is dropped.
+func (c *copyBuffers) Put(b []byte) {
+	if cap(b) >= copyBuffer {
+		c.pool.Put((*[copyBuffer]byte)(b[:copyBuffer]))
+	}
+}

@@ -211,7 +211,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt, bad := inspect(r)
-	ex := h.accounts.newExchange(live, res, rt, newRecorder(w, h.writeStall))
+	ex := h.accounts.newExchange(live, res, rt, w, h.writeStall)
 	h.records.begin(ex, w, r, start)
 	ex.trace.span = h.tr.requestSpan(r.Context(), ex)
 	defer h.records.count(ex) // last: after the response's own counts (forward), even when it panics

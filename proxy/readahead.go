@@ -19,8 +19,9 @@ const (
 // while the body memory budget is full before it is cut off.
 const aheadGrace = time.Second
 
-// aheadChunks recycles the chunks.
-var aheadChunks = sync.Pool{New: func() any { b := make([]byte, 0, aheadChunk); return &b }}
+// aheadChunks recycles the chunks, as pointers to their arrays: a chunk
+// goes back without a pointer made for it.
+var aheadChunks = sync.Pool{New: func() any { return new([aheadChunk]byte) }}
 
 // errSlowClient is what the client's side of an answer reads once the
 // client was cut off: it was behind the answer when the body memory budget
@@ -147,7 +148,7 @@ func (b *readAhead) room() ([]byte, bool) {
 		}
 		if charged {
 			b.held += aheadChunk
-			c := (*aheadChunks.Get().(*[]byte))[:0]
+			c := aheadChunks.Get().(*[aheadChunk]byte)[:0]
 			b.chunks = append(b.chunks, c)
 			return c[:cap(c)], true
 		}
@@ -283,6 +284,5 @@ func (b *readAhead) free() {
 // putChunk returns c to the pool; its charge is the caller's to give
 // back.
 func putChunk(c []byte) {
-	c = c[:0]
-	aheadChunks.Put(&c)
+	aheadChunks.Put((*[aheadChunk]byte)(c[:aheadChunk]))
 }

@@ -91,12 +91,6 @@ const (
 	cutBodyMemory = "body_memory"
 )
 
-// newRecorder returns the recorder writing to w with stall as its write
-// deadline's distance.
-func newRecorder(w http.ResponseWriter, stall time.Duration) *recorder {
-	return &recorder{ResponseWriter: w, stall: stall}
-}
-
 // renewSlack is the part of the stall a deadline may have run down
 // before renew moves it (a hundredth): a stream's many small writes move
 // it once in a while, not each time (on HTTP/2 each move is a message to
