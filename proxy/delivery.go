@@ -76,7 +76,7 @@ func (b *passedBody) Read(p []byte) (int, error) {
 // It tells end when the stream's terminal event has been read (delivery).
 type meteredBody struct {
 	io.ReadCloser
-	meter *usage.Meter
+	meter usage.Meter
 	end   *delivery
 	read  int64
 	// settle settles ex's answer of status with the usage read

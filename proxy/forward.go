@@ -234,7 +234,7 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	}
 	b := &ex.delivery.metered
 	b.ReadCloser, b.end, b.settle, b.ex, b.status = resp.Body, &ex.delivery, h.metering, ex, resp.StatusCode
-	b.meter = usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.ask.inputEstimate)
+	b.meter.Reset(ex.rt.api, resp.Header.Get("Content-Type"), ex.ask.inputEstimate)
 	resp.Body = b
 }
 
