@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/meterproxy/meterproxy/classify"
 	"github.com/meterproxy/meterproxy/internal/configcheck"
@@ -128,32 +130,39 @@ type accounts struct {
 }
 
 // newExchange is the exchange of a request on rt from res under live,
-// answered through rec: its endpoint resolved against the provider of
-// the accounts that serve its family, and spending this account when the
-// proxy holds its key or the caller is a configured one
-// (destination.spent).
-func (a *accounts) newExchange(live *Live, res classify.Result, rt route, rec *recorder) *exchange {
+// answered through its recorder of w with stall (its write deadline's
+// distance, recorder.stall), made with
+// it: its endpoint resolved against the provider of the accounts that
+// serve its family, and spending this account when the proxy holds its
+// key or the caller is a configured one (destination.spent).
+func (a *accounts) newExchange(live *Live, res classify.Result, rt route, w http.ResponseWriter, stall time.Duration) *exchange {
 	s := a.families.Load().served[rt.family]
 	ep := s.provider.resolve(rt)
 	ep.among, ep.unserved = s.among, !s.ok
-	return &exchange{res: res, endpoint: ep, live: live, dest: destination{spent: a.holdsKeys || res.Known}, rec: rec}
+	both := &struct {
+		ex  exchange
+		rec recorder
+	}{rec: recorder{ResponseWriter: w, stall: stall}}
+	both.ex = exchange{res: res, endpoint: ep, live: live, dest: destination{spent: a.holdsKeys || res.Known}, rec: &both.rec}
+	return &both.ex
 }
 
 // unserved is the refusal of ex's request when no account serves its
 // path's family, or none of those serves or lends to its class
 // (noAccount), else nil.
 func (a *accounts) unserved(ex *exchange, method, path string) *refusal {
-	var f refusal
+	var msg string
 	switch {
 	case ex.unserved:
-		f = noAccount(fmt.Sprintf("meterproxy: no configured account serves %s (%s %s); the accounts are %s",
-			familyNames[ex.rt.family], method, bounded(path, maxNamedPath), a.families.Load().listed))
+		msg = fmt.Sprintf("meterproxy: no configured account serves %s (%s %s); the accounts are %s",
+			familyNames[ex.rt.family], method, bounded(path, maxNamedPath), a.families.Load().listed)
 	case ex.among != nil && a.admitter.HomeAccount(ex.res.Class, ex.among) == "":
-		f = noAccount(fmt.Sprintf("meterproxy: no account that serves %s (%s) serves or lends to the %s class",
-			familyNames[ex.rt.family], strings.Join(ex.among, ", "), ex.res.Class))
+		msg = fmt.Sprintf("meterproxy: no account that serves %s (%s) serves or lends to the %s class",
+			familyNames[ex.rt.family], strings.Join(ex.among, ", "), ex.res.Class)
 	default:
-		return nil
+		return nil // a served request makes no refusal
 	}
+	f := noAccount(msg)
 	return &f
 }
 

@@ -84,7 +84,7 @@ func (mt *metering) flexFor(ex *exchange) (quota.Flex, bool) {
 // the refusal to answer with — none when ctx ended first (the client
 // left: cancelled). HTTP requests (admit) and socket turns
 // (socketturn.go) are admitted by it alike.
-func (mt *metering) admitExchange(ctx context.Context, ex *exchange, start time.Time, api string) (*quota.Lease, *refusal) {
+func (mt *metering) admitExchange(ctx context.Context, ex *exchange, start time.Time, api apiName) (*quota.Lease, *refusal) {
 	res := ex.res
 	class, pool := res.Class.String(), ex.poolLabels()
 	waiting := mt.m.admission.callerWaiting.WithLabelValues(pool.Account, pool.Pool, class, res.Caller)

@@ -155,7 +155,7 @@ func (b *batches) file(ctx context.Context, body []byte, openAI, budgeted bool) 
 	switch {
 	case err != nil && budgeted:
 		b.log.Warn("budget_store_failed", slog.String("error", err.Error()))
-		f, _ := reasonOf(store.ErrStoreUnavailable, 0, "")
+		f, _ := reasonOf(store.ErrStoreUnavailable, 0, apiName{})
 		return nil, &f
 	case err != nil || !ok:
 		return nil, nil
@@ -176,7 +176,7 @@ func (b *batches) refused(r *http.Request, ex *exchange, err error) {
 			message: fmt.Sprintf("meterproxy: budget %s cannot hold this batch: %s", e.Budget, why)})
 		return
 	}
-	f, decided := reasonOf(err, ex.res.Class, r.Method+" "+r.URL.Path)
+	f, decided := reasonOf(err, ex.res.Class, apiName{r.Method, r.URL.Path})
 	if !decided && r.Context().Err() != nil {
 		b.m.admission.admissions.WithLabelValues(l.Account, l.Pool, class, admitCancelled).Inc()
 		return

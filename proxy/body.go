@@ -73,13 +73,14 @@ func (b *bodyReader) read(w http.ResponseWriter, r *http.Request, interactive bo
 	if r.ContentLength > b.max {
 		return nil, errBodyTooLarge
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(b.timeout)) // unsupported only by test recorders
-	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	src := http.MaxBytesReader(w, r.Body, b.max)
+	setReadDeadline(w, time.Now().Add(b.timeout)) // skipped by test recorders, which take none
+	defer setReadDeadline(w, time.Time{})
 	limit, exact := b.max, r.ContentLength >= 0
+	var src io.Reader = r.Body // a declared length within max: net/http reads no further
 	if exact {
 		limit = r.ContentLength
+	} else {
+		src = http.MaxBytesReader(w, r.Body, b.max)
 	}
 	bd := &body{budget: b.budget}
 	for {
@@ -164,19 +165,42 @@ func setBody(r *http.Request, body []byte) {
 		r.Body, r.GetBody = http.NoBody, nil
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.Body = newPayload(body)
+	r.GetBody = func() (io.ReadCloser, error) { return newPayload(body), nil }
 }
 
-// copyBuffers is the ReverseProxy's pool of response copy buffers.
+// payload is a request body in memory as the transport reads it: a
+// bytes.Reader that closes, one value rather than a reader and its
+// io.NopCloser.
+type payload struct{ bytes.Reader }
+
+func newPayload(b []byte) *payload {
+	p := &payload{}
+	p.Reset(b)
+	return p
+}
+
+// Close implements io.Closer; it does nothing.
+func (*payload) Close() error { return nil }
+
+// copyBuffers is the ReverseProxy's pool of response copy buffers, kept
+// as pointers to their arrays: a buffer goes back without a pointer made
+// for it.
 type copyBuffers struct{ pool sync.Pool }
 
+// copyBuffer is the size of a response copy buffer, ReverseProxy's own.
+const copyBuffer = 32 << 10
+
 func newCopyBuffers() *copyBuffers {
-	return &copyBuffers{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+	return &copyBuffers{pool: sync.Pool{New: func() any { return new([copyBuffer]byte) }}}
 }
 
 // Get implements httputil.BufferPool.
-func (c *copyBuffers) Get() []byte { return *c.pool.Get().(*[]byte) }
+func (c *copyBuffers) Get() []byte { return c.pool.Get().(*[copyBuffer]byte)[:] }
 
-// Put implements httputil.BufferPool.
-func (c *copyBuffers) Put(b []byte) { c.pool.Put(&b) }
+// Put implements httputil.BufferPool; a buffer not of Get's is dropped.
+func (c *copyBuffers) Put(b []byte) {
+	if cap(b) >= copyBuffer {
+		c.pool.Put((*[copyBuffer]byte)(b[:copyBuffer]))
+	}
+}

@@ -27,21 +27,22 @@ var decisionHeaders = []string{headerClass, headerAccount, headerPool, headerQue
 // moved to) and how long it waited for admission (0 in mode shadow, which
 // forwards at once, and for batches and uploads, which do not wait). A
 // WebSocket's 101 says the class and the account the socket is pinned
-// to; its turns are admitted one by one, so it says no wait.
-func setDecision(h http.Header, ex *exchange) {
+// to; its turns are admitted one by one, so it says no wait. The values
+// are held in slots (the recorder's), not made for each header.
+func setDecision(h http.Header, ex *exchange, slots *headerSlots) {
 	for _, k := range decisionHeaders {
-		h.Del(k)
+		delete(h, k) // the names are canonical
 	}
-	h.Set(headerClass, ex.res.Class.String())
+	h[headerClass] = slots.value(slotClass, ex.res.Class.String())
 	l := ex.poolLabels()
 	switch {
 	case l != noPool:
-		h.Set(headerAccount, l.Account)
-		h.Set(headerPool, l.Pool)
+		h[headerAccount] = slots.value(slotAccount, l.Account)
+		h[headerPool] = slots.value(slotPool, l.Pool)
 		if !ex.ask.socket {
-			h.Set(headerQueueMs, strconv.FormatInt(ex.access.waited.Milliseconds(), 10))
+			h[headerQueueMs] = slots.value(slotQueueMs, strconv.FormatInt(ex.access.waited.Milliseconds(), 10))
 		}
 	case ex.ask.socket && ex.dest.labels.Account != "":
-		h.Set(headerAccount, ex.dest.labels.Account)
+		h[headerAccount] = slots.value(slotAccount, ex.dest.labels.Account)
 	}
 }

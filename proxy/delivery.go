@@ -24,6 +24,11 @@ type delivery struct {
 	// passed is how many bytes of the body were written to the client and
 	// flushed without failing (passedBody); the handler's goroutine only.
 	passed int64
+	// metered and passing are the answer's body as it is metered and as
+	// it passes to the client, held here rather than made apart: an
+	// exchange's answer is wrapped once (Handler.modifyResponse).
+	metered meteredBody
+	passing passedBody
 }
 
 // whole reports whether the stream's terminal event has passed to the
@@ -71,11 +76,15 @@ func (b *passedBody) Read(p []byte) (int, error) {
 // It tells end when the stream's terminal event has been read (delivery).
 type meteredBody struct {
 	io.ReadCloser
-	meter *usage.Meter
+	meter usage.Meter
 	end   *delivery
 	read  int64
-	done  func(usage.Usage)
-	once  sync.Once
+	// settle settles ex's answer of status with the usage read
+	// (metering.settle), once.
+	settle *metering
+	ex     *exchange
+	status int
+	once   sync.Once
 }
 
 // Read implements io.Reader.
@@ -101,5 +110,8 @@ func (b *meteredBody) Close() error {
 }
 
 func (b *meteredBody) finish(complete bool) {
-	b.once.Do(func() { b.done(b.meter.Finish(complete)) })
+	b.once.Do(func() {
+		u := b.meter.Finish(complete)
+		b.settle.settle(b.ex, b.ex.answer(b.status), u, b.meter.Cut())
+	})
 }

@@ -117,6 +117,9 @@ type charges struct {
 	lease *quota.Lease
 	// batch is a batch creation's reservation (batchcreate.go).
 	batch *gate.BatchHold
+	// usage is what its lease is settled to (settledBy), held here
+	// rather than made apart.
+	usage quota.Usage
 }
 
 // upload is the body of a batch or upload request passing through, and
@@ -201,14 +204,15 @@ func (ex *exchange) answer(status int) quota.Outcome {
 // it, cut saying it was cut short: priced; counted in tokens as its
 // dialect counts them (settling); at its worst case when it cannot say
 // what it cost (usageUnknown); charged to budgets only when it spent this
-// account.
+// account. It is held in ex (charges.usage): a later call replaces it.
 func (ex *exchange) settledBy(u usage.Usage, cut bool) *quota.Usage {
-	return &quota.Usage{
+	ex.tally.usage = quota.Usage{
 		Priced: price.Usage{Input: u.Input, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Tier: u.Tier,
 			AudioInput: u.AudioInput, AudioOutput: u.AudioOutput},
 		Tokens: ex.ask.settle.of(u), Settles: ex.ask.settle != settleNone, Estimated: u.Estimated,
 		Worst: usageUnknown(ex, u, cut), Charged: ex.dest.spent,
 	}
+	return &ex.tally.usage
 }
 
 // usageUnknown reports whether the usage u of the exchange's response

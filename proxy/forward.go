@@ -31,6 +31,8 @@ type upstreamTrip struct {
 	// gauge is the caller's meterproxy_caller_in_flight series, raised
 	// when the request went upstream; nil for a batch or an upload.
 	gauge prometheus.Gauge
+	// ends is what its answer read ahead tells as it ends (readAhead).
+	ends upstreamEnds
 }
 
 // forward sends the request upstream through w, which writes to ex.rec;
@@ -172,9 +174,21 @@ func (h *Handler) readAhead(resp *http.Response, ex *exchange) {
 		h.metering.endUpstream(ex)
 		return
 	}
+	ex.upstream.ends = upstreamEnds{mt: h.metering, ex: ex}
 	resp.Body = newReadAhead(resp.Body, h.bodies.budget, ex.res.Class == classify.Interactive, aheadHooks{
-		stop: ex.upstream.stop, ended: func() { h.metering.endUpstream(ex) }, cut: ex.rec.starve, grace: h.aheadGrace})
+		stop: ex.upstream.stop, ends: &ex.upstream.ends, grace: h.aheadGrace})
 }
+
+// upstreamEnds is what an exchange's answer read ahead (readAhead) tells
+// as it ends: its upstream's end (metering.endUpstream), and its client
+// cut off (recorder.starve).
+type upstreamEnds struct {
+	mt *metering
+	ex *exchange
+}
+
+func (e *upstreamEnds) ended() { e.mt.endUpstream(e.ex) }
+func (e *upstreamEnds) cut()   { e.ex.rec.starve() }
 
 // modifyResponse meters the tokens of successful answers as the body
 // passes (the retry loop, roundTrip, observed the answer and settled one
@@ -190,7 +204,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		h.readAhead(resp, ex)
 	}
 	if metered {
-		resp.Body = &passedBody{ReadCloser: resp.Body, d: &ex.delivery, rec: ex.rec}
+		ex.delivery.passing = passedBody{ReadCloser: resp.Body, d: &ex.delivery, rec: ex.rec}
+		resp.Body = &ex.delivery.passing
 	}
 	return nil
 }
@@ -217,13 +232,10 @@ func (h *Handler) meter(resp *http.Response, ex *exchange) {
 	if ex.ask.background {
 		h.m.outcomes.background.WithLabelValues(ex.res.Class.String()).Inc()
 	}
-	meter := usage.NewMeter(ex.rt.api, resp.Header.Get("Content-Type"), ex.ask.inputEstimate)
-	resp.Body = &meteredBody{
-		ReadCloser: resp.Body,
-		meter:      meter,
-		end:        &ex.delivery,
-		done:       func(u usage.Usage) { h.metering.settle(ex, ex.answer(resp.StatusCode), u, meter.Cut()) },
-	}
+	b := &ex.delivery.metered
+	b.ReadCloser, b.end, b.settle, b.ex, b.status = resp.Body, &ex.delivery, h.metering, ex, resp.StatusCode
+	b.meter.Reset(ex.rt.api, resp.Header.Get("Content-Type"), ex.ask.inputEstimate)
+	resp.Body = b
 }
 
 // rewrite sends the request to its account (destination.account), with the
@@ -235,9 +247,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(acct.target)
 	pr.Out.Header.Del(ex.live.ClassHeader)
 	pr.Out.Header.Del("Expect") // the body is in memory; no 100-continue round trip
-	pr.Out.Header[requestIDHeader] = []string{ex.access.requestID}
+	pr.Out.Header[requestIDHeader] = ex.rec.slots.value(slotUpstreamID, ex.access.requestID)
 	// An uncompressed body, so usage parsing never sees gzip.
-	pr.Out.Header.Set("Accept-Encoding", "identity")
+	pr.Out.Header["Accept-Encoding"] = ex.rec.slots.value(slotAcceptEncoding, "identity")
 	if acct.key != "" {
 		replaceCredential(pr.Out.Header, ex.credential(), acct.key)
 	}

@@ -211,7 +211,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt, bad := inspect(r)
-	ex := h.accounts.newExchange(live, res, rt, newRecorder(w, h.writeStall))
+	ex := h.accounts.newExchange(live, res, rt, w, h.writeStall)
 	h.records.begin(ex, w, r, start)
 	ex.trace.span = h.tr.requestSpan(r.Context(), ex)
 	defer h.records.count(ex) // last: after the response's own counts (forward), even when it panics
@@ -281,7 +281,7 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 // admit waits for admission; when it fails the answer is already written
 // (or, the client gone, none is).
 func (h *Handler) admit(r *http.Request, ex *exchange, start time.Time) (*quota.Lease, bool) {
-	lease, f := h.metering.admitExchange(r.Context(), ex, start, r.Method+" "+r.URL.Path)
+	lease, f := h.metering.admitExchange(r.Context(), ex, start, apiName{r.Method, r.URL.Path})
 	if f != nil {
 		ex.refuse(*f)
 	}

@@ -19,8 +19,9 @@ const (
 // while the body memory budget is full before it is cut off.
 const aheadGrace = time.Second
 
-// aheadChunks recycles the chunks.
-var aheadChunks = sync.Pool{New: func() any { b := make([]byte, 0, aheadChunk); return &b }}
+// aheadChunks recycles the chunks, as pointers to their arrays: a chunk
+// goes back without a pointer made for it.
+var aheadChunks = sync.Pool{New: func() any { return new([aheadChunk]byte) }}
 
 // errSlowClient is what the client's side of an answer reads once the
 // client was cut off: it was behind the answer when the body memory budget
@@ -71,13 +72,21 @@ type readAhead struct {
 // aheadHooks are what a readAhead calls, and its grace.
 type aheadHooks struct {
 	// stop cancels the upstream request: a read the pump waits in ends.
-	// ended runs once on the pump's goroutine when the upstream's body
-	// has ended (whole, failed, or abandoned by Close or a cut) and src
-	// is closed; cut runs on it before, when it cuts the client off.
-	stop, ended, cut func()
+	stop func()
+	// ends are told on the pump's goroutine how the answer ended.
+	ends aheadEnds
 	// grace is how long a client behind may take nothing while the
 	// budget is full (aheadGrace).
 	grace time.Duration
+}
+
+// aheadEnds are told how a readAhead's answer ended: ended runs once on
+// the pump's goroutine when the upstream's body has ended (whole, failed,
+// or abandoned by Close or a cut) and src is closed; cut runs on it
+// before, when it cuts the client off.
+type aheadEnds interface {
+	ended()
+	cut()
 }
 
 // aheadSignals are how a readAhead's pump and its client tell each other.
@@ -105,7 +114,7 @@ func (b *readAhead) pump() {
 			break
 		}
 		if room == nil {
-			b.cut()
+			b.ends.cut()
 			break
 		}
 		n, err := b.src.Read(room)
@@ -114,7 +123,7 @@ func (b *readAhead) pump() {
 		}
 	}
 	_ = b.src.Close() // before ended: a body cut before its end settles as cut (meteredBody)
-	b.ended()
+	b.ends.ended()
 	signal(b.ready)
 }
 
@@ -139,7 +148,7 @@ func (b *readAhead) room() ([]byte, bool) {
 		}
 		if charged {
 			b.held += aheadChunk
-			c := (*aheadChunks.Get().(*[]byte))[:0]
+			c := aheadChunks.Get().(*[aheadChunk]byte)[:0]
 			b.chunks = append(b.chunks, c)
 			return c[:cap(c)], true
 		}
@@ -275,6 +284,5 @@ func (b *readAhead) free() {
 // putChunk returns c to the pool; its charge is the caller's to give
 // back.
 func putChunk(c []byte) {
-	c = c[:0]
-	aheadChunks.Put(&c)
+	aheadChunks.Put((*[aheadChunk]byte)(c[:aheadChunk]))
 }

@@ -29,8 +29,8 @@ func TestReadAheadCarriesACaughtUpClient(t *testing.T) {
 		budget := newMemBudget(0)
 		src := &closeCounter{Reader: strings.NewReader(want)}
 		var ended, cut atomic.Int32
-		b := newReadAhead(src, budget, false, aheadHooks{stop: func() {}, ended: func() { ended.Add(1) },
-			cut: func() { cut.Add(1) }, grace: time.Minute})
+		b := newReadAhead(src, budget, false, aheadHooks{stop: func() {},
+			ends: endFuncs{onEnded: func() { ended.Add(1) }, onCut: func() { cut.Add(1) }}, grace: time.Minute})
 		got, err := io.ReadAll(iotestOneByteAtATime(b))
 		if err != nil || string(got) != want {
 			t.Errorf("size %d: read %d bytes, %v; want the answer whole", size, len(got), err)
@@ -64,8 +64,8 @@ func TestReadAheadCutsAClientBehind(t *testing.T) {
 	budget := newMemBudget(8 * aheadChunk) // 4 chunks for answers
 	src := &closeCounter{Reader: bytes.NewReader(make([]byte, 1<<20))}
 	ended, cut := make(chan struct{}), make(chan struct{})
-	b := newReadAhead(src, budget, false, aheadHooks{stop: func() {}, ended: func() { close(ended) },
-		cut: func() { close(cut) }, grace: 10 * time.Millisecond})
+	b := newReadAhead(src, budget, false, aheadHooks{stop: func() {},
+		ends: endFuncs{onEnded: func() { close(ended) }, onCut: func() { close(cut) }}, grace: 10 * time.Millisecond})
 	<-cut
 	<-ended
 	if n := budget.inUse(); n != 0 {
@@ -78,3 +78,9 @@ func TestReadAheadCutsAClientBehind(t *testing.T) {
 		t.Errorf("Close: %v, upstream closed %d times; want once", err, src.closed.Load())
 	}
 }
+
+// endFuncs are a readAhead's aheadEnds as functions.
+type endFuncs struct{ onEnded, onCut func() }
+
+func (f endFuncs) ended() { f.onEnded() }
+func (f endFuncs) cut()   { f.onCut() }

@@ -24,9 +24,8 @@ import (
 // long its answer streams.
 type recorder struct {
 	http.ResponseWriter
-	// rc sets the write deadline; stall is how far ahead (0: none, as
-	// for the test recorders), and deadline the last one set.
-	rc       *http.ResponseController
+	// stall is how far ahead the write deadline is set (0: none, as for
+	// the test recorders), and deadline the last one set.
 	stall    time.Duration
 	deadline time.Time
 	// status is the status the client got; 0 before any.
@@ -47,10 +46,39 @@ type recorder struct {
 	starved atomic.Bool
 	// written counts the body bytes written to the client.
 	written int64
-	// decide sets the decision headers (decision.go) on the final
-	// answer's, or a WebSocket's 101, just before they are written;
-	// nil with server.decision_headers off, and once they are set.
-	decide func(http.Header)
+	// decide is the exchange whose decision headers (decision.go) go on
+	// the final answer's, or a WebSocket's 101, set just before they
+	// are written; nil with server.decision_headers off, and once they
+	// are set.
+	decide *exchange
+	// slots hold the values of the headers meterproxy sets (slotOf).
+	slots headerSlots
+}
+
+// headerSlots back the one value of each header meterproxy sets on an
+// answer or its upstream request (the request id, the decision headers,
+// Accept-Encoding), held with the recorder rather than made for each
+// header.
+type headerSlots [slotCount]string
+
+// The headerSlots' indexes.
+const (
+	slotRequestID = iota
+	slotUpstreamID
+	slotAcceptEncoding
+	slotClass
+	slotAccount
+	slotPool
+	slotQueueMs
+	slotCount
+)
+
+// value returns v as a header's values, held in slot i: a slice of one
+// with no room to grow, so an Add copies it rather than writing into the
+// slot after it.
+func (s *headerSlots) value(i int, v string) []string {
+	s[i] = v
+	return s[i : i+1 : i+1]
 }
 
 // Why meterproxy cut a client off (recorder.cutFor).
@@ -63,12 +91,6 @@ const (
 	cutBodyMemory = "body_memory"
 )
 
-// newRecorder returns the recorder writing to w with stall as its write
-// deadline's distance.
-func newRecorder(w http.ResponseWriter, stall time.Duration) *recorder {
-	return &recorder{ResponseWriter: w, rc: http.NewResponseController(w), stall: stall}
-}
-
 // renewSlack is the part of the stall a deadline may have run down
 // before renew moves it (a hundredth): a stream's many small writes move
 // it once in a while, not each time (on HTTP/2 each move is a message to
@@ -76,18 +98,18 @@ func newRecorder(w http.ResponseWriter, stall time.Duration) *recorder {
 const renewSlack = 100
 
 // renew moves the write deadline to stall from now (to now, once the
-// client is starved); unsupported only by test recorders.
+// client is starved); skipped by test recorders, which take none.
 func (r *recorder) renew() {
 	switch {
 	case r.starved.Load():
-		_ = r.rc.SetWriteDeadline(time.Now())
+		setWriteDeadline(r.ResponseWriter, time.Now())
 	case r.stall > 0:
 		now := time.Now()
 		if r.deadline.Sub(now) > r.stall-r.stall/renewSlack {
 			return
 		}
 		r.deadline = now.Add(r.stall)
-		_ = r.rc.SetWriteDeadline(r.deadline)
+		setWriteDeadline(r.ResponseWriter, r.deadline)
 	}
 }
 
@@ -96,7 +118,7 @@ func (r *recorder) renew() {
 // call from another goroutine than the writer's.
 func (r *recorder) starve() {
 	r.starved.Store(true)
-	_ = r.rc.SetWriteDeadline(time.Now())
+	setWriteDeadline(r.ResponseWriter, time.Now())
 }
 
 // failed records that writing to the client failed, and whether its
@@ -162,7 +184,7 @@ func (r *recorder) WriteHeader(status int) {
 // header, so they are set from what is known as it is written.
 func (r *recorder) decided() {
 	if r.decide != nil {
-		r.decide(r.Header())
+		setDecision(r.Header(), r.decide, &r.slots)
 		r.decide = nil
 	}
 }
@@ -190,7 +212,7 @@ func (r *recorder) Flush() { _ = r.FlushError() }
 // client is gone.
 func (r *recorder) FlushError() error {
 	r.renew()
-	err := r.rc.Flush()
+	err := flush(r.ResponseWriter)
 	if err != nil {
 		r.failed()
 	}

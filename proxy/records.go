@@ -27,9 +27,9 @@ type records struct {
 // will carry the decision headers when they are on.
 func (rs *records) begin(ex *exchange, w http.ResponseWriter, r *http.Request, start time.Time) {
 	ex.dest.in, ex.access.start, ex.access.requestID = r, start, rs.ids.of(r.Header)
-	w.Header()[requestIDHeader] = []string{ex.access.requestID}
+	w.Header()[requestIDHeader] = ex.rec.slots.value(slotRequestID, ex.access.requestID)
 	if rs.decisions {
-		ex.rec.decide = func(h http.Header) { setDecision(h, ex) }
+		ex.rec.decide = ex
 	}
 }
 

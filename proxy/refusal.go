@@ -234,7 +234,7 @@ func (f refusal) write(w http.ResponseWriter, shape errorShape) {
 // its pool, the proxy is shutting down (503 store_unavailable,
 // pool_removed, shutting_down) — or its context ended, which the caller
 // tells apart (the client left; no answer).
-func reasonOf(err error, class classify.Class, api string) (f refusal, decided bool) {
+func reasonOf(err error, class classify.Class, api apiName) (f refusal, decided bool) {
 	if e, ok := errors.AsType[*quota.ChargeTooLargeError](err); ok {
 		return refusal{status: http.StatusBadRequest, reason: reasonChargeTooLarge, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: this request would be charged %d tokens, more than the %d one request may be charged in pool %s (%s)",
@@ -259,11 +259,11 @@ func reasonOf(err error, class classify.Class, api string) (f refusal, decided b
 		return refusal{status: http.StatusBadRequest, reason: reasonUnmeteredAPI, kind: "invalid_request_error",
 			message: fmt.Sprintf("meterproxy: budget %s cannot price %s: meterproxy reads no usage from this API's answers. "+
 				"budget.unpriced_apis: worst_case on the budget (%s) lets such requests through, each charged its worst case",
-				e.Budget, bounded(api, maxNamedPath), budgetKeyOf(e.Budget, "unpriced_apis"))}, true
+				e.Budget, bounded(api.String(), maxNamedPath), budgetKeyOf(e.Budget, "unpriced_apis"))}, true
 	}
 	c := class.String()
 	if errors.Is(err, quota.ErrNoAccount) {
-		return noAccount("meterproxy: no account that serves this request's API (" + bounded(api, maxNamedPath) + ") serves or lends to the " + c + " class"), true
+		return noAccount("meterproxy: no account that serves this request's API (" + bounded(api.String(), maxNamedPath) + ") serves or lends to the " + c + " class"), true
 	}
 	if e, ok := errors.AsType[*gate.RefusedError](err); ok {
 		f := refusal{status: http.StatusTooManyRequests, reason: reasonQueueFull, kind: "rate_limit_error",
@@ -310,4 +310,17 @@ func budgetKeyOf(budget, key string) string {
 		return "classes." + class + ".budget." + key
 	}
 	return "callers[].budget." + key + " of caller " + strings.TrimPrefix(budget, "caller:")
+}
+
+// apiName names what a request asked of its API, for a refusal: its
+// method and path, or a turn's event and API, joined by a space when
+// named (String), not on every request.
+type apiName struct{ verb, object string }
+
+// String is the name: verb, and a space and object when there is one.
+func (a apiName) String() string {
+	if a.object == "" {
+		return a.verb
+	}
+	return a.verb + " " + a.object
 }

@@ -59,7 +59,7 @@ func TestReasonOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, decided := reasonOf(tt.err, classify.Bulk, "POST /v1/images/generations")
+			f, decided := reasonOf(tt.err, classify.Bulk, apiName{"POST", "/v1/images/generations"})
 			// The SDKs retry what is not a 400 — but a spent budget, which
 			// returns only when its period resets.
 			retry := tt.status != http.StatusBadRequest && tt.reason != reasonBudgetExceeded

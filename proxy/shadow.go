@@ -44,7 +44,7 @@ func shadowOutcome(lease *quota.Lease, err error, class classify.Class) string {
 	case errors.Is(err, gate.ErrClosed), errors.Is(err, context.Canceled):
 		return shadowUnfinished
 	}
-	if f, decided := reasonOf(err, class, ""); decided {
+	if f, decided := reasonOf(err, class, apiName{}); decided {
 		return f.reason
 	}
 	return shadowOther

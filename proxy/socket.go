@@ -127,7 +127,7 @@ func (sk *sockets) serve(w http.ResponseWriter, r *http.Request, api socketAPI, 
 	rt, bad := inspectSocket(r)
 	// No write deadline on the handshake's answer: one set before the
 	// connection is hijacked would stay on it.
-	ex := sk.accounts.newExchange(live, res, rt, newRecorder(w, 0))
+	ex := sk.accounts.newExchange(live, res, rt, w, 0)
 	ex.ask.socket = true
 	sk.records.begin(ex, w, r, time.Now())
 	ex.trace.span = sk.tr.requestSpan(r.Context(), ex)

@@ -78,7 +78,7 @@ func sessionBudgets(ctx context.Context, admitter *quota.Admitter, ex *exchange)
 	if err == nil {
 		return nil
 	}
-	f, _ := reasonOf(err, ex.res.Class, "a Realtime session")
+	f, _ := reasonOf(err, ex.res.Class, apiName{verb: "a Realtime session"})
 	if e, ok := errors.AsType[*gate.BudgetExceededError](err); ok {
 		f.message = fmt.Sprintf("meterproxy: budget %s is spent: %s of %s this period; it resets at %s",
 			e.Budget, e.Spent, e.Limit, e.Resets.UTC().Format(time.RFC3339))

@@ -55,7 +55,7 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 	ex := s.requestExchange()
 	sk.tr.startTurn(s.ex, ex, start)
 	if s.draining() {
-		f, _ := reasonOf(gate.ErrClosed, ex.res.Class, "")
+		f, _ := reasonOf(gate.ErrClosed, ex.res.Class, apiName{})
 		s.refuseTurn(ex, f, lane)
 		return nil
 	}
@@ -69,7 +69,7 @@ func (s *socket) startTurnWith(ctx context.Context, lane string, prepare func(ex
 	if ex.live.Shadow {
 		t.shadowEnd = sk.metering.shadows.decide(ctx, ex)
 	} else {
-		lease, f := sk.metering.admitExchange(ctx, ex, start, "response.create on "+ex.rt.api.String())
+		lease, f := sk.metering.admitExchange(ctx, ex, start, apiName{"response.create on", ex.rt.api.String()})
 		switch {
 		case f != nil:
 			s.refuseTurn(ex, *f, lane)

@@ -39,6 +39,28 @@ type limiter struct {
 	leases ledger
 	sig    signals
 	loop   admissionLoop
+	// timers time the waits (Admit), reused.
+	timers timerPool
+}
+
+// timerPool reuses the timers of waits for admission, one per request
+// waiting at most. Safe for concurrent use.
+type timerPool struct{ pool sync.Pool }
+
+// get returns a timer that fires after d.
+func (p *timerPool) get(d time.Duration) *time.Timer {
+	if t, ok := p.pool.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// put stops t and keeps it for another wait: once stopped, its channel
+// holds no stale tick (Go 1.23's timers).
+func (p *timerPool) put(t *time.Timer) {
+	t.Stop()
+	p.pool.Put(t)
 }
 
 // OnStoreCall sets f to observe every store call's duration and error, for
@@ -152,8 +174,8 @@ func (l *limiter) Admit(ctx context.Context, req Request) (*Lease, error) {
 	case w == nil: // admitted from the credits
 		return l.grant(&Lease{leases: &l.leases, class: c}), nil
 	}
-	timer := time.NewTimer(maxWait)
-	defer timer.Stop()
+	timer := l.timers.get(maxWait)
+	defer l.timers.put(timer)
 	var cause error
 	select {
 	case <-w.done:

@@ -27,11 +27,15 @@ type waiter struct {
 	wait gate.Wait
 	// fairTag is its place in fair queuing (fair.go).
 	fairTag
+	// leased is its Lease once granted (lease), made with the waiter
+	// rather than apart.
+	leased Lease
 }
 
-// lease is the Lease of a granted waiter.
+// lease is the Lease of a granted waiter; call it once.
 func (w *waiter) lease(leases *ledger, c classify.Class) *Lease {
-	s := &Lease{leases: leases, class: c, leaseWait: leaseWait{held: w.held, wait: w.wait}, cost: w.cost}
+	s := &w.leased
+	*s = Lease{leases: leases, class: c, leaseWait: leaseWait{held: w.held, wait: w.wait}, cost: w.cost}
 	if w.tagged && w.weight > 0 {
 		s.flow, s.weight = w.flow, w.weight
 	}

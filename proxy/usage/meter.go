@@ -110,7 +110,15 @@ type Meter struct {
 // has no usage. Responses of Other (and of a value no API constant
 // names) are not read: their usage is always the estimate.
 func NewMeter(api API, contentType string, inputEstimate int64) *Meter {
-	m := &Meter{read: readerFor(api), inputEstimate: max(inputEstimate, 0)}
+	m := &Meter{}
+	m.Reset(api, contentType, inputEstimate)
+	return m
+}
+
+// Reset makes m what NewMeter returns for the same arguments, in place:
+// for a Meter held in a value of its user's rather than made apart.
+func (m *Meter) Reset(api API, contentType string, inputEstimate int64) {
+	*m = Meter{read: readerFor(api), inputEstimate: max(inputEstimate, 0)}
 	switch {
 	case m.read == nil:
 		m.mode = modeNone
@@ -119,7 +127,6 @@ func NewMeter(api API, contentType string, inputEstimate int64) *Meter {
 	default:
 		m.mode = modeJSON
 	}
-	return m
 }
 
 // isEventStream reports whether a Content-Type value is text/event-stream,

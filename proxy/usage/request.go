@@ -102,6 +102,9 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // that is not a JSON object (or not JSON) reads as Request{} without
 // error: the provider refuses it, and it names nothing to charge.
 func ReadRequest(contentType string, body []byte) (Request, error) {
+	if contentType == "application/json" { // the usual one, read without the parameters' map
+		return readJSON(body)
+	}
 	mediaType, params, err := mime.ParseMediaType(contentType)
 	if err != nil && !errors.Is(err, mime.ErrInvalidMediaParameter) {
 		// Unparseable: read as JSON, unless it names a form, which a
