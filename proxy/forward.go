@@ -165,7 +165,8 @@ func (h *Handler) cutShort(r *http.Request, ex *exchange, side string) {
 }
 
 // readAhead makes an admitted request's answer read ahead of its client
-// (readahead.go), within the body memory budget: the upstream's answer
+// (readahead.go) — one of declared length below a chunk read whole at
+// once (readwhole.go) — within the body memory budget: the upstream's answer
 // ends at the upstream's pace, and with it the request's hold on its slot
 // (endUpstream). A client the budget cannot carry is cut off
 // (cutBodyMemory).
@@ -175,7 +176,12 @@ func (h *Handler) readAhead(resp *http.Response, ex *exchange) {
 		return
 	}
 	ex.upstream.ends = upstreamEnds{mt: h.metering, ex: ex}
-	resp.Body = newReadAhead(resp.Body, h.bodies.budget, ex.res.Class == classify.Interactive, aheadHooks{
+	interactive := ex.res.Class == classify.Interactive
+	if resp.ContentLength >= 0 && resp.ContentLength < aheadChunk {
+		resp.Body = readWhole(resp.Body, h.bodies.budget, interactive, &ex.upstream.ends) // readwhole.go: no pump
+		return
+	}
+	resp.Body = newReadAhead(resp.Body, h.bodies.budget, interactive, aheadHooks{
 		stop: ex.upstream.stop, ends: &ex.upstream.ends, grace: h.aheadGrace})
 }
 
