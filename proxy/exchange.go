@@ -186,6 +186,29 @@ func (ex *exchange) request() quota.Request {
 
 type exchangeKey struct{}
 
+// exchangeCtx is a request's context carrying its exchange (exchangeOf),
+// held in the exchange's trip (upstreamTrip.ctx) so that carrying it
+// allocates nothing; every other value, and its cancellation, are its
+// parent's.
+type exchangeCtx struct {
+	context.Context
+	ex *exchange
+}
+
+// Value implements context.Context.
+func (c *exchangeCtx) Value(key any) any {
+	if _, ok := key.(exchangeKey); ok {
+		return c.ex
+	}
+	return c.Context.Value(key)
+}
+
+// withExchange is r carrying ex, once per exchange.
+func withExchange(r *http.Request, ex *exchange) *http.Request {
+	ex.upstream.ctx = exchangeCtx{Context: r.Context(), ex: ex}
+	return r.WithContext(&ex.upstream.ctx)
+}
+
 func exchangeOf(ctx context.Context) *exchange {
 	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
 	return ex

@@ -28,6 +28,8 @@ type upstreamTrip struct {
 	start, sent time.Time
 	// stop cancels the upstream request (set by rewrite).
 	stop func()
+	// ctx is the request's context carrying the exchange (withExchange).
+	ctx exchangeCtx
 	// gauge is the caller's meterproxy_caller_in_flight series, raised
 	// when the request went upstream; nil for a batch or an upload.
 	gauge prometheus.Gauge

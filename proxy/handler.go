@@ -245,7 +245,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.refuse(*bad)
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	r = withExchange(r, ex)
 	if live.Shadow {
 		defer h.metering.shadows.decide(r.Context(), ex)()
 	} else {
@@ -275,7 +275,7 @@ func (h *Handler) serveStreamed(w http.ResponseWriter, r *http.Request, ex *exch
 		return
 	}
 	defer done()
-	h.forward(ex.rec, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)), ex)
+	h.forward(ex.rec, withExchange(r, ex), ex)
 }
 
 // admit waits for admission; when it fails the answer is already written

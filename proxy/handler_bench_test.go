@@ -80,4 +80,27 @@ func BenchmarkHandler(b *testing.B) {
 		rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: tr}
 		run(b, rp, "http://baseline")
 	})
+	// The floor: the same request sent by the transport alone and its
+	// answer copied to the recorder, no proxy in between — what the
+	// harness, net/http's client and the upstream cost every column.
+	b.Run("floor", func(b *testing.B) {
+		up := httptest.NewServer(benchUpstream)
+		b.Cleanup(up.Close)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		b.Cleanup(tr.CloseIdleConnections)
+		run(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			out, err := http.NewRequestWithContext(r.Context(), r.Method, up.URL+r.URL.Path, r.Body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out.Header = r.Header
+			resp, err := tr.RoundTrip(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		}), "http://floor")
+	})
 }

@@ -138,6 +138,10 @@ func (r *report) markdown(o options) string {
 	p("| Redis store errors during the run | %.0f | – |\n", r.storeErrors)
 	p("| handler allocations per request (go test -bench) | %.0f allocs, %.0f B | %.0f allocs, %.0f B |\n",
 		r.allocs["meterproxy"].allocs, r.allocs["meterproxy"].bytes, r.allocs["baseline"].allocs, r.allocs["baseline"].bytes)
+	if f, ok := r.allocs["floor"]; ok {
+		p("| allocations of the same request with no proxy: the transport alone, its upstream and the benchmark's own (the floor under both columns) | %.0f allocs, %.0f B | %.0f allocs, %.0f B |\n",
+			f.allocs, f.bytes, f.allocs, f.bytes)
+	}
 	for _, h := range []struct {
 		how string
 		res heldResult
