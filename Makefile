@@ -88,7 +88,7 @@ helm-install: ## Build the pinned Helm from the Go module proxy into ./bin (for 
 		rm -f $(BIN)/.helm-*; touch $(BIN)/.helm-$(HELM_VERSION); \
 	fi
 
-bench: ## Benchmark meterproxy against a plain ReverseProxy and nginx in one run (test/bench; installs redis-server and nginx-light if missing; ~5 min); BENCHFLAGS passes flags.
+bench: ## Benchmark meterproxy against a plain ReverseProxy and nginx in one run (test/bench; installs redis-server and nginx-light if missing; ~7 min); BENCHFLAGS passes flags.
 	./.ci/ensure-redis
 	./.ci/ensure-nginx
 	$(GO) run ./test/bench $(BENCHFLAGS)

@@ -26,6 +26,17 @@ type report struct {
 	// its access log and dropped (its queue full).
 	accessLines   int
 	accessDropped float64
+	// cost is what a request and an idle replica cost meterproxy, by
+	// configuration and by profile.
+	cost costResult
+}
+
+// costResult is the run's figures on where meterproxy's CPU goes: with 1
+// and with 50 pools, idle and at a fixed rate (measurePools), and the
+// parts of a profile under closed-loop load (profileRun).
+type costResult struct {
+	pools   []poolsResult
+	profile []shareResult
 }
 
 func newReport(targets []*target) *report {
@@ -152,6 +163,7 @@ func (r *report) markdown(o options) string {
 			float64(h.res.idle)/(1<<20), float64(h.res.full)/(1<<20), float64(h.res.peak)/(1<<20),
 			h.res.heap/n, h.res.stacks/n, h.res.goroutines)
 	}
+	r.costTables(p)
 	p("\n### Targets\n\n| target | measured | |\n|---|---|---|\n")
 	for _, c := range r.checks() {
 		mark := "met"
@@ -164,4 +176,21 @@ func (r *report) markdown(o options) string {
 		p("| %s | %s | %s |\n", c.what, c.got, mark)
 	}
 	return b.String()
+}
+
+// costTables renders cost: the CPU by pools, and the profile's parts.
+func (r *report) costTables(p func(string, ...any)) {
+	if len(r.cost.pools) > 0 {
+		p("\n| meterproxy on Redis with | CPU idle, a second | CPU per request at %d/s | p50 at %d/s | errors / requests |\n|---|---|---|---|---|\n", goalRate, goalRate)
+		for _, c := range r.cost.pools {
+			p("| %d pools | %.1f ms | %s | %s | %d / %d |\n", c.pools, float64(c.idleCPU)/float64(time.Millisecond),
+				us(c.atRate.cpuPerReq), us(c.atRate.p50), c.atRate.errors, c.atRate.requests)
+		}
+	}
+	if len(r.cost.profile) > 0 {
+		p("\n| share of meterproxy's CPU (Redis store, closed loop, from its CPU profile; a sample in two parts counts in both) | |\n|---|---|\n")
+		for _, s := range r.cost.profile {
+			p("| %s | %.1f%% |\n", s.what, 100*s.share)
+		}
+	}
 }
