@@ -157,31 +157,24 @@ func readError(err error) error {
 }
 
 // setBody makes r carry body, with a known length and a GetBody so the
-// transport may replay it on a fresh connection.
-func setBody(r *http.Request, body []byte) {
+// transport may replay it on a fresh connection, and returns the body it
+// carries (nil when empty). Each is an io.NopCloser of a bytes.Reader:
+// net/http knows such a body is in memory and writes a request's head and
+// body in one write, where any other body has its head flushed first (an
+// extra system call and packet a request; transfer.go's
+// isKnownInMemoryReader). ReverseProxy wraps the body it forwards in a
+// reader of its own, so the retry loop (roundTrip) puts this one back.
+func setBody(r *http.Request, body []byte) io.ReadCloser {
 	r.TransferEncoding = nil
 	r.ContentLength = int64(len(body))
 	if len(body) == 0 {
 		r.Body, r.GetBody = http.NoBody, nil
-		return
+		return nil
 	}
-	r.Body = newPayload(body)
-	r.GetBody = func() (io.ReadCloser, error) { return newPayload(body), nil }
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r.Body
 }
-
-// payload is a request body in memory as the transport reads it: a
-// bytes.Reader that closes, one value rather than a reader and its
-// io.NopCloser.
-type payload struct{ bytes.Reader }
-
-func newPayload(b []byte) *payload {
-	p := &payload{}
-	p.Reset(b)
-	return p
-}
-
-// Close implements io.Closer; it does nothing.
-func (*payload) Close() error { return nil }
 
 // copyBuffers is the ReverseProxy's pool of response copy buffers, kept
 // as pointers to their arrays: a buffer goes back without a pointer made

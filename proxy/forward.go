@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,6 +31,10 @@ type upstreamTrip struct {
 	stop func()
 	// ctx is the request's context carrying the exchange (withExchange).
 	ctx exchangeCtx
+	// body is the request's body in memory as setBody made it, which the
+	// first pass sends in place of ReverseProxy's wrapper of it; nil for
+	// an empty body or one that streams through.
+	body io.ReadCloser
 	// gauge is the caller's meterproxy_caller_in_flight series, raised
 	// when the request went upstream; nil for a batch or an upload.
 	gauge prometheus.Gauge
@@ -99,6 +104,9 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 			h.metering.observe(resp, time.Now(), nil)
 		}
 		return resp, err
+	}
+	if ex.upstream.body != nil && r.Body != nil && r.Body != http.NoBody {
+		r.Body = ex.upstream.body // net/http's in-memory body: head and body in one write (setBody)
 	}
 	tried := []string{ex.dest.account}
 	flex := newFlexTry(ex)

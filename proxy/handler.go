@@ -257,7 +257,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { ex.tally.lease.Release() }() // spill may have moved it to another account's lease
 	}
 	ex.at(h.accounts.of(ex), ex.dest.pool)
-	setBody(r, payload)
+	ex.upstream.body = setBody(r, payload)
 	var out http.ResponseWriter = ex.rec
 	if ex.ask.injected {
 		out = &stripWriter{ResponseWriter: ex.rec}

@@ -6,6 +6,7 @@ import (
 	"github.com/meterproxy/meterproxy/test/poll"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -40,6 +41,8 @@ type proxyOpts struct {
 	tracer trace.TracerProvider
 	// access is the access log; nil: off.
 	access *AccessLog
+	// dial, when set, dials the metered pool's upstream connections.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -91,6 +94,9 @@ func newTestProxy(t testing.TB, o proxyOpts) *testProxy {
 		t.Fatal(err)
 	}
 	transport := NewTransport(cfg.Upstream, adm.InFlightLimit())
+	if o.dial != nil {
+		transport.metered.DialContext = o.dial
+	}
 	live := Live{Classifier: cl, ClassHeader: ccfg.Header,
 		InjectStreamUsage: cfg.Upstream.InjectStreamUsage, Sessions: NewSessionLimits(qcfg.Classes, callers)}
 	h, err := NewHandler(cfg, Deps{Live: live, Admitter: adm, Transport: transport,
