@@ -161,9 +161,9 @@ func readError(err error) error {
 // carries (nil when empty). Each is an io.NopCloser of a bytes.Reader:
 // net/http knows such a body is in memory and writes a request's head and
 // body in one write, where any other body has its head flushed first (an
-// extra system call and packet a request; transfer.go's
-// isKnownInMemoryReader). ReverseProxy wraps the body it forwards in a
-// reader of its own, so the retry loop (roundTrip) puts this one back.
+// extra system call and packet a request: net/http's rule for bodies it
+// does not know are in memory). ReverseProxy wraps the body it forwards in
+// a reader of its own, so the retry loop (roundTrip) puts this one back.
 func setBody(r *http.Request, body []byte) io.ReadCloser {
 	r.TransferEncoding = nil
 	r.ContentLength = int64(len(body))

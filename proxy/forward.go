@@ -105,7 +105,7 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return resp, err
 	}
-	if ex.upstream.body != nil && r.Body != nil && r.Body != http.NoBody {
+	if ex.upstream.body != nil { // a non-empty body in memory, which ReverseProxy wrapped
 		r.Body = ex.upstream.body // net/http's in-memory body: head and body in one write (setBody)
 	}
 	tried := []string{ex.dest.account}

@@ -26,8 +26,8 @@ func (c writeCounter) Write(p []byte) (int, error) {
 
 // TestRequestGoesUpstreamInOneWrite: a forwarded request's head and its
 // body, both in memory, leave in one write on the upstream connection,
-// not the head flushed first and the body after (net/http does that for a body it does not know is
-// in memory, as ReverseProxy's wrapper of it is).
+// not the head flushed first and the body after (net/http does that for a
+// body it does not know is in memory, as ReverseProxy's wrapper of it is).
 func TestRequestGoesUpstreamInOneWrite(t *testing.T) {
 	var writes atomic.Int64
 	var dialer net.Dialer

@@ -183,7 +183,11 @@ func (r *report) costTables(p func(string, ...any)) {
 	if len(r.cost.pools) > 0 {
 		p("\n| meterproxy on Redis with | CPU idle, a second | CPU per request at %d/s | p50 at %d/s | errors / requests |\n|---|---|---|---|---|\n", goalRate, goalRate)
 		for _, c := range r.cost.pools {
-			p("| %d pools | %.1f ms | %s | %s | %d / %d |\n", c.pools, float64(c.idleCPU)/float64(time.Millisecond),
+			noun := "pools"
+			if c.pools == 1 {
+				noun = "pool"
+			}
+			p("| %d %s | %.1f ms | %s | %s | %d / %d |\n", c.pools, noun, float64(c.idleCPU)/float64(time.Millisecond),
 				us(c.atRate.cpuPerReq), us(c.atRate.p50), c.atRate.errors, c.atRate.requests)
 		}
 	}
