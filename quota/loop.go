@@ -34,8 +34,9 @@ type admissionLoop struct {
 	// pool is the pool the limiter admits to (pool.go).
 	pool string
 	log  *slog.Logger
-	// heartbeat is the longest the loop stays silent towards the store; 0
-	// means it only calls when there is something to ask or release.
+	// heartbeat is the longest the loop stays silent towards the store
+	// while the pool is live (keepAlive); 0 means it only calls when there
+	// is something to ask or release.
 	heartbeat time.Duration
 	// prefetch lets the loop take credits (prefetch.go).
 	prefetch bool
@@ -63,6 +64,9 @@ type loopState struct {
 	// of; pending says one is waiting.
 	releases *time.Timer
 	pending  bool
+	// beat fires a heartbeat after the last store call, while the pool is
+	// live (keepAlive); stopped otherwise.
+	beat *time.Timer
 	// call is the current store call's list of waiters.
 	call callList
 	pf   prefetchState
@@ -71,11 +75,13 @@ type loopState struct {
 // run serves the queues until ctx ends, then refuses every waiter with
 // gate.ErrClosed and tells the store what is still in flight.
 func (lp *admissionLoop) run(ctx context.Context) error {
-	st := &loopState{timer: store.StoppedTimer(), releases: store.StoppedTimer()}
+	st := &loopState{timer: store.StoppedTimer(), releases: store.StoppedTimer(), beat: store.StoppedTimer()}
 	defer st.timer.Stop()
 	defer st.releases.Stop()
-	beat, stopBeat := store.HeartbeatTicker(lp.heartbeat)
-	defer stopBeat()
+	defer st.beat.Stop()
+	if lp.heartbeat > 0 {
+		st.beat.Reset(lp.heartbeat) // the first call: the fleet hears of the replica, the replica of the fleet
+	}
 	for {
 		force := false
 		select {
@@ -115,8 +121,8 @@ func (lp *admissionLoop) run(ctx context.Context) error {
 			st.armed = time.Time{}
 			st.blocked = [classify.NumClasses]store.Blocker{}
 			force = lp.queue.expireCredits(time.Now()) // the store must hear they are back
-		case <-beat:
-			force = time.Since(st.lastCall) >= lp.heartbeat
+		case <-st.beat.C:
+			force = true // a heartbeat since the last call: keepAlive armed it
 		}
 		lp.round(ctx, st, force)
 	}
@@ -152,9 +158,11 @@ func (lp *admissionLoop) round(ctx context.Context, st *loopState, force bool) {
 			lp.pending.restore(req.Upstream, now)
 			lp.leases.restore(req.Corrections, req.Output)
 			lp.storeFailed(ctx, st, err)
+			lp.keepAlive(st)
 			return
 		}
 		lp.last.set(req, res)
+		lp.keepAlive(st)
 		lp.leases.adapt.noteAnswer(want, res, req.Limits.InFlight)
 		lp.queue.hand(req, res, &st.call, st.pf.spare, now)
 		lp.plan(&st.pf, res, lims.enforced)
@@ -225,6 +233,39 @@ func (lp *admissionLoop) storeFailed(ctx context.Context, st *loopState, err err
 	lp.queue.dropCredits(classify.Classes[:]...)
 	st.blocked = [classify.NumClasses]store.Blocker{store.BlockedByWindow, store.BlockedByWindow}
 	st.arm(store.Retry)
+}
+
+// keepAlive arms the heartbeat a heartbeat after a store call while the
+// pool is live: this replica holds slots or credits in it, or has waiters,
+// or the store's last answer showed other replicas' requests in flight or
+// bulk held on the upstream's word. Slots must not expire while held, and
+// while any replica holds any, every replica's calls reap the ones whose
+// replica died (take.lua's reapDead). Otherwise the pool stays silent
+// until its next request or release, so an idle replica's store calls do
+// not grow with its pools: what it held expired with nothing in it, and
+// its first call reaps and counts before it grants. Its fleet figures for
+// the pool (in flight, hold) stay as the last answer gave them: nothing.
+func (lp *admissionLoop) keepAlive(st *loopState) {
+	if lp.heartbeat <= 0 {
+		return
+	}
+	if !lp.live() {
+		st.beat.Stop()
+		return
+	}
+	st.beat.Reset(lp.heartbeat)
+}
+
+// live reports whether the pool has anything the store must keep hearing
+// of (keepAlive).
+func (lp *admissionLoop) live() bool {
+	held, _ := lp.queue.occupied() // credits included
+	for _, c := range classify.Classes {
+		if held[c] > 0 || lp.queue.queued(c) > 0 || lp.last.others[c].Load() > 0 {
+			return true
+		}
+	}
+	return lp.last.upstreamHold.Load() > 0
 }
 
 // arm makes the timer fire after d, unless it fires sooner already.

@@ -102,8 +102,8 @@ func drainUnderLoad(t *testing.T, client *http.Client, p *procs.Proxy, n int, la
 // Redis's clock: the dead replica's count expires (its heartbeat score)
 // within the heartbeat TTL, 3 × heartbeat, of the kill; and a surviving
 // replica's next call removes it within two heartbeats of that expiry (a
-// replica's loop checks once a heartbeat whether a heartbeat has passed
-// since its last call, so it may stay silent for up to two). The held
+// replica that knows of the dead one's slots calls at least once a
+// heartbeat, quota/loop.go's keepAlive; two leave room for a slow call). The held
 // streams break off with the process; their counts died with it.
 func crashHolding(t *testing.T, client *http.Client, srv *fleetRedis, p *procs.Proxy, id string, k int, heartbeat time.Duration, beforeKill func()) time.Duration {
 	t.Helper()

@@ -25,9 +25,11 @@ type Config struct {
 	// refused, 503 store_unavailable (budgets fail closed), so it is given
 	// longer. See "Spend and budgets".
 	BudgetTimeout time.Duration `koanf:"budget_timeout"`
-	// Heartbeat is the longest a replica stays silent towards Redis (an
-	// idle one still calls it this often); a replica's slots expire after
-	// three heartbeats without a call.
+	// Heartbeat is the longest a replica stays silent towards Redis about a
+	// pool while the pool is live there: it holds slots in it or has
+	// waiters, or the fleet holds slots or bulk is held (a pool idle across
+	// the fleet costs no calls); a replica's slots expire after three
+	// heartbeats without a call.
 	Heartbeat time.Duration `koanf:"heartbeat"`
 	// SpendFile, with the in-process store, is the file budgets' spend is
 	// kept in across restarts (written every second; see package
